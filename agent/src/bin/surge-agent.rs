@@ -1,0 +1,74 @@
+//! `surge-agent`: parse, configure, serve.
+
+use clap::Parser;
+use std::process::ExitCode;
+use surge_agent::daemon::{self, AgentArgs, AgentConfig};
+use tokio_util::sync::CancellationToken;
+
+fn main() -> ExitCode {
+    let args = AgentArgs::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SURGE_LOG").unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cfg = match AgentConfig::load(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("surge-agent: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("surge-agent: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match rt.block_on(run(cfg)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("surge-agent: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn run(cfg: AgentConfig) -> anyhow::Result<()> {
+    let tls = cfg.tls.as_ref().map(daemon::server_tls).transpose()?;
+    let listener = tokio::net::TcpListener::bind(&cfg.listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("listen {}: {e}", cfg.listen))?;
+    let addr = listener.local_addr()?;
+    println!("surge-agent listening on {addr}");
+    tracing::info!(%addr, tls = tls.is_some(), "listening");
+    let shutdown = CancellationToken::new();
+    let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
+    if let Some(interval) = sd_notify::watchdog_enabled() {
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(interval / 2);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => { let _ = sd_notify::notify(&[sd_notify::NotifyState::Watchdog]); }
+                    _ = stop.cancelled() => break,
+                }
+            }
+        });
+    }
+    let signals = shutdown.clone();
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+            return;
+        };
+        tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+        tracing::info!("signal received: stopping load and closing sessions");
+        let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
+        signals.cancel();
+    });
+    daemon::serve(listener, tls, cfg.settings, shutdown).await?;
+    Ok(())
+}

@@ -1,0 +1,213 @@
+//! The `surge-agent` process: layered configuration (TOML file, then `SURGE_AGENT_*`
+//! environment, then flags), mutual TLS, the gRPC server, systemd notifications and
+//! signals. Also the embedded agent a local `surge run` talks to.
+
+use crate::allowlist::Allowlist;
+use crate::service::{AgentService, AgentSettings};
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
+
+/// Default dead-man lease.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(3);
+/// Default cap on requests in flight.
+pub const DEFAULT_MAX_IN_FLIGHT: u32 = 10_000;
+
+/// `surge-agent` command line; every option can also come from the file or environment.
+#[derive(Debug, Clone, Default, clap::Parser)]
+#[command(name = "surge-agent", version, about = "surge load agent: runs shares of a benchmark for a coordinator")]
+pub struct AgentArgs {
+    /// TOML configuration file (keys as the long flags, e.g. `max-in-flight = 4096`).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Address to listen on for coordinators.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// CA certificate (PEM) that coordinators' certificates must be signed by.
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+    /// This agent's certificate (PEM).
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    /// This agent's private key (PEM).
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+    /// Targets this agent may load: hosts, host:port, CIDRs, comma separated.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub allowed_targets: Option<Vec<String>>,
+    /// Most requests in flight this agent accepts.
+    #[arg(long, value_name = "N")]
+    pub max_in_flight: Option<u32>,
+    /// Dead-man interval: stop all load when the coordinator is silent this long.
+    #[arg(long, value_name = "DURATION")]
+    pub lease: Option<String>,
+    /// Plaintext gRPC without TLS; refused unless listening on loopback.
+    #[arg(long)]
+    pub insecure: bool,
+}
+
+/// The configuration file / environment keys.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct FileConfig {
+    listen: Option<String>,
+    #[serde(alias = "tls_ca")]
+    tls_ca: Option<PathBuf>,
+    #[serde(alias = "tls_cert")]
+    tls_cert: Option<PathBuf>,
+    #[serde(alias = "tls_key")]
+    tls_key: Option<PathBuf>,
+    #[serde(alias = "allowed_targets")]
+    allowed_targets: Option<Vec<String>>,
+    #[serde(alias = "max_in_flight")]
+    max_in_flight: Option<u32>,
+    lease: Option<String>,
+    insecure: Option<bool>,
+}
+
+/// A validated agent configuration.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub listen: String,
+    pub tls: Option<TlsFiles>,
+    pub settings: AgentSettings,
+}
+
+/// Paths of the agent's TLS material.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// A configuration problem, naming the file, variable or flag.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+fn load_layers(path: Option<&Path>) -> Result<FileConfig, ConfigError> {
+    let mut b = config::Config::builder();
+    if let Some(p) = path {
+        if !p.exists() {
+            return Err(ConfigError(format!("config file {}: not found", p.display())));
+        }
+        b = b.add_source(config::File::from(p).format(config::FileFormat::Toml).required(true));
+    }
+    b = b.add_source(
+        config::Environment::with_prefix("SURGE_AGENT")
+            .prefix_separator("_")
+            .try_parsing(true)
+            .list_separator(",")
+            .with_list_parse_key("allowed_targets"),
+    );
+    let origin = path.map_or_else(|| "SURGE_AGENT_* environment".to_string(), |p| p.display().to_string());
+    let cfg = b.build().map_err(|e| ConfigError(format!("{origin}: {e}")))?;
+    cfg.try_deserialize::<FileConfig>().map_err(|e| ConfigError(format!("{origin} (or SURGE_AGENT_*): {e}")))
+}
+
+impl AgentConfig {
+    /// File, then environment, then flags.
+    pub fn load(args: &AgentArgs) -> Result<Self, ConfigError> {
+        let f = load_layers(args.config.as_deref())?;
+        let listen = args.listen.clone().or(f.listen).unwrap_or_else(|| "0.0.0.0:7171".into());
+        let insecure = args.insecure || f.insecure.unwrap_or(false);
+        let ca = args.tls_ca.clone().or(f.tls_ca);
+        let cert = args.tls_cert.clone().or(f.tls_cert);
+        let key = args.tls_key.clone().or(f.tls_key);
+        let tls = match (ca, cert, key, insecure) {
+            (Some(ca), Some(cert), Some(key), _) => Some(TlsFiles { ca, cert, key }),
+            (None, None, None, true) => {
+                let addr: SocketAddr = listen
+                    .parse()
+                    .map_err(|_| ConfigError(format!("listen {listen:?}: not an IP:port address")))?;
+                if !addr.ip().is_loopback() {
+                    return Err(ConfigError(format!(
+                        "insecure: plaintext is allowed only on loopback, but listen is {listen}"
+                    )));
+                }
+                None
+            }
+            (_, _, _, true) => return Err(ConfigError("insecure: cannot be combined with tls-ca/tls-cert/tls-key".into())),
+            _ => {
+                return Err(ConfigError(
+                    "tls-ca, tls-cert and tls-key are all required (or --insecure on a loopback listen address)".into(),
+                ));
+            }
+        };
+        let allowed = Allowlist::parse(&args.allowed_targets.clone().or(f.allowed_targets).unwrap_or_default())
+            .map_err(|e| ConfigError(e.to_string()))?;
+        let max_in_flight = args.max_in_flight.or(f.max_in_flight).unwrap_or(DEFAULT_MAX_IN_FLIGHT);
+        if max_in_flight == 0 {
+            return Err(ConfigError("max-in-flight: must be at least 1".into()));
+        }
+        let lease = match args.lease.clone().or(f.lease) {
+            None => DEFAULT_LEASE,
+            Some(s) => humantime::parse_duration(&s).map_err(|e| ConfigError(format!("lease {s:?}: {e}")))?,
+        };
+        if lease < Duration::from_millis(100) {
+            return Err(ConfigError("lease: must be at least 100ms".into()));
+        }
+        Ok(Self { listen, tls, settings: AgentSettings { max_in_flight, lease, allowed } })
+    }
+}
+
+fn read(path: &Path, what: &str) -> Result<Vec<u8>, ConfigError> {
+    std::fs::read(path).map_err(|e| ConfigError(format!("{what} {}: {e}", path.display())))
+}
+
+/// The server-side mutual-TLS configuration: clients must present a certificate signed by `ca`.
+pub fn server_tls(files: &TlsFiles) -> Result<ServerTlsConfig, ConfigError> {
+    let ca = read(&files.ca, "tls-ca")?;
+    let cert = read(&files.cert, "tls-cert")?;
+    let key = read(&files.key, "tls-key")?;
+    Ok(ServerTlsConfig::new()
+        .identity(Identity::from_pem(cert, key))
+        .client_ca_root(Certificate::from_pem(ca)))
+}
+
+/// Serves the agent on `listener` until `shutdown` is cancelled; sessions then stop their
+/// load, flush and close.
+pub async fn serve(
+    listener: TcpListener,
+    tls: Option<ServerTlsConfig>,
+    settings: AgentSettings,
+    shutdown: CancellationToken,
+) -> Result<(), tonic::transport::Error> {
+    let svc = AgentService::new(settings, shutdown.clone()).into_server();
+    let mut builder = Server::builder()
+        .http2_keepalive_interval(Some(Duration::from_secs(1)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(3)));
+    if let Some(tls) = tls {
+        builder = builder.tls_config(tls)?;
+    }
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let grace = shutdown.clone();
+    builder
+        .add_service(svc)
+        .serve_with_incoming_shutdown(incoming, async move {
+            grace.cancelled().await;
+            // Let sessions flush their last batches and send Done.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        })
+        .await
+}
+
+/// An in-process agent on a loopback port (plaintext: it never leaves this process's
+/// host), allowing any target. Returns its address; it runs until `shutdown`.
+pub async fn spawn_embedded(shutdown: CancellationToken) -> std::io::Result<SocketAddr> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let settings =
+        AgentSettings { max_in_flight: 1_000_000, lease: DEFAULT_LEASE, allowed: Allowlist::any() };
+    tokio::spawn(async move {
+        if let Err(e) = serve(listener, None, settings, shutdown).await {
+            tracing::error!("embedded agent: {e}");
+        }
+    });
+    Ok(addr)
+}

@@ -1,0 +1,304 @@
+//! Connections to the target: TCP (+ rustls for https), HTTP/1.1 or HTTP/2 (hyper 1.x),
+//! and a pool that hands each in-flight request a connection of its own (HTTP/1.1) or a
+//! share of a multiplexed one (HTTP/2).
+//!
+//! A connection the server closed (llama.cpp's server closes after every streamed
+//! response while advertising keep-alive) is dropped at check-in or check-out and a new
+//! one is opened: a reconnect, counted, never a failed request.
+
+use super::stats::Stats;
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::client::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use surge_proto::ErrorKind;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+
+/// Where requests go, resolved once before the run.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub https: bool,
+    pub host: String,
+    pub port: u16,
+    pub addr: SocketAddr,
+    /// `host:port` as sent in `Host` / `:authority`.
+    pub authority: String,
+    /// Path prefix of the base URL (without trailing `/`), prepended to the endpoint.
+    pub base_path: String,
+}
+
+/// An unusable base URL.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    #[error("base URL {0:?} is not an http:// or https:// URL")]
+    Scheme(String),
+    #[error("base URL {url:?}: {reason}")]
+    Invalid { url: String, reason: String },
+    #[error("cannot resolve {host}: {reason}")]
+    Resolve { host: String, reason: String },
+}
+
+impl Target {
+    /// Parses and resolves `base_url` (e.g. `http://127.0.0.1:8000` or `https://h/v1x`).
+    pub async fn resolve(base_url: &str) -> Result<Self, TargetError> {
+        let uri: http::Uri = base_url
+            .parse()
+            .map_err(|e: http::uri::InvalidUri| TargetError::Invalid { url: base_url.into(), reason: e.to_string() })?;
+        let https = match uri.scheme_str() {
+            Some("http") => false,
+            Some("https") => true,
+            _ => return Err(TargetError::Scheme(base_url.into())),
+        };
+        let host = uri
+            .host()
+            .ok_or_else(|| TargetError::Invalid { url: base_url.into(), reason: "no host".into() })?
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+        let addr = tokio::net::lookup_host((host.as_str(), port))
+            .await
+            .map_err(|e| TargetError::Resolve { host: host.clone(), reason: e.to_string() })?
+            .next()
+            .ok_or_else(|| TargetError::Resolve { host: host.clone(), reason: "no address".into() })?;
+        let authority = uri.authority().map(|a| a.to_string()).unwrap_or_else(|| format!("{host}:{port}"));
+        let base_path = uri.path().trim_end_matches('/').to_string();
+        Ok(Self { https, host, port, addr, authority, base_path })
+    }
+
+    /// The request URI for `endpoint`: origin-form for HTTP/1.1, absolute for HTTP/2.
+    pub fn uri(&self, endpoint: &str, absolute: bool) -> http::Uri {
+        let path = format!("{}{}", self.base_path, endpoint);
+        let s = if absolute {
+            format!("{}://{}{}", if self.https { "https" } else { "http" }, self.authority, path)
+        } else {
+            path
+        };
+        s.parse().unwrap_or_else(|_| http::Uri::from_static("/"))
+    }
+}
+
+/// One client connection.
+#[derive(Debug)]
+pub enum Conn {
+    H1(http1::SendRequest<Full<Bytes>>),
+    H2(http2::SendRequest<Full<Bytes>>),
+}
+
+impl Conn {
+    pub fn is_closed(&self) -> bool {
+        match self {
+            Conn::H1(s) => s.is_closed(),
+            Conn::H2(s) => s.is_closed(),
+        }
+    }
+
+    pub fn is_h2(&self) -> bool {
+        matches!(self, Conn::H2(_))
+    }
+
+    /// Waits until the connection can take a request.
+    pub async fn ready(&mut self) -> Result<(), hyper::Error> {
+        match self {
+            Conn::H1(s) => s.ready().await,
+            Conn::H2(s) => s.ready().await,
+        }
+    }
+
+    pub async fn send(
+        &mut self,
+        req: http::Request<Full<Bytes>>,
+    ) -> Result<http::Response<hyper::body::Incoming>, hyper::Error> {
+        match self {
+            Conn::H1(s) => s.send_request(req).await,
+            Conn::H2(s) => s.send_request(req).await,
+        }
+    }
+}
+
+/// Opens connections to one target.
+pub struct Connector {
+    pub target: Target,
+    tls: Option<tokio_rustls::TlsConnector>,
+    server_name: Option<rustls::pki_types::ServerName<'static>>,
+    h2: bool,
+}
+
+impl std::fmt::Debug for Connector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connector").field("target", &self.target).field("h2", &self.h2).finish()
+    }
+}
+
+impl Connector {
+    /// `h2`: HTTP/2 (prior knowledge on http, ALPN `h2` on https).
+    pub fn new(target: Target, h2: bool) -> Result<Self, TargetError> {
+        let (tls, server_name) = if target.https {
+            let mut roots = rustls::RootCertStore::empty();
+            roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+            let provider = Arc::new(rustls::crypto::ring::default_provider());
+            let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .map_err(|e| TargetError::Invalid { url: target.host.clone(), reason: e.to_string() })?
+                .with_root_certificates(roots)
+                .with_no_client_auth();
+            cfg.alpn_protocols = if h2 { vec![b"h2".to_vec()] } else { vec![b"http/1.1".to_vec()] };
+            let name = rustls::pki_types::ServerName::try_from(target.host.clone())
+                .map_err(|e| TargetError::Invalid { url: target.host.clone(), reason: e.to_string() })?;
+            (Some(tokio_rustls::TlsConnector::from(Arc::new(cfg))), Some(name))
+        } else {
+            (None, None)
+        };
+        Ok(Self { target, tls, server_name, h2 })
+    }
+
+    /// Opens one connection; the error is already classified.
+    pub async fn connect(&self, stats: &Arc<Stats>) -> Result<Conn, (ErrorKind, String)> {
+        let tcp = TcpStream::connect(self.target.addr)
+            .await
+            .map_err(|e| (ErrorKind::Connect, format!("connect {}: {e}", self.target.addr)))?;
+        let _ = tcp.set_nodelay(true);
+        match (&self.tls, &self.server_name) {
+            (Some(tls), Some(name)) => {
+                let stream = tls
+                    .connect(name.clone(), tcp)
+                    .await
+                    .map_err(|e| (ErrorKind::Tls, format!("TLS handshake with {}: {e}", self.target.host)))?;
+                self.handshake(stream, stats).await
+            }
+            _ => self.handshake(tcp, stats).await,
+        }
+    }
+
+    async fn handshake<I>(&self, io: I, stats: &Arc<Stats>) -> Result<Conn, (ErrorKind, String)>
+    where
+        I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let io = TokioIo::new(io);
+        let guard = stats.connection_opened();
+        let err = |e: hyper::Error| (ErrorKind::Connect, format!("HTTP handshake: {e}"));
+        if self.h2 {
+            let (send, conn) = http2::Builder::new(TokioExecutor::new())
+                .initial_stream_window_size(1 << 20)
+                .initial_connection_window_size(4 << 20)
+                .handshake(io)
+                .await
+                .map_err(err)?;
+            tokio::spawn(async move {
+                let _guard = guard;
+                let _ = conn.await;
+            });
+            Ok(Conn::H2(send))
+        } else {
+            let (send, conn) = http1::Builder::new()
+                .max_buf_size(4 << 20)
+                .handshake(io)
+                .await
+                .map_err(err)?;
+            tokio::spawn(async move {
+                let _guard = guard;
+                let _ = conn.await;
+            });
+            Ok(Conn::H1(send))
+        }
+    }
+}
+
+/// Streams multiplexed on one HTTP/2 connection before another is opened.
+const H2_STREAMS_PER_CONN: usize = 100;
+
+/// Idle HTTP/1.1 connections, or the shared HTTP/2 ones.
+#[derive(Debug)]
+pub struct Pool {
+    pub connector: Connector,
+    stats: Arc<Stats>,
+    idle: Mutex<Vec<Conn>>,
+    h2_conns: Mutex<Vec<http2::SendRequest<Full<Bytes>>>>,
+    h2_target: usize,
+    h2_next: AtomicUsize,
+}
+
+impl Pool {
+    /// `concurrency`: expected requests in flight (sizes the HTTP/2 connection set).
+    pub fn new(connector: Connector, stats: Arc<Stats>, concurrency: usize) -> Self {
+        let h2_target = concurrency.div_ceil(H2_STREAMS_PER_CONN).max(1);
+        Self {
+            connector,
+            stats,
+            idle: Mutex::new(Vec::new()),
+            h2_conns: Mutex::new(Vec::new()),
+            h2_target,
+            h2_next: AtomicUsize::new(0),
+        }
+    }
+
+    pub fn stats(&self) -> &Arc<Stats> {
+        &self.stats
+    }
+
+    /// A connection for one request, and whether it was used before.
+    pub async fn checkout(&self) -> Result<(Conn, bool), (ErrorKind, String)> {
+        if self.connector.h2 {
+            return self.checkout_h2().await;
+        }
+        loop {
+            let conn = self.idle.lock().expect("pool lock").pop();
+            match conn {
+                Some(c) if !c.is_closed() => return Ok((c, true)),
+                Some(_) => continue,
+                None => break,
+            }
+        }
+        Ok((self.connector.connect(&self.stats).await?, false))
+    }
+
+    async fn checkout_h2(&self) -> Result<(Conn, bool), (ErrorKind, String)> {
+        {
+            let mut conns = self.h2_conns.lock().expect("pool lock");
+            conns.retain(|c| !c.is_closed());
+            if conns.len() >= self.h2_target {
+                let i = self.h2_next.fetch_add(1, Ordering::Relaxed) % conns.len();
+                return Ok((Conn::H2(conns[i].clone()), true));
+            }
+        }
+        let conn = self.connector.connect(&self.stats).await?;
+        if let Conn::H2(s) = &conn {
+            self.h2_conns.lock().expect("pool lock").push(s.clone());
+        }
+        Ok((conn, false))
+    }
+
+    /// Returns a connection after a complete response.
+    pub fn checkin(&self, conn: Conn) {
+        if conn.is_h2() || conn.is_closed() {
+            return;
+        }
+        self.idle.lock().expect("pool lock").push(conn);
+    }
+
+    /// Opens `n` connections ahead of the run, at most `parallel` connects at a time.
+    pub async fn warm(self: &Arc<Self>, n: usize, parallel: usize) -> Result<usize, (ErrorKind, String)> {
+        let n = if self.connector.h2 { self.h2_target } else { n };
+        let mut set = tokio::task::JoinSet::new();
+        let mut opened = 0;
+        let mut launched = 0;
+        while opened < n {
+            while launched < n && set.len() < parallel.max(1) {
+                let pool = Arc::clone(self);
+                set.spawn(async move { pool.connector.connect(&pool.stats).await });
+                launched += 1;
+            }
+            let Some(joined) = set.join_next().await else { break };
+            match joined.map_err(|e| (ErrorKind::Other, e.to_string()))?? {
+                Conn::H2(s) => self.h2_conns.lock().expect("pool lock").push(s),
+                c => self.idle.lock().expect("pool lock").push(c),
+            }
+            opened += 1;
+        }
+        Ok(opened)
+    }
+}

@@ -1,0 +1,278 @@
+//! The load engine: prepares a workload (dataset slice, request bodies, warm
+//! connections, warm-up requests) and runs it against the target, closed loop (N in
+//! flight) or open loop (a paced schedule bounded by the concurrency limit), reporting
+//! every finished request to a [`Sink`](crate::sink::Sink).
+//!
+//! The engine knows nothing of gRPC or of the coordinator: it is driven by a
+//! [`Control`] (start instant, hard deadline, stop token) and reports to a sink.
+
+pub mod conn;
+pub mod request;
+pub mod stats;
+
+use crate::dataset;
+use crate::openai::{self, BodyParams};
+use crate::pacing::Schedule;
+use crate::sink::Sink;
+use bytes::Bytes;
+use conn::{Connector, Pool, Target};
+use request::{Job, Mode, RequestTemplate};
+use stats::{Lag, Stats};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant, SystemTime};
+use surge_proto::{Backend, ErrorKind, Row, Workload};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// Why a workload cannot be prepared.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Target(#[from] conn::TargetError),
+    #[error(transparent)]
+    Pacing(#[from] crate::pacing::PacingError),
+    #[error("cannot connect to the target: {0}")]
+    Connect(String),
+    #[error("invalid header {0:?}")]
+    Header(String),
+}
+
+/// A workload ready to start: bodies built, connections open, warm-ups done.
+#[derive(Debug)]
+pub struct Prepared {
+    workload: Workload,
+    jobs: Vec<(Bytes, u32)>,
+    pool: Arc<Pool>,
+    tpl: Arc<RequestTemplate>,
+    stats: Arc<Stats>,
+    pub connections_open: u32,
+    pub warmups_completed: u32,
+}
+
+/// How a run is driven from outside.
+#[derive(Debug, Clone)]
+pub struct Control {
+    /// When the first request may be sent.
+    pub start_at: Instant,
+    /// Hard deadline: everything stops here, in-flight requests are cancelled.
+    pub deadline: Instant,
+    /// Stop now: no new request, in-flight requests cancelled.
+    pub stop: CancellationToken,
+}
+
+/// Why issuing stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    Finished,
+    Duration,
+    Stopped,
+    Deadline,
+}
+
+impl StopReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Finished => "finished",
+            StopReason::Duration => "duration",
+            StopReason::Stopped => "stopped",
+            StopReason::Deadline => "deadline",
+        }
+    }
+}
+
+/// The outcome of a run, besides its rows.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// Wall-clock time of the instant rows are relative to.
+    pub started_at: SystemTime,
+    pub completed: u64,
+    pub failed: u64,
+    pub stop_reason: StopReason,
+    pub wall: Duration,
+    pub lag: Lag,
+    pub max_in_flight: u32,
+    pub reconnects: u64,
+}
+
+impl Prepared {
+    /// Live counters (for health reports while the run is going).
+    pub fn stats(&self) -> Arc<Stats> {
+        Arc::clone(&self.stats)
+    }
+}
+
+fn template(w: &Workload, target: &Target) -> Result<RequestTemplate, EngineError> {
+    let mode = if w.backend() == Backend::Http { Mode::Plain } else { Mode::Stream };
+    let content_type = if mode == Mode::Plain { "text/plain" } else { "application/json" };
+    let mut headers = Vec::new();
+    for (k, v) in &w.headers {
+        let name = http::HeaderName::try_from(k.as_str()).map_err(|_| EngineError::Header(k.clone()))?;
+        let value = http::HeaderValue::try_from(v.as_str()).map_err(|_| EngineError::Header(k.clone()))?;
+        headers.push((name, value));
+    }
+    Ok(RequestTemplate {
+        uri_h1: target.uri(&w.endpoint, false),
+        uri_h2: target.uri(&w.endpoint, true),
+        authority: http::HeaderValue::try_from(target.authority.as_str())
+            .map_err(|_| EngineError::Header("host".into()))?,
+        content_type: http::HeaderValue::from_static(content_type),
+        headers,
+        mode,
+    })
+}
+
+/// Builds bodies, opens connections (one per concurrency slot, HTTP/1.1) and sends the
+/// warm-up requests, whose rows are discarded.
+pub async fn prepare(workload: Workload) -> Result<Prepared, EngineError> {
+    let _ = Schedule::new(workload.request_rate, workload.burstiness, workload.pacing_seed)?;
+    let target = Target::resolve(&workload.base_url).await?;
+    let tpl = Arc::new(template(&workload, &target)?);
+    let spec = workload.dataset.clone().unwrap_or_default();
+    let params = BodyParams {
+        model: &workload.model,
+        chat: workload.backend() == Backend::OpenaiChat,
+        ignore_eos: workload.ignore_eos,
+        temperature: workload.temperature,
+    };
+    let jobs: Vec<(Bytes, u32)> = dataset::slice(&spec, workload.slice_start, workload.slice_len)
+        .into_iter()
+        .map(|p| {
+            let body = if tpl.mode == Mode::Plain {
+                p.text.into_bytes()
+            } else {
+                openai::body(&params, &p.text, p.output_tokens)
+            };
+            (Bytes::from(body), p.input_tokens)
+        })
+        .collect();
+    let stats = Arc::new(Stats::default());
+    let concurrency = match workload.max_concurrency {
+        0 => jobs.len().min(1024),
+        n => (n as usize).min(jobs.len().max(1)),
+    };
+    let pool = Arc::new(Pool::new(Connector::new(target, workload.http_version == 2)?, Arc::clone(&stats), concurrency));
+    let connections_open = pool.warm(concurrency, 128).await.map_err(|(_, m)| EngineError::Connect(m))? as u32;
+    let mut warmups_completed = 0;
+    if workload.num_warmups > 0 && !jobs.is_empty() {
+        let t0 = Instant::now();
+        let mut set = tokio::task::JoinSet::new();
+        for k in 0..workload.num_warmups as usize {
+            let (body, input_tokens) = jobs[k % jobs.len()].clone();
+            let (pool, tpl) = (Arc::clone(&pool), Arc::clone(&tpl));
+            set.spawn(async move {
+                let job = Job { index: k as u64, body, input_tokens, intended: None };
+                request::execute(&pool, &tpl, job, t0).await
+            });
+            if set.len() >= concurrency.max(1) {
+                if let Some(Ok(r)) = set.join_next().await {
+                    warmups_completed += u32::from(r.error() == ErrorKind::None);
+                }
+            }
+        }
+        while let Some(r) = set.join_next().await {
+            warmups_completed += u32::from(r.is_ok_and(|r| r.error() == ErrorKind::None));
+        }
+    }
+    Ok(Prepared { workload, jobs, pool, tpl, stats, connections_open, warmups_completed })
+}
+
+/// Runs a prepared workload; every request ends as one row in `sink`.
+pub async fn run(prepared: Prepared, sink: Arc<dyn Sink>, ctl: Control) -> Report {
+    let Prepared { workload, jobs, pool, tpl, stats, .. } = prepared;
+    tokio::time::sleep_until(ctl.start_at.into()).await;
+    let t0 = Instant::now();
+    let started_at = SystemTime::now();
+    let deadline = tokio::time::Instant::from_std(ctl.deadline);
+    let duration = (workload.duration_ms > 0).then(|| Duration::from_millis(workload.duration_ms));
+    let mut schedule = Schedule::new(workload.request_rate, workload.burstiness, workload.pacing_seed)
+        .expect("validated in prepare");
+    let open_loop = schedule.is_open_loop();
+    let sem = (workload.max_concurrency > 0).then(|| Arc::new(Semaphore::new(workload.max_concurrency as usize)));
+    let cancel = ctl.stop.child_token();
+    let tracker = TaskTracker::new();
+    let mut reason = StopReason::Finished;
+
+    for (i, (body, input_tokens)) in jobs.into_iter().enumerate() {
+        let index = workload.slice_start + i as u64;
+        let intended = open_loop.then(|| schedule.next_offset());
+        if let (Some(off), Some(d)) = (intended, duration) {
+            if off >= d {
+                reason = StopReason::Duration;
+                break;
+            }
+        }
+        if let Some(off) = intended {
+            tokio::select! {
+                biased;
+                _ = ctl.stop.cancelled() => { reason = StopReason::Stopped; break; }
+                _ = tokio::time::sleep_until(deadline) => { reason = StopReason::Deadline; break; }
+                _ = tokio::time::sleep_until((t0 + off).into()) => {}
+            }
+        }
+        let permit = match &sem {
+            None => None,
+            Some(sem) => tokio::select! {
+                biased;
+                _ = ctl.stop.cancelled() => { reason = StopReason::Stopped; break; }
+                _ = tokio::time::sleep_until(deadline) => { reason = StopReason::Deadline; break; }
+                p = Arc::clone(sem).acquire_owned() => Some(p.expect("semaphore never closed")),
+            },
+        };
+        if duration.is_some_and(|d| t0.elapsed() >= d) {
+            reason = StopReason::Duration;
+            break;
+        }
+        if let Some(off) = intended {
+            stats.record_lag(t0.elapsed().saturating_sub(off).as_micros() as u64);
+        }
+        let (pool, tpl, sink, stats, cancel) =
+            (Arc::clone(&pool), Arc::clone(&tpl), Arc::clone(&sink), Arc::clone(&stats), cancel.clone());
+        tracker.spawn(async move {
+            let _permit = permit;
+            let row = {
+                let _in_flight = stats.request_started();
+                let job = Job { index, body, input_tokens, intended };
+                let started = t0.elapsed();
+                tokio::select! {
+                    row = request::execute(&pool, &tpl, job, t0) => row,
+                    _ = cancel.cancelled() => cancelled_row(index, intended, started, t0, input_tokens),
+                }
+            };
+            let counter = if row.error() == ErrorKind::None { &stats.completed } else { &stats.failed };
+            counter.fetch_add(1, Ordering::Relaxed);
+            sink.record(row);
+        });
+    }
+    tracker.close();
+    tokio::select! {
+        _ = tracker.wait() => {}
+        _ = ctl.stop.cancelled() => { reason = StopReason::Stopped; cancel.cancel(); }
+        _ = tokio::time::sleep_until(deadline) => { reason = StopReason::Deadline; cancel.cancel(); }
+    }
+    tracker.wait().await;
+    Report {
+        started_at,
+        completed: stats.completed.load(Ordering::Relaxed),
+        failed: stats.failed.load(Ordering::Relaxed),
+        stop_reason: reason,
+        wall: t0.elapsed(),
+        lag: stats.lag(),
+        max_in_flight: stats.max_in_flight.load(Ordering::Relaxed),
+        reconnects: stats.reconnects.load(Ordering::Relaxed),
+    }
+}
+
+fn cancelled_row(index: u64, intended: Option<Duration>, started: Duration, t0: Instant, input_tokens: u32) -> Row {
+    let mut row = Row {
+        index,
+        intended_us: intended.map_or(-1, |d| d.as_micros() as i64),
+        start_us: started.as_micros() as i64,
+        latency_us: t0.elapsed().saturating_sub(started).as_micros() as u32,
+        input_tokens,
+        ..Default::default()
+    };
+    row.set_error(ErrorKind::Cancelled);
+    row
+}

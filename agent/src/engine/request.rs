@@ -1,0 +1,255 @@
+//! One request, timed: write it, read the response (an SSE token stream for the OpenAI
+//! backends, a plain body for `http`), and turn what happened into a [`Row`].
+//!
+//! Timestamps are taken once per body chunk read from the socket, so events that arrived
+//! together get the same time (a zero gap is the truth there). A reused connection that
+//! fails before any response byte is retried once on a fresh one: the server closed it
+//! while it sat idle, which costs a reconnect, not a failed request.
+
+use super::conn::{Conn, Pool};
+use crate::openai::{Event, classify};
+use crate::sse::SseParser;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+use surge_proto::{ErrorKind, Row};
+
+/// How the body of a response is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// An OpenAI completion stream: SSE events, tokens, usage, `[DONE]`.
+    Stream,
+    /// Any body: first byte and end.
+    Plain,
+}
+
+/// What is fixed for all requests of a run.
+#[derive(Debug)]
+pub struct RequestTemplate {
+    pub uri_h1: http::Uri,
+    pub uri_h2: http::Uri,
+    pub authority: http::HeaderValue,
+    pub content_type: http::HeaderValue,
+    pub headers: Vec<(http::HeaderName, http::HeaderValue)>,
+    pub mode: Mode,
+}
+
+impl RequestTemplate {
+    fn build(&self, body: Bytes, h2: bool) -> http::Request<Full<Bytes>> {
+        let mut req = http::Request::new(Full::new(body));
+        *req.method_mut() = http::Method::POST;
+        *req.uri_mut() = if h2 { self.uri_h2.clone() } else { self.uri_h1.clone() };
+        let h = req.headers_mut();
+        if !h2 {
+            h.insert(http::header::HOST, self.authority.clone());
+        }
+        h.insert(http::header::CONTENT_TYPE, self.content_type.clone());
+        for (k, v) in &self.headers {
+            h.insert(k.clone(), v.clone());
+        }
+        req
+    }
+}
+
+/// One request to send.
+#[derive(Debug)]
+pub struct Job {
+    pub index: u64,
+    pub body: Bytes,
+    pub input_tokens: u32,
+    /// Intended send time (open loop), relative to the run start.
+    pub intended: Option<Duration>,
+}
+
+fn us(d: Duration) -> u32 {
+    u32::try_from(d.as_micros()).unwrap_or(u32::MAX)
+}
+
+/// Classifies a hyper error by its innermost I/O cause.
+fn kind_of(err: &hyper::Error) -> ErrorKind {
+    use std::error::Error as _;
+    let mut src = err.source();
+    while let Some(e) = src {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            return match io.kind() {
+                std::io::ErrorKind::ConnectionReset
+                | std::io::ErrorKind::ConnectionAborted
+                | std::io::ErrorKind::BrokenPipe => ErrorKind::ConnectionReset,
+                std::io::ErrorKind::TimedOut => ErrorKind::Timeout,
+                _ => ErrorKind::Other,
+            };
+        }
+        src = e.source();
+    }
+    if err.is_incomplete_message() || err.is_canceled() {
+        ErrorKind::ConnectionReset
+    } else if err.is_timeout() {
+        ErrorKind::Timeout
+    } else {
+        ErrorKind::Other
+    }
+}
+
+/// Runs one job on a pooled connection and returns its row (never panics, never errors:
+/// failures are rows with an error kind).
+pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Instant) -> Row {
+    let mut row = Row {
+        index: job.index,
+        intended_us: job.intended.map_or(-1, |d| d.as_micros() as i64),
+        input_tokens: job.input_tokens,
+        ..Default::default()
+    };
+    let mut retried = false;
+    loop {
+        let (mut conn, reused) = match pool.checkout().await {
+            Ok(c) => c,
+            Err((kind, _)) => {
+                let now = Instant::now();
+                row.start_us = now.saturating_duration_since(t0).as_micros() as i64;
+                row.set_error(kind);
+                return row;
+            }
+        };
+        if conn.ready().await.is_err() {
+            if !retried {
+                retried = true;
+                pool.stats().reconnects.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+        }
+        let st = Instant::now();
+        row.start_us = st.saturating_duration_since(t0).as_micros() as i64;
+        let req = tpl.build(job.body.clone(), conn.is_h2());
+        let resp = match conn.send(req).await {
+            Ok(r) => r,
+            Err(e) => {
+                if reused && !retried {
+                    retried = true;
+                    pool.stats().reconnects.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                row.latency_us = us(st.elapsed());
+                row.set_error(kind_of(&e));
+                return row;
+            }
+        };
+        read_response(pool, tpl.mode, conn, resp, st, &mut row).await;
+        return row;
+    }
+}
+
+async fn read_response(
+    pool: &Arc<Pool>,
+    mode: Mode,
+    conn: Conn,
+    resp: http::Response<hyper::body::Incoming>,
+    st: Instant,
+    row: &mut Row,
+) {
+    let status = resp.status();
+    row.http_status = u32::from(status.as_u16());
+    let mut body = resp.into_body();
+    let ok = status.is_success();
+    let mut parser = SseParser::default();
+    let mut first: Option<Instant> = None;
+    let mut last: Option<Instant> = None;
+    let mut events: u32 = 0;
+    let mut usage: Option<(u32, u32)> = None;
+    let mut done = false;
+    let mut error: Option<ErrorKind> = None;
+    loop {
+        match body.frame().await {
+            None => break,
+            Some(Err(e)) => {
+                error = Some(match kind_of(&e) {
+                    ErrorKind::Other | ErrorKind::ConnectionReset if done => ErrorKind::Other,
+                    ErrorKind::Other | ErrorKind::ConnectionReset => ErrorKind::Truncated,
+                    k => k,
+                });
+                break;
+            }
+            Some(Ok(frame)) => {
+                let Ok(data) = frame.into_data() else { continue };
+                let now = Instant::now();
+                if !ok {
+                    continue;
+                }
+                if mode == Mode::Plain {
+                    first.get_or_insert(now);
+                    last = Some(now);
+                    continue;
+                }
+                let res = parser.feed(&data, |ev| {
+                    let token = match classify(ev) {
+                        Event::Token => true,
+                        Event::Empty => false,
+                        Event::Usage { prompt_tokens, completion_tokens } => {
+                            usage = Some((prompt_tokens, completion_tokens));
+                            false
+                        }
+                        Event::TokenAndUsage { prompt_tokens, completion_tokens } => {
+                            usage = Some((prompt_tokens, completion_tokens));
+                            true
+                        }
+                        Event::Done => {
+                            done = true;
+                            false
+                        }
+                        Event::ServerError => {
+                            error.get_or_insert(ErrorKind::HttpStatus);
+                            false
+                        }
+                        Event::Malformed => {
+                            error.get_or_insert(ErrorKind::Malformed);
+                            false
+                        }
+                    };
+                    if token {
+                        events += 1;
+                        match last {
+                            None => first = Some(now),
+                            Some(prev) => row.itl_us.push(us(now - prev)),
+                        }
+                        last = Some(now);
+                    }
+                });
+                if res.is_err() {
+                    error.get_or_insert(ErrorKind::BodyTooLarge);
+                    break;
+                }
+            }
+        }
+    }
+    let end = Instant::now();
+    if error.is_none() && ok && mode == Mode::Stream && !done && usage.is_none() {
+        error = Some(ErrorKind::Truncated);
+    }
+    if error.is_none() && !ok {
+        error = Some(ErrorKind::HttpStatus);
+    }
+    if error.is_none() && mode == Mode::Stream && events == 0 {
+        error = Some(ErrorKind::NoTokens);
+    }
+    match error {
+        Some(kind) => {
+            row.latency_us = us(end - st);
+            row.ttft_us = first.map_or(0, |f| us(f - st));
+            row.set_error(kind);
+        }
+        None => {
+            row.ttft_us = first.map_or(0, |f| us(f - st));
+            row.latency_us = last.map_or_else(|| us(end - st), |l| us(l - st));
+            match usage {
+                Some((p, c)) if mode == Mode::Stream => {
+                    row.input_tokens = p;
+                    row.output_tokens = c;
+                    row.usage_from_server = true;
+                }
+                _ => row.output_tokens = events,
+            }
+            pool.checkin(conn);
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! Live counters of one run, shared by the request tasks and read by the health reporter:
+//! in-flight requests, open connections, reconnects, outcomes and the scheduling-lag
+//! histogram. Plain atomics on the hot path; the histogram is written only by the
+//! scheduler task.
+
+use hdrhistogram::Histogram;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// Counters of one run.
+#[derive(Debug)]
+pub struct Stats {
+    pub in_flight: AtomicU32,
+    pub max_in_flight: AtomicU32,
+    pub open_connections: AtomicU32,
+    pub reconnects: AtomicU64,
+    pub completed: AtomicU64,
+    pub failed: AtomicU64,
+    /// Scheduling lag (actual send - intended send) in microseconds, open loop only.
+    lag_us: Mutex<Histogram<u64>>,
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Self {
+            in_flight: AtomicU32::new(0),
+            max_in_flight: AtomicU32::new(0),
+            open_connections: AtomicU32::new(0),
+            reconnects: AtomicU64::new(0),
+            completed: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            lag_us: Mutex::new(Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("static bounds")),
+        }
+    }
+}
+
+/// Lag percentiles in microseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Lag {
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+}
+
+impl Stats {
+    /// Marks a request in flight until the guard drops.
+    pub fn request_started(&self) -> InFlight<'_> {
+        let now = self.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        self.max_in_flight.fetch_max(now, Ordering::Relaxed);
+        InFlight(self)
+    }
+
+    /// Counts an open connection until the guard drops.
+    pub fn connection_opened(self: &std::sync::Arc<Self>) -> ConnGuard {
+        self.open_connections.fetch_add(1, Ordering::Relaxed);
+        ConnGuard(std::sync::Arc::clone(self))
+    }
+
+    pub fn record_lag(&self, lag_us: u64) {
+        let mut h = self.lag_us.lock().expect("lag lock");
+        h.saturating_record(lag_us.max(1));
+    }
+
+    pub fn lag(&self) -> Lag {
+        let h = self.lag_us.lock().expect("lag lock");
+        if h.is_empty() {
+            return Lag::default();
+        }
+        Lag { p50_us: h.value_at_quantile(0.5), p99_us: h.value_at_quantile(0.99), max_us: h.max() }
+    }
+}
+
+/// Decrements the in-flight count on drop.
+#[derive(Debug)]
+pub struct InFlight<'a>(&'a Stats);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Decrements the open-connection count on drop.
+#[derive(Debug)]
+pub struct ConnGuard(std::sync::Arc<Stats>);
+
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        self.0.open_connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,418 @@
+//! `POST /v1/completions` and `POST /v1/chat/completions`: request parsing,
+//! prompt-token counting, faults, slots, and the streamed or non-streamed
+//! response on the configured token schedule.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http::{HeaderValue, Request, Response, StatusCode, Version, header};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use hyper::body::Incoming;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::body::{BoxError, ResBody};
+use crate::config::MAX_OUTPUT_TOKENS;
+use crate::faults::{self, FaultPlan};
+use crate::metrics::{Gauge, GaugeGuard};
+use crate::routes::{State, json_error};
+use crate::schedule::{Schedule, deadline};
+use crate::sse::{self, Chunker, SseBody, SseParams};
+
+/// Largest request body accepted by the completion routes.
+const MAX_REQUEST_BYTES: usize = 16 << 20;
+
+/// Output tokens when neither the flag nor the request sets them.
+const DEFAULT_OUTPUT_TOKENS: u64 = 16;
+
+/// Which OpenAI API a request uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// `/v1/completions`
+    Completion,
+    /// `/v1/chat/completions`
+    Chat,
+}
+
+impl Kind {
+    pub fn id_prefix(self) -> &'static str {
+        match self {
+            Kind::Completion => "cmpl-",
+            Kind::Chat => "chatcmpl-",
+        }
+    }
+
+    pub fn chunk_object(self) -> &'static str {
+        match self {
+            Kind::Completion => "text_completion",
+            Kind::Chat => "chat.completion.chunk",
+        }
+    }
+}
+
+/// The fields of a completion request the server looks at; others are ignored.
+#[derive(Debug, Deserialize)]
+struct RawRequest {
+    model: Option<String>,
+    prompt: Option<Value>,
+    messages: Option<Vec<RawMessage>>,
+    max_tokens: Option<u64>,
+    max_completion_tokens: Option<u64>,
+    stream: Option<bool>,
+    stream_options: Option<StreamOptions>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawMessage {
+    content: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+struct StreamOptions {
+    include_usage: Option<bool>,
+}
+
+/// A parsed, validated completion request.
+#[derive(Debug, PartialEq)]
+struct Parsed {
+    model: Option<String>,
+    prompt_tokens: u64,
+    max_tokens: Option<u64>,
+    stream: bool,
+    include_usage: bool,
+}
+
+/// Parse a request body; the error is the message of a 400 answer.
+fn parse(kind: Kind, body: &[u8]) -> Result<Parsed, String> {
+    let raw: RawRequest =
+        serde_json::from_slice(body).map_err(|e| format!("invalid JSON body: {e}"))?;
+    let prompt_tokens = match kind {
+        Kind::Completion => match &raw.prompt {
+            Some(prompt) => count_prompt(prompt)?,
+            None => return Err("'prompt' is required".to_owned()),
+        },
+        Kind::Chat => match &raw.messages {
+            Some(messages) => messages.iter().try_fold(0u64, |sum, m| {
+                Ok::<_, String>(sum.saturating_add(count_content(m.content.as_ref())?))
+            })?,
+            None => return Err("'messages' is required".to_owned()),
+        },
+    };
+    let max_tokens = match kind {
+        Kind::Chat => raw.max_completion_tokens.or(raw.max_tokens),
+        Kind::Completion => raw.max_tokens,
+    };
+    let stream = raw.stream.unwrap_or(false);
+    let include_usage = stream
+        && raw
+            .stream_options
+            .and_then(|o| o.include_usage)
+            .unwrap_or(false);
+    Ok(Parsed {
+        model: raw.model,
+        prompt_tokens,
+        max_tokens,
+        stream,
+        include_usage,
+    })
+}
+
+fn words(text: &str) -> u64 {
+    text.split_whitespace().count() as u64
+}
+
+/// Prompt tokens of a completions `prompt`: words of a string; for an array,
+/// words of each string element, 1 per integer (a token id) and the length
+/// of each nested integer array.
+fn count_prompt(prompt: &Value) -> Result<u64, String> {
+    const BAD: &str = "'prompt' must be a string, an array of strings or an array of token ids";
+    match prompt {
+        Value::String(s) => Ok(words(s)),
+        Value::Array(items) => items.iter().try_fold(0u64, |sum, item| {
+            let n = match item {
+                Value::String(s) => words(s),
+                Value::Number(_) => 1,
+                Value::Array(ids) if ids.iter().all(Value::is_number) => ids.len() as u64,
+                _ => return Err(BAD.to_owned()),
+            };
+            Ok(sum.saturating_add(n))
+        }),
+        _ => Err(BAD.to_owned()),
+    }
+}
+
+/// Prompt tokens of a chat message `content`: words of a string, or of the
+/// `text` of each part of an array; null or absent counts 0.
+fn count_content(content: Option<&Value>) -> Result<u64, String> {
+    match content {
+        None | Some(Value::Null) => Ok(0),
+        Some(Value::String(s)) => Ok(words(s)),
+        Some(Value::Array(parts)) => Ok(parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .map(words)
+            .fold(0u64, u64::saturating_add)),
+        Some(_) => Err("message 'content' must be a string, an array of parts or null".to_owned()),
+    }
+}
+
+/// Error returned to hyper so that it drops the connection without a response.
+#[derive(Debug)]
+struct InjectedReset;
+
+impl std::fmt::Display for InjectedReset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("connection reset by fault injection")
+    }
+}
+
+impl std::error::Error for InjectedReset {}
+
+/// Serve one completion request. `close_notify` is the connection's
+/// close-after-stream signal (set only when that mode is on).
+pub(crate) async fn handle(
+    req: Request<Incoming>,
+    state: Arc<State>,
+    close_notify: Option<Arc<Notify>>,
+    kind: Kind,
+) -> Result<Response<ResBody>, BoxError> {
+    let index = state.completions.fetch_add(1, Relaxed);
+    let faults = FaultPlan::for_request(&state.config, index);
+    if faults.reset {
+        return Err(Box::new(InjectedReset));
+    }
+    let http1 = req.version() <= Version::HTTP_11;
+    let body = match Limited::new(req.into_body(), MAX_REQUEST_BYTES)
+        .collect()
+        .await
+    {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) if e.is::<LengthLimitError>() => {
+            return Ok(json_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "request body too large",
+            ));
+        }
+        // The client went away or sent a broken body: nobody to answer.
+        Err(e) => return Err(e),
+    };
+    let parsed = match parse(kind, &body) {
+        Ok(p) => p,
+        Err(msg) => return Ok(json_error(StatusCode::BAD_REQUEST, &msg)),
+    };
+    let n = match state.config.output_tokens.or(parsed.max_tokens) {
+        None => DEFAULT_OUTPUT_TOKENS,
+        Some(n) if (1..=MAX_OUTPUT_TOKENS).contains(&n) => n,
+        Some(n) => {
+            let msg = format!("max_tokens must be within 1..={MAX_OUTPUT_TOKENS}, got {n}");
+            return Ok(json_error(StatusCode::BAD_REQUEST, &msg));
+        }
+    };
+    if faults.error_500 {
+        return Ok(json_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "injected fault: internal server error",
+        ));
+    }
+    let metrics = &state.metrics;
+    metrics
+        .prompt_tokens_total
+        .fetch_add(parsed.prompt_tokens, Relaxed);
+
+    let permit = match &state.slots {
+        None => None,
+        Some(slots) => {
+            let _waiting = GaugeGuard::new(metrics.clone(), Gauge::Waiting);
+            // The semaphore is never closed; on the impossible error, run unslotted.
+            slots.clone().acquire_owned().await.ok()
+        }
+    };
+    let running = GaugeGuard::new(metrics.clone(), Gauge::Running);
+    let start = Instant::now();
+    let mut schedule = Schedule::new(&state.config, index, faults.stall_ms);
+    let model = parsed.model.as_deref().unwrap_or(&state.config.model);
+    let model_json = serde_json::to_string(model).unwrap_or_else(|_| "\"\"".to_owned());
+    let created = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+
+    if parsed.stream {
+        let body = SseBody::new(SseParams {
+            chunker: Chunker::new(kind, index, created, &model_json),
+            n,
+            prompt_tokens: parsed.prompt_tokens,
+            include_usage: parsed.include_usage,
+            start,
+            schedule,
+            malformed_at: faults.malformed.then(|| faults::malformed_index(n)),
+            truncate_at: faults.truncate.then(|| faults::truncate_after(n)),
+            metrics: metrics.clone(),
+            close_notify: if http1 { close_notify } else { None },
+            permit,
+            running,
+        });
+        let mut resp = Response::new(ResBody::Sse(Box::new(body)));
+        let headers = resp.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        return Ok(resp);
+    }
+
+    let offset = schedule.last_offset_ms(n);
+    if offset > 0.0 {
+        tokio::time::sleep_until(deadline(start, offset)).await;
+    }
+    metrics.tokens_total.fetch_add(n, Relaxed);
+    let body = full_response(kind, index, created, model, n, parsed.prompt_tokens);
+    drop((running, permit));
+    let mut resp = Response::new(ResBody::full(body));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(resp)
+}
+
+/// The JSON of a non-streamed response of `n` tokens.
+fn full_response(kind: Kind, index: u64, created: u64, model: &str, n: u64, prompt: u64) -> Bytes {
+    let text: String = (0..n).map(sse::word).collect();
+    let usage = json!({
+        "prompt_tokens": prompt,
+        "completion_tokens": n,
+        "total_tokens": prompt.saturating_add(n),
+    });
+    let id = format!("{}{index}", kind.id_prefix());
+    let value = match kind {
+        Kind::Completion => json!({
+            "id": id,
+            "object": "text_completion",
+            "created": created,
+            "model": model,
+            "choices": [{"index": 0, "text": text, "logprobs": null, "finish_reason": "length"}],
+            "usage": usage,
+        }),
+        Kind::Chat => json!({
+            "id": id,
+            "object": "chat.completion",
+            "created": created,
+            "model": model,
+            "choices": [{
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": "length",
+            }],
+            "usage": usage,
+        }),
+    };
+    Bytes::from(serde_json::to_vec(&value).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_completion_request() {
+        let body = br#"{"model":"m","prompt":"one two  three\nfour","max_tokens":5,
+            "stream":true,"stream_options":{"include_usage":true},"ignore_eos":true,"temperature":0}"#;
+        let p = parse(Kind::Completion, body).unwrap();
+        assert_eq!(
+            p,
+            Parsed {
+                model: Some("m".to_owned()),
+                prompt_tokens: 4,
+                max_tokens: Some(5),
+                stream: true,
+                include_usage: true,
+            }
+        );
+    }
+
+    #[test]
+    fn usage_only_when_streaming_and_asked() {
+        let p = parse(
+            Kind::Completion,
+            br#"{"prompt":"a","stream_options":{"include_usage":true}}"#,
+        )
+        .unwrap();
+        assert!(!p.stream && !p.include_usage);
+        let p = parse(Kind::Completion, br#"{"prompt":"a","stream":true}"#).unwrap();
+        assert!(p.stream && !p.include_usage);
+        let p = parse(
+            Kind::Completion,
+            br#"{"prompt":"a","stream":null,"max_tokens":null}"#,
+        )
+        .unwrap();
+        assert!(!p.stream);
+        assert_eq!(p.max_tokens, None);
+    }
+
+    #[test]
+    fn prompt_forms() {
+        let count = |body: &[u8]| parse(Kind::Completion, body).map(|p| p.prompt_tokens);
+        assert_eq!(count(br#"{"prompt":""}"#), Ok(0));
+        assert_eq!(count(br#"{"prompt":["a b","c"]}"#), Ok(3));
+        assert_eq!(count(br#"{"prompt":[1,2,3]}"#), Ok(3));
+        assert_eq!(count(br#"{"prompt":[[1,2],[3]]}"#), Ok(3));
+        assert!(count(br#"{"prompt":{"x":1}}"#).is_err());
+        assert!(count(br#"{"prompt":[{"x":1}]}"#).is_err());
+        assert!(count(br#"{"prompt":[["a"]]}"#).is_err());
+        assert!(count(br#"{"max_tokens":3}"#).is_err());
+    }
+
+    #[test]
+    fn chat_request() {
+        let body = br#"{"model":"m","messages":[{"role":"system","content":"be brief"},
+            {"role":"user","content":[{"type":"text","text":"hi there you"},{"type":"image_url"}]},
+            {"role":"assistant","content":null}],"max_tokens":3,"max_completion_tokens":9}"#;
+        let p = parse(Kind::Chat, body).unwrap();
+        assert_eq!(p.prompt_tokens, 5);
+        assert_eq!(p.max_tokens, Some(9));
+        let p = parse(Kind::Chat, br#"{"messages":[],"max_tokens":3}"#).unwrap();
+        assert_eq!(p.max_tokens, Some(3));
+        assert!(parse(Kind::Chat, br#"{"prompt":"x"}"#).is_err());
+        assert!(parse(Kind::Chat, br#"{"messages":[{"content":5}]}"#).is_err());
+    }
+
+    #[test]
+    fn malformed_inputs_are_errors_not_panics() {
+        for body in [
+            &b""[..],
+            b"{",
+            b"null",
+            b"[]",
+            b"\"x\"",
+            b"{\"prompt\":\"a\",\"max_tokens\":-1}",
+            b"{\"prompt\":\"a\",\"max_tokens\":1.5}",
+            b"{\"prompt\":\"a\",\"stream\":\"yes\"}",
+            b"{\"prompt\":\"a\",\"model\":7}",
+            b"\xff\xfe",
+        ] {
+            assert!(parse(Kind::Completion, body).is_err());
+            assert!(parse(Kind::Chat, body).is_err());
+        }
+        let deep = "[".repeat(100_000);
+        assert!(parse(Kind::Completion, deep.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn full_responses() {
+        let v: Value =
+            serde_json::from_slice(&full_response(Kind::Completion, 3, 9, "m", 3, 2)).unwrap();
+        assert_eq!(v["id"], "cmpl-3");
+        assert_eq!(v["choices"][0]["text"], " the quick brown");
+        assert_eq!(v["choices"][0]["finish_reason"], "length");
+        assert_eq!(v["usage"]["total_tokens"], 5);
+        let v: Value = serde_json::from_slice(&full_response(Kind::Chat, 4, 9, "m", 2, 0)).unwrap();
+        assert_eq!(v["object"], "chat.completion");
+        assert_eq!(v["choices"][0]["message"]["content"], " the quick");
+        assert_eq!(v["usage"]["completion_tokens"], 2);
+    }
+}

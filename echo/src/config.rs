@@ -1,0 +1,335 @@
+//! Command-line flags ([`EchoArgs`]) and the validated server configuration
+//! ([`EchoConfig`]).
+//!
+//! `EchoArgs` is meant to be flattened into a host CLI (`surge echo ...`);
+//! `EchoConfig` is a plain struct with public fields so tests can build one
+//! without clap. Both go through [`EchoConfig::validate`].
+
+use std::net::{Ipv4Addr, SocketAddr};
+
+/// Largest output length (tokens per response) the server accepts, from a flag
+/// or from a request's `max_tokens`. Keeps a single non-streamed response
+/// bounded in memory.
+pub const MAX_OUTPUT_TOKENS: u64 = 1 << 20;
+
+/// Largest delay (milliseconds) accepted for any timing flag: one day.
+const MAX_DELAY_MS: f64 = 86_400_000.0;
+
+/// Flags of the echo / mock OpenAI server (`surge echo`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct EchoArgs {
+    /// Address to listen on (HTTP/1.1 and h2c on the same port).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8000")]
+    pub listen: SocketAddr,
+
+    /// Model name listed by /v1/models and reported when a request names none.
+    #[arg(long, value_name = "NAME", default_value = "surge-echo")]
+    pub model: String,
+
+    /// Time to first token in milliseconds, counted from when the request got a slot.
+    #[arg(long = "ttft-ms", value_name = "MS", default_value_t = 0.0)]
+    pub ttft_ms: f64,
+
+    /// Inter-token latency in milliseconds.
+    #[arg(long = "itl-ms", value_name = "MS", default_value_t = 0.0)]
+    pub itl_ms: f64,
+
+    /// Output tokens per response, overriding the request's max_tokens
+    /// (default: the request's max_tokens, or 16 when absent).
+    #[arg(long = "output-tokens", value_name = "N")]
+    pub output_tokens: Option<u64>,
+
+    /// Each delay (TTFT and every ITL) gets + uniform[-J, +J] ms, clamped at >= 0.
+    #[arg(long = "jitter-ms", value_name = "MS", default_value_t = 0.0)]
+    pub jitter_ms: f64,
+
+    /// Seed for jitter and fault selection.
+    #[arg(long, value_name = "SEED", default_value_t = 0)]
+    pub seed: u64,
+
+    /// At most K completions generated at once; the rest wait in FIFO order
+    /// before their TTFT clock starts (like a server with K slots).
+    #[arg(long = "max-concurrent-streams", value_name = "K")]
+    pub max_concurrent_streams: Option<usize>,
+
+    /// Close an HTTP/1.1 connection after each complete streamed response,
+    /// although keep-alive was advertised (as llama.cpp's server does).
+    #[arg(long = "close-after-stream")]
+    pub close_after_stream: bool,
+
+    /// Fraction of completion requests answered 500 with a JSON error body.
+    #[arg(long = "fault-500-rate", value_name = "F", default_value_t = 0.0)]
+    pub fault_500_rate: f64,
+
+    /// Fraction of completion requests whose connection is dropped before any response.
+    #[arg(long = "fault-reset-rate", value_name = "F", default_value_t = 0.0)]
+    pub fault_reset_rate: f64,
+
+    /// Fraction of streamed responses where one event's data is not valid JSON.
+    #[arg(long = "fault-malformed-rate", value_name = "F", default_value_t = 0.0)]
+    pub fault_malformed_rate: f64,
+
+    /// Fraction of streamed responses cut off mid-stream (connection closed, no [DONE]).
+    #[arg(long = "fault-truncate-rate", value_name = "F", default_value_t = 0.0)]
+    pub fault_truncate_rate: f64,
+
+    /// Stall this many milliseconds before the first token, for a fraction
+    /// --fault-stall-rate of completion responses.
+    #[arg(long = "fault-stall-ms", value_name = "MS")]
+    pub fault_stall_ms: Option<f64>,
+
+    /// Fraction of completion responses that stall (used only with --fault-stall-ms).
+    #[arg(long = "fault-stall-rate", value_name = "F", default_value_t = 1.0)]
+    pub fault_stall_rate: f64,
+}
+
+impl EchoArgs {
+    /// Validate the flags and turn them into a configuration. The error names
+    /// the offending flag.
+    pub fn into_config(self) -> Result<EchoConfig, String> {
+        let config = EchoConfig {
+            listen: self.listen,
+            model: self.model,
+            ttft_ms: self.ttft_ms,
+            itl_ms: self.itl_ms,
+            output_tokens: self.output_tokens,
+            jitter_ms: self.jitter_ms,
+            seed: self.seed,
+            max_concurrent_streams: self.max_concurrent_streams,
+            close_after_stream: self.close_after_stream,
+            fault_500_rate: self.fault_500_rate,
+            fault_reset_rate: self.fault_reset_rate,
+            fault_malformed_rate: self.fault_malformed_rate,
+            fault_truncate_rate: self.fault_truncate_rate,
+            fault_stall_ms: self.fault_stall_ms,
+            fault_stall_rate: self.fault_stall_rate,
+        };
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+/// Configuration of the echo server. Field meanings are those of the flags
+/// of the same name in [`EchoArgs`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct EchoConfig {
+    /// Address the host binary should bind; [`crate::serve`] itself takes a
+    /// bound listener and ignores it.
+    pub listen: SocketAddr,
+    /// Model name listed by `/v1/models`.
+    pub model: String,
+    /// Time to first token, milliseconds.
+    pub ttft_ms: f64,
+    /// Inter-token latency, milliseconds.
+    pub itl_ms: f64,
+    /// Output tokens per response (overrides the request's max_tokens).
+    pub output_tokens: Option<u64>,
+    /// Uniform jitter half-width applied to every delay, milliseconds.
+    pub jitter_ms: f64,
+    /// Seed for jitter and fault selection.
+    pub seed: u64,
+    /// Completion slots; `None` means unlimited.
+    pub max_concurrent_streams: Option<usize>,
+    /// Close HTTP/1.1 connections after each complete streamed response.
+    pub close_after_stream: bool,
+    /// Fraction of completion requests answered 500.
+    pub fault_500_rate: f64,
+    /// Fraction of completion requests whose connection is dropped.
+    pub fault_reset_rate: f64,
+    /// Fraction of streamed responses with one malformed event.
+    pub fault_malformed_rate: f64,
+    /// Fraction of streamed responses cut off without `[DONE]`.
+    pub fault_truncate_rate: f64,
+    /// Stall before the first token, milliseconds (`None`: no stalls).
+    pub fault_stall_ms: Option<f64>,
+    /// Fraction of responses that stall when `fault_stall_ms` is set.
+    pub fault_stall_rate: f64,
+}
+
+impl Default for EchoConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 8000)),
+            model: "surge-echo".to_owned(),
+            ttft_ms: 0.0,
+            itl_ms: 0.0,
+            output_tokens: None,
+            jitter_ms: 0.0,
+            seed: 0,
+            max_concurrent_streams: None,
+            close_after_stream: false,
+            fault_500_rate: 0.0,
+            fault_reset_rate: 0.0,
+            fault_malformed_rate: 0.0,
+            fault_truncate_rate: 0.0,
+            fault_stall_ms: None,
+            fault_stall_rate: 1.0,
+        }
+    }
+}
+
+impl EchoConfig {
+    /// Check every value; the error names the flag that carries it.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.model.is_empty() {
+            return Err("--model must not be empty".to_owned());
+        }
+        check_delay("--ttft-ms", self.ttft_ms)?;
+        check_delay("--itl-ms", self.itl_ms)?;
+        check_delay("--jitter-ms", self.jitter_ms)?;
+        if let Some(stall) = self.fault_stall_ms {
+            check_delay("--fault-stall-ms", stall)?;
+        }
+        if let Some(n) = self.output_tokens {
+            if !(1..=MAX_OUTPUT_TOKENS).contains(&n) {
+                return Err(format!(
+                    "--output-tokens must be within 1..={MAX_OUTPUT_TOKENS}, got {n}"
+                ));
+            }
+        }
+        if let Some(k) = self.max_concurrent_streams {
+            let max = tokio::sync::Semaphore::MAX_PERMITS;
+            if k == 0 || k > max {
+                return Err(format!(
+                    "--max-concurrent-streams must be within 1..={max}, got {k}"
+                ));
+            }
+        }
+        check_rate("--fault-500-rate", self.fault_500_rate)?;
+        check_rate("--fault-reset-rate", self.fault_reset_rate)?;
+        check_rate("--fault-malformed-rate", self.fault_malformed_rate)?;
+        check_rate("--fault-truncate-rate", self.fault_truncate_rate)?;
+        check_rate("--fault-stall-rate", self.fault_stall_rate)?;
+        Ok(())
+    }
+}
+
+fn check_rate(flag: &str, rate: f64) -> Result<(), String> {
+    if (0.0..=1.0).contains(&rate) {
+        Ok(())
+    } else {
+        Err(format!("{flag} must be within 0..=1, got {rate}"))
+    }
+}
+
+fn check_delay(flag: &str, ms: f64) -> Result<(), String> {
+    if (0.0..=MAX_DELAY_MS).contains(&ms) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{flag} must be a number of milliseconds within 0..={MAX_DELAY_MS}, got {ms}"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser, Debug)]
+    struct Cli {
+        #[command(flatten)]
+        echo: EchoArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<EchoConfig, String> {
+        let mut argv = vec!["echo"];
+        argv.extend_from_slice(args);
+        Cli::try_parse_from(argv)
+            .map_err(|e| e.to_string())?
+            .echo
+            .into_config()
+    }
+
+    #[test]
+    fn defaults_match_config_default() {
+        assert_eq!(parse(&[]).unwrap(), EchoConfig::default());
+    }
+
+    #[test]
+    fn all_flags_parse() {
+        let c = parse(&[
+            "--listen",
+            "0.0.0.0:9000",
+            "--model",
+            "m",
+            "--ttft-ms",
+            "12.5",
+            "--itl-ms",
+            "3",
+            "--output-tokens",
+            "7",
+            "--jitter-ms",
+            "1",
+            "--seed",
+            "42",
+            "--max-concurrent-streams",
+            "4",
+            "--close-after-stream",
+            "--fault-500-rate",
+            "0.1",
+            "--fault-reset-rate",
+            "0.2",
+            "--fault-malformed-rate",
+            "0.3",
+            "--fault-truncate-rate",
+            "0.4",
+            "--fault-stall-ms",
+            "100",
+            "--fault-stall-rate",
+            "0.5",
+        ])
+        .unwrap();
+        assert_eq!(c.listen, "0.0.0.0:9000".parse().unwrap());
+        assert_eq!(c.model, "m");
+        assert_eq!(c.ttft_ms, 12.5);
+        assert_eq!(c.itl_ms, 3.0);
+        assert_eq!(c.output_tokens, Some(7));
+        assert_eq!(c.jitter_ms, 1.0);
+        assert_eq!(c.seed, 42);
+        assert_eq!(c.max_concurrent_streams, Some(4));
+        assert!(c.close_after_stream);
+        assert_eq!(c.fault_500_rate, 0.1);
+        assert_eq!(c.fault_reset_rate, 0.2);
+        assert_eq!(c.fault_malformed_rate, 0.3);
+        assert_eq!(c.fault_truncate_rate, 0.4);
+        assert_eq!(c.fault_stall_ms, Some(100.0));
+        assert_eq!(c.fault_stall_rate, 0.5);
+    }
+
+    #[test]
+    fn bad_rates_name_the_flag() {
+        for flag in [
+            "--fault-500-rate",
+            "--fault-reset-rate",
+            "--fault-malformed-rate",
+            "--fault-truncate-rate",
+            "--fault-stall-rate",
+        ] {
+            for bad in ["1.5", "-0.1", "NaN"] {
+                let err = parse(&[&format!("{flag}={bad}")]).unwrap_err();
+                assert!(err.contains(flag), "{err}");
+            }
+        }
+    }
+
+    #[test]
+    fn bad_values_name_the_flag() {
+        for (args, flag) in [
+            (&["--ttft-ms=-1"][..], "--ttft-ms"),
+            (&["--itl-ms", "inf"][..], "--itl-ms"),
+            (&["--jitter-ms", "NaN"][..], "--jitter-ms"),
+            (&["--fault-stall-ms=-5"][..], "--fault-stall-ms"),
+            (&["--output-tokens", "0"][..], "--output-tokens"),
+            (
+                &["--max-concurrent-streams", "0"][..],
+                "--max-concurrent-streams",
+            ),
+            (&["--model", ""][..], "--model"),
+        ] {
+            let err = parse(args).unwrap_err();
+            assert!(err.contains(flag), "{err}");
+        }
+    }
+}

@@ -1,0 +1,381 @@
+//! Server-sent-event bodies of streamed completions.
+//!
+//! [`SseBody`] is a hand-written `http_body::Body`: no task or channel per
+//! stream; each `poll_frame` waits (one reusable `Sleep`) for the next token's
+//! absolute deadline and then yields one `data: {json}\n\n` event. Chunks are
+//! formatted by hand into a reused `BytesMut`: the per-request part of every
+//! chunk (id, object, created, model) is rendered once.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::task::{Context, Poll, ready};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use hyper::body::{Body, Frame};
+use tokio::sync::{Notify, OwnedSemaphorePermit};
+use tokio::time::{Instant, Sleep};
+
+use crate::body::BoxError;
+use crate::completions::Kind;
+use crate::metrics::{GaugeGuard, Metrics};
+use crate::schedule::{Schedule, deadline};
+
+/// Words the output tokens cycle through (each with its leading space).
+const WORDS: [&str; 8] = [
+    " the", " quick", " brown", " fox", " jumps", " over", " lazy", " dog",
+];
+
+const DONE: &[u8] = b"data: [DONE]\n\n";
+
+/// Text of output token `k`: never empty, JSON-safe without escaping.
+pub(crate) fn word(k: u64) -> &'static str {
+    WORDS[(k % WORDS.len() as u64) as usize]
+}
+
+/// Formats the chunks of one response.
+#[derive(Debug)]
+pub(crate) struct Chunker {
+    kind: Kind,
+    /// `data: {"id":"…","object":"…","created":T,"model":M,`
+    head: Vec<u8>,
+}
+
+impl Chunker {
+    /// `model_json` is the model name already encoded as a JSON string.
+    pub fn new(kind: Kind, index: u64, created: u64, model_json: &str) -> Self {
+        let head = format!(
+            "data: {{\"id\":\"{}{index}\",\"object\":\"{}\",\"created\":{created},\"model\":{model_json},",
+            kind.id_prefix(),
+            kind.chunk_object(),
+        );
+        Self {
+            kind,
+            head: head.into_bytes(),
+        }
+    }
+
+    /// Event of token `k`; `last` marks it with `finish_reason: "length"`.
+    pub fn token(&self, buf: &mut BytesMut, k: u64, last: bool) -> Bytes {
+        buf.reserve(self.head.len() + 128);
+        buf.put_slice(&self.head);
+        self.put_choice_start(buf, k);
+        buf.put_slice(match self.kind {
+            Kind::Completion => b"\",\"logprobs\":null,\"finish_reason\":",
+            Kind::Chat => b"\"},\"finish_reason\":",
+        });
+        buf.put_slice(if last { b"\"length\"" } else { b"null" });
+        buf.put_slice(b"}]}\n\n");
+        buf.split().freeze()
+    }
+
+    /// Event of token `k` whose data is cut short: not valid JSON.
+    pub fn malformed(&self, buf: &mut BytesMut, k: u64) -> Bytes {
+        buf.reserve(self.head.len() + 128);
+        buf.put_slice(&self.head);
+        self.put_choice_start(buf, k);
+        buf.put_slice(b"\"\n\n");
+        buf.split().freeze()
+    }
+
+    /// Final usage-only chunk (`"choices":[]`).
+    pub fn usage(&self, buf: &mut BytesMut, prompt: u64, completion: u64) -> Bytes {
+        buf.reserve(self.head.len() + 128);
+        buf.put_slice(&self.head);
+        let total = prompt.saturating_add(completion);
+        let tail = format!(
+            "\"choices\":[],\"usage\":{{\"prompt_tokens\":{prompt},\"completion_tokens\":{completion},\"total_tokens\":{total}}}}}\n\n"
+        );
+        buf.put_slice(tail.as_bytes());
+        buf.split().freeze()
+    }
+
+    /// `"choices":[{"index":0,"text":"WORD` (or the chat delta equivalent).
+    fn put_choice_start(&self, buf: &mut BytesMut, k: u64) {
+        buf.put_slice(b"\"choices\":[{\"index\":0,");
+        match self.kind {
+            Kind::Completion => buf.put_slice(b"\"text\":\""),
+            Kind::Chat if k == 0 => {
+                buf.put_slice(b"\"delta\":{\"role\":\"assistant\",\"content\":\"");
+            }
+            Kind::Chat => buf.put_slice(b"\"delta\":{\"content\":\""),
+        }
+        buf.put_slice(word(k).as_bytes());
+    }
+}
+
+/// Everything a stream needs besides its schedule.
+pub(crate) struct SseParams {
+    pub chunker: Chunker,
+    /// Output tokens (>= 1).
+    pub n: u64,
+    pub prompt_tokens: u64,
+    pub include_usage: bool,
+    /// When the request got its slot (time zero of the schedule).
+    pub start: Instant,
+    pub schedule: Schedule,
+    pub malformed_at: Option<u64>,
+    /// Cut the stream before token event number `truncate_at`.
+    pub truncate_at: Option<u64>,
+    pub metrics: Arc<Metrics>,
+    /// Notified after `[DONE]` (close-after-stream on HTTP/1.1).
+    pub close_notify: Option<Arc<Notify>>,
+    /// The slot, released when the body is dropped.
+    #[expect(dead_code, reason = "held for its Drop")]
+    pub permit: Option<OwnedSemaphorePermit>,
+    /// Holds `requests_running` up while the body lives.
+    #[expect(dead_code, reason = "held for its Drop")]
+    pub running: GaugeGuard,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Phase {
+    Tokens,
+    Usage,
+    Done,
+    End,
+}
+
+/// A streamed completion body.
+pub(crate) struct SseBody {
+    p: SseParams,
+    phase: Phase,
+    /// Next token index.
+    k: u64,
+    /// The deadline of token `k` has been computed.
+    armed: bool,
+    /// Token `k` must wait for `sleep`.
+    waiting: bool,
+    sleep: Option<Pin<Box<Sleep>>>,
+    /// Truncation: yielded once so hyper flushes what was sent.
+    cutting: bool,
+    buf: BytesMut,
+}
+
+impl SseBody {
+    pub fn new(params: SseParams) -> Self {
+        Self {
+            p: params,
+            phase: Phase::Tokens,
+            k: 0,
+            armed: false,
+            waiting: false,
+            sleep: None,
+            cutting: false,
+            buf: BytesMut::new(),
+        }
+    }
+
+    fn arm(&mut self) {
+        self.armed = true;
+        let offset = self.p.schedule.next_offset_ms();
+        if offset > 0.0 {
+            let at = deadline(self.p.start, offset);
+            match &mut self.sleep {
+                Some(sleep) => sleep.as_mut().reset(at),
+                None => self.sleep = Some(Box::pin(tokio::time::sleep_until(at))),
+            }
+            self.waiting = true;
+        }
+    }
+}
+
+/// Error that aborts a truncated stream (hyper then closes the connection).
+#[derive(Debug)]
+pub(crate) struct Truncated;
+
+impl fmt::Display for Truncated {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("stream truncated by fault injection")
+    }
+}
+
+impl std::error::Error for Truncated {}
+
+impl Body for SseBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        loop {
+            match this.phase {
+                Phase::Tokens => {
+                    if this.k >= this.p.n {
+                        this.phase = Phase::Usage;
+                        continue;
+                    }
+                    if !this.armed {
+                        this.arm();
+                    }
+                    if this.waiting {
+                        if let Some(sleep) = &mut this.sleep {
+                            ready!(sleep.as_mut().poll(cx));
+                        }
+                        this.waiting = false;
+                    }
+                    let k = this.k;
+                    if this.p.truncate_at == Some(k) {
+                        if !this.cutting {
+                            // Let hyper flush the events already yielded.
+                            this.cutting = true;
+                            cx.waker().wake_by_ref();
+                            return Poll::Pending;
+                        }
+                        this.phase = Phase::End;
+                        return Poll::Ready(Some(Err(Box::new(Truncated))));
+                    }
+                    let last = k + 1 == this.p.n;
+                    let data = if this.p.malformed_at == Some(k) {
+                        this.p.chunker.malformed(&mut this.buf, k)
+                    } else {
+                        this.p.chunker.token(&mut this.buf, k, last)
+                    };
+                    this.k += 1;
+                    this.armed = false;
+                    this.p.metrics.tokens_total.fetch_add(1, Relaxed);
+                    return Poll::Ready(Some(Ok(Frame::data(data))));
+                }
+                Phase::Usage => {
+                    this.phase = Phase::Done;
+                    if this.p.include_usage {
+                        let data =
+                            this.p
+                                .chunker
+                                .usage(&mut this.buf, this.p.prompt_tokens, this.p.n);
+                        return Poll::Ready(Some(Ok(Frame::data(data))));
+                    }
+                }
+                Phase::Done => {
+                    this.phase = Phase::End;
+                    if let Some(notify) = &this.p.close_notify {
+                        notify.notify_one();
+                    }
+                    return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(DONE)))));
+                }
+                Phase::End => return Poll::Ready(None),
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.phase == Phase::End
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::EchoConfig;
+    use crate::metrics::Gauge;
+    use http_body_util::BodyExt;
+    use serde_json::Value;
+
+    fn json_of(event: &[u8]) -> Value {
+        let text = std::str::from_utf8(event).unwrap();
+        let data = text
+            .strip_prefix("data: ")
+            .and_then(|t| t.strip_suffix("\n\n"))
+            .unwrap();
+        serde_json::from_str(data).unwrap()
+    }
+
+    #[test]
+    fn completion_chunks_are_valid_json() {
+        let c = Chunker::new(Kind::Completion, 7, 123, "\"m\\\"x\"");
+        let mut buf = BytesMut::new();
+        let v = json_of(&c.token(&mut buf, 0, false));
+        assert_eq!(v["id"], "cmpl-7");
+        assert_eq!(v["object"], "text_completion");
+        assert_eq!(v["created"], 123);
+        assert_eq!(v["model"], "m\"x");
+        assert_eq!(v["choices"][0]["index"], 0);
+        assert_eq!(v["choices"][0]["text"], " the");
+        assert_eq!(v["choices"][0]["logprobs"], Value::Null);
+        assert_eq!(v["choices"][0]["finish_reason"], Value::Null);
+        let v = json_of(&c.token(&mut buf, 9, true));
+        assert_eq!(v["choices"][0]["text"], " quick");
+        assert_eq!(v["choices"][0]["finish_reason"], "length");
+        let v = json_of(&c.usage(&mut buf, 3, 4));
+        assert_eq!(v["choices"], serde_json::json!([]));
+        assert_eq!(
+            v["usage"],
+            serde_json::json!({"prompt_tokens":3,"completion_tokens":4,"total_tokens":7})
+        );
+        let bad = c.malformed(&mut buf, 1);
+        let text = std::str::from_utf8(&bad).unwrap();
+        let data = text.strip_prefix("data: ").unwrap().trim_end();
+        assert!(serde_json::from_str::<Value>(data).is_err());
+    }
+
+    #[test]
+    fn chat_chunks_are_valid_json() {
+        let c = Chunker::new(Kind::Chat, 1, 5, "\"m\"");
+        let mut buf = BytesMut::new();
+        let v = json_of(&c.token(&mut buf, 0, false));
+        assert_eq!(v["id"], "chatcmpl-1");
+        assert_eq!(v["object"], "chat.completion.chunk");
+        assert_eq!(v["choices"][0]["delta"]["role"], "assistant");
+        assert_eq!(v["choices"][0]["delta"]["content"], " the");
+        let v = json_of(&c.token(&mut buf, 1, true));
+        assert_eq!(v["choices"][0]["delta"]["content"], " quick");
+        assert!(v["choices"][0]["delta"].get("role").is_none());
+        assert_eq!(v["choices"][0]["finish_reason"], "length");
+    }
+
+    fn body(n: u64, truncate_at: Option<u64>, include_usage: bool) -> (SseBody, Arc<Metrics>) {
+        let metrics = Arc::new(Metrics::default());
+        let config = EchoConfig::default();
+        let body = SseBody::new(SseParams {
+            chunker: Chunker::new(Kind::Completion, 0, 0, "\"m\""),
+            n,
+            prompt_tokens: 2,
+            include_usage,
+            start: Instant::now(),
+            schedule: Schedule::new(&config, 0, 0.0),
+            malformed_at: None,
+            truncate_at,
+            metrics: metrics.clone(),
+            close_notify: None,
+            permit: None,
+            running: GaugeGuard::new(metrics.clone(), Gauge::Running),
+        });
+        (body, metrics)
+    }
+
+    #[tokio::test]
+    async fn stream_yields_tokens_usage_done() {
+        let (b, metrics) = body(5, None, true);
+        let bytes = b.collect().await.unwrap().to_bytes();
+        let text = std::str::from_utf8(&bytes).unwrap();
+        let events: Vec<&str> = text.split_terminator("\n\n").collect();
+        assert_eq!(events.len(), 7);
+        assert_eq!(events[6], "data: [DONE]");
+        assert!(events[5].contains("\"total_tokens\":7"));
+        assert_eq!(metrics.tokens_total.load(Relaxed), 5);
+        // The running gauge dropped with the body.
+        assert_eq!(metrics.requests_running.load(Relaxed), 0);
+    }
+
+    #[tokio::test]
+    async fn truncated_stream_errors_without_done() {
+        let (mut b, _) = body(6, Some(3), false);
+        let mut data = 0;
+        loop {
+            match b.frame().await {
+                Some(Ok(_)) => data += 1,
+                Some(Err(e)) => {
+                    assert!(e.to_string().contains("truncated"));
+                    break;
+                }
+                None => panic!("stream ended cleanly"),
+            }
+        }
+        assert_eq!(data, 3);
+    }
+}
