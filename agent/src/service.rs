@@ -112,6 +112,8 @@ struct Running {
     stats: Arc<Stats>,
     sink: Arc<BatchSink>,
     cpu_at_start: Duration,
+    /// Agent clock (unix ns) of the instant rows are relative to.
+    started_unix_ns: i64,
 }
 
 enum Internal {
@@ -375,6 +377,7 @@ impl Session {
             stats: prepared.stats(),
             sink: Arc::clone(&sink),
             cpu_at_start: cpu::process_cpu_time(),
+            started_unix_ns: s.start_at_unix_ns,
         });
         let tx = self.internal_tx.clone();
         let sink: Arc<dyn Sink> = sink;
@@ -396,7 +399,7 @@ impl Session {
             }
             Internal::Finished(report) => {
                 let running = self.running.take()?;
-                self.flush_rows(running.run_id, running.sink.drain()).await;
+                self.flush_rows(running.run_id, running.started_unix_ns, running.sink.drain()).await;
                 let stop_reason = match self.closing {
                     Some("agent shutting down") => "signal",
                     Some("lease expired") => "lease",
@@ -408,7 +411,7 @@ impl Session {
                     batches: self.next_seq,
                     completed: report.completed,
                     failed: report.failed,
-                    started_unix_ns: unix_ns(report.started_at),
+                    started_unix_ns: running.started_unix_ns,
                     cpu_seconds: cpu::process_cpu_time().saturating_sub(running.cpu_at_start).as_secs_f64(),
                     wall_seconds: report.wall.as_secs_f64(),
                     lag_p50_us: report.lag.p50_us,
@@ -430,14 +433,14 @@ impl Session {
 
     async fn flush(&mut self) {
         let Some(r) = &self.running else { return };
-        let (run_id, rows) = (r.run_id, r.sink.drain());
-        self.flush_rows(run_id, rows).await;
+        let (run_id, started, rows) = (r.run_id, r.started_unix_ns, r.sink.drain());
+        self.flush_rows(run_id, started, rows).await;
     }
 
-    async fn flush_rows(&mut self, run_id: u64, mut rows: Vec<Row>) {
+    async fn flush_rows(&mut self, run_id: u64, started_unix_ns: i64, mut rows: Vec<Row>) {
         while !rows.is_empty() {
             let rest = if rows.len() > BATCH_ROWS { rows.split_off(BATCH_ROWS) } else { Vec::new() };
-            let batch = SampleBatch { run_id, seq: self.next_seq, rows };
+            let batch = SampleBatch { run_id, seq: self.next_seq, rows, started_unix_ns };
             self.next_seq += 1;
             self.unacked.insert(batch.seq, batch.clone());
             self.send(agent_msg::Msg::Batch(batch)).await;

@@ -1,1 +1,173 @@
-//! placeholder
+//! surge's coordinator: the `surge` command line, planning, sharding a run across agents,
+//! clock offsets, the exact merge of every agent's rows, the statistics and reports, and
+//! the certificates for coordinator <-> agent mutual TLS.
+//!
+//! A local run is the same code as a distributed one: with no `--agents`, an agent is
+//! started in-process behind the same gRPC service and the run goes through it.
+
+pub mod certs;
+pub mod cli;
+pub mod clock;
+pub mod exit;
+pub mod fleet;
+pub mod metrics;
+pub mod parse;
+pub mod plan;
+pub mod ready;
+pub mod report;
+pub mod run;
+pub mod split;
+pub mod stats;
+pub mod summary;
+
+use plan::{Agents, RunPlan};
+use run::RunStatus;
+use tokio_util::sync::CancellationToken;
+
+/// `surge run`: returns the process exit code.
+pub async fn run_command(plan: RunPlan) -> u8 {
+    if let Some(t) = plan.ready_timeout {
+        if let Err(e) = ready::wait_ready(&plan.base_url, t).await {
+            eprintln!("surge: --ready-timeout: {e}");
+            return exit::FAILURE;
+        }
+    }
+    let model = match (&plan.served_model_name, &plan.model, plan.backend) {
+        (Some(m), _, _) | (None, Some(m), _) => m.clone(),
+        (None, None, surge_proto::Backend::Http) => "none".to_string(),
+        (None, None, _) => match ready::first_model(&plan.base_url).await {
+            Ok(m) => m,
+            Err(e) => {
+                eprintln!("surge: --model not given and the server's model list is unavailable: {e}");
+                return exit::FAILURE;
+            }
+        },
+    };
+    let embedded = CancellationToken::new();
+    let fleet = match &plan.agents {
+        Agents::Embedded => match surge_agent::daemon::spawn_embedded(embedded.clone()).await {
+            Ok(addr) => fleet::Fleet::connect(&[addr.to_string()], None).await,
+            Err(e) => {
+                eprintln!("surge: cannot start the embedded agent: {e}");
+                return exit::FAILURE;
+            }
+        },
+        Agents::Remote { addrs, tls } => fleet::Fleet::connect(addrs, tls.as_ref()).await,
+    };
+    let fleet = match fleet {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("surge: {e}");
+            return exit::FAILURE;
+        }
+    };
+    let outcome = run::execute(fleet, &plan, &model).await;
+    embedded.cancel();
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("surge: {e}");
+            return exit::FAILURE;
+        }
+    };
+    let metrics = metrics::compute(&outcome.rows, &plan.slo);
+    let client = report::client_block(&plan, &metrics, &outcome);
+    print!("{}", summary::render(&plan, &metrics, &outcome, &client));
+    if plan.save_result {
+        let doc = report::result_json(&plan, &model, &metrics, &outcome, &client);
+        let path = report::result_path(&plan, &model, &outcome);
+        if let Err(e) = report::write(&path, &doc) {
+            eprintln!("surge: cannot write the result {}: {e}", path.display());
+            return exit::FAILURE;
+        }
+        eprintln!("surge: result saved to {}", path.display());
+    }
+    match outcome.status {
+        RunStatus::Complete => exit::OK,
+        RunStatus::Invalid { lost } => {
+            eprintln!("surge: run invalid: agent(s) {} lost (exit code {})", lost.join(", "), exit::AGENT_LOST);
+            exit::AGENT_LOST
+        }
+        RunStatus::Partial { lost } => {
+            eprintln!("surge: run partial: agent(s) {} lost (exit code {})", lost.join(", "), exit::PARTIAL);
+            exit::PARTIAL
+        }
+        RunStatus::Interrupted => exit::INTERRUPTED,
+    }
+}
+
+/// `surge echo`: serves until Ctrl-C / SIGTERM.
+pub async fn echo_command(args: surge_echo::EchoArgs) -> u8 {
+    let cfg = match args.into_config() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("surge echo: {e}");
+            return exit::USAGE;
+        }
+    };
+    let listener = match tokio::net::TcpListener::bind(cfg.listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("surge echo: --listen {}: {e}", cfg.listen);
+            return exit::FAILURE;
+        }
+    };
+    match listener.local_addr() {
+        Ok(a) => println!("surge echo listening on http://{a}"),
+        Err(e) => eprintln!("surge echo: {e}"),
+    }
+    match surge_echo::serve(listener, cfg, shutdown_signal()).await {
+        Ok(()) => exit::OK,
+        Err(e) => {
+            eprintln!("surge echo: {e}");
+            exit::FAILURE
+        }
+    }
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! { _ = term.recv() => {}, _ = tokio::signal::ctrl_c() => {} }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+/// `surge demo`: the echo server on a loopback port and a short run against it.
+pub async fn demo_command() -> u8 {
+    let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("surge demo: {e}");
+            return exit::FAILURE;
+        }
+    };
+    let Ok(addr) = listener.local_addr() else { return exit::FAILURE };
+    let cfg = surge_echo::EchoConfig { ttft_ms: 50.0, itl_ms: 10.0, ..Default::default() };
+    let stop = CancellationToken::new();
+    let server_stop = stop.clone();
+    tokio::spawn(async move { surge_echo::serve(listener, cfg, async move { server_stop.cancelled().await }).await });
+    let base = format!("http://{addr}");
+    println!("surge demo: echo server at {base} (TTFT 50 ms, ITL 10 ms); 500 requests, 64 in flight, 128 in / 32 out\n");
+    use clap::Parser;
+    let cli = cli::Cli::parse_from([
+        "surge", "run", "--base-url", &base, "--model", "surge-echo", "--random-input-len", "128",
+        "--random-output-len", "32", "--num-prompts", "500", "--max-concurrency", "64", "--ignore-eos",
+        "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
+    ]);
+    let cli::Command::Run(args) = cli.command else { return exit::FAILURE };
+    let code = match RunPlan::from_args(*args) {
+        Ok(plan) => run_command(plan).await,
+        Err(e) => {
+            eprintln!("surge demo: {e}");
+            exit::USAGE
+        }
+    };
+    stop.cancel();
+    code
+}

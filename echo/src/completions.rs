@@ -20,7 +20,7 @@ use crate::config::MAX_OUTPUT_TOKENS;
 use crate::faults::{self, FaultPlan};
 use crate::metrics::{Gauge, GaugeGuard};
 use crate::routes::{State, json_error};
-use crate::schedule::{Schedule, deadline};
+use crate::schedule::{Schedule, wake_at};
 use crate::sse::{self, Chunker, SseBody, SseParams};
 
 /// Largest request body accepted by the completion routes.
@@ -267,7 +267,7 @@ pub(crate) async fn handle(
 
     let offset = schedule.last_offset_ms(n);
     if offset > 0.0 {
-        tokio::time::sleep_until(deadline(start, offset)).await;
+        tokio::time::sleep_until(wake_at(start, offset)).await;
     }
     metrics.tokens_total.fetch_add(n, Relaxed);
     let body = full_response(kind, index, created, model, n, parsed.prompt_tokens);

@@ -69,7 +69,7 @@ pub struct EchoArgs {
     #[arg(long = "fault-malformed-rate", value_name = "F", default_value_t = 0.0)]
     pub fault_malformed_rate: f64,
 
-    /// Fraction of streamed responses cut off mid-stream (connection closed, no [DONE]).
+    /// Fraction of streamed responses cut off mid-stream (connection closed before the DONE event).
     #[arg(long = "fault-truncate-rate", value_name = "F", default_value_t = 0.0)]
     pub fault_truncate_rate: f64,
 

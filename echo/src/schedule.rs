@@ -75,6 +75,17 @@ impl Schedule {
     }
 }
 
+/// Tokio's timer fires at the first 1 ms tick at or after a deadline, so a
+/// sleep is late by 0..1 ms (0.5 ms on average). Aiming half a tick early
+/// makes the error symmetric (about +-0.5 ms) instead of always late.
+const HALF_TICK: Duration = Duration::from_micros(500);
+
+/// When to wake for a token due at `start + offset_ms` (see [`HALF_TICK`]).
+pub(crate) fn wake_at(start: Instant, offset_ms: f64) -> Instant {
+    let due = deadline(start, offset_ms);
+    due.checked_sub(HALF_TICK).filter(|w| *w >= start).unwrap_or(start)
+}
+
 /// `start + offset_ms`, saturating to a far-away instant instead of
 /// panicking on overflow.
 pub(crate) fn deadline(start: Instant, offset_ms: f64) -> Instant {

@@ -21,7 +21,7 @@ use tokio::time::{Instant, Sleep};
 use crate::body::BoxError;
 use crate::completions::Kind;
 use crate::metrics::{GaugeGuard, Metrics};
-use crate::schedule::{Schedule, deadline};
+use crate::schedule::{Schedule, wake_at};
 
 /// Words the output tokens cycle through (each with its leading space).
 const WORDS: [&str; 8] = [
@@ -172,7 +172,7 @@ impl SseBody {
         self.armed = true;
         let offset = self.p.schedule.next_offset_ms();
         if offset > 0.0 {
-            let at = deadline(self.p.start, offset);
+            let at = wake_at(self.p.start, offset);
             match &mut self.sleep {
                 Some(sleep) => sleep.as_mut().reset(at),
                 None => self.sleep = Some(Box::pin(tokio::time::sleep_until(at))),

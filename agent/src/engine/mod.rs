@@ -85,7 +85,7 @@ impl StopReason {
 /// The outcome of a run, besides its rows.
 #[derive(Debug, Clone)]
 pub struct Report {
-    /// Wall-clock time of the instant rows are relative to.
+    /// Wall-clock time of the instant rows are relative to (the planned start).
     pub started_at: SystemTime,
     pub completed: u64,
     pub failed: u64,
@@ -181,9 +181,10 @@ pub async fn prepare(workload: Workload) -> Result<Prepared, EngineError> {
 /// Runs a prepared workload; every request ends as one row in `sink`.
 pub async fn run(prepared: Prepared, sink: Arc<dyn Sink>, ctl: Control) -> Report {
     let Prepared { workload, jobs, pool, tpl, stats, .. } = prepared;
-    tokio::time::sleep_until(ctl.start_at.into()).await;
-    let t0 = Instant::now();
-    let started_at = SystemTime::now();
+    // Rows are relative to the planned start, which both ends of a session know.
+    let t0 = ctl.start_at;
+    tokio::time::sleep_until(t0.into()).await;
+    let started_at = SystemTime::now() - t0.elapsed();
     let deadline = tokio::time::Instant::from_std(ctl.deadline);
     let duration = (workload.duration_ms > 0).then(|| Duration::from_millis(workload.duration_ms));
     let mut schedule = Schedule::new(workload.request_rate, workload.burstiness, workload.pacing_seed)

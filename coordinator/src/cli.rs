@@ -1,0 +1,166 @@
+//! The command line, stage one: raw options as clap parses them, with `vllm bench serve`'s
+//! flag names. [`crate::plan`] turns them into a validated plan.
+
+use crate::parse;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Parser)]
+#[command(name = "surge", version, about = "Distributed load generator for LLM serving endpoints")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Benchmark an endpoint once (flags as `vllm bench serve`).
+    Run(Box<RunArgs>),
+    /// Serve the echo / mock OpenAI server.
+    Echo(surge_echo::EchoArgs),
+    /// Create a CA and issue certificates for coordinator <-> agent mutual TLS.
+    #[command(subcommand)]
+    Certs(CertsCommand),
+    /// Start the echo server on a loopback port and run a short benchmark against it.
+    Demo,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CertsCommand {
+    /// Write DIR/ca.pem and DIR/ca.key.
+    Init {
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
+    /// Write DIR/NAME.pem and DIR/NAME.key, signed by the CA in --ca.
+    Issue {
+        #[arg(long, value_name = "DIR")]
+        ca: PathBuf,
+        #[arg(long)]
+        name: String,
+        /// Subject alternative names: host names or IP addresses (repeatable).
+        #[arg(long = "san", value_name = "HOST_OR_IP")]
+        sans: Vec<String>,
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BackendArg {
+    /// OpenAI /v1/completions, streamed.
+    Openai,
+    /// OpenAI /v1/chat/completions, streamed.
+    OpenaiChat,
+    /// A plain POST of the prompt as the body (e.g. the echo route).
+    Http,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DatasetArg {
+    Random,
+    Fixed,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Server base URL, e.g. http://127.0.0.1:8000 (overrides --host/--port).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+    /// API path (default: /v1/completions, /v1/chat/completions or /echo by backend).
+    #[arg(long)]
+    pub endpoint: Option<String>,
+    #[arg(long, value_enum, default_value = "openai")]
+    pub backend: BackendArg,
+    /// Model name (default: the first model the server lists at /v1/models).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Name sent in requests when the server serves the model under another name.
+    #[arg(long)]
+    pub served_model_name: Option<String>,
+    #[arg(long, value_enum, default_value = "random")]
+    pub dataset_name: DatasetArg,
+    /// The prompt of --dataset-name fixed.
+    #[arg(long)]
+    pub prompt: Option<String>,
+    #[arg(long, default_value_t = 1024)]
+    pub random_input_len: u32,
+    #[arg(long, default_value_t = 128)]
+    pub random_output_len: u32,
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub num_prompts: u64,
+    /// Stop issuing requests after this long (e.g. 10s); in-flight requests finish.
+    #[arg(long, value_parser = parse::duration)]
+    pub duration: Option<Duration>,
+    /// Most requests in flight (closed loop when --request-rate is inf).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_concurrency: Option<u32>,
+    /// Requests per second (inf = all at once, bounded by --max-concurrency).
+    #[arg(long, default_value = "inf", value_parser = parse::rate)]
+    pub request_rate: f64,
+    /// Gamma shape of inter-arrival gaps: 1.0 = Poisson, larger = more regular.
+    #[arg(long, default_value_t = 1.0, value_parser = parse::positive)]
+    pub burstiness: f64,
+    #[arg(long, default_value_t = 0)]
+    pub num_warmups: u32,
+    #[arg(long)]
+    pub ignore_eos: bool,
+    #[arg(long)]
+    pub temperature: Option<f64>,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    #[arg(long, default_value = "ttft,tpot,itl", value_parser = parse::metric_list)]
+    pub percentile_metrics: parse::MetricList,
+    #[arg(long, default_value = "99", value_parser = parse::percentile_list)]
+    pub metric_percentiles: parse::Percentiles,
+    /// SLOs for goodput, e.g. --goodput ttft:200 tpot:50 (ms).
+    #[arg(long, num_args = 1.., value_name = "NAME:MS")]
+    pub goodput: Vec<String>,
+    #[arg(long)]
+    pub save_result: bool,
+    /// Save per-request arrays too.
+    #[arg(long)]
+    pub save_detailed: bool,
+    #[arg(long, value_name = "DIR")]
+    pub result_dir: Option<PathBuf>,
+    #[arg(long, value_name = "FILE")]
+    pub result_filename: Option<String>,
+    /// KEY=VALUE pairs saved in the result (hardware=, engine=, cluster_label= fill run_metadata).
+    #[arg(long, num_args = 1.., value_name = "KEY=VALUE", value_parser = parse::metadata)]
+    pub metadata: Vec<(String, String)>,
+    /// Poll GET /v1/models until it answers 200, at most this long, before starting.
+    #[arg(long, value_parser = parse::duration, value_name = "DURATION")]
+    pub ready_timeout: Option<Duration>,
+    /// Use HTTP/2 to the target (prior knowledge on http://, ALPN on https://).
+    #[arg(long)]
+    pub http2: bool,
+    /// Extra request header NAME:VALUE (repeatable), e.g. an Authorization header.
+    #[arg(long = "header", value_name = "NAME:VALUE")]
+    pub headers: Vec<String>,
+    /// Agents to run the load on (HOST:PORT, comma separated); none = an embedded agent.
+    #[arg(long, value_delimiter = ',', value_name = "HOST:PORT")]
+    pub agents: Vec<String>,
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+    /// Plaintext to agents; only for agents on loopback addresses.
+    #[arg(long)]
+    pub insecure: bool,
+    /// Coordinator config file (TOML: agents, tls-ca, tls-cert, tls-key).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// When an agent is lost, keep the others' results and mark the run partial.
+    #[arg(long)]
+    pub tolerate_agent_loss: bool,
+    /// Hard limit on a run's length, enforced by every agent itself.
+    #[arg(long, default_value = "1h", value_parser = parse::duration, value_name = "DURATION")]
+    pub max_run_time: Duration,
+}

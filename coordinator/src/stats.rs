@@ -1,0 +1,88 @@
+//! Exact descriptive statistics over raw values: percentiles by linear interpolation
+//! between closest ranks (numpy's default), mean and population standard deviation.
+//! Nothing is rounded or bucketed before it is computed.
+
+/// The `p`-th percentile (0..=100) of `sorted` (ascending), numpy's "linear" method;
+/// 0.0 for an empty slice, as `vllm bench serve` reports.
+pub fn percentile_sorted(sorted: &[f64], p: f64) -> f64 {
+    match sorted.len() {
+        0 => 0.0,
+        1 => sorted[0],
+        n => {
+            let rank = (p / 100.0) * (n - 1) as f64;
+            let lo = rank.floor() as usize;
+            let hi = rank.ceil() as usize;
+            let frac = rank - lo as f64;
+            if lo == hi { sorted[lo] } else { sorted[lo] + (sorted[hi] - sorted[lo]) * frac }
+        }
+    }
+}
+
+/// Sorts in place (total order; NaN never occurs in our inputs) and returns the slice.
+pub fn sort(values: &mut [f64]) -> &[f64] {
+    values.sort_unstable_by(f64::total_cmp);
+    values
+}
+
+/// Arithmetic mean, 0.0 when empty.
+pub fn mean(values: &[f64]) -> f64 {
+    if values.is_empty() { 0.0 } else { values.iter().sum::<f64>() / values.len() as f64 }
+}
+
+/// Population standard deviation (numpy's default, ddof = 0), 0.0 when empty.
+pub fn std_dev(values: &[f64]) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    let m = mean(values);
+    (values.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / values.len() as f64).sqrt()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Expected values from numpy 1.26: np.percentile(v, p) (method="linear").
+    #[test]
+    fn matches_numpy_linear() {
+        let mut v = vec![15.0, 20.0, 35.0, 40.0, 50.0];
+        let s = sort(&mut v);
+        assert_eq!(percentile_sorted(s, 0.0), 15.0);
+        assert_eq!(percentile_sorted(s, 30.0), 20.0 + (35.0 - 20.0) * 0.2);
+        assert_eq!(percentile_sorted(s, 40.0), 29.0);
+        assert_eq!(percentile_sorted(s, 50.0), 35.0);
+        assert_eq!(percentile_sorted(s, 100.0), 50.0);
+        let mut w: Vec<f64> = (1..=10).map(f64::from).collect();
+        let s = sort(&mut w);
+        assert!((percentile_sorted(s, 99.0) - 9.91).abs() < 1e-12);
+        assert!((percentile_sorted(s, 90.0) - 9.1).abs() < 1e-12);
+        assert!((percentile_sorted(s, 25.0) - 3.25).abs() < 1e-12);
+        assert_eq!(percentile_sorted(&[], 50.0), 0.0);
+        assert_eq!(percentile_sorted(&[7.0], 99.0), 7.0);
+    }
+
+    #[test]
+    fn unsorted_input_and_duplicates() {
+        let mut v = vec![3.0, 1.0, 2.0, 2.0];
+        let s = sort(&mut v);
+        // np.percentile([3,1,2,2], 75) == 2.25
+        assert!((percentile_sorted(s, 75.0) - 2.25).abs() < 1e-12);
+    }
+
+    #[test]
+    fn mean_and_population_std() {
+        let v = [2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0];
+        assert_eq!(mean(&v), 5.0);
+        assert_eq!(std_dev(&v), 2.0);
+        assert_eq!(std_dev(&[]), 0.0);
+    }
+
+    #[test]
+    fn percentile_never_exceeds_max() {
+        let mut v: Vec<f64> = (0..1000).map(|i| (i as f64 * 0.37).sin().abs() * 100.0).collect();
+        let s = sort(&mut v);
+        for p in [50.0, 90.0, 99.0, 99.9, 100.0] {
+            assert!(percentile_sorted(s, p) <= s[s.len() - 1]);
+        }
+    }
+}
