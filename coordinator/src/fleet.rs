@@ -109,8 +109,10 @@ impl Fleet {
             let (tx, rx) = mpsc::channel::<CoordinatorMsg>(1024);
             let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
             let mut inbound = client.session(stream).await.map_err(|s| {
-                let m = format!("{}: {}", s.code(), s.message());
-                let hint = tls_hint(&m);
+                let m = chain(&s);
+                // With TLS 1.3 a rejected client certificate surfaces only as a broken
+                // transport on the first call.
+                let hint = if tls.is_some() && s.code() == tonic::Code::Unknown { tls_hint("tls") } else { tls_hint(&m) };
                 FleetError::Connect { addr: addr.clone(), message: format!("session refused: {m}{hint}") }
             })?
             .into_inner();

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode, Version, header};
@@ -13,15 +13,15 @@ use hyper::body::Incoming;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
-use tokio::time::Instant;
 
 use crate::body::{BoxError, ResBody};
 use crate::config::MAX_OUTPUT_TOKENS;
 use crate::faults::{self, FaultPlan};
 use crate::metrics::{Gauge, GaugeGuard};
 use crate::routes::{State, json_error};
-use crate::schedule::{Schedule, wake_at};
+use crate::schedule::{Schedule, deadline};
 use crate::sse::{self, Chunker, SseBody, SseParams};
+use crate::timer::PreciseSleep;
 
 /// Largest request body accepted by the completion routes.
 const MAX_REQUEST_BYTES: usize = 16 << 20;
@@ -248,6 +248,7 @@ pub(crate) async fn handle(
             include_usage: parsed.include_usage,
             start,
             schedule,
+            timer: state.timer.clone(),
             malformed_at: faults.malformed.then(|| faults::malformed_index(n)),
             truncate_at: faults.truncate.then(|| faults::truncate_after(n)),
             metrics: metrics.clone(),
@@ -267,7 +268,7 @@ pub(crate) async fn handle(
 
     let offset = schedule.last_offset_ms(n);
     if offset > 0.0 {
-        tokio::time::sleep_until(wake_at(start, offset)).await;
+        PreciseSleep::new(state.timer.clone(), deadline(start, offset)).await;
     }
     metrics.tokens_total.fetch_add(n, Relaxed);
     let body = full_response(kind, index, created, model, n, parsed.prompt_tokens);

@@ -75,6 +75,7 @@ mod routes;
 mod schedule;
 mod server;
 mod sse;
+mod timer;
 
 pub use config::{EchoArgs, EchoConfig, MAX_OUTPUT_TOKENS};
 

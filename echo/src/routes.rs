@@ -15,6 +15,7 @@ use crate::body::{BoxError, ResBody};
 use crate::completions::{self, Kind};
 use crate::config::EchoConfig;
 use crate::metrics::Metrics;
+use crate::timer::Timer;
 
 /// State shared by all connections of one server.
 #[derive(Debug)]
@@ -25,12 +26,14 @@ pub(crate) struct State {
     pub completions: AtomicU64,
     /// Completion slots (`--max-concurrent-streams`).
     pub slots: Option<Arc<Semaphore>>,
+    /// Wakes streams and non-streamed responses at their token deadlines.
+    pub timer: Timer,
     /// The `/v1/models` body, rendered once.
     models_body: Bytes,
 }
 
 impl State {
-    pub fn new(config: EchoConfig) -> Self {
+    pub fn new(config: EchoConfig, timer: Timer) -> Self {
         let models = json!({
             "object": "list",
             "data": [{"id": config.model, "object": "model", "owned_by": "surge-echo"}],
@@ -42,6 +45,7 @@ impl State {
             models_body: Bytes::from(serde_json::to_vec(&models).unwrap_or_default()),
             metrics: Arc::new(Metrics::default()),
             completions: AtomicU64::new(0),
+            timer,
             config,
         }
     }
@@ -118,10 +122,13 @@ mod tests {
 
     #[test]
     fn models_body_lists_the_model() {
-        let state = State::new(EchoConfig {
-            model: "my\"model".to_owned(),
-            ..EchoConfig::default()
-        });
+        let state = State::new(
+            EchoConfig {
+                model: "my\"model".to_owned(),
+                ..EchoConfig::default()
+            },
+            Timer::new().unwrap(),
+        );
         let v: serde_json::Value = serde_json::from_slice(&state.models_body).unwrap();
         assert_eq!(v["object"], "list");
         assert_eq!(v["data"][0]["id"], "my\"model");

@@ -2,16 +2,16 @@
 //!
 //! Token `k` (0-based) is due at `start + ttft + stall + k * itl`, where
 //! `start` is when the request got its slot. Deadlines are absolute offsets
-//! from `start` (used with `tokio::time::sleep_until`), so timer lateness on
-//! one token never shifts the next. With `--jitter-ms J` every delay (the
-//! TTFT and each ITL) gets `+ uniform[-J, +J]`, clamped at >= 0, drawn from a
-//! per-request RNG seeded from the server seed and the request number.
+//! from `start` (waited for with the precise timer of [`crate::timer`]), so
+//! timer lateness on one token never shifts the next. With `--jitter-ms J`
+//! every delay (the TTFT and each ITL) gets `+ uniform[-J, +J]`, clamped at
+//! zero, drawn from a per-request RNG seeded from the server seed and the
+//! request number.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use tokio::time::Instant;
 
 use crate::config::EchoConfig;
 use crate::faults;
@@ -73,17 +73,6 @@ impl Schedule {
         }
         offset
     }
-}
-
-/// Tokio's timer fires at the first 1 ms tick at or after a deadline, so a
-/// sleep is late by 0..1 ms (0.5 ms on average). Aiming half a tick early
-/// makes the error symmetric (about +-0.5 ms) instead of always late.
-const HALF_TICK: Duration = Duration::from_micros(500);
-
-/// When to wake for a token due at `start + offset_ms` (see [`HALF_TICK`]).
-pub(crate) fn wake_at(start: Instant, offset_ms: f64) -> Instant {
-    let due = deadline(start, offset_ms);
-    due.checked_sub(HALF_TICK).filter(|w| *w >= start).unwrap_or(start)
 }
 
 /// `start + offset_ms`, saturating to a far-away instant instead of

@@ -19,6 +19,7 @@ use tracing::{debug, warn};
 
 use crate::config::EchoConfig;
 use crate::routes::{self, State};
+use crate::timer::Timer;
 
 /// Pause after an accept error that is not about one connection.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
@@ -35,7 +36,9 @@ pub(crate) async fn run(
     config
         .validate()
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    let state = Arc::new(State::new(config));
+    // The token timer's thread stops once the server state and every
+    // response still holding a handle to it are dropped.
+    let state = Arc::new(State::new(config, Timer::new()?));
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // No timer is configured: no header-read timeout, so idle keep-alive
     // connections of a paused load client stay open.

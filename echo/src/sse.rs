@@ -1,8 +1,9 @@
 //! Server-sent-event bodies of streamed completions.
 //!
 //! [`SseBody`] is a hand-written `http_body::Body`: no task or channel per
-//! stream; each `poll_frame` waits (one reusable `Sleep`) for the next token's
-//! absolute deadline and then yields one `data: {json}\n\n` event. Chunks are
+//! stream; each `poll_frame` waits (one reusable [`PreciseSleep`] of the
+//! server's timer) for the next token's absolute deadline and then yields one
+//! `data: {json}\n\n` event. Chunks are
 //! formatted by hand into a reused `BytesMut`: the per-request part of every
 //! chunk (id, object, created, model) is rendered once.
 
@@ -12,16 +13,17 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::task::{Context, Poll, ready};
+use std::time::Instant;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use hyper::body::{Body, Frame};
 use tokio::sync::{Notify, OwnedSemaphorePermit};
-use tokio::time::{Instant, Sleep};
 
 use crate::body::BoxError;
 use crate::completions::Kind;
 use crate::metrics::{GaugeGuard, Metrics};
-use crate::schedule::{Schedule, wake_at};
+use crate::schedule::{Schedule, deadline};
+use crate::timer::{PreciseSleep, Timer};
 
 /// Words the output tokens cycle through (each with its leading space).
 const WORDS: [&str; 8] = [
@@ -116,6 +118,8 @@ pub(crate) struct SseParams {
     /// When the request got its slot (time zero of the schedule).
     pub start: Instant,
     pub schedule: Schedule,
+    /// The server's timer, which wakes the stream at each deadline.
+    pub timer: Timer,
     pub malformed_at: Option<u64>,
     /// Cut the stream before token event number `truncate_at`.
     pub truncate_at: Option<u64>,
@@ -148,7 +152,7 @@ pub(crate) struct SseBody {
     armed: bool,
     /// Token `k` must wait for `sleep`.
     waiting: bool,
-    sleep: Option<Pin<Box<Sleep>>>,
+    sleep: Option<PreciseSleep>,
     /// Truncation: yielded once so hyper flushes what was sent.
     cutting: bool,
     buf: BytesMut,
@@ -172,10 +176,10 @@ impl SseBody {
         self.armed = true;
         let offset = self.p.schedule.next_offset_ms();
         if offset > 0.0 {
-            let at = wake_at(self.p.start, offset);
+            let at = deadline(self.p.start, offset);
             match &mut self.sleep {
-                Some(sleep) => sleep.as_mut().reset(at),
-                None => self.sleep = Some(Box::pin(tokio::time::sleep_until(at))),
+                Some(sleep) => sleep.reset(at),
+                None => self.sleep = Some(PreciseSleep::new(self.p.timer.clone(), at)),
             }
             self.waiting = true;
         }
@@ -215,7 +219,7 @@ impl Body for SseBody {
                     }
                     if this.waiting {
                         if let Some(sleep) = &mut this.sleep {
-                            ready!(sleep.as_mut().poll(cx));
+                            ready!(Pin::new(sleep).poll(cx));
                         }
                         this.waiting = false;
                     }
@@ -338,6 +342,7 @@ mod tests {
             include_usage,
             start: Instant::now(),
             schedule: Schedule::new(&config, 0, 0.0),
+            timer: Timer::new().unwrap(),
             malformed_at: None,
             truncate_at,
             metrics: metrics.clone(),

@@ -1,0 +1,151 @@
+//! `surge run` on one machine (embedded agent) against `surge echo`.
+
+use crate::util::{TempDir, echo, read_json, surge, text};
+use std::time::Duration;
+
+/// Every key DESIGN.md lists for the result file.
+const KEYS: &[&str] = &[
+    "date", "backend", "model_id", "num_prompts", "request_rate", "burstiness", "max_concurrency", "duration",
+    "completed", "failed", "total_input_tokens", "total_output_tokens", "request_throughput", "request_goodput",
+    "output_throughput", "total_token_throughput", "max_concurrent_requests", "run_metadata", "client",
+];
+
+fn metric_keys() -> Vec<String> {
+    let mut v = Vec::new();
+    for m in ["ttft", "tpot", "itl", "e2el"] {
+        for s in ["mean", "median", "std", "p99"] {
+            v.push(format!("{s}_{m}_ms"));
+        }
+    }
+    v
+}
+
+#[test]
+fn completions_run_counts_tokens_and_writes_every_key() {
+    let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "50", "--itl-ms", "10"]);
+    let dir = TempDir::new("local");
+    let out = surge(
+        &[
+            "run", "--base-url", &base, "--endpoint", "/v1/completions", "--model", "m", "--dataset-name", "random",
+            "--random-input-len", "128", "--random-output-len", "64", "--num-prompts", "2000",
+            "--max-concurrency", "200", "--ignore-eos", "--percentile-metrics", "ttft,tpot,itl,e2el",
+            "--metric-percentiles", "50,99", "--save-result", "--result-dir", &dir.path(""),
+            "--result-filename", "r.json", "--metadata", "hardware=test host", "engine=surge echo",
+        ],
+        Duration::from_secs(120),
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{}", text(&out.stderr));
+    assert!(stdout.starts_with("============ Serving Benchmark Result ============\n"), "{stdout}");
+    for label in ["Successful requests:", "Median TTFT (ms):", "P99 E2EL (ms):", "P50 ITL (ms):", "Mean TPOT (ms):"] {
+        assert!(stdout.contains(label), "missing {label} in\n{stdout}");
+    }
+    let r = read_json(&dir.path("r.json"));
+    for k in KEYS.iter().map(|s| s.to_string()).chain(metric_keys()) {
+        assert!(r.get(&k).is_some(), "key {k} missing");
+    }
+    assert_eq!(r["completed"], 2000);
+    assert_eq!(r["failed"], 0);
+    assert_eq!(r["total_output_tokens"], 128_000);
+    assert_eq!(r["total_input_tokens"], 2000 * 128);
+    assert_eq!(r["max_concurrent_requests"], 200.0);
+    assert_eq!(r["run_metadata"]["hardware"], "test host");
+    assert_eq!(r["output_tokens_source"], "server_usage");
+    let ttft = r["median_ttft_ms"].as_f64().unwrap();
+    assert!(ttft >= 50.0, "the echo server cannot answer before its TTFT: {ttft}");
+    let itl = r["median_itl_ms"].as_f64().unwrap();
+    assert!(itl > 5.0 && itl < 15.0, "median ITL {itl}");
+    eprintln!("median TTFT {ttft:.2} ms, median ITL {itl:.2} ms, median TPOT {:.2} ms", r["median_tpot_ms"]);
+}
+
+#[test]
+fn two_thousand_in_flight_all_complete() {
+    let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "100", "--itl-ms", "20"]);
+    let dir = TempDir::new("c2000");
+    let out = surge(
+        &[
+            "run", "--base-url", &base, "--model", "m", "--random-input-len", "64", "--random-output-len", "32",
+            "--num-prompts", "10000", "--max-concurrency", "2000", "--ignore-eos", "--save-result",
+            "--result-dir", &dir.path(""), "--result-filename", "r.json",
+        ],
+        Duration::from_secs(240),
+    );
+    assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    let r = read_json(&dir.path("r.json"));
+    assert_eq!(r["completed"], 10_000);
+    assert_eq!(r["failed"], 0);
+    assert_eq!(r["total_output_tokens"], 320_000);
+    let peak = r["max_concurrent_requests"].as_f64().unwrap();
+    assert!(peak >= 1900.0, "peak concurrency {peak}");
+    eprintln!("p99 TTFT {:.2} ms, peak concurrency {peak}", r["p99_ttft_ms"]);
+}
+
+#[test]
+fn chat_backend_and_request_rate() {
+    let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "1", "--itl-ms", "1"]);
+    let dir = TempDir::new("rate");
+    let out = surge(
+        &[
+            "run", "--base-url", &base, "--backend", "openai-chat", "--model", "m", "--random-input-len", "16",
+            "--random-output-len", "4", "--num-prompts", "600", "--request-rate", "300", "--save-result",
+            "--result-dir", &dir.path(""), "--result-filename", "r.json",
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    let r = read_json(&dir.path("r.json"));
+    assert_eq!(r["completed"], 600);
+    assert_eq!(r["request_rate"], 300.0);
+    assert!(r["e2el_including_client_queue"]["p99_ms"].as_f64().is_some());
+    // Poisson arrivals over ~2 s: the achieved send rate is near 300/s.
+    let achieved = r["client"]["achieved_rate"].as_f64().unwrap();
+    assert!((achieved / 300.0 - 1.0).abs() < 0.15, "achieved {achieved}");
+}
+
+#[test]
+fn http_backend_posts_the_prompt_to_echo() {
+    let (_echo, base) = echo("127.0.0.1", &[]);
+    let out = surge(
+        &["run", "--base-url", &base, "--backend", "http", "--random-input-len", "32", "--num-prompts", "500", "--max-concurrency", "16"],
+        Duration::from_secs(60),
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains("Successful requests:                     500"), "{stdout}");
+}
+
+#[test]
+fn server_closing_after_each_stream_costs_reconnects_not_failures() {
+    let (_echo, base) = echo("127.0.0.1", &["--close-after-stream", "--ttft-ms", "1", "--itl-ms", "1"]);
+    let dir = TempDir::new("close");
+    let out = surge(
+        &[
+            "run", "--base-url", &base, "--model", "m", "--random-input-len", "8", "--random-output-len", "8",
+            "--num-prompts", "400", "--max-concurrency", "8", "--save-result", "--result-dir", &dir.path(""),
+            "--result-filename", "r.json",
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    let r = read_json(&dir.path("r.json"));
+    assert_eq!(r["completed"], 400);
+    assert_eq!(r["failed"], 0);
+}
+
+#[test]
+fn duration_stops_issuing_and_ready_timeout_waits() {
+    let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "1", "--itl-ms", "1"]);
+    let dir = TempDir::new("dur");
+    let out = surge(
+        &[
+            "run", "--base-url", &base, "--model", "m", "--random-input-len", "8", "--random-output-len", "4",
+            "--num-prompts", "5000", "--request-rate", "200", "--duration", "1s", "--ready-timeout", "10s",
+            "--save-result", "--result-dir", &dir.path(""), "--result-filename", "r.json",
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    let r = read_json(&dir.path("r.json"));
+    let done = r["completed"].as_u64().unwrap();
+    assert!((100..=320).contains(&done), "about 200 requests in 1 s, got {done}");
+}

@@ -1,0 +1,46 @@
+//! Bad input: usage errors exit 2 naming the flag; an unreachable server is a clear error.
+
+use crate::util::{surge, text};
+use std::time::Duration;
+
+fn usage_error(args: &[&str], flag: &str) {
+    let out = surge(args, Duration::from_secs(30));
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    assert!(stderr.contains(flag), "{args:?}: message does not name {flag}: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn usage_errors_name_the_flag_and_exit_2() {
+    usage_error(&["run", "--no-such-flag"], "--no-such-flag");
+    usage_error(&["run", "--max-concurrency", "0"], "--max-concurrency");
+    usage_error(&["run", "--goodput", "ttft=200"], "--goodput");
+    usage_error(&["run", "--goodput", "latency:5"], "--goodput");
+    usage_error(&["run", "--request-rate", "fast"], "--request-rate");
+    usage_error(&["run", "--duration", "soon"], "--duration");
+    usage_error(&["run", "--percentile-metrics", "ttft,xyz"], "--percentile-metrics");
+    usage_error(&["run", "--base-url", "ftp://x"], "--base-url");
+    usage_error(&["run", "--dataset-name", "fixed"], "--prompt");
+    usage_error(&["run", "--agents", "10.0.0.1:7000"], "--tls-ca");
+    usage_error(&["run", "--agents", "10.0.0.1:7000", "--insecure"], "--insecure");
+    usage_error(&["run", "--metadata", "novalue"], "--metadata");
+    usage_error(&["echo", "--fault-500-rate", "2"], "--fault-500-rate");
+}
+
+#[test]
+fn unreachable_server_is_a_clear_error_not_a_hang() {
+    // Bind then drop a listener: the port is closed, connections are refused at once.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let base = format!("http://127.0.0.1:{port}");
+    let out = surge(&["run", "--base-url", &base, "--model", "m", "--num-prompts", "5"], Duration::from_secs(30));
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("connect") && stderr.contains(&port.to_string()), "{stderr}");
+    let out = surge(&["run", "--base-url", &base, "--num-prompts", "5"], Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("--model"), "{}", text(&out.stderr));
+    let out = surge(&["run", "--base-url", &base, "--model", "m", "--ready-timeout", "1s"], Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("--ready-timeout"), "{}", text(&out.stderr));
+}
