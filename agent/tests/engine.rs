@@ -1,0 +1,203 @@
+//! The engine and the agent service in-process against the echo server, all on
+//! 127.0.0.1 port 0.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use surge_agent::allowlist::Allowlist;
+use surge_agent::engine::{self, Control};
+use surge_agent::service::AgentSettings;
+use surge_agent::sink::VecSink;
+use surge_proto::{
+    AgentMsg, Backend, CoordinatorMsg, DatasetKind, DatasetSpec, ErrorCode, ErrorKind, Hello, Prepare, Start, Workload,
+    agent_client::AgentClient, agent_msg, coordinator_msg::Msg,
+};
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+async fn echo(cfg: surge_echo::EchoConfig) -> (String, oneshot::Sender<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = oneshot::channel::<()>();
+    tokio::spawn(surge_echo::serve(listener, cfg, async move {
+        let _ = rx.await;
+    }));
+    (format!("http://{addr}"), tx)
+}
+
+fn workload(base: &str, n: u64, concurrency: u32, rate: f64) -> Workload {
+    Workload {
+        base_url: base.into(),
+        endpoint: "/v1/completions".into(),
+        backend: Backend::Openai as i32,
+        model: "m".into(),
+        dataset: Some(DatasetSpec {
+            kind: DatasetKind::Random as i32,
+            seed: 1,
+            random_input_len: 16,
+            random_output_len: 8,
+            ..Default::default()
+        }),
+        slice_start: 0,
+        slice_len: n,
+        max_concurrency: concurrency,
+        request_rate: rate,
+        burstiness: 1.0,
+        ..Default::default()
+    }
+}
+
+fn control(limit: Duration) -> Control {
+    Control { start_at: Instant::now(), deadline: Instant::now() + limit, stop: CancellationToken::new() }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closed_loop_rows_have_tokens_gaps_and_usage() {
+    let (base, _stop) = echo(surge_echo::EchoConfig { ttft_ms: 5.0, itl_ms: 2.0, ..Default::default() }).await;
+    let prepared = engine::prepare(workload(&base, 300, 20, 0.0)).await.unwrap();
+    assert_eq!(prepared.connections_open, 20);
+    let sink = Arc::new(VecSink::default());
+    let report = engine::run(prepared, sink.clone(), control(Duration::from_secs(60))).await;
+    let rows = sink.take();
+    assert_eq!(rows.len(), 300);
+    assert_eq!(report.completed, 300);
+    assert!(report.max_in_flight <= 20);
+    let mut idx: Vec<u64> = rows.iter().map(|r| r.index).collect();
+    idx.sort_unstable();
+    assert_eq!(idx, (0..300).collect::<Vec<_>>());
+    for r in &rows {
+        assert_eq!(r.error(), ErrorKind::None);
+        assert_eq!(r.output_tokens, 8);
+        assert_eq!(r.input_tokens, 16);
+        assert!(r.usage_from_server);
+        assert_eq!(r.itl_us.len(), 7);
+        assert!(r.ttft_us >= 5_000, "TTFT {} us is below the server's 5 ms", r.ttft_us);
+        assert!(r.latency_us >= r.ttft_us);
+        assert_eq!(r.intended_us, -1);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_loop_records_intended_times_and_lag() {
+    let (base, _stop) = echo(surge_echo::EchoConfig::default()).await;
+    let prepared = engine::prepare(workload(&base, 200, 0, 400.0)).await.unwrap();
+    let sink = Arc::new(VecSink::default());
+    let report = engine::run(prepared, sink.clone(), control(Duration::from_secs(60))).await;
+    let rows = sink.take();
+    assert_eq!(rows.len(), 200);
+    assert!(rows.iter().all(|r| r.intended_us >= 0 && r.start_us >= r.intended_us));
+    assert!(report.lag.max_us >= report.lag.p50_us);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_cancels_in_flight_requests() {
+    let (base, _stop) = echo(surge_echo::EchoConfig { ttft_ms: 60_000.0, ..Default::default() }).await;
+    let prepared = engine::prepare(workload(&base, 50, 10, 0.0)).await.unwrap();
+    let sink = Arc::new(VecSink::default());
+    let ctl = control(Duration::from_secs(60));
+    let stop = ctl.stop.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        stop.cancel();
+    });
+    let t = Instant::now();
+    let report = engine::run(prepared, sink.clone(), ctl).await;
+    assert!(t.elapsed() < Duration::from_secs(10));
+    assert_eq!(report.stop_reason, engine::StopReason::Stopped);
+    let rows = sink.take();
+    assert_eq!(rows.len(), 10, "the 10 in flight are reported, the 40 never sent are not");
+    assert!(rows.iter().all(|r| r.error() == ErrorKind::Cancelled));
+}
+
+async fn agent(lease: Duration) -> (String, CancellationToken) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let shutdown = CancellationToken::new();
+    let settings = AgentSettings { max_in_flight: 1000, lease, allowed: Allowlist::parse(&["127.0.0.1"]).unwrap() };
+    tokio::spawn(surge_agent::daemon::serve(listener, None, settings, shutdown.clone()));
+    (format!("http://{addr}"), shutdown)
+}
+
+async fn session(addr: &str) -> (tokio::sync::mpsc::Sender<CoordinatorMsg>, tonic::Streaming<AgentMsg>) {
+    let mut client = None;
+    for _ in 0..100 {
+        if let Ok(c) = AgentClient::connect(addr.to_string()).await {
+            client = Some(c);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    let inbound = client.expect("agent up").session(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap().into_inner();
+    (tx, inbound)
+}
+
+async fn next_non_heartbeat(inbound: &mut tonic::Streaming<AgentMsg>) -> agent_msg::Msg {
+    loop {
+        let m = tokio::time::timeout(Duration::from_secs(10), inbound.message()).await.unwrap().unwrap().unwrap();
+        match m.msg.unwrap() {
+            agent_msg::Msg::Heartbeat(_) | agent_msg::Msg::Health(_) => continue,
+            other => return other,
+        }
+    }
+}
+
+fn send(m: Msg) -> CoordinatorMsg {
+    CoordinatorMsg { msg: Some(m) }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protocol_mismatch_is_refused_naming_both_versions() {
+    let (addr, _shutdown) = agent(Duration::from_secs(3)).await;
+    let (tx, mut inbound) = session(&addr).await;
+    tx.send(send(Msg::Hello(Hello { protocol_version: 99, ..Default::default() }))).await.unwrap();
+    let agent_msg::Msg::Error(e) = next_non_heartbeat(&mut inbound).await else { panic!("expected an error") };
+    assert_eq!(e.code, ErrorCode::ProtocolMismatch as i32);
+    assert!(e.message.contains("version 99") && e.message.contains(&format!("version {}", surge_proto::PROTOCOL_VERSION)), "{}", e.message);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn targets_outside_the_allowlist_are_refused() {
+    let (addr, _shutdown) = agent(Duration::from_secs(3)).await;
+    let (tx, mut inbound) = session(&addr).await;
+    tx.send(send(Msg::Hello(Hello { protocol_version: surge_proto::PROTOCOL_VERSION, ..Default::default() }))).await.unwrap();
+    assert!(matches!(next_non_heartbeat(&mut inbound).await, agent_msg::Msg::Hello(_)));
+    let w = workload("http://10.1.2.3:8000", 1, 1, 0.0);
+    tx.send(send(Msg::Prepare(Prepare { run_id: 1, workload: Some(w) }))).await.unwrap();
+    let agent_msg::Msg::Error(e) = next_non_heartbeat(&mut inbound).await else { panic!("expected an error") };
+    assert_eq!(e.code, ErrorCode::TargetNotAllowed as i32);
+    assert!(e.message.contains("allowlist") && e.message.contains("10.1.2.3"), "{}", e.message);
+}
+
+/// A coordinator that goes silent (stream open, nothing sent): the agent stops the load
+/// after its lease, reports nothing more, and keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_man_switch_stops_load_after_the_lease() {
+    let (base, _stop) = echo(surge_echo::EchoConfig { ttft_ms: 20.0, itl_ms: 20.0, ..Default::default() }).await;
+    let (addr, _shutdown) = agent(Duration::from_millis(1500)).await;
+    let (tx, mut inbound) = session(&addr).await;
+    tx.send(send(Msg::Hello(Hello { protocol_version: surge_proto::PROTOCOL_VERSION, ..Default::default() }))).await.unwrap();
+    assert!(matches!(next_non_heartbeat(&mut inbound).await, agent_msg::Msg::Hello(_)));
+    let mut w = workload(&base, 1_000_000_000, 20, 0.0);
+    w.dataset.as_mut().unwrap().random_output_len = 1000;
+    w.slice_len = 200_000;
+    tx.send(send(Msg::Prepare(Prepare { run_id: 7, workload: Some(w) }))).await.unwrap();
+    assert!(matches!(next_non_heartbeat(&mut inbound).await, agent_msg::Msg::Ready(_)));
+    let now_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64;
+    let start = Start { run_id: 7, start_at_unix_ns: now_ns, deadline_unix_ns: now_ns + 600_000_000_000 };
+    tx.send(send(Msg::Start(start))).await.unwrap();
+    let t = Instant::now();
+    // Silence from here on; the agent must give up by itself.
+    let done = loop {
+        match next_non_heartbeat(&mut inbound).await {
+            agent_msg::Msg::Done(d) => break d,
+            _ => continue,
+        }
+    };
+    assert_eq!(done.stop_reason, "lease");
+    assert!(t.elapsed() < Duration::from_secs(5), "stopped after {:?}", t.elapsed());
+    drop(tx);
+    // The agent still serves a new session.
+    let (tx2, mut inbound2) = session(&addr).await;
+    tx2.send(send(Msg::Hello(Hello { protocol_version: surge_proto::PROTOCOL_VERSION, ..Default::default() }))).await.unwrap();
+    assert!(matches!(next_non_heartbeat(&mut inbound2).await, agent_msg::Msg::Hello(_)));
+}
