@@ -1,1 +1,55 @@
-fn main(){}
+//! SSE framing and event classification throughput (events/s on one core).
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use std::hint::black_box;
+use surge_agent::openai::{Event, classify};
+use surge_agent::sse::SseParser;
+
+fn stream(events: usize) -> Vec<u8> {
+    let mut s = Vec::new();
+    for i in 0..events {
+        s.extend_from_slice(
+            format!(
+                "data: {{\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"created\":1,\"model\":\"m\",\"choices\":[{{\"index\":0,\"text\":\" tok{i}\",\"logprobs\":null,\"finish_reason\":null}}]}}\n\n"
+            )
+            .as_bytes(),
+        );
+    }
+    s.extend_from_slice(b"data: [DONE]\n\n");
+    s
+}
+
+fn bench(c: &mut Criterion) {
+    let n = 10_000;
+    let s = stream(n);
+    let mut g = c.benchmark_group("sse");
+    g.throughput(Throughput::Elements(n as u64 + 1));
+    // Framing only, in chunks of the sizes socket reads typically return.
+    for chunk in [64usize, 1460, 16384] {
+        g.bench_function(format!("framing/chunk{chunk}"), |b| {
+            b.iter(|| {
+                let mut p = SseParser::default();
+                let mut count = 0usize;
+                for c in s.chunks(chunk) {
+                    p.feed(black_box(c), |d| count += d.len()).unwrap();
+                }
+                black_box(count)
+            })
+        });
+    }
+    // Framing plus JSON classification of every event, as the engine does.
+    g.bench_function("framing+classify/chunk1460", |b| {
+        b.iter(|| {
+            let mut p = SseParser::default();
+            let mut tokens = 0usize;
+            for c in s.chunks(1460) {
+                p.feed(c, |d| tokens += usize::from(classify(d) == Event::Token)).unwrap();
+            }
+            black_box(tokens)
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
