@@ -17,6 +17,11 @@ pub struct Cli {
 pub enum Command {
     /// Benchmark an endpoint once (flags as `vllm bench serve`).
     Run(Box<RunArgs>),
+    /// Run a saturation sweep over concurrency or request-rate levels, repeated, with
+    /// confidence intervals and an optional knee search.
+    Sweep(Box<SweepArgs>),
+    /// Run the standard profile matrix (or the profiles of --config).
+    Matrix(Box<MatrixArgs>),
     /// Serve the echo / mock OpenAI server.
     Echo(surge_echo::EchoArgs),
     /// Create a CA and issue certificates for coordinator <-> agent mutual TLS.
@@ -100,9 +105,10 @@ pub struct RunArgs {
     /// Most requests in flight (closed loop when --request-rate is inf).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_concurrency: Option<u32>,
-    /// Requests per second (inf = all at once, bounded by --max-concurrency).
-    #[arg(long, default_value = "inf", value_parser = parse::rate)]
-    pub request_rate: f64,
+    /// Requests per second (inf = all at once, bounded by --max-concurrency); for
+    /// `surge sweep`, a list of rate levels (e.g. 1,2,4,8).
+    #[arg(long, default_value = "inf", value_parser = parse::rate_list)]
+    pub request_rate: parse::RateList,
     /// Gamma shape of inter-arrival gaps: 1.0 = Poisson, larger = more regular.
     #[arg(long, default_value_t = 1.0, value_parser = parse::positive)]
     pub burstiness: f64,
@@ -163,4 +169,63 @@ pub struct RunArgs {
     /// Hard limit on a run's length, enforced by every agent itself.
     #[arg(long, default_value = "1h", value_parser = parse::duration, value_name = "DURATION")]
     pub max_run_time: Duration,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct SweepArgs {
+    /// Concurrency levels (closed loop), e.g. 10,50,100,200. Without it, the levels are
+    /// the values of --request-rate.
+    #[arg(long, value_parser = parse::level_list, value_name = "LIST")]
+    pub concurrency: Option<parse::Levels>,
+    /// Independent runs per level.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub runs: u32,
+    /// Pause between runs.
+    #[arg(long, default_value = "0s", value_parser = parse::duration, value_name = "DURATION")]
+    pub cooldown: Duration,
+    /// After the coarse levels, refine between the last level that scaled and the first
+    /// that did not, and report the knee.
+    #[arg(long)]
+    pub find_knee: bool,
+    /// Knee rule: a step stops scaling when its throughput gain is below this fraction of
+    /// the ideal linear gain...
+    #[arg(long, default_value_t = 0.5, value_parser = parse::positive)]
+    pub knee_efficiency: f64,
+    /// ...or when its p99 E2EL grows by more than this fraction (1.0 = doubles).
+    #[arg(long, default_value_t = 1.0, value_parser = parse::positive)]
+    pub knee_latency_growth: f64,
+    /// Levels tried between the two coarse levels around the knee.
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub knee_steps: u32,
+    /// Skip level-runs whose result files are complete (after a crash or Ctrl-C).
+    #[arg(long)]
+    pub resume: bool,
+    /// Prefix of the result files.
+    #[arg(long, default_value = "sweep")]
+    pub tag: String,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct MatrixArgs {
+    /// The standard matrix: latency-1024x256-c1, serve-1024x256-c16, longctx-8192x256-c4.
+    #[arg(long)]
+    pub standard: bool,
+    /// Hardware label for run_metadata (e.g. "8x H200").
+    #[arg(long)]
+    pub hardware: Option<String>,
+    /// Engine label for run_metadata (e.g. "vLLM v0.19.1").
+    #[arg(long)]
+    pub engine: Option<String>,
+    #[arg(long)]
+    pub cluster_label: Option<String>,
+    /// Appended to every profile tag, e.g. -8x when the profile ran on several shapes.
+    #[arg(long, default_value = "")]
+    pub tag_suffix: String,
+    /// Skip profiles whose result files are complete.
+    #[arg(long)]
+    pub resume: bool,
+    #[command(flatten)]
+    pub run: RunArgs,
 }

@@ -10,79 +10,69 @@ pub mod cli;
 pub mod clock;
 pub mod exit;
 pub mod fleet;
+pub mod knee;
+pub mod matrix;
 pub mod metrics;
 pub mod parse;
 pub mod plan;
 pub mod ready;
+pub mod repeat;
 pub mod report;
 pub mod run;
 pub mod split;
 pub mod stats;
 pub mod summary;
+pub mod sweep;
 
 use plan::{Agents, RunPlan};
 use run::RunStatus;
 use tokio_util::sync::CancellationToken;
 
-/// `surge run`: returns the process exit code.
-pub async fn run_command(plan: RunPlan) -> u8 {
-    if let Some(t) = plan.ready_timeout {
-        if let Err(e) = ready::wait_ready(&plan.base_url, t).await {
-            eprintln!("surge: --ready-timeout: {e}");
-            return exit::FAILURE;
-        }
+/// A failure before or between runs, with the exit code it maps to.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: u8,
+    pub message: String,
+}
+
+impl Failure {
+    fn new(code: u8, message: impl Into<String>) -> Self {
+        Self { code, message: message.into() }
     }
-    let model = match (&plan.served_model_name, &plan.model, plan.backend) {
-        (Some(m), _, _) | (None, Some(m), _) => m.clone(),
-        (None, None, surge_proto::Backend::Http) => "none".to_string(),
-        (None, None, _) => match ready::first_model(&plan.base_url).await {
-            Ok(m) => m,
-            Err(e) => {
-                eprintln!("surge: --model not given and the server's model list is unavailable: {e}");
-                return exit::FAILURE;
-            }
-        },
-    };
-    let embedded = CancellationToken::new();
+}
+
+/// Readiness wait, then the model name requests carry (flag, or the server's first).
+pub async fn resolve_model(plan: &RunPlan) -> Result<String, Failure> {
+    if let Some(t) = plan.ready_timeout {
+        ready::wait_ready(&plan.base_url, t).await.map_err(|e| Failure::new(exit::FAILURE, format!("--ready-timeout: {e}")))?;
+    }
+    match (&plan.served_model_name, &plan.model, plan.backend) {
+        (Some(m), _, _) | (None, Some(m), _) => Ok(m.clone()),
+        (None, None, surge_proto::Backend::Http) => Ok("none".to_string()),
+        (None, None, _) => ready::first_model(&plan.base_url).await.map_err(|e| {
+            Failure::new(exit::FAILURE, format!("--model not given and the server's model list is unavailable: {e}"))
+        }),
+    }
+}
+
+/// Sessions with the plan's agents (or an embedded one, stopped with `embedded`).
+pub async fn open_session(plan: &RunPlan, embedded: &CancellationToken) -> Result<run::Session, Failure> {
     let fleet = match &plan.agents {
-        Agents::Embedded => match surge_agent::daemon::spawn_embedded(embedded.clone()).await {
-            Ok(addr) => fleet::Fleet::connect(&[addr.to_string()], None).await,
-            Err(e) => {
-                eprintln!("surge: cannot start the embedded agent: {e}");
-                return exit::FAILURE;
-            }
-        },
+        Agents::Embedded => {
+            let addr = surge_agent::daemon::spawn_embedded(embedded.clone())
+                .await
+                .map_err(|e| Failure::new(exit::FAILURE, format!("cannot start the embedded agent: {e}")))?;
+            fleet::Fleet::connect(&[addr.to_string()], None).await
+        }
         Agents::Remote { addrs, tls } => fleet::Fleet::connect(addrs, tls.as_ref()).await,
     };
-    let fleet = match fleet {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("surge: {e}");
-            return exit::FAILURE;
-        }
-    };
-    let outcome = run::execute(fleet, &plan, &model).await;
-    embedded.cancel();
-    let outcome = match outcome {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("surge: {e}");
-            return exit::FAILURE;
-        }
-    };
-    let metrics = metrics::compute(&outcome.rows, &plan.slo);
-    let client = report::client_block(&plan, &metrics, &outcome);
-    print!("{}", summary::render(&plan, &metrics, &outcome, &client));
-    if plan.save_result {
-        let doc = report::result_json(&plan, &model, &metrics, &outcome, &client);
-        let path = report::result_path(&plan, &model, &outcome);
-        if let Err(e) = report::write(&path, &doc) {
-            eprintln!("surge: cannot write the result {}: {e}", path.display());
-            return exit::FAILURE;
-        }
-        eprintln!("surge: result saved to {}", path.display());
-    }
-    match outcome.status {
+    let fleet = fleet.map_err(|e| Failure::new(exit::FAILURE, e.to_string()))?;
+    run::Session::open(fleet, plan).await.map_err(|e| Failure::new(exit::FAILURE, e.to_string()))
+}
+
+/// The exit code of a finished run's status (and its message on stderr).
+pub fn status_code(status: &RunStatus) -> u8 {
+    match status {
         RunStatus::Complete => exit::OK,
         RunStatus::Invalid { lost } => {
             eprintln!("surge: run invalid: agent(s) {} lost (exit code {})", lost.join(", "), exit::AGENT_LOST);
@@ -94,6 +84,50 @@ pub async fn run_command(plan: RunPlan) -> u8 {
         }
         RunStatus::Interrupted => exit::INTERRUPTED,
     }
+}
+
+/// Metrics, client verdict and result document of a finished run.
+pub struct Finished {
+    pub metrics: metrics::Metrics,
+    pub client: report::ClientBlock,
+    pub doc: serde_json::Value,
+}
+
+pub fn finish(plan: &RunPlan, model: &str, outcome: &run::Outcome) -> Finished {
+    let metrics = metrics::compute(&outcome.rows, &plan.slo);
+    let client = report::client_block(plan, &metrics, outcome);
+    let doc = report::result_json(plan, model, &metrics, outcome, &client);
+    Finished { metrics, client, doc }
+}
+
+/// `surge run`: returns the process exit code.
+pub async fn run_command(plan: RunPlan) -> u8 {
+    match run_once(plan).await {
+        Ok(code) => code,
+        Err(f) => {
+            eprintln!("surge: {}", f.message);
+            f.code
+        }
+    }
+}
+
+async fn run_once(plan: RunPlan) -> Result<u8, Failure> {
+    let model = resolve_model(&plan).await?;
+    let embedded = CancellationToken::new();
+    let _stop_embedded = embedded.clone().drop_guard();
+    let mut session = open_session(&plan, &embedded).await?;
+    let outcome = session.run(&plan, &model, None).await;
+    session.close();
+    let outcome = outcome.map_err(|e| Failure::new(exit::FAILURE, e.to_string()))?;
+    let f = finish(&plan, &model, &outcome);
+    print!("{}", summary::render(&plan, &f.metrics, &outcome, &f.client));
+    if plan.save_result {
+        let path = report::result_path(&plan, &model, &outcome);
+        report::write(&path, &f.doc)
+            .map_err(|e| Failure::new(exit::FAILURE, format!("cannot write the result {}: {e}", path.display())))?;
+        eprintln!("surge: result saved to {}", path.display());
+    }
+    Ok(status_code(&outcome.status))
 }
 
 /// `surge echo`: serves until Ctrl-C / SIGTERM.

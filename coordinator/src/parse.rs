@@ -23,6 +23,37 @@ pub fn rate(s: &str) -> Result<f64, String> {
     if v > 0.0 { Ok(v) } else { Err(format!("{s:?} must be greater than 0 (or inf)")) }
 }
 
+/// `--request-rate`: one rate for `surge run`, a list of levels for `surge sweep`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RateList(pub Vec<f64>);
+
+/// `inf`, `20`, or `1,2,4,8`.
+pub fn rate_list(s: &str) -> Result<RateList, String> {
+    let v = s.split(',').map(str::trim).filter(|p| !p.is_empty()).map(rate).collect::<Result<Vec<_>, _>>()?;
+    if v.is_empty() { Err("no rate given".into()) } else { Ok(RateList(v)) }
+}
+
+/// Concurrency levels of `surge sweep --concurrency`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Levels(pub Vec<u32>);
+
+/// `10,50,100`: positive integers (concurrency levels), sorted, deduplicated.
+pub fn level_list(s: &str) -> Result<Levels, String> {
+    let mut v = Vec::new();
+    for p in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match p.parse::<u32>() {
+            Ok(n) if n > 0 => v.push(n),
+            _ => return Err(format!("{p:?} is not a positive integer")),
+        }
+    }
+    if v.is_empty() {
+        return Err("no level given".into());
+    }
+    v.sort_unstable();
+    v.dedup();
+    Ok(Levels(v))
+}
+
 /// A positive float (burstiness).
 pub fn positive(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
@@ -117,6 +148,15 @@ mod tests {
         assert_eq!(rate("20").unwrap(), 20.0);
         assert!(rate("0").is_err());
         assert!(rate("x").is_err());
+    }
+
+    #[test]
+    fn rate_and_level_lists() {
+        assert_eq!(rate_list("1, 2,inf").unwrap().0[..2], [1.0, 2.0]);
+        assert!(rate_list("1,0").is_err());
+        assert_eq!(level_list("64,8,16,8").unwrap().0, vec![8, 16, 64]);
+        assert!(level_list("8,0").is_err());
+        assert!(level_list("x").is_err());
     }
 
     #[test]

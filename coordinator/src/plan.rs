@@ -74,18 +74,38 @@ pub struct RunPlan {
     pub max_run_time: Duration,
 }
 
-/// The coordinator configuration file.
+/// The coordinator configuration file: agents and TLS paths, and for `surge matrix` the
+/// labels and custom profiles.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
-struct CoordinatorFile {
+pub struct CoordinatorFile {
     #[serde(default)]
-    agents: Vec<String>,
-    tls_ca: Option<PathBuf>,
-    tls_cert: Option<PathBuf>,
-    tls_key: Option<PathBuf>,
+    pub agents: Vec<String>,
+    pub tls_ca: Option<PathBuf>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub hardware: Option<String>,
+    pub engine: Option<String>,
+    pub cluster_label: Option<String>,
+    #[serde(default, rename = "profile")]
+    pub profiles: Vec<ProfileSpec>,
 }
 
-fn load_file(path: &std::path::Path) -> Result<CoordinatorFile, UsageError> {
+/// One `[[profile]]` of a matrix file.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ProfileSpec {
+    pub tag: String,
+    pub input_len: u32,
+    pub output_len: u32,
+    pub concurrency: u32,
+    pub num_prompts: u64,
+    /// Requests/s; absent = inf.
+    pub request_rate: Option<f64>,
+}
+
+/// Reads a coordinator configuration file.
+pub fn load_file(path: &std::path::Path) -> Result<CoordinatorFile, UsageError> {
     if !path.exists() {
         return usage(format!("--config {}: file not found", path.display()));
     }
@@ -154,6 +174,10 @@ impl RunPlan {
         if backend != Backend::Http && a.random_output_len == 0 {
             return usage("--random-output-len: must be at least 1");
         }
+        let request_rate = match a.request_rate.0.as_slice() {
+            [r] => *r,
+            _ => return usage("--request-rate: surge run takes one rate (lists of levels are for surge sweep)"),
+        };
         let slo = parse::goodput(&a.goodput).map_err(|e| UsageError(format!("--goodput: {e}")))?;
         if a.temperature.is_some_and(|t| !(t >= 0.0 && t.is_finite())) {
             return usage("--temperature: must be a number >= 0");
@@ -214,7 +238,7 @@ impl RunPlan {
             num_prompts: a.num_prompts,
             duration: a.duration,
             max_concurrency: a.max_concurrency,
-            request_rate: a.request_rate,
+            request_rate,
             burstiness: a.burstiness,
             num_warmups: a.num_warmups,
             ignore_eos: a.ignore_eos,

@@ -81,22 +81,73 @@ fn agent_err(addr: &str, m: impl std::fmt::Display) -> RunError {
 }
 
 struct Runner<'a> {
-    fleet: Fleet,
+    fleet: &'a mut Fleet,
     plan: &'a RunPlan,
     agents: Vec<AgentReport>,
     run_id: u64,
+    progress: Option<&'a (dyn Fn(u64) + Sync)>,
 }
 
-/// Runs `plan` on `fleet`. Returns the outcome (possibly partial) or a refusal.
+/// What a session learned of one agent in its handshake.
+#[derive(Debug, Clone)]
+pub struct AgentBase {
+    pub addr: String,
+    pub hello: HelloReply,
+    pub offset: Offset,
+}
+
+/// Sessions with every agent, past the handshake (versions checked, clocks measured),
+/// ready for any number of runs.
+#[derive(Debug)]
+pub struct Session {
+    fleet: Fleet,
+    pub agents: Vec<AgentBase>,
+}
+
+impl Session {
+    /// Hello and clock pings with every agent of `fleet`.
+    pub async fn open(mut fleet: Fleet, plan: &RunPlan) -> Result<Self, RunError> {
+        let agents: Vec<AgentReport> =
+            fleet.addrs.iter().map(|a| AgentReport { addr: a.clone(), ..Default::default() }).collect();
+        let mut r = Runner { fleet: &mut fleet, plan, agents, run_id: 0, progress: None };
+        r.handshake().await?;
+        let agents = r
+            .agents
+            .into_iter()
+            .map(|a| AgentBase { addr: a.addr, hello: a.hello, offset: a.offset })
+            .collect();
+        Ok(Self { fleet, agents })
+    }
+
+    /// One run of `plan`. `progress` is called with the number of finished requests.
+    pub async fn run(
+        &mut self,
+        plan: &RunPlan,
+        model: &str,
+        progress: Option<&(dyn Fn(u64) + Sync)>,
+    ) -> Result<Outcome, RunError> {
+        let agents = self
+            .agents
+            .iter()
+            .map(|b| AgentReport { addr: b.addr.clone(), hello: b.hello.clone(), offset: b.offset, ..Default::default() })
+            .collect();
+        let mut r = Runner { fleet: &mut self.fleet, plan, agents, run_id: now_ns() as u64, progress };
+        let (status, started_at) = r.drive(model).await?;
+        Ok(assemble(r.agents, status, started_at))
+    }
+
+    /// Ends every session.
+    pub fn close(self) {
+        self.fleet.close();
+    }
+}
+
+/// Runs `plan` once on `fleet` and closes it.
 pub async fn execute(fleet: Fleet, plan: &RunPlan, model: &str) -> Result<Outcome, RunError> {
-    let agents = fleet.addrs.iter().map(|a| AgentReport { addr: a.clone(), ..Default::default() }).collect();
-    let run_id = now_ns() as u64;
-    let mut r = Runner { fleet, plan, agents, run_id };
-    let res = r.drive(model).await;
-    let Runner { fleet, agents, .. } = r;
-    fleet.close();
-    let (status, started_at) = res?;
-    Ok(assemble(agents, status, started_at))
+    let mut session = Session::open(fleet, plan).await?;
+    let res = session.run(plan, model, None).await;
+    session.close();
+    res
 }
 
 impl Runner<'_> {
@@ -106,6 +157,9 @@ impl Runner<'_> {
         if let agent_msg::Msg::Health(h) = msg {
             a.peak_cpu_percent = a.peak_cpu_percent.max(h.cpu_percent);
             a.last_health = Some(h.clone());
+            if let Some(progress) = self.progress {
+                progress(self.agents.iter().filter_map(|a| a.last_health.as_ref()).map(|h| h.completed + h.failed).sum());
+            }
         }
     }
 
@@ -157,8 +211,7 @@ impl Runner<'_> {
         }
     }
 
-    async fn drive(&mut self, model: &str) -> Result<(RunStatus, chrono::DateTime<chrono::Utc>), RunError> {
-        let plan = self.plan;
+    async fn handshake(&mut self) -> Result<(), RunError> {
         // 1. Hello: versions, capacity, allowlists.
         self.broadcast(|_| {
             Msg::Hello(Hello {
@@ -206,6 +259,12 @@ impl Runner<'_> {
         for (i, ex) in exchanges.iter().enumerate() {
             self.agents[i].offset = clock::estimate(ex).unwrap_or_default();
         }
+        Ok(())
+    }
+
+    async fn drive(&mut self, model: &str) -> Result<(RunStatus, chrono::DateTime<chrono::Utc>), RunError> {
+        let plan = self.plan;
+        let hellos: Vec<HelloReply> = self.agents.iter().map(|a| a.hello.clone()).collect();
         // 3. Split by capacity (cores) and prepare.
         let weights: Vec<u32> = hellos.iter().map(|h| h.cores.max(1)).collect();
         let shares = split::split(&weights, plan.num_prompts, plan.max_concurrency, plan.request_rate);

@@ -4,5 +4,6 @@
 mod distributed;
 mod faults;
 mod local;
+mod sweep;
 mod usage;
 mod util;

@@ -23,6 +23,20 @@ fn main() -> ExitCode {
                 exit::USAGE
             }
         },
+        Command::Sweep(args) => match surge_coordinator::sweep::SweepPlan::from_args(*args) {
+            Ok(plan) => block_on(surge_coordinator::sweep::sweep_command(plan)),
+            Err(e) => {
+                eprintln!("surge sweep: {e}");
+                exit::USAGE
+            }
+        },
+        Command::Matrix(args) => match surge_coordinator::matrix::MatrixPlan::from_args(*args) {
+            Ok(plan) => block_on(surge_coordinator::matrix::matrix_command(plan)),
+            Err(e) => {
+                eprintln!("surge matrix: {e}");
+                exit::USAGE
+            }
+        },
         Command::Echo(args) => block_on(surge_coordinator::echo_command(args)),
         Command::Demo => block_on(surge_coordinator::demo_command()),
     };

@@ -1,0 +1,108 @@
+//! `surge sweep` and `surge matrix` against the echo server.
+
+use crate::util::{TempDir, echo, read_json, surge, surge_bg, text, wait_for};
+use std::time::{Duration, SystemTime};
+
+fn sweep_args<'a>(base: &'a str, dir: &'a str, levels: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec![
+        "sweep", "--base-url", base, "--model", "m", "--concurrency", levels, "--random-input-len", "16",
+        "--random-output-len", "8", "--ignore-eos", "--num-prompts", "256", "--result-dir", dir,
+    ];
+    v.extend_from_slice(extra);
+    v
+}
+
+#[test]
+fn knee_of_a_32_slot_server_and_ci_columns() {
+    let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "20", "--itl-ms", "5", "--max-concurrent-streams", "32"]);
+    let dir = TempDir::new("knee");
+    let d = dir.path("");
+    let out = surge(
+        &sweep_args(&base, &d, "8,16,64,128", &["--runs", "3", "--cooldown", "0s", "--find-knee"]),
+        Duration::from_secs(400),
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    let summary = read_json(&dir.path("summary.json"));
+    let knee = summary["knee"]["concurrency"].as_f64().unwrap_or_else(|| panic!("no knee: {summary}"));
+    assert!((24.0..=48.0).contains(&knee), "knee {knee}\n{stdout}");
+    assert!(stdout.contains("<- knee"), "{stdout}");
+    let csv = std::fs::read_to_string(dir.path("summary.csv")).unwrap();
+    let header = csv.lines().next().unwrap();
+    for col in ["concurrency", "output_throughput_mean", "output_throughput_ci95_low", "output_throughput_ci95_high", "p99_ttft_ms_cv", "knee"] {
+        assert!(header.split(',').any(|c| c == col), "{col} not in {header}");
+    }
+    assert!(csv.lines().count() >= 6, "4 coarse levels + refinement:\n{csv}");
+    // Every level-run file holds vLLM keys and run_metadata.
+    let one = read_json(&dir.path("sweep-c16-run2.json"));
+    assert_eq!(one["completed"], 256);
+    assert_eq!(one["max_concurrency"], 16);
+    assert_eq!(one["sweep"]["run"], 2);
+    assert_eq!(one["run_metadata"]["result_tag"], "sweep-c16");
+}
+
+#[test]
+fn resume_skips_finished_level_runs() {
+    let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "5", "--itl-ms", "2"]);
+    let dir = TempDir::new("resume");
+    let d = dir.path("");
+    let levels = "2,4,8,16";
+    let mut bg = surge_bg(&sweep_args(&base, &d, levels, &["--runs", "2"]));
+    wait_for(Duration::from_secs(120), "the first level to finish", || dir.0.join("sweep-c4-run1.json").exists());
+    bg.proc.kill9();
+    let done: Vec<(String, SystemTime)> = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".json") && e.file_name() != "summary.json")
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), e.metadata().unwrap().modified().unwrap()))
+        .collect();
+    assert!(done.len() >= 3 && done.len() < 8, "{done:?}");
+    let out = surge(&sweep_args(&base, &d, levels, &["--runs", "2", "--resume"]), Duration::from_secs(300));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for (name, mtime) in &done {
+        let now = std::fs::metadata(dir.0.join(name)).unwrap().modified().unwrap();
+        assert_eq!(&now, mtime, "{name} was re-run");
+        assert!(text(&out.stderr).contains(&format!("{name} complete, skipped")), "{}", text(&out.stderr));
+    }
+    let summary = read_json(&dir.path("summary.json"));
+    let levels: Vec<f64> = summary["levels"].as_array().unwrap().iter().map(|l| l["concurrency"].as_f64().unwrap()).collect();
+    assert_eq!(levels, vec![2.0, 4.0, 8.0, 16.0]);
+    assert!(summary["levels"].as_array().unwrap().iter().all(|l| l["runs"] == 2));
+}
+
+#[test]
+fn standard_matrix_writes_three_tagged_results() {
+    let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "1", "--itl-ms", "0.05"]);
+    let dir = TempDir::new("matrix");
+    let out = surge(
+        &[
+            "matrix", "--standard", "--hardware", "test host", "--engine", "surge echo", "--cluster-label", "x",
+            "--base-url", &base, "--model", "m", "--result-dir", &dir.path(""),
+        ],
+        Duration::from_secs(300),
+    );
+    assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    for (tag, input, conc, n) in [
+        ("latency-1024x256-c1", 1024, 1, 20),
+        ("serve-1024x256-c16", 1024, 16, 200),
+        ("longctx-8192x256-c4", 8192, 4, 50),
+    ] {
+        let r = read_json(&dir.path(&format!("{tag}.json")));
+        let m = &r["run_metadata"];
+        assert_eq!(m["result_tag"], tag);
+        assert_eq!(m["hardware"], "test host");
+        assert_eq!(m["engine"], "surge echo");
+        assert_eq!(m["cluster_label"], "x");
+        assert_eq!(m["input_len"], input);
+        assert_eq!(m["output_len"], 256);
+        assert_eq!(m["max_concurrency"], conc);
+        assert_eq!(m["num_prompts"], n);
+        assert_eq!(m["request_rate"], "inf");
+        for k in ["model", "served_model_name", "benchmark_type", "dataset_name", "endpoint", "saved_at_utc"] {
+            assert!(!m[k].is_null(), "{tag}: run_metadata.{k} missing");
+        }
+        assert!(m["saved_at_utc"].as_str().unwrap().ends_with('Z'));
+        assert_eq!(r["completed"], n);
+        assert_eq!(r["total_input_tokens"], n * input);
+    }
+}
