@@ -420,6 +420,8 @@ impl Session {
                     stop_reason: stop_reason.to_string(),
                     max_in_flight: report.max_in_flight,
                     reconnects: report.reconnects,
+                    wake_p99_us: report.wake.p99_us,
+                    wake_max_us: report.wake.max_us,
                 };
                 tracing::info!(completed = done.completed, failed = done.failed, reason = stop_reason, "run finished");
                 self.send(agent_msg::Msg::Done(done)).await;
@@ -456,7 +458,10 @@ impl Session {
             return;
         };
         let lag = r.stats.lag();
+        let wake = r.stats.wake();
         let h = Health {
+            wake_p99_us: wake.p99_us,
+            wake_max_us: wake.max_us,
             sent_unix_ns: now_ns(),
             cpu_percent,
             in_flight: r.stats.in_flight.load(Ordering::Relaxed),

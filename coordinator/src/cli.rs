@@ -166,6 +166,15 @@ pub struct RunArgs {
     /// When an agent is lost, keep the others' results and mark the run partial.
     #[arg(long)]
     pub tolerate_agent_loss: bool,
+    /// Client-bound verdict: an agent above this fraction of its cores' CPU is saturated.
+    #[arg(long, default_value_t = 0.85, value_parser = parse::positive, value_name = "FRACTION")]
+    pub client_cpu_limit: f64,
+    /// Client-bound verdict: an open-loop send lag p99 above this means the client was late.
+    #[arg(long, default_value = "1ms", value_parser = parse::duration, value_name = "DURATION")]
+    pub client_lag_limit: Duration,
+    /// Client-bound verdict: an achieved send rate this fraction below the requested rate.
+    #[arg(long, default_value_t = 0.01, value_parser = parse::positive, value_name = "FRACTION")]
+    pub client_rate_shortfall: f64,
     /// Hard limit on a run's length, enforced by every agent itself.
     #[arg(long, default_value = "1h", value_parser = parse::duration, value_name = "DURATION")]
     pub max_run_time: Duration,

@@ -72,6 +72,24 @@ pub struct RunPlan {
     pub agents: Agents,
     pub tolerate_agent_loss: bool,
     pub max_run_time: Duration,
+    pub verdict: VerdictLimits,
+}
+
+/// Thresholds of the client-bound verdict (documented in `surge run --help`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct VerdictLimits {
+    /// Fraction of an agent's cores above which its CPU counts as saturated.
+    pub cpu_fraction: f64,
+    /// Send lag p99 above which an open-loop client was late.
+    pub lag_p99_us: u64,
+    /// Achieved send rate this fraction below the requested rate.
+    pub rate_shortfall: f64,
+}
+
+impl Default for VerdictLimits {
+    fn default() -> Self {
+        Self { cpu_fraction: 0.85, lag_p99_us: 1_000, rate_shortfall: 0.01 }
+    }
 }
 
 /// The coordinator configuration file: agents and TLS paths, and for `surge matrix` the
@@ -258,6 +276,11 @@ impl RunPlan {
             agents,
             tolerate_agent_loss: a.tolerate_agent_loss,
             max_run_time: a.max_run_time,
+            verdict: VerdictLimits {
+                cpu_fraction: a.client_cpu_limit,
+                lag_p99_us: a.client_lag_limit.as_micros() as u64,
+                rate_shortfall: a.client_rate_shortfall,
+            },
         })
     }
 

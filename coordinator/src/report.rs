@@ -10,11 +10,6 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 use std::path::PathBuf;
 
-/// Thresholds of the client-bound verdict.
-pub const CPU_SATURATED_FRACTION: f64 = 0.85;
-pub const LAG_P99_LIMIT_US: u64 = 1_000;
-pub const RATE_SHORTFALL: f64 = 0.01;
-
 /// One agent in `client.agents`.
 #[derive(Debug, Clone, Serialize)]
 pub struct AgentEntry {
@@ -27,13 +22,29 @@ pub struct AgentEntry {
     pub rows_received: u64,
     pub clock_offset_ms: f64,
     pub clock_offset_bound_ms: f64,
+    /// Process CPU time over the run's wall time; 100 = one core.
     pub cpu_percent: f64,
     pub cpu_seconds: f64,
+    /// Intended to actual send (open loop), microseconds.
     pub scheduling_lag_us: Value,
+    /// Pacing-timer wake-up lateness (open loop), microseconds.
+    pub timer_wake_lateness_us: Value,
     pub max_in_flight: u32,
     pub reconnects: u64,
     pub stop_reason: String,
     pub health: String,
+}
+
+/// Was the client the bottleneck?
+#[derive(Debug, Clone, Serialize)]
+pub struct Verdict {
+    pub client_bound: bool,
+    pub reasons: Vec<String>,
+    pub requested_rate: Option<f64>,
+    pub achieved_rate: f64,
+    /// Connect, reset, timeout and TLS errors.
+    pub socket_errors: u64,
+    pub thresholds: Value,
 }
 
 /// The `client` block: where the load came from and whether it was the bottleneck.
@@ -44,32 +55,39 @@ pub struct ClientBlock {
     pub latency_mode: &'static str,
     pub open_loop: bool,
     pub agents: Vec<AgentEntry>,
-    pub lag_p99_us: u64,
-    pub requested_rate: Option<f64>,
-    pub achieved_rate: f64,
-    pub client_bound: bool,
-    pub reasons: Vec<String>,
+    pub verdict: Verdict,
 }
 
 /// Builds the client block and its verdict.
 pub fn client_block(plan: &RunPlan, m: &Metrics, o: &Outcome) -> ClientBlock {
+    let limits = plan.verdict;
     let open_loop = plan.request_rate.is_finite();
     let mut reasons = Vec::new();
     let mut agents = Vec::new();
-    let mut lag_p99 = 0;
     for a in &o.agents {
         let done = a.done.clone().unwrap_or_default();
+        let health = a.last_health.clone().unwrap_or_default();
         let cpu_percent = if done.wall_seconds > 0.0 { 100.0 * done.cpu_seconds / done.wall_seconds } else { a.peak_cpu_percent };
         let cores = a.hello.cores.max(1);
-        if cpu_percent > CPU_SATURATED_FRACTION * 100.0 * f64::from(cores) {
-            reasons.push(format!("agent {} used {cpu_percent:.0}% CPU of {cores} core(s)", a.addr));
+        if cpu_percent > limits.cpu_fraction * 100.0 * f64::from(cores) {
+            reasons.push(format!(
+                "agent {} used {cpu_percent:.0}% CPU of {cores} core(s) (limit {:.0}%)",
+                a.addr,
+                limits.cpu_fraction * 100.0 * f64::from(cores)
+            ));
         }
-        let lag = a.last_health.as_ref().map_or((done.lag_p50_us, done.lag_p99_us, done.lag_max_us), |h| {
-            if a.done.is_some() { (done.lag_p50_us, done.lag_p99_us, done.lag_max_us) } else { (h.lag_p50_us, h.lag_p99_us, h.lag_max_us) }
-        });
-        lag_p99 = lag_p99.max(lag.1);
-        if open_loop && lag.1 > LAG_P99_LIMIT_US {
-            reasons.push(format!("agent {} send lag p99 {:.2} ms", a.addr, lag.1 as f64 / 1000.0));
+        let (lag, wake) = if a.done.is_some() {
+            ((done.lag_p50_us, done.lag_p99_us, done.lag_max_us), (done.wake_p99_us, done.wake_max_us))
+        } else {
+            ((health.lag_p50_us, health.lag_p99_us, health.lag_max_us), (health.wake_p99_us, health.wake_max_us))
+        };
+        if open_loop && lag.1 > limits.lag_p99_us {
+            reasons.push(format!(
+                "agent {} send lag p99 {:.2} ms (limit {:.2} ms)",
+                a.addr,
+                lag.1 as f64 / 1000.0,
+                limits.lag_p99_us as f64 / 1000.0
+            ));
         }
         let share = a.share.as_ref().map_or(Value::Null, |s| {
             json!({
@@ -93,21 +111,27 @@ pub fn client_block(plan: &RunPlan, m: &Metrics, o: &Outcome) -> ClientBlock {
             cpu_percent,
             cpu_seconds: done.cpu_seconds,
             scheduling_lag_us: json!({"p50": lag.0, "p99": lag.1, "max": lag.2}),
+            timer_wake_lateness_us: json!({"p99": wake.0, "max": wake.1}),
             max_in_flight: done.max_in_flight,
             reconnects: done.reconnects,
             stop_reason: if a.lost.is_some() { "lost".into() } else { done.stop_reason.clone() },
             health: a.lost.clone().map_or_else(|| "ok".to_string(), |why| format!("lost: {why}")),
         });
     }
-    // Sent requests per second of sending, against the requested rate.
     let achieved_rate = achieved_send_rate(o);
     let requested_rate = open_loop.then_some(plan.request_rate);
     if let Some(r) = requested_rate {
-        if plan.max_concurrency.is_none() && o.rows.len() >= 100 && achieved_rate < r * (1.0 - RATE_SHORTFALL) {
-            reasons.push(format!("achieved send rate {achieved_rate:.1}/s is more than 1% below the requested {r}/s"));
+        if plan.max_concurrency.is_none() && o.rows.len() >= 100 && achieved_rate < r * (1.0 - limits.rate_shortfall) {
+            reasons.push(format!(
+                "achieved send rate {achieved_rate:.1}/s is more than {:.0}% below the requested {r}/s",
+                limits.rate_shortfall * 100.0
+            ));
         }
     }
-    let _ = m;
+    let socket_errors = ["connect", "connection_reset", "timeout", "tls"]
+        .iter()
+        .filter_map(|k| m.errors_by_kind.get(*k))
+        .sum();
     ClientBlock {
         surge_version: env!("CARGO_PKG_VERSION"),
         status: o.status.as_str(),
@@ -118,11 +142,18 @@ pub fn client_block(plan: &RunPlan, m: &Metrics, o: &Outcome) -> ClientBlock {
         },
         open_loop,
         agents,
-        lag_p99_us: lag_p99,
-        requested_rate,
-        achieved_rate,
-        client_bound: !reasons.is_empty(),
-        reasons,
+        verdict: Verdict {
+            client_bound: !reasons.is_empty(),
+            reasons,
+            requested_rate,
+            achieved_rate,
+            socket_errors,
+            thresholds: json!({
+                "cpu_fraction_of_cores": limits.cpu_fraction,
+                "send_lag_p99_us": limits.lag_p99_us,
+                "rate_shortfall": limits.rate_shortfall,
+            }),
+        },
     }
 }
 

@@ -77,13 +77,14 @@ pub fn render(plan: &RunPlan, m: &Metrics, outcome: &Outcome, client: &ClientBlo
     let cpu = client.agents.iter().map(|a| a.cpu_percent).fold(0.0, f64::max);
     fline(&mut out, "Client CPU, busiest agent (%):", cpu);
     if client.open_loop {
-        fline(&mut out, "Client send lag p99 (ms):", client.lag_p99_us as f64 / 1000.0);
+        let lag = client.agents.iter().filter_map(|a| a.scheduling_lag_us["p99"].as_u64()).max().unwrap_or(0);
+        fline(&mut out, "Client send lag p99 (ms):", lag as f64 / 1000.0);
     }
     for (kind, n) in &m.errors_by_kind {
         line(&mut out, &format!("Errors ({kind}):"), n);
     }
-    if client.client_bound {
-        let _ = writeln!(out, "WARNING: the client may have been the bottleneck: {}", client.reasons.join("; "));
+    if client.verdict.client_bound {
+        let _ = writeln!(out, "WARNING: client-bound: {}", client.verdict.reasons.join("; "));
     }
     match &outcome.status {
         RunStatus::Complete => {}

@@ -98,7 +98,7 @@ fn chat_backend_and_request_rate() {
     assert_eq!(r["request_rate"], 300.0);
     assert!(r["e2el_including_client_queue"]["p99_ms"].as_f64().is_some());
     // Poisson arrivals over ~2 s: the achieved send rate is near 300/s.
-    let achieved = r["client"]["achieved_rate"].as_f64().unwrap();
+    let achieved = r["client"]["verdict"]["achieved_rate"].as_f64().unwrap();
     assert!((achieved / 300.0 - 1.0).abs() < 0.15, "achieved {achieved}");
 }
 

@@ -7,6 +7,7 @@
 //! [`Control`] (start instant, hard deadline, stop token) and reports to a sink.
 
 pub mod conn;
+pub mod pacer;
 pub mod request;
 pub mod stats;
 
@@ -92,6 +93,7 @@ pub struct Report {
     pub stop_reason: StopReason,
     pub wall: Duration,
     pub lag: Lag,
+    pub wake: Lag,
     pub max_in_flight: u32,
     pub reconnects: u64,
 }
@@ -187,9 +189,10 @@ pub async fn run(prepared: Prepared, sink: Arc<dyn Sink>, ctl: Control) -> Repor
     let started_at = SystemTime::now() - t0.elapsed();
     let deadline = tokio::time::Instant::from_std(ctl.deadline);
     let duration = (workload.duration_ms > 0).then(|| Duration::from_millis(workload.duration_ms));
-    let mut schedule = Schedule::new(workload.request_rate, workload.burstiness, workload.pacing_seed)
+    let schedule = Schedule::new(workload.request_rate, workload.burstiness, workload.pacing_seed)
         .expect("validated in prepare");
     let open_loop = schedule.is_open_loop();
+    let mut pacer = open_loop.then(|| pacer::Pacer::start(schedule, t0, jobs.len(), duration, Arc::clone(&stats)));
     let sem = (workload.max_concurrency > 0).then(|| Arc::new(Semaphore::new(workload.max_concurrency as usize)));
     let cancel = ctl.stop.child_token();
     let tracker = TaskTracker::new();
@@ -197,21 +200,21 @@ pub async fn run(prepared: Prepared, sink: Arc<dyn Sink>, ctl: Control) -> Repor
 
     for (i, (body, input_tokens)) in jobs.into_iter().enumerate() {
         let index = workload.slice_start + i as u64;
-        let intended = open_loop.then(|| schedule.next_offset());
-        if let (Some(off), Some(d)) = (intended, duration) {
-            if off >= d {
-                reason = StopReason::Duration;
-                break;
-            }
-        }
-        if let Some(off) = intended {
-            tokio::select! {
+        let intended = match &mut pacer {
+            None => None,
+            Some(p) => tokio::select! {
                 biased;
                 _ = ctl.stop.cancelled() => { reason = StopReason::Stopped; break; }
                 _ = tokio::time::sleep_until(deadline) => { reason = StopReason::Deadline; break; }
-                _ = tokio::time::sleep_until((t0 + off).into()) => {}
-            }
-        }
+                off = p.next() => match off {
+                    Some(off) => Some(off),
+                    None => {
+                        if p.hit_limit() { reason = StopReason::Duration; }
+                        break;
+                    }
+                },
+            },
+        };
         let permit = match &sem {
             None => None,
             Some(sem) => tokio::select! {
@@ -246,6 +249,7 @@ pub async fn run(prepared: Prepared, sink: Arc<dyn Sink>, ctl: Control) -> Repor
             sink.record(row);
         });
     }
+    drop(pacer);
     tracker.close();
     tokio::select! {
         _ = tracker.wait() => {}
@@ -260,6 +264,7 @@ pub async fn run(prepared: Prepared, sink: Arc<dyn Sink>, ctl: Control) -> Repor
         stop_reason: reason,
         wall: t0.elapsed(),
         lag: stats.lag(),
+        wake: stats.wake(),
         max_in_flight: stats.max_in_flight.load(Ordering::Relaxed),
         reconnects: stats.reconnects.load(Ordering::Relaxed),
     }

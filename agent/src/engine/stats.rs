@@ -18,6 +18,8 @@ pub struct Stats {
     pub failed: AtomicU64,
     /// Scheduling lag (actual send - intended send) in microseconds, open loop only.
     lag_us: Mutex<Histogram<u64>>,
+    /// Pacing-timer wake-up lateness in microseconds (open loop only).
+    wake_us: Mutex<Histogram<u64>>,
 }
 
 impl Default for Stats {
@@ -30,6 +32,7 @@ impl Default for Stats {
             completed: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             lag_us: Mutex::new(Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("static bounds")),
+            wake_us: Mutex::new(Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("static bounds")),
         }
     }
 }
@@ -61,13 +64,26 @@ impl Stats {
         h.saturating_record(lag_us.max(1));
     }
 
-    pub fn lag(&self) -> Lag {
-        let h = self.lag_us.lock().expect("lag lock");
-        if h.is_empty() {
-            return Lag::default();
-        }
-        Lag { p50_us: h.value_at_quantile(0.5), p99_us: h.value_at_quantile(0.99), max_us: h.max() }
+    pub fn record_wake(&self, late_us: u64) {
+        self.wake_us.lock().expect("wake lock").saturating_record(late_us.max(1));
     }
+
+    /// Send lag: intended send time to the moment the request task is started.
+    pub fn lag(&self) -> Lag {
+        summary(&self.lag_us.lock().expect("lag lock"))
+    }
+
+    /// Pacing-timer wake-up lateness.
+    pub fn wake(&self) -> Lag {
+        summary(&self.wake_us.lock().expect("wake lock"))
+    }
+}
+
+fn summary(h: &Histogram<u64>) -> Lag {
+    if h.is_empty() {
+        return Lag::default();
+    }
+    Lag { p50_us: h.value_at_quantile(0.5), p99_us: h.value_at_quantile(0.99), max_us: h.max() }
 }
 
 /// Decrements the in-flight count on drop.
