@@ -22,6 +22,9 @@ pub enum Command {
     Sweep(Box<SweepArgs>),
     /// Run the standard profile matrix (or the profiles of --config).
     Matrix(Box<MatrixArgs>),
+    /// Measure the client against the echo server (the client-overhead table), or judge a
+    /// result with --against.
+    Validate(Box<crate::validate::ValidateArgs>),
     /// Serve the echo / mock OpenAI server.
     Echo(surge_echo::EchoArgs),
     /// Create a CA and issue certificates for coordinator <-> agent mutual TLS.

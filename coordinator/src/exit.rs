@@ -13,3 +13,5 @@ pub const AGENT_LOST: u8 = 3;
 pub const PARTIAL: u8 = 4;
 /// Interrupted by Ctrl-C; what finished was saved.
 pub const INTERRUPTED: u8 = 130;
+/// `surge validate --against`: the client's headroom over that run is below the minimum.
+pub const HEADROOM: u8 = 5;

@@ -23,6 +23,7 @@ pub mod split;
 pub mod stats;
 pub mod summary;
 pub mod sweep;
+pub mod validate;
 
 use plan::{Agents, RunPlan};
 use run::RunStatus;

@@ -41,6 +41,8 @@ pub struct Verdict {
     pub client_bound: bool,
     pub reasons: Vec<String>,
     pub requested_rate: Option<f64>,
+    /// The rate of the drawn open-loop schedule.
+    pub scheduled_rate: Option<f64>,
     pub achieved_rate: f64,
     /// Connect, reset, timeout and TLS errors.
     pub socket_errors: u64,
@@ -118,12 +120,15 @@ pub fn client_block(plan: &RunPlan, m: &Metrics, o: &Outcome) -> ClientBlock {
             health: a.lost.clone().map_or_else(|| "ok".to_string(), |why| format!("lost: {why}")),
         });
     }
-    let achieved_rate = achieved_send_rate(o);
+    let achieved_rate = send_rate(o.rows.iter().map(|r| r.start_s));
+    // Compared with the rate of the schedule actually drawn (a Poisson schedule of n
+    // requests deviates from the nominal rate by about 1/sqrt(n) on its own).
+    let scheduled_rate = open_loop.then(|| send_rate(o.rows.iter().filter_map(|r| r.intended_s)));
     let requested_rate = open_loop.then_some(plan.request_rate);
-    if let Some(r) = requested_rate {
+    if let Some(r) = scheduled_rate {
         if plan.max_concurrency.is_none() && o.rows.len() >= 100 && achieved_rate < r * (1.0 - limits.rate_shortfall) {
             reasons.push(format!(
-                "achieved send rate {achieved_rate:.1}/s is more than {:.0}% below the requested {r}/s",
+                "achieved send rate {achieved_rate:.1}/s is more than {:.0}% below the scheduled {r:.1}/s",
                 limits.rate_shortfall * 100.0
             ));
         }
@@ -146,6 +151,7 @@ pub fn client_block(plan: &RunPlan, m: &Metrics, o: &Outcome) -> ClientBlock {
             client_bound: !reasons.is_empty(),
             reasons,
             requested_rate,
+            scheduled_rate,
             achieved_rate,
             socket_errors,
             thresholds: json!({
@@ -157,14 +163,15 @@ pub fn client_block(plan: &RunPlan, m: &Metrics, o: &Outcome) -> ClientBlock {
     }
 }
 
-/// Requests sent per second between the first and the last send.
-fn achieved_send_rate(o: &Outcome) -> f64 {
-    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
-    for r in &o.rows {
-        lo = lo.min(r.start_s);
-        hi = hi.max(r.start_s);
+/// Sends per second between the first and the last of `times` (seconds).
+fn send_rate(times: impl Iterator<Item = f64>) -> f64 {
+    let (mut lo, mut hi, mut n) = (f64::INFINITY, f64::NEG_INFINITY, 0usize);
+    for t in times {
+        lo = lo.min(t);
+        hi = hi.max(t);
+        n += 1;
     }
-    if o.rows.len() > 1 && hi > lo { (o.rows.len() - 1) as f64 / (hi - lo) } else { 0.0 }
+    if n > 1 && hi > lo { (n - 1) as f64 / (hi - lo) } else { 0.0 }
 }
 
 fn rate_value(r: f64) -> Value {

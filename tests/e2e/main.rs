@@ -7,3 +7,4 @@ mod local;
 mod sweep;
 mod usage;
 mod util;
+mod validate;

@@ -20,6 +20,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // 2000+ requests in flight need as many sockets: lift the soft limit to the hard one.
+    if let Err(e) = rlimit::increase_nofile_limit(u64::MAX) {
+        tracing::warn!("cannot raise the open-file limit: {e}");
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

@@ -27,6 +27,9 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+/// Most connections opened ahead of a run.
+const WARM_MAX: usize = 4096;
+
 /// Why a workload cannot be prepared.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -150,10 +153,13 @@ pub async fn prepare(workload: Workload) -> Result<Prepared, EngineError> {
         })
         .collect();
     let stats = Arc::new(Stats::default());
-    let concurrency = match workload.max_concurrency {
-        0 => jobs.len().min(1024),
-        n => (n as usize).min(jobs.len().max(1)),
-    };
+    // Connections opened before the start: one per concurrency slot, but never more than
+    // the requests to send, nor than WARM_MAX (a huge cap is a limit, not a plan).
+    // An open loop opens more on demand.
+    let open_loop = workload.request_rate > 0.0;
+    let concurrency = (workload.max_concurrency as usize)
+        .min(jobs.len().max(1))
+        .min(if open_loop { WARM_MAX / 4 } else { WARM_MAX });
     let pool = Arc::new(Pool::new(Connector::new(target, workload.http_version == 2)?, Arc::clone(&stats), concurrency));
     let connections_open = pool.warm(concurrency, 128).await.map_err(|(_, m)| EngineError::Connect(m))? as u32;
     let mut warmups_completed = 0;

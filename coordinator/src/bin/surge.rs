@@ -13,6 +13,10 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    // The echo server and the embedded agent hold thousands of sockets at 2000+ in flight.
+    if let Err(e) = rlimit::increase_nofile_limit(u64::MAX) {
+        tracing::warn!("cannot raise the open-file limit: {e}");
+    }
     let code = match cli.command {
         Command::Certs(CertsCommand::Init { out }) => report_certs(certs::init(&out)),
         Command::Certs(CertsCommand::Issue { ca, name, sans, out }) => report_certs(certs::issue(&ca, &name, &sans, &out)),
@@ -37,6 +41,7 @@ fn main() -> ExitCode {
                 exit::USAGE
             }
         },
+        Command::Validate(args) => block_on(surge_coordinator::validate::validate_command(*args)),
         Command::Echo(args) => block_on(surge_coordinator::echo_command(args)),
         Command::Demo => block_on(surge_coordinator::demo_command()),
     };
