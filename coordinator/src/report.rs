@@ -20,6 +20,9 @@ pub struct AgentEntry {
     pub completed: u64,
     pub failed: u64,
     pub rows_received: u64,
+    /// The agent's own counts in its Done message (absent when it was lost): equal to
+    /// the rows received when nothing was lost on the way.
+    pub agent_reported: Value,
     pub clock_offset_ms: f64,
     pub clock_offset_bound_ms: f64,
     /// Process CPU time over the run's wall time; 100 = one core.
@@ -108,6 +111,7 @@ pub fn client_block(plan: &RunPlan, m: &Metrics, o: &Outcome) -> ClientBlock {
             completed: a.completed,
             failed: a.failed,
             rows_received: a.rows,
+            agent_reported: a.done.as_ref().map_or(Value::Null, |d| json!({"completed": d.completed, "failed": d.failed})),
             clock_offset_ms: a.offset.offset_ns as f64 / 1e6,
             clock_offset_bound_ms: a.offset.bound_ns() as f64 / 1e6,
             cpu_percent,
@@ -116,7 +120,7 @@ pub fn client_block(plan: &RunPlan, m: &Metrics, o: &Outcome) -> ClientBlock {
             timer_wake_lateness_us: json!({"p99": wake.0, "max": wake.1}),
             max_in_flight: done.max_in_flight,
             reconnects: done.reconnects,
-            stop_reason: if a.lost.is_some() { "lost".into() } else { done.stop_reason.clone() },
+            stop_reason: if a.lost.is_some() && a.done.is_none() { "lost".into() } else { done.stop_reason.clone() },
             health: a.lost.clone().map_or_else(|| "ok".to_string(), |why| format!("lost: {why}")),
         });
     }

@@ -305,11 +305,11 @@ impl Runner<'_> {
             a.last_heard = Some(now);
         }
         // 5. Collect until every agent is done or lost.
-        let status = self.collect(start_ns, limit).await;
+        let status = self.collect(limit).await;
         Ok((status, started_at))
     }
 
-    async fn collect(&mut self, _start_ns: i64, limit: Duration) -> RunStatus {
+    async fn collect(&mut self, limit: Duration) -> RunStatus {
         let run_id = self.run_id;
         let hard_stop = Instant::now() + limit + Duration::from_secs(30);
         let mut lost: Vec<String> = Vec::new();
@@ -345,6 +345,10 @@ impl Runner<'_> {
                             }
                         }
                         agent_msg::Msg::Done(d) if d.run_id == run_id => {
+                            // An agent stopped by a signal ran only part of its share.
+                            if d.stop_reason == "signal" {
+                                self.mark_lost(agent, "stopped by a signal (its share is incomplete)".into(), &mut lost);
+                            }
                             let a = &mut self.agents[agent];
                             a.started_unix_ns = Some(d.started_unix_ns);
                             a.done = Some(d);

@@ -91,6 +91,7 @@ fn three_agents_merge_exactly() {
     assert_eq!(entries.iter().map(|a| a["completed"].as_u64().unwrap()).sum::<u64>(), 10_000);
     for a in entries {
         assert!(a["completed"].as_u64().unwrap() > 0);
+        assert_eq!(a["completed"], a["agent_reported"]["completed"], "rows received = rows the agent finished");
         assert!(a["clock_offset_bound_ms"].as_f64().unwrap() >= 0.0);
         assert_eq!(a["health"], "ok");
     }
@@ -191,4 +192,33 @@ fn refusals_are_clear() {
     // Plaintext to a TLS agent does not get through either.
     let out = surge(&["run", "--base-url", &base, "--model", "m", "--agents", &addrs[0], "--insecure", "--num-prompts", "5"], Duration::from_secs(60));
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+}
+
+#[test]
+fn sigterm_to_an_agent_flushes_its_rows_and_ends_its_session() {
+    let pki = Pki::new("sigterm");
+    let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "20", "--itl-ms", "10"]);
+    let (mut agents, addrs) = start_agents(&pki, &["127.0.0.2", "127.0.0.3"], &["--allowed-targets", "127.0.0.1"]);
+    let joined = addrs.join(",");
+    let tls = pki.coordinator_args(false);
+    let dir = pki.dir.path("");
+    let bg = surge_bg(&run_args(&base, &joined, &tls, &[
+        "--max-concurrency", "40", "--num-prompts", "100000", "--random-input-len", "8", "--random-output-len", "8",
+        "--ignore-eos", "--save-result", "--result-dir", &dir, "--result-filename", "term.json",
+    ]));
+    wait_for(Duration::from_secs(30), "load to flow", || echo_metric(&base, "surge_echo_requests_total") > 300.0);
+    agents[0].signal("TERM");
+    let status = agents[0].wait_exit(Duration::from_secs(10)).expect("the agent exits after SIGTERM");
+    assert!(status.success(), "{status:?}");
+    let out = bg.finish(Duration::from_secs(30));
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains(&addrs[0]) && stderr.contains("signal"), "{stderr}");
+    let r = read_json(&pki.dir.path("term.json"));
+    let a0 = &r["client"]["agents"][0];
+    assert_eq!(a0["stop_reason"], "signal", "{a0}");
+    // Everything it finished reached the coordinator: the rows received equal its own count.
+    let own = &a0["agent_reported"];
+    assert_eq!(a0["rows_received"].as_u64().unwrap(), own["completed"].as_u64().unwrap() + own["failed"].as_u64().unwrap(), "{a0}");
+    assert!(a0["completed"].as_u64().unwrap() > 0);
 }

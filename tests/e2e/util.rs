@@ -69,6 +69,7 @@ impl Drop for Proc {
 pub fn spawn_until(program: &Path, args: &[&str], marker: &str, name: &'static str) -> (Proc, String) {
     let mut child = Command::new(program)
         .args(args)
+        .env("SURGE_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
