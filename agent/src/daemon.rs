@@ -55,15 +55,10 @@ pub struct AgentArgs {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct FileConfig {
     listen: Option<String>,
-    #[serde(alias = "tls_ca")]
     tls_ca: Option<PathBuf>,
-    #[serde(alias = "tls_cert")]
     tls_cert: Option<PathBuf>,
-    #[serde(alias = "tls_key")]
     tls_key: Option<PathBuf>,
-    #[serde(alias = "allowed_targets")]
     allowed_targets: Option<Vec<String>>,
-    #[serde(alias = "max_in_flight")]
     max_in_flight: Option<u32>,
     lease: Option<String>,
     insecure: Option<bool>,
@@ -99,15 +94,69 @@ fn load_layers(path: Option<&Path>) -> Result<FileConfig, ConfigError> {
         b = b.add_source(config::File::from(p).format(config::FileFormat::Toml).required(true));
     }
     b = b.add_source(
+        // SURGE_AGENT_MAX_IN_FLIGHT -> max-in-flight, so it overrides the file's key.
         config::Environment::with_prefix("SURGE_AGENT")
             .prefix_separator("_")
+            .convert_case(config::Case::Kebab)
             .try_parsing(true)
             .list_separator(",")
-            .with_list_parse_key("allowed_targets"),
+            .with_list_parse_key("allowed-targets"),
     );
     let origin = path.map_or_else(|| "SURGE_AGENT_* environment".to_string(), |p| p.display().to_string());
     let cfg = b.build().map_err(|e| ConfigError(format!("{origin}: {e}")))?;
     cfg.try_deserialize::<FileConfig>().map_err(|e| ConfigError(format!("{origin} (or SURGE_AGENT_*): {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(config: &Path) -> AgentArgs {
+        AgentArgs { config: Some(config.to_path_buf()), insecure: true, ..Default::default() }
+    }
+
+    // One test touches the process environment, so the cases run in sequence here.
+    #[test]
+    fn file_then_environment_then_flags() {
+        let dir = std::env::temp_dir().join(format!("surge-agent-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("agent.toml");
+        std::fs::write(&file, "listen = \"127.0.0.1:0\"\nmax-in-flight = 100\nlease = \"2s\"\nallowed-targets = [\"10.0.0.0/8\"]\n").unwrap();
+        let c = AgentConfig::load(&args(&file)).unwrap();
+        assert_eq!((c.settings.max_in_flight, c.settings.lease), (100, Duration::from_secs(2)));
+        assert_eq!(c.settings.allowed.raw(), ["10.0.0.0/8"]);
+        unsafe_env_set("SURGE_AGENT_MAX_IN_FLIGHT", Some("64"));
+        unsafe_env_set("SURGE_AGENT_ALLOWED_TARGETS", Some("127.0.0.1,10.1.0.0/16"));
+        let c = AgentConfig::load(&args(&file)).unwrap();
+        assert_eq!(c.settings.max_in_flight, 64, "the environment overrides the file");
+        assert_eq!(c.settings.allowed.raw(), ["127.0.0.1", "10.1.0.0/16"]);
+        let mut a = args(&file);
+        a.max_in_flight = Some(8);
+        assert_eq!(AgentConfig::load(&a).unwrap().settings.max_in_flight, 8, "flags override both");
+        unsafe_env_set("SURGE_AGENT_MAX_IN_FLIGHT", None);
+        unsafe_env_set("SURGE_AGENT_ALLOWED_TARGETS", None);
+        // Unknown keys and bad values name the file and the key.
+        std::fs::write(&file, "max-in-flite = 3\n").unwrap();
+        let e = AgentConfig::load(&args(&file)).unwrap_err().0;
+        assert!(e.contains("agent.toml") && e.contains("max-in-flite"), "{e}");
+        std::fs::write(&file, "listen = \"127.0.0.1:0\"\nlease = \"soon\"\n").unwrap();
+        let e = AgentConfig::load(&args(&file)).unwrap_err().0;
+        assert!(e.contains("lease"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// `set_var` is unsafe in Rust 2024 (other threads may read the environment); this
+    /// test is the only reader of `SURGE_AGENT_*` in its binary.
+    #[allow(unsafe_code)]
+    fn unsafe_env_set(k: &str, v: Option<&str>) {
+        // SAFETY: no other thread of this test binary reads these variables.
+        unsafe {
+            match v {
+                Some(v) => std::env::set_var(k, v),
+                None => std::env::remove_var(k),
+            }
+        }
+    }
 }
 
 impl AgentConfig {

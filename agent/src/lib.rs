@@ -17,3 +17,5 @@ pub mod pacing;
 pub mod service;
 pub mod sink;
 pub mod sse;
+pub mod synth;
+pub mod tokenizer;

@@ -60,6 +60,16 @@ struct Usage {
 
 /// Classifies one event payload.
 pub fn classify(data: &[u8]) -> Event {
+    classify_into(data, None)
+}
+
+/// Classifies one event payload and appends the text it carries to `text` (to re-count
+/// output tokens with a tokenizer when the server sends no usage).
+pub fn classify_text(data: &[u8], text: &mut String) -> Event {
+    classify_into(data, Some(text))
+}
+
+fn classify_into(data: &[u8], out: Option<&mut String>) -> Event {
     let trimmed = data.trim_ascii();
     if trimmed == b"[DONE]" {
         return Event::Done;
@@ -78,6 +88,15 @@ pub fn classify(data: &[u8]) -> Event {
         });
         text || delta
     });
+    if let Some(out) = out {
+        for c in &chunk.choices {
+            out.push_str(c.text.as_deref().unwrap_or_default());
+            if let Some(d) = &c.delta {
+                out.push_str(d.reasoning_content.as_deref().unwrap_or_default());
+                out.push_str(d.content.as_deref().unwrap_or_default());
+            }
+        }
+    }
     match (token, chunk.usage) {
         (true, None) => Event::Token,
         (false, None) => Event::Empty,
@@ -108,8 +127,8 @@ struct CompletionBody<'a> {
     model: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     prompt: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    messages: Option<[Message<'a>; 1]>,
+    #[serde(skip_serializing_if = "Messages::is_none")]
+    messages: Messages<'a>,
     max_tokens: u32,
     stream: bool,
     stream_options: StreamOptions,
@@ -117,6 +136,22 @@ struct CompletionBody<'a> {
     ignore_eos: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f64>,
+}
+
+/// The `messages` of a chat request: none (completions), one user message, or an array
+/// given as is (file datasets).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Messages<'a> {
+    None,
+    User([Message<'a>; 1]),
+    Given(&'a serde_json::Value),
+}
+
+impl Messages<'_> {
+    fn is_none(&self) -> bool {
+        matches!(self, Messages::None)
+    }
 }
 
 /// Parameters shared by every request of a run.
@@ -130,10 +165,20 @@ pub struct BodyParams<'a> {
 
 /// The JSON body of one streamed completion request.
 pub fn body(params: &BodyParams<'_>, prompt: &str, max_tokens: u32) -> Vec<u8> {
+    let messages = if params.chat { Messages::User([Message { role: "user", content: prompt }]) } else { Messages::None };
+    encode(params, (!params.chat).then_some(prompt), messages, max_tokens)
+}
+
+/// The JSON body of one streamed chat request whose `messages` are given (a JSON array).
+pub fn chat_body(params: &BodyParams<'_>, messages: &serde_json::Value, max_tokens: u32) -> Vec<u8> {
+    encode(params, None, Messages::Given(messages), max_tokens)
+}
+
+fn encode(params: &BodyParams<'_>, prompt: Option<&str>, messages: Messages<'_>, max_tokens: u32) -> Vec<u8> {
     let b = CompletionBody {
         model: params.model,
-        prompt: (!params.chat).then_some(prompt),
-        messages: params.chat.then_some([Message { role: "user", content: prompt }]),
+        prompt,
+        messages,
         max_tokens,
         stream: true,
         stream_options: StreamOptions { include_usage: true },
@@ -171,5 +216,21 @@ mod tests {
         assert_eq!(v["ignore_eos"], true);
         assert_eq!(v["max_tokens"], 4);
         assert!(v.get("prompt").is_none());
+        let given = serde_json::json!([{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]);
+        let v: serde_json::Value = serde_json::from_slice(&chat_body(&p, &given, 9)).unwrap();
+        assert_eq!(v["messages"], given);
+        let p = BodyParams { chat: false, ..p };
+        let v: serde_json::Value = serde_json::from_slice(&body(&p, "hello", 4)).unwrap();
+        assert_eq!(v["prompt"], "hello");
+        assert!(v.get("messages").is_none());
+    }
+
+    #[test]
+    fn classify_text_collects_the_streamed_text() {
+        let mut text = String::new();
+        assert_eq!(classify_text(br#"{"choices":[{"text":" hi"}]}"#, &mut text), Event::Token);
+        assert_eq!(classify_text(br#"{"choices":[{"delta":{"content":" there"}}]}"#, &mut text), Event::Token);
+        assert_eq!(classify_text(b"[DONE]", &mut text), Event::Done);
+        assert_eq!(text, " hi there");
     }
 }

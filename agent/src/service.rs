@@ -477,5 +477,5 @@ impl Session {
 }
 
 fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname").map_or_else(|_| "unknown".into(), |s| s.trim().to_string())
+    gethostname::gethostname().to_string_lossy().into_owned()
 }

@@ -22,6 +22,8 @@ fn row(i: u64, tokens: usize) -> Row {
         error: 0,
         itl_us: (0..tokens).map(|k| 20_000 + ((x + k as u32 * 7) % 500)).collect(),
         usage_from_server: true,
+        input_source: surge_proto::TokenSource::ServerUsage as i32,
+        output_source: surge_proto::TokenSource::ServerUsage as i32,
     }
 }
 

@@ -67,8 +67,16 @@ pub enum BackendArg {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum DatasetArg {
+    /// Random tokens (exact lengths with --tokenizer, else common words).
     Random,
+    /// The same --prompt every time.
     Fixed,
+    /// A ShareGPT JSON file (--dataset-path): first human turn = prompt.
+    Sharegpt,
+    /// A JSONL file (--dataset-path): {"prompt": ..., "output_tokens": N} or {"messages": [...]} per line.
+    Custom,
+    /// Shared prefixes with random suffixes, for prefix-cache tests.
+    PrefixRepetition,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -100,6 +108,37 @@ pub struct RunArgs {
     pub random_input_len: u32,
     #[arg(long, default_value_t = 128)]
     pub random_output_len: u32,
+    /// Random lengths uniform in [len*(1-R), len*(1+R)], 0 <= R < 1.
+    #[arg(long, default_value_t = 0.0, value_name = "R")]
+    pub random_range_ratio: f64,
+    /// A prefix of this many tokens shared by every random prompt, before its random part.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub random_prefix_len: u32,
+    /// A local tokenizer.json (or a directory holding one): exact prompt lengths, client
+    /// token counts; sent to every agent (nothing is downloaded).
+    #[arg(long, value_name = "PATH")]
+    pub tokenizer: Option<PathBuf>,
+    /// The file of --dataset-name sharegpt (JSON) or custom (JSONL).
+    #[arg(long, value_name = "FILE")]
+    pub dataset_path: Option<PathBuf>,
+    /// ShareGPT: max_tokens for every request instead of the reply's token count.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    pub sharegpt_output_len: Option<u32>,
+    /// Custom JSONL: max_tokens of lines without "output_tokens".
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    pub custom_output_len: u32,
+    /// Prefix repetition: number of distinct shared prefixes.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    pub prefix_repetition_num_prefixes: u32,
+    /// Prefix repetition: tokens of each shared prefix.
+    #[arg(long, default_value_t = 256, value_name = "N")]
+    pub prefix_repetition_prefix_len: u32,
+    /// Prefix repetition: random tokens after the prefix, per request.
+    #[arg(long, default_value_t = 256, value_name = "N")]
+    pub prefix_repetition_suffix_len: u32,
+    /// Prefix repetition: max_tokens of every request.
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    pub prefix_repetition_output_len: u32,
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     pub num_prompts: u64,
     /// Stop issuing requests after this long (e.g. 10s); in-flight requests finish.

@@ -117,10 +117,13 @@ impl Fleet {
             })?
             .into_inner();
             let ev_tx = ev_tx.clone();
+            let tls_used = tls.is_some();
             tokio::spawn(async move {
+                let mut heard = false;
                 loop {
                     match inbound.message().await {
                         Ok(Some(m)) => {
+                            heard = true;
                             let Some(msg) = m.msg else { continue };
                             if ev_tx.send(Event::Msg { agent, msg, recv_ns: now_ns() }).await.is_err() {
                                 return;
@@ -132,7 +135,9 @@ impl Fleet {
                         }
                         Err(s) => {
                             let m = format!("{}: {}", s.code(), s.message());
-                            let hint = tls_hint(&m);
+                            // With TLS 1.3 a refused client certificate can surface only
+                            // as a stream that dies before its first message.
+                            let hint = if tls_used && !heard { tls_hint("tls") } else { tls_hint(&m) };
                             let _ = ev_tx.send(Event::Closed { agent, error: Some(format!("{m}{hint}")) }).await;
                             return;
                         }

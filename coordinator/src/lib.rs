@@ -8,6 +8,8 @@
 pub mod certs;
 pub mod cli;
 pub mod clock;
+pub mod dataset_files;
+pub mod dataset_plan;
 pub mod exit;
 pub mod fleet;
 pub mod knee;
@@ -23,6 +25,7 @@ pub mod split;
 pub mod stats;
 pub mod summary;
 pub mod sweep;
+pub mod token_source;
 pub mod validate;
 
 use plan::{Agents, RunPlan};
@@ -155,7 +158,8 @@ pub async fn echo_command(args: surge_echo::EchoArgs) -> u8 {
         Ok(()) => exit::OK,
         Err(e) => {
             eprintln!("surge echo: {e}");
-            exit::FAILURE
+            // A configuration the server refused (e.g. an unreadable --tokenizer).
+            if e.kind() == std::io::ErrorKind::InvalidInput { exit::USAGE } else { exit::FAILURE }
         }
     }
 }

@@ -84,6 +84,7 @@ impl MatrixPlan {
         r.dataset.random_input_len = p.input_len;
         r.dataset.random_output_len = p.output_len;
         r.dataset_name = "random";
+        r.prompts = Default::default();
         r.max_concurrency = Some(p.concurrency);
         r.num_prompts = p.num_prompts;
         r.request_rate = p.request_rate.unwrap_or(f64::INFINITY);

@@ -112,6 +112,8 @@ pub struct Metrics {
     pub e2el_incl_queue: Option<Dist>,
     pub errors_by_kind: BTreeMap<String, u64>,
     pub server_usage_rows: u64,
+    /// Where the token counts of successful rows came from.
+    pub token_sources: crate::token_source::Tally,
 }
 
 impl Metrics {
@@ -151,6 +153,7 @@ pub fn compute(rows: &[GlobalRow], slo: &Slo) -> Metrics {
         m.total_input_tokens += u64::from(r.row.input_tokens);
         m.total_output_tokens += u64::from(r.row.output_tokens);
         m.server_usage_rows += u64::from(r.row.usage_from_server);
+        m.token_sources.add(&r.row);
         ttft.push(r.ttft_s());
         e2el.push(r.e2el_s());
         if let Some(t) = r.tpot_s() {

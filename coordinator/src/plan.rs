@@ -2,14 +2,16 @@
 //! Every problem here is a usage error (exit code 2) whose message names the flag or the
 //! configuration key.
 
-use crate::cli::{BackendArg, DatasetArg, RunArgs};
+use crate::cli::{BackendArg, RunArgs};
+use crate::dataset_plan::{self, TokenizerFile};
 use crate::metrics::Slo;
 use crate::parse;
 use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
-use surge_proto::{Backend, DatasetKind, DatasetSpec};
+use std::sync::Arc;
+use surge_proto::{Backend, DatasetSpec, PromptItem};
 
 /// A usage error: bad flags, bad configuration.
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +51,10 @@ pub struct RunPlan {
     pub served_model_name: Option<String>,
     pub dataset: DatasetSpec,
     pub dataset_name: &'static str,
+    /// `--tokenizer`: shipped to every agent with its hash.
+    pub tokenizer: Option<TokenizerFile>,
+    /// File datasets: the parsed prompts (request i uses `prompts[i % len]`).
+    pub prompts: Arc<Vec<PromptItem>>,
     pub num_prompts: u64,
     pub duration: Option<Duration>,
     pub max_concurrency: Option<u32>,
@@ -157,38 +163,7 @@ impl RunPlan {
         if !endpoint.starts_with('/') {
             return usage(format!("--endpoint {endpoint:?}: must start with '/'"));
         }
-        let (dataset, dataset_name) = match a.dataset_name {
-            DatasetArg::Random => {
-                if a.random_input_len == 0 && a.backend != BackendArg::Http {
-                    return usage("--random-input-len: must be at least 1");
-                }
-                (
-                    DatasetSpec {
-                        kind: DatasetKind::Random as i32,
-                        seed: a.seed,
-                        random_input_len: a.random_input_len,
-                        random_output_len: a.random_output_len,
-                        ..Default::default()
-                    },
-                    "random",
-                )
-            }
-            DatasetArg::Fixed => {
-                let Some(prompt) = a.prompt.clone() else {
-                    return usage("--dataset-name fixed needs --prompt TEXT");
-                };
-                (
-                    DatasetSpec {
-                        kind: DatasetKind::Fixed as i32,
-                        seed: a.seed,
-                        prompt,
-                        fixed_output_len: a.random_output_len,
-                        ..Default::default()
-                    },
-                    "fixed",
-                )
-            }
-        };
+        let d = dataset_plan::resolve(&a)?;
         if backend != Backend::Http && a.random_output_len == 0 {
             return usage("--random-output-len: must be at least 1");
         }
@@ -251,8 +226,10 @@ impl RunPlan {
             backend_name,
             model: a.model,
             served_model_name: a.served_model_name,
-            dataset,
-            dataset_name,
+            dataset: d.spec,
+            dataset_name: d.name,
+            tokenizer: d.tokenizer,
+            prompts: d.prompts,
             num_prompts: a.num_prompts,
             duration: a.duration,
             max_concurrency: a.max_concurrency,

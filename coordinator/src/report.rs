@@ -190,7 +190,8 @@ pub fn result_json(plan: &RunPlan, model: &str, m: &Metrics, o: &Outcome, client
     v.insert("backend".into(), json!(plan.backend_name));
     v.insert("endpoint_type".into(), json!(plan.backend_name));
     v.insert("model_id".into(), json!(model));
-    v.insert("tokenizer_id".into(), json!(model));
+    let tokenizer_id = plan.tokenizer.as_ref().map_or_else(|| model.to_string(), |t| t.path.display().to_string());
+    v.insert("tokenizer_id".into(), json!(tokenizer_id));
     v.insert("num_prompts".into(), json!(plan.num_prompts));
     v.insert("request_rate".into(), rate_value(plan.request_rate));
     v.insert("burstiness".into(), json!(plan.burstiness));
@@ -232,8 +233,9 @@ pub fn result_json(plan: &RunPlan, model: &str, m: &Metrics, o: &Outcome, client
         v.insert("e2el_including_client_queue".into(), Value::Object(e));
     }
     v.insert("errors_by_kind".into(), json!(m.errors_by_kind));
-    v.insert("input_tokens_source".into(), json!(if m.server_usage_rows > 0 { "server_usage" } else { "client_estimate" }));
-    v.insert("output_tokens_source".into(), json!(if m.server_usage_rows > 0 { "server_usage" } else { "event_count" }));
+    v.insert("input_tokens_source".into(), json!(m.token_sources.input_source()));
+    v.insert("output_tokens_source".into(), json!(m.token_sources.output_source()));
+    v.insert("token_count_sources".into(), m.token_sources.to_json());
     v.insert("run_metadata".into(), run_metadata(plan, model, o));
     v.insert("client".into(), serde_json::to_value(client).unwrap_or(Value::Null));
     if plan.save_detailed {
@@ -247,9 +249,16 @@ fn meta<'a>(plan: &'a RunPlan, key: &str) -> Option<&'a str> {
 }
 
 fn run_metadata(plan: &RunPlan, model: &str, o: &Outcome) -> Value {
+    let d = &plan.dataset;
     let input_len = match plan.dataset_name {
-        "random" => json!(plan.dataset.random_input_len),
+        "random" => json!(d.random_prefix_len + d.random_input_len),
+        "prefix_repetition" => json!(d.prefix_repetition_prefix_len + d.prefix_repetition_suffix_len),
         _ => Value::Null,
+    };
+    let output_len = match plan.dataset_name {
+        "prefix_repetition" => json!(d.prefix_repetition_output_len),
+        "sharegpt" | "custom" => Value::Null,
+        _ => json!(d.random_output_len.max(d.fixed_output_len)),
     };
     json!({
         "model": plan.model.clone().unwrap_or_else(|| model.to_string()),
@@ -257,7 +266,9 @@ fn run_metadata(plan: &RunPlan, model: &str, o: &Outcome) -> Value {
         "benchmark_type": "serve",
         "dataset_name": plan.dataset_name,
         "input_len": input_len,
-        "output_len": plan.dataset.random_output_len.max(plan.dataset.fixed_output_len),
+        "output_len": output_len,
+        "random_range_ratio": d.random_range_ratio,
+        "tokenizer": plan.tokenizer.as_ref().map(|t| json!({"path": t.path, "sha256": t.sha256})),
         "num_prompts": plan.num_prompts,
         "max_concurrency": plan.max_concurrency,
         "request_rate": rate_value(plan.request_rate),

@@ -421,6 +421,9 @@ fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize) -> Workload {
         http_version: if plan.http2 { 2 } else { 0 },
         insecure_tls: false,
         headers: plan.headers.iter().cloned().collect(),
+        prompts: crate::dataset_plan::slice_prompts(&plan.prompts, s.slice_start, s.num_prompts),
+        tokenizer_json: plan.tokenizer.as_ref().map(|t| t.bytes.to_vec()).unwrap_or_default(),
+        tokenizer_sha256: plan.tokenizer.as_ref().map(|t| t.sha256.clone()).unwrap_or_default(),
     }
 }
 

@@ -16,6 +16,7 @@ use tokio::sync::Notify;
 
 use crate::body::{BoxError, ResBody};
 use crate::config::MAX_OUTPUT_TOKENS;
+use crate::counter::Counter;
 use crate::faults::{self, FaultPlan};
 use crate::metrics::{Gauge, GaugeGuard};
 use crate::routes::{State, json_error};
@@ -86,18 +87,24 @@ struct Parsed {
     include_usage: bool,
 }
 
-/// Parse a request body; the error is the message of a 400 answer.
+/// Parse a request body (prompt tokens counted as words); for tests.
+#[cfg(test)]
 fn parse(kind: Kind, body: &[u8]) -> Result<Parsed, String> {
+    parse_with(kind, body, &Counter::Words)
+}
+
+/// Parse a request body; the error is the message of a 400 answer.
+fn parse_with(kind: Kind, body: &[u8], counter: &Counter) -> Result<Parsed, String> {
     let raw: RawRequest =
         serde_json::from_slice(body).map_err(|e| format!("invalid JSON body: {e}"))?;
     let prompt_tokens = match kind {
         Kind::Completion => match &raw.prompt {
-            Some(prompt) => count_prompt(prompt)?,
+            Some(prompt) => count_prompt(prompt, counter)?,
             None => return Err("'prompt' is required".to_owned()),
         },
         Kind::Chat => match &raw.messages {
             Some(messages) => messages.iter().try_fold(0u64, |sum, m| {
-                Ok::<_, String>(sum.saturating_add(count_content(m.content.as_ref())?))
+                Ok::<_, String>(sum.saturating_add(count_content(m.content.as_ref(), counter)?))
             })?,
             None => return Err("'messages' is required".to_owned()),
         },
@@ -121,20 +128,16 @@ fn parse(kind: Kind, body: &[u8]) -> Result<Parsed, String> {
     })
 }
 
-fn words(text: &str) -> u64 {
-    text.split_whitespace().count() as u64
-}
-
-/// Prompt tokens of a completions `prompt`: words of a string; for an array,
-/// words of each string element, 1 per integer (a token id) and the length
+/// Prompt tokens of a completions `prompt`: tokens (words) of a string; for an
+/// array, of each string element, 1 per integer (a token id) and the length
 /// of each nested integer array.
-fn count_prompt(prompt: &Value) -> Result<u64, String> {
+fn count_prompt(prompt: &Value, counter: &Counter) -> Result<u64, String> {
     const BAD: &str = "'prompt' must be a string, an array of strings or an array of token ids";
     match prompt {
-        Value::String(s) => Ok(words(s)),
+        Value::String(s) => Ok(counter.count(s)),
         Value::Array(items) => items.iter().try_fold(0u64, |sum, item| {
             let n = match item {
-                Value::String(s) => words(s),
+                Value::String(s) => counter.count(s),
                 Value::Number(_) => 1,
                 Value::Array(ids) if ids.iter().all(Value::is_number) => ids.len() as u64,
                 _ => return Err(BAD.to_owned()),
@@ -145,16 +148,16 @@ fn count_prompt(prompt: &Value) -> Result<u64, String> {
     }
 }
 
-/// Prompt tokens of a chat message `content`: words of a string, or of the
-/// `text` of each part of an array; null or absent counts 0.
-fn count_content(content: Option<&Value>) -> Result<u64, String> {
+/// Prompt tokens of a chat message `content`: tokens (words) of a string, or of
+/// the `text` of each part of an array; null or absent counts 0.
+fn count_content(content: Option<&Value>, counter: &Counter) -> Result<u64, String> {
     match content {
         None | Some(Value::Null) => Ok(0),
-        Some(Value::String(s)) => Ok(words(s)),
+        Some(Value::String(s)) => Ok(counter.count(s)),
         Some(Value::Array(parts)) => Ok(parts
             .iter()
             .filter_map(|p| p.get("text").and_then(Value::as_str))
-            .map(words)
+            .map(|t| counter.count(t))
             .fold(0u64, u64::saturating_add)),
         Some(_) => Err("message 'content' must be a string, an array of parts or null".to_owned()),
     }
@@ -200,7 +203,7 @@ pub(crate) async fn handle(
         // The client went away or sent a broken body: nobody to answer.
         Err(e) => return Err(e),
     };
-    let parsed = match parse(kind, &body) {
+    let parsed = match parse_with(kind, &body, &state.counter) {
         Ok(p) => p,
         Err(msg) => return Ok(json_error(StatusCode::BAD_REQUEST, &msg)),
     };

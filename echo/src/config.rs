@@ -6,6 +6,7 @@
 //! without clap. Both go through [`EchoConfig::validate`].
 
 use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
 
 /// Largest output length (tokens per response) the server accepts, from a flag
 /// or from a request's `max_tokens`. Keeps a single non-streamed response
@@ -81,6 +82,11 @@ pub struct EchoArgs {
     /// Fraction of completion responses that stall (used only with --fault-stall-ms).
     #[arg(long = "fault-stall-rate", value_name = "F", default_value_t = 1.0)]
     pub fault_stall_rate: f64,
+
+    /// Count prompt tokens with this tokenizer.json (or a directory holding one) instead
+    /// of whitespace-separated words.
+    #[arg(long, value_name = "PATH")]
+    pub tokenizer: Option<PathBuf>,
 }
 
 impl EchoArgs {
@@ -103,6 +109,7 @@ impl EchoArgs {
             fault_truncate_rate: self.fault_truncate_rate,
             fault_stall_ms: self.fault_stall_ms,
             fault_stall_rate: self.fault_stall_rate,
+            tokenizer: self.tokenizer,
         };
         config.validate()?;
         Ok(config)
@@ -144,6 +151,8 @@ pub struct EchoConfig {
     pub fault_stall_ms: Option<f64>,
     /// Fraction of responses that stall when `fault_stall_ms` is set.
     pub fault_stall_rate: f64,
+    /// Prompt tokens counted with this tokenizer.json (`None`: words).
+    pub tokenizer: Option<PathBuf>,
 }
 
 impl Default for EchoConfig {
@@ -164,6 +173,7 @@ impl Default for EchoConfig {
             fault_truncate_rate: 0.0,
             fault_stall_ms: None,
             fault_stall_rate: 1.0,
+            tokenizer: None,
         }
     }
 }
@@ -200,6 +210,12 @@ impl EchoConfig {
         check_rate("--fault-malformed-rate", self.fault_malformed_rate)?;
         check_rate("--fault-truncate-rate", self.fault_truncate_rate)?;
         check_rate("--fault-stall-rate", self.fault_stall_rate)?;
+        if let Some(p) = &self.tokenizer {
+            let file = crate::counter::resolve(p);
+            if !file.is_file() {
+                return Err(format!("--tokenizer {}: no such file", file.display()));
+            }
+        }
         Ok(())
     }
 }

@@ -19,7 +19,8 @@
 //!
 //! # Completions
 //!
-//! **Prompt tokens** are the number of whitespace-separated words of the
+//! **Prompt tokens** are the number of whitespace-separated words (or, with
+//! `--tokenizer PATH`, of tokens of that `tokenizer.json`, without special tokens) of the
 //! prompt: for `/v1/completions` of `prompt` (a string; or an array whose
 //! strings count their words, whose integers count 1 each as token ids, and
 //! whose integer arrays count their length); for `/v1/chat/completions` the
@@ -69,6 +70,7 @@
 mod body;
 mod completions;
 mod config;
+mod counter;
 mod faults;
 mod metrics;
 mod routes;

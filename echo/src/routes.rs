@@ -14,6 +14,7 @@ use tokio::sync::{Notify, Semaphore};
 use crate::body::{BoxError, ResBody};
 use crate::completions::{self, Kind};
 use crate::config::EchoConfig;
+use crate::counter::Counter;
 use crate::metrics::Metrics;
 use crate::timer::Timer;
 
@@ -28,12 +29,14 @@ pub(crate) struct State {
     pub slots: Option<Arc<Semaphore>>,
     /// Wakes streams and non-streamed responses at their token deadlines.
     pub timer: Timer,
+    /// Counts prompt tokens (words or `--tokenizer`).
+    pub counter: Counter,
     /// The `/v1/models` body, rendered once.
     models_body: Bytes,
 }
 
 impl State {
-    pub fn new(config: EchoConfig, timer: Timer) -> Self {
+    pub fn new(config: EchoConfig, timer: Timer, counter: Counter) -> Self {
         let models = json!({
             "object": "list",
             "data": [{"id": config.model, "object": "model", "owned_by": "surge-echo"}],
@@ -46,6 +49,7 @@ impl State {
             metrics: Arc::new(Metrics::default()),
             completions: AtomicU64::new(0),
             timer,
+            counter,
             config,
         }
     }
@@ -128,6 +132,7 @@ mod tests {
                 ..EchoConfig::default()
             },
             Timer::new().unwrap(),
+            Counter::Words,
         );
         let v: serde_json::Value = serde_json::from_slice(&state.models_body).unwrap();
         assert_eq!(v["object"], "list");

@@ -38,7 +38,9 @@ pub(crate) async fn run(
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     // The token timer's thread stops once the server state and every
     // response still holding a handle to it are dropped.
-    let state = Arc::new(State::new(config, Timer::new()?));
+    let counter = crate::counter::Counter::load(config.tokenizer.as_deref())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("--tokenizer {e}")))?;
+    let state = Arc::new(State::new(config, Timer::new()?, counter));
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // No timer is configured: no header-read timeout, so idle keep-alive
     // connections of a paused load client stay open.

@@ -55,7 +55,7 @@ elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }'
 phase() { end_phase; PHASE=$1; PHASE_T0=$(date +%s.%N); log "=== $PHASE"; }
 end_phase() {
   if [ -n "$PHASE" ]; then
-    local t; t=$(elapsed "$PHASE_T0"); TIMINGS+=("$(printf '%-34s %7.2f s' "$PHASE" "$t")"); log "--- $PHASE: ${t}s"
+    local t; t=$(elapsed "$PHASE_T0"); TIMINGS+=("$(printf '%-48s %7.2f s' "$PHASE" "$t")"); log "--- $PHASE: ${t}s"
   fi
   PHASE=
 }
@@ -77,7 +77,7 @@ summary() {
   echo
   echo "deploy tests: phase timings"
   local l; for l in "${TIMINGS[@]}"; do echo "  $l"; done
-  printf '  %-34s %7.2f s\n' total "$(elapsed "$T0")"
+  printf '  %-48s %7.2f s\n' total "$(elapsed "$T0")"
 }
 teardown() {
   local rc=$?
@@ -85,7 +85,7 @@ teardown() {
   end_phase
   if [ "$rc" != 0 ] && [ "$rc" != "$SKIP" ] && [ -n "$LEADER" ] && [ -d "/proc/$LEADER" ]; then
     echo "---- diagnostics: systemctl status / journal of surge-agent in the container"
-    nsenter -t "$LEADER" -a systemctl --no-pager status surge-agent 2>&1 | tail -n 20
+    nsenter -t "$LEADER" -a systemctl --no-pager -n 0 status surge-agent 2>&1
     nsenter -t "$LEADER" -a journalctl --no-pager -u surge-agent -n 60 2>&1
     echo "---- nspawn log (tail)"; tail -n 30 "$WORK/nspawn.log" 2>/dev/null
   fi
@@ -112,7 +112,7 @@ teardown() {
   fi
   summary
   case $rc in
-    0) echo "deploy tests: PASSED" ;;
+    0) if [ "$STATIC_ONLY" = 1 ]; then echo "deploy tests: static checks PASSED (--static: end-to-end test not run)"; else echo "deploy tests: PASSED"; fi ;;
     "$SKIP") echo "deploy tests: SKIPPED (exit $SKIP): ${SKIPPED[*]}" ;;
     *) echo "deploy tests: FAILED (exit $rc)" ;;
   esac
@@ -221,7 +221,36 @@ grep -q "kept .*/etc/surge/agent.toml" "$WORK/uninstall.out" || fail "--uninstal
 grep -q "nothing to remove" "$WORK/uninstall2.out" || fail "a second --uninstall did not report 'nothing to remove'"
 log "uninstall left only /etc/surge/agent.toml and named it"
 
-if [ "$STATIC_ONLY" = 1 ]; then end_phase; log "--static: end-to-end test not requested"; exit 0; fi
+phase "3 kubernetes manifests (offline)"
+K8S=$DEPLOY/kubernetes
+if command -v kubectl >/dev/null 2>&1; then
+  kubectl kustomize "$K8S" >"$WORK/kustomize.out" 2>"$WORK/kustomize.err" || { cat "$WORK/kustomize.err"; fail "kubectl kustomize $K8S failed"; }
+  KINDS=$(sed -n 's/^kind: //p' "$WORK/kustomize.out" | sort | tr '\n' ' ')
+  [ "$KINDS" = "ConfigMap Deployment Namespace NetworkPolicy PersistentVolumeClaim Service " ] || fail "kustomize output has kinds: $KINDS"
+  log "kubectl kustomize: $KINDS"
+else
+  log "NOT CHECKED: kubectl kustomize (kubectl is not installed)"
+fi
+if command -v python3 >/dev/null 2>&1 && python3 -c 'import yaml' 2>/dev/null; then
+  # Every file parses; the Job's script is valid bash.
+  python3 - "$K8S" "$WORK/job.sh" <<'PY' || fail "a Kubernetes manifest does not parse"
+import glob, sys, yaml
+for f in sorted(glob.glob(sys.argv[1] + "/*.yaml")):
+    docs = [d for d in yaml.safe_load_all(open(f)) if d]
+    assert docs and all("kind" in d for d in docs), f
+job = yaml.safe_load(open(sys.argv[1] + "/coordinator-job.yaml"))
+c = job["spec"]["template"]["spec"]["containers"][0]
+assert c["command"] == ["bash", "-c"], c["command"]
+open(sys.argv[2], "w").write(c["args"][0])
+PY
+  bash -n "$WORK/job.sh" || fail "the coordinator Job's script is not valid bash"
+  grep -q "surge sweep --agents" "$WORK/job.sh" || fail "the coordinator Job does not run surge sweep --agents"
+  log "manifests parse; the Job's script is valid bash"
+else
+  log "NOT CHECKED: YAML parsing of the manifests (python3 with PyYAML is not installed)"
+fi
+
+if [ "$STATIC_ONLY" = 1 ]; then end_phase; log "--static: the end-to-end test was not requested"; exit 0; fi
 
 # --- 4. end to end under a real systemd --------------------------------------------------
 phase "4 e2e: prerequisites"
@@ -292,10 +321,12 @@ log "systemd-nspawn works"
 
 phase "4 e2e: boot systemd"
 MACHINE=surge-agent-test
+echo "$MACHINE" >"$WORK/hostname"   # the cached root carries the build host's /etc/hostname
 systemd-nspawn -D "$ROOTFS" -b --register=no --keep-unit --volatile=overlay --console=pipe -M "$MACHINE" \
   --network-namespace-path="/run/netns/$P-agent" \
   --bind-ro="$DEPLOY":/opt/surge/deploy \
   --bind-ro="$BIN_DIR/surge-agent":/opt/surge/bin/surge-agent \
+  --bind-ro="$WORK/hostname":/etc/hostname \
   >"$WORK/nspawn.log" 2>&1 &
 NSPAWN_PID=$!
 for _ in $(seq 1 600); do   # the container's PID 1 and its private control socket (<= 60 s)
@@ -368,6 +399,7 @@ surge_run() {   # surge_run NAME [extra flags...]: a benchmark through the agent
     --base-url "http://$TARGET_IP:8000" --model m --num-prompts 300 --random-input-len 32 --random-output-len 16 \
     --save-result --result-dir "$WORK/results" --result-filename "$name.json" "$@" >"$WORK/$name.out" 2>&1
 }
+RUNS_SEEN=0
 check_result() {   # check_result NAME: exit 0, 300 completed, through the container's agent
   local f=$WORK/results/$1.json
   [ -f "$f" ] || { cat "$WORK/$1.out"; fail "$1: no result file"; }
@@ -375,6 +407,9 @@ check_result() {   # check_result NAME: exit 0, 300 completed, through the conta
   grep -Eq '"failed": *0,' "$f" || fail "$1: failed requests"
   grep -Eq "\"address\": *\"$AGENT_IP:$PORT\"" "$f" || fail "$1: the result does not list agent $AGENT_IP:$PORT"
   grep -Eq "\"hostname\": *\"$MACHINE\"" "$f" || fail "$1: the agent's hostname is not the container's ($MACHINE)"
+  RUNS_SEEN=$((RUNS_SEEN + 1))
+  [ "$(C journalctl --no-pager -u surge-agent -o cat | grep -c 'run finished completed=300 failed=0')" = "$RUNS_SEEN" ] ||
+    fail "$1: the container's journal does not show this run finishing"
   log "$1: 300/300 completed through $AGENT_IP:$PORT (hostname $MACHINE); $(grep -E 'Request throughput' "$WORK/$1.out" | tr -s ' ')"
 }
 
@@ -408,7 +443,7 @@ case $WD in ""|0|infinity) fail "WatchdogUSec is '$WD'" ;; esac
 NR1=$(show NRestarts)
 left=$(awk -v a="$RESTARTED_AT" -v b="$(date +%s.%N)" 'BEGIN { s = 11 - (b - a); print (s > 0 ? s : 0) }')
 log "waiting ${left}s so the agent has run longer than WatchdogSec=$WD"
-sleep "$left"
+sleep "$left" & wait $!   # interruptible: the INT/TERM trap runs at once
 [ "$(show ActiveState)/$(show MainPID)/$(show NRestarts)" = "active/$PID2/$NR1" ] ||
   fail "the agent did not survive past WatchdogSec: $(show ActiveState), pid $(show MainPID), NRestarts $(show NRestarts)"
 if C journalctl --no-pager -u surge-agent | grep -qi "watchdog timeout"; then fail "systemd reported a watchdog timeout"; fi
@@ -427,8 +462,14 @@ if C systemctl -q is-failed surge-agent; then fail "surge-agent is failed after 
 C journalctl --no-pager -u surge-agent -o cat | grep -q "signal received: stopping load" ||
   fail "the journal lacks the agent's SIGTERM message"
 
-phase "4 e2e: install.sh --uninstall in the container"
+phase "4 e2e: enable --now, then install.sh --uninstall"
+timeout 60 nsenter -t "$LEADER" -a systemctl enable --now surge-agent || fail "systemctl enable --now surge-agent failed"
+[ "$(show ActiveState)" = active ] || fail "surge-agent is not active after enable --now"
 C /bin/bash /opt/surge/deploy/install.sh --uninstall | tee "$WORK/c-uninstall.out"
+grep -q "stopped .*surge-agent.service" "$WORK/c-uninstall.out" || fail "--uninstall did not stop the running service"
+grep -q "disabled .*surge-agent.service" "$WORK/c-uninstall.out" || fail "--uninstall did not disable the service"
+grep -q "kept .*/etc/surge/agent.toml" "$WORK/c-uninstall.out" || fail "--uninstall did not name the kept configuration"
+C test ! -e /etc/systemd/system/multi-user.target.wants/surge-agent.service || fail "enablement symlink left after --uninstall"
 C test ! -e /usr/local/bin/surge-agent || fail "binary left after --uninstall"
 C test ! -e /etc/surge/tls || fail "/etc/surge/tls left after --uninstall"
 C test -f /etc/surge/agent.toml || fail "--uninstall removed the configuration"

@@ -149,3 +149,28 @@ fn duration_stops_issuing_and_ready_timeout_waits() {
     let done = r["completed"].as_u64().unwrap();
     assert!((100..=320).contains(&done), "about 200 requests in 1 s, got {done}");
 }
+
+#[test]
+fn http2_warmups_goodput_and_metadata() {
+    let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "10", "--itl-ms", "2"]);
+    let dir = TempDir::new("h2");
+    let out = surge(
+        &[
+            "run", "--base-url", &base, "--model", "m", "--http2", "--random-input-len", "16",
+            "--random-output-len", "8", "--num-prompts", "300", "--max-concurrency", "50", "--num-warmups", "20",
+            "--goodput", "ttft:5000", "tpot:1", "--metadata", "cluster_label=lab", "note=x", "--save-result",
+            "--result-dir", &dir.path(""), "--result-filename", "r.json",
+        ],
+        Duration::from_secs(60),
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains("Request goodput (req/s):"), "{stdout}");
+    let r = read_json(&dir.path("r.json"));
+    assert_eq!(r["completed"], 300, "warm-ups are not counted");
+    assert_eq!(r["failed"], 0);
+    // TPOT is ~2 ms, so a 1 ms TPOT SLO is met by no request.
+    assert_eq!(r["request_goodput"], 0.0);
+    assert_eq!(r["note"], "x");
+    assert_eq!(r["run_metadata"]["cluster_label"], "lab");
+}

@@ -19,7 +19,6 @@ pub fn bin(name: &str) -> PathBuf {
 /// A child process, killed and reaped on drop.
 pub struct Proc {
     pub child: Child,
-    pub name: &'static str,
 }
 
 impl Proc {
@@ -90,7 +89,7 @@ pub fn spawn_until(program: &Path, args: &[&str], marker: &str, name: &'static s
             }
         }
     });
-    let proc = Proc { child, name };
+    let proc = Proc { child };
     match rx.recv_timeout(Duration::from_secs(20)) {
         Ok(v) => (proc, v),
         Err(_) => panic!("{name} did not print {marker:?} within 20 s"),
@@ -229,7 +228,7 @@ pub fn surge_bg(args: &[&str]) -> Background {
         let _ = e.read_to_end(&mut v);
         v
     });
-    Background { proc: Proc { child, name: "surge" }, out: Some(out), err: Some(err) }
+    Background { proc: Proc { child }, out: Some(out), err: Some(err) }
 }
 
 impl Background {

@@ -12,6 +12,8 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_env("SURGE_LOG").unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
+        // A closed stderr (e.g. `| head`) must not turn a log line into a panic.
+        .log_internal_errors(false)
         .init();
     let cfg = match AgentConfig::load(&args) {
         Ok(c) => c,
@@ -46,7 +48,10 @@ async fn run(cfg: AgentConfig) -> anyhow::Result<()> {
         .await
         .map_err(|e| anyhow::anyhow!("listen {}: {e}", cfg.listen))?;
     let addr = listener.local_addr()?;
-    println!("surge-agent listening on {addr}");
+    {
+        use std::io::Write;
+        let _ = writeln!(std::io::stdout(), "surge-agent listening on {addr}");
+    }
     tracing::info!(%addr, tls = tls.is_some(), "listening");
     let shutdown = CancellationToken::new();
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);

@@ -272,6 +272,15 @@ impl Pool {
         Ok((conn, false))
     }
 
+    /// A new connection, not taken from the idle set (HTTP/2: also shared from now on).
+    pub async fn connect_new(&self) -> Result<Conn, (ErrorKind, String)> {
+        let conn = self.connector.connect(&self.stats).await?;
+        if let Conn::H2(s) = &conn {
+            self.h2_conns.lock().expect("pool lock").push(s.clone());
+        }
+        Ok(conn)
+    }
+
     /// Returns a connection after a complete response.
     pub fn checkin(&self, conn: Conn) {
         if conn.is_h2() || conn.is_closed() {

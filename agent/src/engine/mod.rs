@@ -11,8 +11,9 @@ pub mod pacer;
 pub mod request;
 pub mod stats;
 
-use crate::dataset;
+use crate::dataset::{self, Prompt};
 use crate::openai::{self, BodyParams};
+use crate::tokenizer::{self, Tok};
 use crate::pacing::Schedule;
 use crate::sink::Sink;
 use bytes::Bytes;
@@ -22,7 +23,7 @@ use stats::{Lag, Stats};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
-use surge_proto::{Backend, ErrorKind, Row, Workload};
+use surge_proto::{Backend, DatasetKind, ErrorKind, Row, TokenSource, Workload};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -41,13 +42,25 @@ pub enum EngineError {
     Connect(String),
     #[error("invalid header {0:?}")]
     Header(String),
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+    #[error("dataset: {0}")]
+    Dataset(String),
+}
+
+/// One request body, ready to send, with its prompt's token count.
+#[derive(Debug, Clone)]
+struct Planned {
+    body: Bytes,
+    input_tokens: u32,
+    input_source: TokenSource,
 }
 
 /// A workload ready to start: bodies built, connections open, warm-ups done.
 #[derive(Debug)]
 pub struct Prepared {
     workload: Workload,
-    jobs: Vec<(Bytes, u32)>,
+    jobs: Vec<Planned>,
     pool: Arc<Pool>,
     tpl: Arc<RequestTemplate>,
     stats: Arc<Stats>,
@@ -125,33 +138,82 @@ fn template(w: &Workload, target: &Target) -> Result<RequestTemplate, EngineErro
         content_type: http::HeaderValue::from_static(content_type),
         headers,
         mode,
+        tokenizer: None,
     })
+}
+
+/// The run's tokenizer, if the workload carries one (parsed once per process per hash,
+/// off the async threads). Takes the bytes out of the workload.
+async fn load_tokenizer(w: &mut Workload) -> Result<Option<Arc<Tok>>, EngineError> {
+    if w.tokenizer_sha256.is_empty() && w.tokenizer_json.is_empty() {
+        return Ok(None);
+    }
+    let (sha, bytes) = (w.tokenizer_sha256.clone(), std::mem::take(&mut w.tokenizer_json));
+    tokio::task::spawn_blocking(move || tokenizer::cached(&sha, &bytes))
+        .await
+        .map_err(|e| EngineError::Tokenizer(e.to_string()))?
+        .map(Some)
+        .map_err(EngineError::Tokenizer)
+}
+
+/// This agent's prompts: shipped ones (file datasets) or its slice of the generated dataset.
+async fn prompts(w: &Workload, tok: Option<Arc<Tok>>) -> Result<Vec<Prompt>, EngineError> {
+    let spec = w.dataset.clone().unwrap_or_default();
+    if w.prompts.is_empty() {
+        if matches!(spec.kind(), DatasetKind::Sharegpt | DatasetKind::Custom) && w.slice_len > 0 {
+            return Err(EngineError::Dataset("a file dataset without prompts".into()));
+        }
+        let (start, len) = (w.slice_start, w.slice_len);
+        return tokio::task::spawn_blocking(move || dataset::slice(&spec, tok.as_deref(), start, len))
+            .await
+            .map_err(|e| EngineError::Dataset(e.to_string()));
+    }
+    let n = w.prompts.len();
+    Ok((0..w.slice_len as usize)
+        .map(|k| {
+            let p = &w.prompts[k % n];
+            Prompt {
+                text: p.text.clone(),
+                input_tokens: p.input_tokens,
+                output_tokens: p.output_tokens,
+                input_source: p.input_source(),
+                messages_json: p.messages_json.clone(),
+            }
+        })
+        .collect())
+}
+
+fn planned(params: &BodyParams<'_>, mode: Mode, p: Prompt) -> Result<Planned, EngineError> {
+    let body = if mode == Mode::Plain {
+        p.text.into_bytes()
+    } else if !p.messages_json.is_empty() && params.chat {
+        let messages: serde_json::Value =
+            serde_json::from_str(&p.messages_json).map_err(|e| EngineError::Dataset(format!("messages: {e}")))?;
+        openai::chat_body(params, &messages, p.output_tokens)
+    } else {
+        openai::body(params, &p.text, p.output_tokens)
+    };
+    Ok(Planned { body: Bytes::from(body), input_tokens: p.input_tokens, input_source: p.input_source })
 }
 
 /// Builds bodies, opens connections (one per concurrency slot, HTTP/1.1) and sends the
 /// warm-up requests, whose rows are discarded.
-pub async fn prepare(workload: Workload) -> Result<Prepared, EngineError> {
+pub async fn prepare(mut workload: Workload) -> Result<Prepared, EngineError> {
     let _ = Schedule::new(workload.request_rate, workload.burstiness, workload.pacing_seed)?;
     let target = Target::resolve(&workload.base_url).await?;
-    let tpl = Arc::new(template(&workload, &target)?);
-    let spec = workload.dataset.clone().unwrap_or_default();
+    let mut tpl = template(&workload, &target)?;
+    let tok = load_tokenizer(&mut workload).await?;
+    tpl.tokenizer = tok.clone();
+    let tpl = Arc::new(tpl);
+    let prompts = prompts(&workload, tok).await?;
+    workload.prompts = Vec::new();
     let params = BodyParams {
         model: &workload.model,
         chat: workload.backend() == Backend::OpenaiChat,
         ignore_eos: workload.ignore_eos,
         temperature: workload.temperature,
     };
-    let jobs: Vec<(Bytes, u32)> = dataset::slice(&spec, workload.slice_start, workload.slice_len)
-        .into_iter()
-        .map(|p| {
-            let body = if tpl.mode == Mode::Plain {
-                p.text.into_bytes()
-            } else {
-                openai::body(&params, &p.text, p.output_tokens)
-            };
-            (Bytes::from(body), p.input_tokens)
-        })
-        .collect();
+    let jobs = prompts.into_iter().map(|p| planned(&params, tpl.mode, p)).collect::<Result<Vec<_>, _>>()?;
     let stats = Arc::new(Stats::default());
     // Connections opened before the start: one per concurrency slot, but never more than
     // the requests to send, nor than WARM_MAX (a huge cap is a limit, not a plan).
@@ -167,10 +229,10 @@ pub async fn prepare(workload: Workload) -> Result<Prepared, EngineError> {
         let t0 = Instant::now();
         let mut set = tokio::task::JoinSet::new();
         for k in 0..workload.num_warmups as usize {
-            let (body, input_tokens) = jobs[k % jobs.len()].clone();
+            let Planned { body, input_tokens, input_source } = jobs[k % jobs.len()].clone();
             let (pool, tpl) = (Arc::clone(&pool), Arc::clone(&tpl));
             set.spawn(async move {
-                let job = Job { index: k as u64, body, input_tokens, intended: None };
+                let job = Job { index: k as u64, body, input_tokens, input_source, intended: None };
                 request::execute(&pool, &tpl, job, t0).await
             });
             if set.len() >= concurrency.max(1) {
@@ -204,7 +266,7 @@ pub async fn run(prepared: Prepared, sink: Arc<dyn Sink>, ctl: Control) -> Repor
     let tracker = TaskTracker::new();
     let mut reason = StopReason::Finished;
 
-    for (i, (body, input_tokens)) in jobs.into_iter().enumerate() {
+    for (i, Planned { body, input_tokens, input_source }) in jobs.into_iter().enumerate() {
         let index = workload.slice_start + i as u64;
         let intended = match &mut pacer {
             None => None,
@@ -243,11 +305,11 @@ pub async fn run(prepared: Prepared, sink: Arc<dyn Sink>, ctl: Control) -> Repor
             let _permit = permit;
             let row = {
                 let _in_flight = stats.request_started();
-                let job = Job { index, body, input_tokens, intended };
+                let job = Job { index, body, input_tokens, input_source, intended };
                 let started = t0.elapsed();
                 tokio::select! {
                     row = request::execute(&pool, &tpl, job, t0) => row,
-                    _ = cancel.cancelled() => cancelled_row(index, intended, started, t0, input_tokens),
+                    _ = cancel.cancelled() => cancelled_row(index, intended, started, t0, (input_tokens, input_source)),
                 }
             };
             let counter = if row.error() == ErrorKind::None { &stats.completed } else { &stats.failed };
@@ -276,8 +338,15 @@ pub async fn run(prepared: Prepared, sink: Arc<dyn Sink>, ctl: Control) -> Repor
     }
 }
 
-fn cancelled_row(index: u64, intended: Option<Duration>, started: Duration, t0: Instant, input_tokens: u32) -> Row {
+fn cancelled_row(
+    index: u64,
+    intended: Option<Duration>,
+    started: Duration,
+    t0: Instant,
+    (input_tokens, input_source): (u32, TokenSource),
+) -> Row {
     let mut row = Row {
+        input_source: input_source as i32,
         index,
         intended_us: intended.map_or(-1, |d| d.as_micros() as i64),
         start_us: started.as_micros() as i64,

@@ -5,16 +5,22 @@
 //! together get the same time (a zero gap is the truth there). A reused connection that
 //! fails before any response byte is retried once on a fresh one: the server closed it
 //! while it sat idle, which costs a reconnect, not a failed request.
+//!
+//! Token counts: the server's `usage` when it sends one; otherwise the input count of the
+//! prompt (tokenizer or estimate) and, for output, the streamed text re-counted with the
+//! run's tokenizer (the text is kept only when there is one), else the number of
+//! token-bearing events. The row says which source each count came from.
 
 use super::conn::{Conn, Pool};
-use crate::openai::{Event, classify};
+use crate::openai::{Event, classify, classify_text};
 use crate::sse::SseParser;
+use crate::tokenizer::Tok;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-use surge_proto::{ErrorKind, Row};
+use surge_proto::{ErrorKind, Row, TokenSource};
 
 /// How the body of a response is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +40,8 @@ pub struct RequestTemplate {
     pub content_type: http::HeaderValue,
     pub headers: Vec<(http::HeaderName, http::HeaderValue)>,
     pub mode: Mode,
+    /// Re-counts streamed output when the server sends no usage.
+    pub tokenizer: Option<Arc<Tok>>,
 }
 
 impl RequestTemplate {
@@ -59,6 +67,7 @@ pub struct Job {
     pub index: u64,
     pub body: Bytes,
     pub input_tokens: u32,
+    pub input_source: TokenSource,
     /// Intended send time (open loop), relative to the run start.
     pub intended: Option<Duration>,
 }
@@ -99,11 +108,15 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
         index: job.index,
         intended_us: job.intended.map_or(-1, |d| d.as_micros() as i64),
         input_tokens: job.input_tokens,
+        input_source: job.input_source as i32,
         ..Default::default()
     };
-    let mut retried = false;
+    // A reused connection the server closed while it sat idle costs one retry on a
+    // connection opened for this request, never a failure.
+    let mut fresh = false;
     loop {
-        let (mut conn, reused) = match pool.checkout().await {
+        let checkout = if fresh { pool.connect_new().await.map(|c| (c, false)) } else { pool.checkout().await };
+        let (mut conn, reused) = match checkout {
             Ok(c) => c,
             Err((kind, _)) => {
                 let now = Instant::now();
@@ -113,11 +126,14 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
             }
         };
         if conn.ready().await.is_err() {
-            if !retried {
-                retried = true;
+            if !fresh {
+                fresh = true;
                 pool.stats().reconnects.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
+            row.start_us = t0.elapsed().as_micros() as i64;
+            row.set_error(ErrorKind::ConnectionReset);
+            return row;
         }
         let st = Instant::now();
         row.start_us = st.saturating_duration_since(t0).as_micros() as i64;
@@ -125,8 +141,8 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
         let resp = match conn.send(req).await {
             Ok(r) => r,
             Err(e) => {
-                if reused && !retried {
-                    retried = true;
+                if reused && !fresh {
+                    fresh = true;
                     pool.stats().reconnects.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
@@ -135,19 +151,22 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
                 return row;
             }
         };
-        read_response(pool, tpl.mode, conn, resp, st, &mut row).await;
+        read_response(pool, tpl, conn, resp, st, &mut row).await;
         return row;
     }
 }
 
 async fn read_response(
     pool: &Arc<Pool>,
-    mode: Mode,
+    tpl: &RequestTemplate,
     conn: Conn,
     resp: http::Response<hyper::body::Incoming>,
     st: Instant,
     row: &mut Row,
 ) {
+    let mode = tpl.mode;
+    // The streamed text, kept only to re-count it with the tokenizer.
+    let mut text = tpl.tokenizer.as_ref().map(|_| String::new());
     let status = resp.status();
     row.http_status = u32::from(status.as_u16());
     let mut body = resp.into_body();
@@ -182,7 +201,11 @@ async fn read_response(
                     continue;
                 }
                 let res = parser.feed(&data, |ev| {
-                    let token = match classify(ev) {
+                    let event = match &mut text {
+                        Some(t) => classify_text(ev, t),
+                        None => classify(ev),
+                    };
+                    let token = match event {
                         Event::Token => true,
                         Event::Empty => false,
                         Event::Usage { prompt_tokens, completion_tokens } => {
@@ -246,8 +269,19 @@ async fn read_response(
                     row.input_tokens = p;
                     row.output_tokens = c;
                     row.usage_from_server = true;
+                    row.set_input_source(TokenSource::ServerUsage);
+                    row.set_output_source(TokenSource::ServerUsage);
                 }
-                _ => row.output_tokens = events,
+                _ => match (&tpl.tokenizer, &text) {
+                    (Some(tok), Some(t)) if mode == Mode::Stream => {
+                        row.output_tokens = tok.count(t);
+                        row.set_output_source(TokenSource::Tokenizer);
+                    }
+                    _ => {
+                        row.output_tokens = events;
+                        row.set_output_source(TokenSource::EventCount);
+                    }
+                },
             }
             pool.checkin(conn);
         }

@@ -12,6 +12,7 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_env("SURGE_LOG").unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)
+        .log_internal_errors(false)
         .init();
     // The echo server and the embedded agent hold thousands of sockets at 2000+ in flight.
     if let Err(e) = rlimit::increase_nofile_limit(u64::MAX) {

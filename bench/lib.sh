@@ -1,0 +1,82 @@
+# Shared helpers for the bench/ scripts. Source it; do not run it.
+# shellcheck shell=bash
+
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$BENCH_DIR/.." && pwd)
+
+START_DATE=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# Builds the release binaries when one of them is missing, then copies both into
+# $1/bin so that a concurrent `cargo build` in the workspace cannot swap them in the
+# middle of a comparison. Sets SURGE and SURGE_AGENT.
+prepare_bins() {
+    local dest=$1/bin
+    if [[ ! -x $ROOT/target/release/surge || ! -x $ROOT/target/release/surge-agent ]]; then
+        log "release binaries missing: cargo build --release --bins"
+        (cd "$ROOT" && cargo build --release --bins) || die "cargo build failed"
+    fi
+    mkdir -p "$dest"
+    BINS_BUILT=$(date -u -r "$ROOT/target/release/surge" '+%Y-%m-%d %H:%M UTC')
+    cp "$ROOT/target/release/surge" "$ROOT/target/release/surge-agent" "$dest/"
+    SURGE=$dest/surge
+    SURGE_AGENT=$dest/surge-agent
+}
+
+# A free TCP port on 127.0.0.1 (the kernel picks it; racy but fine on a quiet box).
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# Waits until GET http://127.0.0.1:$1/metrics answers, at most ~10 s.
+wait_http() {
+    local _
+    for _ in $(seq 100); do
+        curl -fsS -o /dev/null "http://127.0.0.1:$1/metrics" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# utime+stime of a process in clock ticks (1/100 s).
+cpu_ticks() {
+    awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat" 2>/dev/null || echo 0
+}
+
+# Processes that look like Rust builds (cargo, rustc, linkers), as "N (names)".
+builds_running() {
+    local names
+    names=$(ps -eo comm= | grep -E '^(cargo|rustc|cc|ld|ld\.lld|mold|clang)$' | sort | uniq -c \
+        | awk '{printf "%s%s x%s", (NR>1?", ":""), $2, $1}')
+    if [[ -z $names ]]; then echo "none"; else echo "$names"; fi
+}
+
+# Machine description, markdown bullet list.
+machine_md() {
+    local mem
+    mem=$(awk '/^MemTotal:/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)
+    echo "- date: ${START_DATE:-$(date -u '+%Y-%m-%d %H:%M:%S UTC')}"
+    echo "- nproc: $(nproc); CPU: $(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)"
+    echo "- kernel: $(uname -sr); memory: $mem"
+    echo "- binaries: \`target/release\` built ${BINS_BUILT:-?}, sha256 surge $(sha256sum "$SURGE" | cut -c1-12), surge-agent $(sha256sum "$SURGE_AGENT" | cut -c1-12)"
+    echo "- surge: $("$SURGE" --version 2>/dev/null) (git $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo ', working tree differs from HEAD'))"
+}
+
+# Replaces the block between "<!-- $2:begin -->" and "<!-- $2:end -->" in file $1
+# with the contents of file $3 (markers included in $3), or appends it.
+replace_section() {
+    local file=$1 name=$2 content=$3
+    python3 - "$file" "$name" "$content" <<'EOF'
+import os, re, sys
+path, name, content = sys.argv[1], sys.argv[2], open(sys.argv[3]).read().rstrip("\n") + "\n"
+text = open(path).read() if os.path.exists(path) else "# surge benchmark results\n"
+pat = re.compile(r"<!-- %s:begin -->.*?<!-- %s:end -->\n?" % (re.escape(name), re.escape(name)), re.S)
+if pat.search(text):
+    text = pat.sub(lambda _: content, text, count=1)
+else:
+    text = text.rstrip("\n") + "\n\n" + content
+open(path, "w").write(text)
+EOF
+}
