@@ -259,72 +259,27 @@ pub async fn run(prepared: Prepared, sink: Arc<dyn Sink>, ctl: Control) -> Repor
     let duration = (workload.duration_ms > 0).then(|| Duration::from_millis(workload.duration_ms));
     let schedule = Schedule::new(workload.request_rate, workload.burstiness, workload.pacing_seed)
         .expect("validated in prepare");
-    let open_loop = schedule.is_open_loop();
-    let mut pacer = open_loop.then(|| pacer::Pacer::start(schedule, t0, jobs.len(), duration, Arc::clone(&stats)));
-    let sem = (workload.max_concurrency > 0).then(|| Arc::new(Semaphore::new(workload.max_concurrency as usize)));
-    let cancel = ctl.stop.child_token();
+    let ctx = Arc::new(RunCtx { pool, tpl, sink, stats: Arc::clone(&stats), cancel: ctl.stop.child_token(), t0, first_index: workload.slice_start });
     let tracker = TaskTracker::new();
-    let mut reason = StopReason::Finished;
-
-    for (i, Planned { body, input_tokens, input_source }) in jobs.into_iter().enumerate() {
-        let index = workload.slice_start + i as u64;
-        let intended = match &mut pacer {
-            None => None,
-            Some(p) => tokio::select! {
-                biased;
-                _ = ctl.stop.cancelled() => { reason = StopReason::Stopped; break; }
-                _ = tokio::time::sleep_until(deadline) => { reason = StopReason::Deadline; break; }
-                off = p.next() => match off {
-                    Some(off) => Some(off),
-                    None => {
-                        if p.hit_limit() { reason = StopReason::Duration; }
-                        break;
-                    }
-                },
-            },
-        };
-        let permit = match &sem {
-            None => None,
-            Some(sem) => tokio::select! {
-                biased;
-                _ = ctl.stop.cancelled() => { reason = StopReason::Stopped; break; }
-                _ = tokio::time::sleep_until(deadline) => { reason = StopReason::Deadline; break; }
-                p = Arc::clone(sem).acquire_owned() => Some(p.expect("semaphore never closed")),
-            },
-        };
-        if duration.is_some_and(|d| t0.elapsed() >= d) {
-            reason = StopReason::Duration;
-            break;
-        }
-        if let Some(off) = intended {
-            stats.record_lag(t0.elapsed().saturating_sub(off).as_micros() as u64);
-        }
-        let (pool, tpl, sink, stats, cancel) =
-            (Arc::clone(&pool), Arc::clone(&tpl), Arc::clone(&sink), Arc::clone(&stats), cancel.clone());
-        tracker.spawn(async move {
-            let _permit = permit;
-            let row = {
-                let _in_flight = stats.request_started();
-                let job = Job { index, body, input_tokens, input_source, intended };
-                let started = t0.elapsed();
-                tokio::select! {
-                    row = request::execute(&pool, &tpl, job, t0) => row,
-                    _ = cancel.cancelled() => cancelled_row(index, intended, started, t0, (input_tokens, input_source)),
-                }
-            };
-            let counter = if row.error() == ErrorKind::None { &stats.completed } else { &stats.failed };
-            counter.fetch_add(1, Ordering::Relaxed);
-            sink.record(row);
-        });
-    }
-    drop(pacer);
+    let mut reason = if schedule.is_open_loop() || workload.max_concurrency == 0 {
+        paced(&ctx, &tracker, jobs, schedule, workload.max_concurrency, duration, &ctl, deadline).await
+    } else {
+        closed_loop(&ctx, &tracker, jobs, workload.max_concurrency, duration)
+    };
     tracker.close();
     tokio::select! {
         _ = tracker.wait() => {}
-        _ = ctl.stop.cancelled() => { reason = StopReason::Stopped; cancel.cancel(); }
-        _ = tokio::time::sleep_until(deadline) => { reason = StopReason::Deadline; cancel.cancel(); }
+        _ = ctl.stop.cancelled() => { reason = StopReason::Stopped; ctx.cancel.cancel(); }
+        _ = tokio::time::sleep_until(deadline) => { reason = StopReason::Deadline; ctx.cancel.cancel(); }
     }
     tracker.wait().await;
+    if reason == StopReason::Finished {
+        if ctl.stop.is_cancelled() {
+            reason = StopReason::Stopped;
+        } else if ctx.stats.duration_reached.load(Ordering::Relaxed) {
+            reason = StopReason::Duration;
+        }
+    }
     Report {
         started_at,
         completed: stats.completed.load(Ordering::Relaxed),
@@ -336,6 +291,123 @@ pub async fn run(prepared: Prepared, sink: Arc<dyn Sink>, ctl: Control) -> Repor
         max_in_flight: stats.max_in_flight.load(Ordering::Relaxed),
         reconnects: stats.reconnects.load(Ordering::Relaxed),
     }
+}
+
+/// What every request of a run shares.
+struct RunCtx {
+    pool: Arc<Pool>,
+    tpl: Arc<RequestTemplate>,
+    sink: Arc<dyn Sink>,
+    stats: Arc<Stats>,
+    /// Cancels in-flight requests (stop, deadline).
+    cancel: CancellationToken,
+    t0: Instant,
+    first_index: u64,
+}
+
+impl RunCtx {
+    /// Sends request `i` of the slice and reports its row.
+    async fn one(&self, i: usize, job: Planned, intended: Option<Duration>) {
+        let index = self.first_index + i as u64;
+        let row = {
+            let _in_flight = self.stats.request_started();
+            let Planned { body, input_tokens, input_source } = job;
+            let started = self.t0.elapsed();
+            let job = Job { index, body, input_tokens, input_source, intended };
+            tokio::select! {
+                row = request::execute(&self.pool, &self.tpl, job, self.t0) => row,
+                _ = self.cancel.cancelled() => cancelled_row(index, intended, started, self.t0, (input_tokens, input_source)),
+            }
+        };
+        let counter = if row.error() == ErrorKind::None { &self.stats.completed } else { &self.stats.failed };
+        counter.fetch_add(1, Ordering::Relaxed);
+        self.sink.record(row);
+    }
+}
+
+/// Closed loop: `concurrency` workers, each sending its next request as soon as its
+/// previous one finished (no task per request, no semaphore).
+fn closed_loop(
+    ctx: &Arc<RunCtx>,
+    tracker: &TaskTracker,
+    jobs: Vec<Planned>,
+    concurrency: u32,
+    duration: Option<Duration>,
+) -> StopReason {
+    let jobs = Arc::new(jobs);
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    for _ in 0..(concurrency as usize).min(jobs.len()) {
+        let (ctx, jobs, next) = (Arc::clone(ctx), Arc::clone(&jobs), Arc::clone(&next));
+        tracker.spawn(async move {
+            loop {
+                if ctx.cancel.is_cancelled() {
+                    return;
+                }
+                if duration.is_some_and(|d| ctx.t0.elapsed() >= d) {
+                    ctx.stats.duration_reached.store(true, Ordering::Relaxed);
+                    return;
+                }
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(job) = jobs.get(i) else { return };
+                ctx.one(i, job.clone(), None).await;
+            }
+        });
+    }
+    StopReason::Finished
+}
+
+/// Open loop (or unbounded concurrency): requests released by the pacing thread at
+/// their intended times, each in its own task, bounded by the concurrency limit.
+#[allow(clippy::too_many_arguments)]
+async fn paced(
+    ctx: &Arc<RunCtx>,
+    tracker: &TaskTracker,
+    jobs: Vec<Planned>,
+    schedule: Schedule,
+    concurrency: u32,
+    duration: Option<Duration>,
+    ctl: &Control,
+    deadline: tokio::time::Instant,
+) -> StopReason {
+    let open_loop = schedule.is_open_loop();
+    let mut pacer = open_loop
+        .then(|| pacer::Pacer::start(schedule, ctx.t0, jobs.len(), duration, Arc::clone(&ctx.stats)));
+    let sem = (concurrency > 0).then(|| Arc::new(Semaphore::new(concurrency as usize)));
+    for (i, job) in jobs.into_iter().enumerate() {
+        let intended = match &mut pacer {
+            None => None,
+            Some(p) => tokio::select! {
+                biased;
+                _ = ctl.stop.cancelled() => return StopReason::Stopped,
+                _ = tokio::time::sleep_until(deadline) => return StopReason::Deadline,
+                off = p.next() => match off {
+                    Some(off) => Some(off),
+                    None => return if p.hit_limit() { StopReason::Duration } else { StopReason::Finished },
+                },
+            },
+        };
+        let permit = match &sem {
+            None => None,
+            Some(sem) => tokio::select! {
+                biased;
+                _ = ctl.stop.cancelled() => return StopReason::Stopped,
+                _ = tokio::time::sleep_until(deadline) => return StopReason::Deadline,
+                p = Arc::clone(sem).acquire_owned() => Some(p.expect("semaphore never closed")),
+            },
+        };
+        if duration.is_some_and(|d| ctx.t0.elapsed() >= d) {
+            return StopReason::Duration;
+        }
+        if let Some(off) = intended {
+            ctx.stats.record_lag(ctx.t0.elapsed().saturating_sub(off).as_micros() as u64);
+        }
+        let ctx = Arc::clone(ctx);
+        tracker.spawn(async move {
+            let _permit = permit;
+            ctx.one(i, job, intended).await;
+        });
+    }
+    StopReason::Finished
 }
 
 fn cancelled_row(

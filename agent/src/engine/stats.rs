@@ -16,6 +16,8 @@ pub struct Stats {
     pub reconnects: AtomicU64,
     pub completed: AtomicU64,
     pub failed: AtomicU64,
+    /// Set when a closed-loop worker stopped issuing because `--duration` passed.
+    pub duration_reached: std::sync::atomic::AtomicBool,
     /// Scheduling lag (actual send - intended send) in microseconds, open loop only.
     lag_us: Mutex<Histogram<u64>>,
     /// Pacing-timer wake-up lateness in microseconds (open loop only).
@@ -31,6 +33,7 @@ impl Default for Stats {
             reconnects: AtomicU64::new(0),
             completed: AtomicU64::new(0),
             failed: AtomicU64::new(0),
+            duration_reached: std::sync::atomic::AtomicBool::new(false),
             lag_us: Mutex::new(Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("static bounds")),
             wake_us: Mutex::new(Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("static bounds")),
         }
