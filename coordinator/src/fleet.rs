@@ -111,8 +111,8 @@ impl Fleet {
             let mut inbound = client.session(stream).await.map_err(|s| {
                 let m = chain(&s);
                 // With TLS 1.3 a rejected client certificate surfaces only as a broken
-                // transport on the first call.
-                let hint = if tls.is_some() && s.code() == tonic::Code::Unknown { tls_hint("tls") } else { tls_hint(&m) };
+                // transport on the first call (Unknown or Cancelled, depending on timing).
+                let hint = if tls.is_some() { tls_hint("tls") } else { tls_hint(&m) };
                 FleetError::Connect { addr: addr.clone(), message: format!("session refused: {m}{hint}") }
             })?
             .into_inner();

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use surge_agent::engine::conn::{Conn, Connector, Target};
+use surge_agent::engine::conn::{Connector, Sender, Target};
 use surge_agent::engine::stats::Stats;
 
 /// One `GET {base}/v1/models`: status and body.
@@ -20,7 +20,7 @@ async fn get_models(base_url: &str) -> Result<(u16, Bytes), String> {
         .await
         .map_err(|_| "connect timed out after 5s".to_string())?
         .map_err(|(_, m)| m)?;
-    let Conn::H1(mut send) = conn else { return Err("unexpected HTTP/2 connection".into()) };
+    let Sender::H1(mut send) = conn.sender else { return Err("unexpected HTTP/2 connection".into()) };
     let req = http::Request::get(uri)
         .header(http::header::HOST, authority)
         .body(Full::new(Bytes::new()))

@@ -6,6 +6,7 @@
 //! response while advertising keep-alive) is dropped at check-in or check-out and a new
 //! one is opened: a reconnect, counted, never a failed request.
 
+use super::readclock::{ReadClock, Stamped};
 use super::stats::Stats;
 use bytes::Bytes;
 use http_body_util::Full;
@@ -82,30 +83,37 @@ impl Target {
     }
 }
 
-/// One client connection.
+/// The request half of one client connection.
 #[derive(Debug)]
-pub enum Conn {
+pub enum Sender {
     H1(http1::SendRequest<Full<Bytes>>),
     H2(http2::SendRequest<Full<Bytes>>),
 }
 
+/// One client connection and the time of its latest socket read.
+#[derive(Debug)]
+pub struct Conn {
+    pub sender: Sender,
+    pub clock: ReadClock,
+}
+
 impl Conn {
     pub fn is_closed(&self) -> bool {
-        match self {
-            Conn::H1(s) => s.is_closed(),
-            Conn::H2(s) => s.is_closed(),
+        match &self.sender {
+            Sender::H1(s) => s.is_closed(),
+            Sender::H2(s) => s.is_closed(),
         }
     }
 
     pub fn is_h2(&self) -> bool {
-        matches!(self, Conn::H2(_))
+        matches!(self.sender, Sender::H2(_))
     }
 
     /// Waits until the connection can take a request.
     pub async fn ready(&mut self) -> Result<(), hyper::Error> {
-        match self {
-            Conn::H1(s) => s.ready().await,
-            Conn::H2(s) => s.ready().await,
+        match &mut self.sender {
+            Sender::H1(s) => s.ready().await,
+            Sender::H2(s) => s.ready().await,
         }
     }
 
@@ -113,9 +121,9 @@ impl Conn {
         &mut self,
         req: http::Request<Full<Bytes>>,
     ) -> Result<http::Response<hyper::body::Incoming>, hyper::Error> {
-        match self {
-            Conn::H1(s) => s.send_request(req).await,
-            Conn::H2(s) => s.send_request(req).await,
+        match &mut self.sender {
+            Sender::H1(s) => s.send_request(req).await,
+            Sender::H2(s) => s.send_request(req).await,
         }
     }
 }
@@ -178,6 +186,7 @@ impl Connector {
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
+        let (io, clock) = Stamped::new(io);
         let io = TokioIo::new(io);
         let guard = stats.connection_opened();
         let err = |e: hyper::Error| (ErrorKind::Connect, format!("HTTP handshake: {e}"));
@@ -192,7 +201,7 @@ impl Connector {
                 let _guard = guard;
                 let _ = conn.await;
             });
-            Ok(Conn::H2(send))
+            Ok(Conn { sender: Sender::H2(send), clock })
         } else {
             let (send, conn) = http1::Builder::new()
                 .max_buf_size(4 << 20)
@@ -203,7 +212,7 @@ impl Connector {
                 let _guard = guard;
                 let _ = conn.await;
             });
-            Ok(Conn::H1(send))
+            Ok(Conn { sender: Sender::H1(send), clock })
         }
     }
 }
@@ -217,7 +226,7 @@ pub struct Pool {
     pub connector: Connector,
     stats: Arc<Stats>,
     idle: Mutex<Vec<Conn>>,
-    h2_conns: Mutex<Vec<http2::SendRequest<Full<Bytes>>>>,
+    h2_conns: Mutex<Vec<(http2::SendRequest<Full<Bytes>>, ReadClock)>>,
     h2_target: usize,
     h2_next: AtomicUsize,
 }
@@ -259,15 +268,16 @@ impl Pool {
     async fn checkout_h2(&self) -> Result<(Conn, bool), (ErrorKind, String)> {
         {
             let mut conns = self.h2_conns.lock().expect("pool lock");
-            conns.retain(|c| !c.is_closed());
+            conns.retain(|(c, _)| !c.is_closed());
             if conns.len() >= self.h2_target {
                 let i = self.h2_next.fetch_add(1, Ordering::Relaxed) % conns.len();
-                return Ok((Conn::H2(conns[i].clone()), true));
+                let (s, clock) = conns[i].clone();
+                return Ok((Conn { sender: Sender::H2(s), clock }, true));
             }
         }
         let conn = self.connector.connect(&self.stats).await?;
-        if let Conn::H2(s) = &conn {
-            self.h2_conns.lock().expect("pool lock").push(s.clone());
+        if let Sender::H2(s) = &conn.sender {
+            self.h2_conns.lock().expect("pool lock").push((s.clone(), conn.clock.clone()));
         }
         Ok((conn, false))
     }
@@ -275,8 +285,8 @@ impl Pool {
     /// A new connection, not taken from the idle set (HTTP/2: also shared from now on).
     pub async fn connect_new(&self) -> Result<Conn, (ErrorKind, String)> {
         let conn = self.connector.connect(&self.stats).await?;
-        if let Conn::H2(s) = &conn {
-            self.h2_conns.lock().expect("pool lock").push(s.clone());
+        if let Sender::H2(s) = &conn.sender {
+            self.h2_conns.lock().expect("pool lock").push((s.clone(), conn.clock.clone()));
         }
         Ok(conn)
     }
@@ -302,9 +312,10 @@ impl Pool {
                 launched += 1;
             }
             let Some(joined) = set.join_next().await else { break };
-            match joined.map_err(|e| (ErrorKind::Other, e.to_string()))?? {
-                Conn::H2(s) => self.h2_conns.lock().expect("pool lock").push(s),
-                c => self.idle.lock().expect("pool lock").push(c),
+            let conn = joined.map_err(|e| (ErrorKind::Other, e.to_string()))??;
+            match &conn.sender {
+                Sender::H2(s) => self.h2_conns.lock().expect("pool lock").push((s.clone(), conn.clock.clone())),
+                Sender::H1(_) => self.idle.lock().expect("pool lock").push(conn),
             }
             opened += 1;
         }

@@ -8,6 +8,7 @@
 
 pub mod conn;
 pub mod pacer;
+pub mod readclock;
 pub mod request;
 pub mod stats;
 

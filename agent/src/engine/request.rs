@@ -191,7 +191,8 @@ async fn read_response(
             }
             Some(Ok(frame)) => {
                 let Ok(data) = frame.into_data() else { continue };
-                let now = Instant::now();
+                // Dated by the socket read that brought it (see readclock.rs).
+                let now = conn.clock.arrival().max(st);
                 if !ok {
                     continue;
                 }
