@@ -190,18 +190,8 @@ pub struct RunArgs {
     /// Extra request header NAME:VALUE (repeatable), e.g. an Authorization header.
     #[arg(long = "header", value_name = "NAME:VALUE")]
     pub headers: Vec<String>,
-    /// Agents to run the load on (HOST:PORT, comma separated); none = an embedded agent.
-    #[arg(long, value_delimiter = ',', value_name = "HOST:PORT")]
-    pub agents: Vec<String>,
-    #[arg(long, value_name = "FILE")]
-    pub tls_ca: Option<PathBuf>,
-    #[arg(long, value_name = "FILE")]
-    pub tls_cert: Option<PathBuf>,
-    #[arg(long, value_name = "FILE")]
-    pub tls_key: Option<PathBuf>,
-    /// Plaintext to agents; only for agents on loopback addresses.
-    #[arg(long)]
-    pub insecure: bool,
+    #[command(flatten)]
+    pub fleet: FleetArgs,
     /// Coordinator config file (TOML: agents, tls-ca, tls-cert, tls-key).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -279,4 +269,44 @@ pub struct MatrixArgs {
     pub resume: bool,
     #[command(flatten)]
     pub run: RunArgs,
+}
+
+/// Where the load runs: remote agents and the mutual-TLS material to reach them.
+#[derive(Debug, Clone, Default, Args)]
+pub struct FleetArgs {
+    /// Agents to run the load on (HOST:PORT, comma separated); none = an embedded agent.
+    #[arg(long, value_delimiter = ',', value_name = "HOST:PORT")]
+    pub agents: Vec<String>,
+    /// CA certificate (PEM) that signed the agents' certificates.
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+    /// This coordinator's certificate (PEM), signed by the agents' CA.
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+    /// Plaintext to agents; only for agents on loopback addresses.
+    #[arg(long)]
+    pub insecure: bool,
+}
+
+impl FleetArgs {
+    /// The same options as command-line words (to build a `surge run` plan from them).
+    pub fn to_argv(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        if !self.agents.is_empty() {
+            v.push("--agents".into());
+            v.push(self.agents.join(","));
+        }
+        for (flag, p) in [("--tls-ca", &self.tls_ca), ("--tls-cert", &self.tls_cert), ("--tls-key", &self.tls_key)] {
+            if let Some(p) = p {
+                v.push(flag.into());
+                v.push(p.display().to_string());
+            }
+        }
+        if self.insecure {
+            v.push("--insecure".into());
+        }
+        v
+    }
 }

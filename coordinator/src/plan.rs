@@ -191,9 +191,10 @@ impl RunPlan {
             Some(p) => load_file(p)?,
             None => CoordinatorFile::default(),
         };
-        let addrs = if a.agents.is_empty() { file.agents.clone() } else { a.agents.clone() };
+        let f = &a.fleet;
+        let addrs = if f.agents.is_empty() { file.agents.clone() } else { f.agents.clone() };
         let agents = if addrs.is_empty() {
-            if a.insecure || a.tls_ca.is_some() {
+            if f.insecure || f.tls_ca.is_some() {
                 return usage("--insecure/--tls-*: only meaningful with --agents");
             }
             Agents::Embedded
@@ -203,18 +204,18 @@ impl RunPlan {
                     return usage(format!("--agents: {addr:?} is not HOST:PORT"));
                 }
             }
-            let ca = a.tls_ca.clone().or(file.tls_ca);
-            let cert = a.tls_cert.clone().or(file.tls_cert);
-            let key = a.tls_key.clone().or(file.tls_key);
+            let ca = f.tls_ca.clone().or(file.tls_ca);
+            let cert = f.tls_cert.clone().or(file.tls_cert);
+            let key = f.tls_key.clone().or(file.tls_key);
             let tls = match (ca, cert, key) {
-                (Some(ca), Some(cert), Some(key)) if !a.insecure => Some(TlsPaths { ca, cert, key }),
-                (None, None, None) if a.insecure => {
+                (Some(ca), Some(cert), Some(key)) if !f.insecure => Some(TlsPaths { ca, cert, key }),
+                (None, None, None) if f.insecure => {
                     if let Some(bad) = addrs.iter().find(|a| !is_loopback(a)) {
                         return usage(format!("--insecure: plaintext is allowed only to loopback agents, not {bad}"));
                     }
                     None
                 }
-                _ if a.insecure => return usage("--insecure: cannot be combined with --tls-ca/--tls-cert/--tls-key"),
+                _ if f.insecure => return usage("--insecure: cannot be combined with --tls-ca/--tls-cert/--tls-key"),
                 _ => return usage("--agents: needs --tls-ca, --tls-cert and --tls-key (or --insecure for loopback agents)"),
             };
             Agents::Remote { addrs, tls }

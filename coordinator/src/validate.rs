@@ -49,16 +49,8 @@ pub struct ValidateArgs {
     /// Headroom below which --against fails (exit code 5).
     #[arg(long, default_value_t = DEFAULT_MIN_HEADROOM, value_parser = crate::parse::positive)]
     pub min_headroom: f64,
-    #[arg(long, value_delimiter = ',', value_name = "HOST:PORT")]
-    pub agents: Vec<String>,
-    #[arg(long, value_name = "FILE")]
-    pub tls_ca: Option<PathBuf>,
-    #[arg(long, value_name = "FILE")]
-    pub tls_cert: Option<PathBuf>,
-    #[arg(long, value_name = "FILE")]
-    pub tls_key: Option<PathBuf>,
-    #[arg(long)]
-    pub insecure: bool,
+    #[command(flatten)]
+    pub fleet: crate::cli::FleetArgs,
 }
 
 /// The run being judged by `--against`.
@@ -122,19 +114,7 @@ fn level_plan(a: &ValidateArgs, base: &str, level: u32) -> Result<RunPlan, Usage
         argv.extend(["--backend", "http", "--endpoint", "/echo", "--random-input-len", &t].map(String::from));
     }
     argv.extend(["--num-prompts", &n, "--max-concurrency", &c, "--percentile-metrics", "e2el", "--metric-percentiles", "50,95,99"].map(String::from));
-    if !a.agents.is_empty() {
-        argv.push("--agents".into());
-        argv.push(a.agents.join(","));
-    }
-    for (flag, v) in [("--tls-ca", &a.tls_ca), ("--tls-cert", &a.tls_cert), ("--tls-key", &a.tls_key)] {
-        if let Some(p) = v {
-            argv.push(flag.into());
-            argv.push(p.display().to_string());
-        }
-    }
-    if a.insecure {
-        argv.push("--insecure".into());
-    }
+    argv.extend(a.fleet.to_argv());
     let cli = Cli::try_parse_from(&argv).map_err(|e| UsageError(e.to_string()))?;
     let Command::Run(run) = cli.command else { return Err(UsageError("internal: not a run".into())) };
     RunPlan::from_args(*run)
@@ -154,7 +134,7 @@ pub async fn validate_command(a: ValidateArgs) -> u8 {
 async fn validate(a: ValidateArgs) -> Result<u8, Failure> {
     let usage = |e: UsageError| Failure::new(exit::USAGE, e.0);
     let against = a.against.as_ref().map(read_against).transpose().map_err(usage)?;
-    if !a.agents.is_empty() && a.target.is_none() {
+    if !a.fleet.agents.is_empty() && a.target.is_none() {
         return Err(Failure::new(exit::USAGE, "--target URL is required with --agents (remote agents cannot reach an embedded echo server)"));
     }
     let levels: Vec<u32> = match (&a.levels, &against) {

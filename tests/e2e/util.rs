@@ -112,39 +112,9 @@ pub fn agent(ip: &str, args: &[&str]) -> (Proc, String) {
     spawn_until(&bin("surge-agent"), &all, "listening on ", "surge-agent")
 }
 
-/// Runs `surge ARGS` to completion (at most `limit`), capturing its output.
+/// Runs `surge ARGS` to completion (at most `limit`, then it is killed), capturing its output.
 pub fn surge(args: &[&str], limit: Duration) -> Output {
-    let mut child = Command::new(bin("surge"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn surge");
-    let mut out = child.stdout.take().expect("piped");
-    let mut err = child.stderr.take().expect("piped");
-    let t_out = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = out.read_to_end(&mut v);
-        v
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = err.read_to_end(&mut v);
-        v
-    });
-    let until = Instant::now() + limit;
-    let status = loop {
-        if let Ok(Some(s)) = child.try_wait() {
-            break s;
-        }
-        if Instant::now() > until {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("surge {args:?} did not finish within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Output { status, stdout: t_out.join().unwrap_or_default(), stderr: t_err.join().unwrap_or_default() }
+    surge_bg(args).finish(limit)
 }
 
 pub fn text(b: &[u8]) -> String {
