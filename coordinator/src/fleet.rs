@@ -11,6 +11,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
+/// How long opening a session may take before the agent counts as unreachable.
+const SESSION_OPEN_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Something one agent did.
 #[derive(Debug)]
 pub enum Event {
@@ -108,14 +111,23 @@ impl Fleet {
                 AgentClient::new(channel).max_decoding_message_size(64 << 20).max_encoding_message_size(64 << 20);
             let (tx, rx) = mpsc::channel::<CoordinatorMsg>(1024);
             let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
-            let mut inbound = client.session(stream).await.map_err(|s| {
-                let m = chain(&s);
-                // With TLS 1.3 a rejected client certificate surfaces only as a broken
-                // transport on the first call (Unknown or Cancelled, depending on timing).
-                let hint = if tls.is_some() { tls_hint("tls") } else { tls_hint(&m) };
-                FleetError::Connect { addr: addr.clone(), message: format!("session refused: {m}{hint}") }
-            })?
-            .into_inner();
+            // With TLS 1.3 a rejected client certificate surfaces only as a broken transport
+            // on the first call (Unknown or Cancelled, depending on timing), or as a call
+            // that never gets its response: bounded here.
+            let hint = |m: &str| if tls.is_some() { tls_hint("tls") } else { tls_hint(m) };
+            let mut inbound = match tokio::time::timeout(SESSION_OPEN_TIMEOUT, client.session(stream)).await {
+                Ok(Ok(r)) => r.into_inner(),
+                Ok(Err(s)) => {
+                    let m = chain(&s);
+                    let h = hint(&m);
+                    return Err(FleetError::Connect { addr: addr.clone(), message: format!("session refused: {m}{h}") });
+                }
+                Err(_) => {
+                    let h = hint("");
+                    let message = format!("no session within {}s{h}", SESSION_OPEN_TIMEOUT.as_secs());
+                    return Err(FleetError::Connect { addr: addr.clone(), message });
+                }
+            };
             let ev_tx = ev_tx.clone();
             let tls_used = tls.is_some();
             tokio::spawn(async move {
