@@ -121,7 +121,11 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("surge-agent-cfg-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("agent.toml");
-        std::fs::write(&file, "listen = \"127.0.0.1:0\"\nmax-in-flight = 100\nlease = \"2s\"\nallowed-targets = [\"10.0.0.0/8\"]\n").unwrap();
+        std::fs::write(
+            &file,
+            "listen = \"127.0.0.1:0\"\nmax-in-flight = 100\nlease = \"2s\"\nallowed-targets = [\"10.0.0.0/8\"]\n",
+        )
+        .unwrap();
         let c = AgentConfig::load(&args(&file)).unwrap();
         assert_eq!((c.settings.max_in_flight, c.settings.lease), (100, Duration::from_secs(2)));
         assert_eq!(c.settings.allowed.raw(), ["10.0.0.0/8"]);
@@ -171,9 +175,8 @@ impl AgentConfig {
         let tls = match (ca, cert, key, insecure) {
             (Some(ca), Some(cert), Some(key), _) => Some(TlsFiles { ca, cert, key }),
             (None, None, None, true) => {
-                let addr: SocketAddr = listen
-                    .parse()
-                    .map_err(|_| ConfigError(format!("listen {listen:?}: not an IP:port address")))?;
+                let addr: SocketAddr =
+                    listen.parse().map_err(|_| ConfigError(format!("listen {listen:?}: not an IP:port address")))?;
                 if !addr.ip().is_loopback() {
                     return Err(ConfigError(format!(
                         "insecure: plaintext is allowed only on loopback, but listen is {listen}"
@@ -181,7 +184,9 @@ impl AgentConfig {
                 }
                 None
             }
-            (_, _, _, true) => return Err(ConfigError("insecure: cannot be combined with tls-ca/tls-cert/tls-key".into())),
+            (_, _, _, true) => {
+                return Err(ConfigError("insecure: cannot be combined with tls-ca/tls-cert/tls-key".into()));
+            }
             _ => {
                 return Err(ConfigError(
                     "tls-ca, tls-cert and tls-key are all required (or --insecure on a loopback listen address)".into(),
@@ -214,9 +219,7 @@ pub fn server_tls(files: &TlsFiles) -> Result<ServerTlsConfig, ConfigError> {
     let ca = read(&files.ca, "tls-ca")?;
     let cert = read(&files.cert, "tls-cert")?;
     let key = read(&files.key, "tls-key")?;
-    Ok(ServerTlsConfig::new()
-        .identity(Identity::from_pem(cert, key))
-        .client_ca_root(Certificate::from_pem(ca)))
+    Ok(ServerTlsConfig::new().identity(Identity::from_pem(cert, key)).client_ca_root(Certificate::from_pem(ca)))
 }
 
 /// Serves the agent on `listener` until `shutdown` is cancelled; sessions then stop their
@@ -251,8 +254,7 @@ pub async fn serve(
 pub async fn spawn_embedded(shutdown: CancellationToken) -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
-    let settings =
-        AgentSettings { max_in_flight: 1_000_000, lease: DEFAULT_LEASE, allowed: Allowlist::any() };
+    let settings = AgentSettings { max_in_flight: 1_000_000, lease: DEFAULT_LEASE, allowed: Allowlist::any() };
     tokio::spawn(async move {
         if let Err(e) = serve(listener, None, settings, shutdown).await {
             tracing::error!("embedded agent: {e}");

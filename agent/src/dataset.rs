@@ -94,40 +94,19 @@ pub fn build(spec: &DatasetSpec, tok: Option<&Tok>, index: u64) -> Prompt {
                 let r = spec.random_range_ratio.min(1.0);
                 let (lo, hi) = range(spec.random_input_len, r);
                 let (olo, ohi) = range(spec.random_output_len, r);
-                (
-                    rng.random_range(lo.max(1.min(hi))..=hi),
-                    rng.random_range(olo.max(1)..=ohi.max(1)),
-                )
+                (rng.random_range(lo.max(1.min(hi))..=hi), rng.random_range(olo.max(1)..=ohi.max(1)))
             } else {
                 (spec.random_input_len, spec.random_output_len)
             };
             let mut prefix_rng = SmallRng::seed_from_u64(mix(spec.seed ^ RANDOM_PREFIX_SALT, 0));
-            compose(
-                tok,
-                &mut prefix_rng,
-                spec.random_prefix_len,
-                &mut rng,
-                input,
-                output,
-            )
+            compose(tok, &mut prefix_rng, spec.random_prefix_len, &mut rng, input, output)
         }
         DatasetKind::PrefixRepetition => {
             let k = repetition_prefix(spec, index);
-            let mut prefix_rng =
-                SmallRng::seed_from_u64(mix(spec.seed ^ REPETITION_PREFIX_SALT, k));
+            let mut prefix_rng = SmallRng::seed_from_u64(mix(spec.seed ^ REPETITION_PREFIX_SALT, k));
             let mut rng = SmallRng::seed_from_u64(mix(spec.seed, index));
-            let (p, s) = (
-                spec.prefix_repetition_prefix_len,
-                spec.prefix_repetition_suffix_len,
-            );
-            compose(
-                tok,
-                &mut prefix_rng,
-                p,
-                &mut rng,
-                s,
-                spec.prefix_repetition_output_len,
-            )
+            let (p, s) = (spec.prefix_repetition_prefix_len, spec.prefix_repetition_suffix_len);
+            compose(tok, &mut prefix_rng, p, &mut rng, s, spec.prefix_repetition_output_len)
         }
         DatasetKind::Sharegpt | DatasetKind::Custom => Prompt {
             text: String::new(),
@@ -155,10 +134,7 @@ pub fn slice(spec: &DatasetSpec, tok: Option<&Tok>, start: u64, len: u64) -> Vec
                 s.spawn(move || (lo..hi).map(|i| build(spec, tok, i)).collect::<Vec<_>>())
             })
             .collect();
-        parts
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_default())
-            .collect()
+        parts.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
     })
 }
 
@@ -166,10 +142,7 @@ pub fn slice(spec: &DatasetSpec, tok: Option<&Tok>, start: u64, len: u64) -> Vec
 pub fn count(tok: Option<&Tok>, text: &str) -> (u32, TokenSource) {
     match tok {
         Some(t) => (t.count(text), TokenSource::Tokenizer),
-        None => (
-            u32::try_from(text.split_whitespace().count()).unwrap_or(u32::MAX),
-            TokenSource::ClientEstimate,
-        ),
+        None => (u32::try_from(text.split_whitespace().count()).unwrap_or(u32::MAX), TokenSource::ClientEstimate),
     }
 }
 
@@ -182,14 +155,7 @@ fn range(len: u32, r: f64) -> (u32, u32) {
 }
 
 /// A prefix of `p` tokens (from `prefix_rng`) then `n` random tokens (from `rng`).
-fn compose(
-    tok: Option<&Tok>,
-    prefix_rng: &mut SmallRng,
-    p: u32,
-    rng: &mut SmallRng,
-    n: u32,
-    output: u32,
-) -> Prompt {
+fn compose(tok: Option<&Tok>, prefix_rng: &mut SmallRng, p: u32, rng: &mut SmallRng, n: u32, output: u32) -> Prompt {
     let (text, input_tokens, input_source) = match tok {
         Some(t) => {
             let prefix = synth::draw(t, prefix_rng, p as usize);
@@ -203,13 +169,7 @@ fn compose(
             (text, p.saturating_add(n), TokenSource::ClientEstimate)
         }
     };
-    Prompt {
-        text,
-        input_tokens,
-        output_tokens: output,
-        input_source,
-        messages_json: String::new(),
-    }
+    Prompt { text, input_tokens, output_tokens: output, input_source, messages_json: String::new() }
 }
 
 fn push_words(text: &mut String, rng: &mut SmallRng, n: u32) {
@@ -282,18 +242,12 @@ mod tests {
     #[test]
     fn two_agents_slices_share_nothing_and_union_to_the_whole() {
         let t = fixture();
-        let s = DatasetSpec {
-            random_prefix_len: 0,
-            ..random(64)
-        };
+        let s = DatasetSpec { random_prefix_len: 0, ..random(64) };
         let whole = slice(&s, Some(&t), 0, 500);
         let a = slice(&s, Some(&t), 0, 200);
         let b = slice(&s, Some(&t), 200, 300);
         let texts_a: HashSet<&str> = a.iter().map(|p| p.text.as_str()).collect();
-        assert!(
-            b.iter().all(|p| !texts_a.contains(p.text.as_str())),
-            "a prompt is in both slices"
-        );
+        assert!(b.iter().all(|p| !texts_a.contains(p.text.as_str())), "a prompt is in both slices");
         let union: Vec<Prompt> = a.into_iter().chain(b).collect();
         assert_eq!(union, whole);
         let distinct: HashSet<&str> = whole.iter().map(|p| p.text.as_str()).collect();
@@ -305,29 +259,13 @@ mod tests {
     #[test]
     fn thousand_random_prompts_are_exactly_1024_tokens() {
         let t = fixture();
-        let s = DatasetSpec {
-            seed: 42,
-            ..random(1024)
-        };
+        let s = DatasetSpec { seed: 42, ..random(1024) };
         let prompts = slice(&s, Some(&t), 0, 1000);
         assert_eq!(prompts.len(), 1000);
-        let off: Vec<(usize, u32)> = prompts
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (i, t.count(&p.text)))
-            .filter(|&(_, n)| n != 1024)
-            .collect();
-        assert!(
-            off.is_empty(),
-            "{} prompts are not 1024 tokens: {:?}",
-            off.len(),
-            &off[..off.len().min(10)]
-        );
-        assert!(
-            prompts
-                .iter()
-                .all(|p| p.input_tokens == 1024 && p.input_source == TokenSource::Tokenizer)
-        );
+        let off: Vec<(usize, u32)> =
+            prompts.iter().enumerate().map(|(i, p)| (i, t.count(&p.text))).filter(|&(_, n)| n != 1024).collect();
+        assert!(off.is_empty(), "{} prompts are not 1024 tokens: {:?}", off.len(), &off[..off.len().min(10)]);
+        assert!(prompts.iter().all(|p| p.input_tokens == 1024 && p.input_source == TokenSource::Tokenizer));
     }
 
     #[test]
@@ -335,11 +273,7 @@ mod tests {
         assert_eq!(range(100, 0.5), (50, 150));
         assert_eq!(range(10, 0.25), (7, 13));
         let t = fixture();
-        let s = DatasetSpec {
-            random_range_ratio: 0.5,
-            random_output_len: 20,
-            ..random(100)
-        };
+        let s = DatasetSpec { random_range_ratio: 0.5, random_output_len: 20, ..random(100) };
         let ps = slice(&s, Some(&t), 0, 200);
         let ins: Vec<u32> = ps.iter().map(|p| p.input_tokens).collect();
         assert!(ins.iter().all(|&n| (50..=150).contains(&n)), "{ins:?}");
@@ -351,23 +285,12 @@ mod tests {
     #[test]
     fn random_prefix_is_shared_and_counted() {
         let t = fixture();
-        let s = DatasetSpec {
-            random_prefix_len: 32,
-            ..random(16)
-        };
+        let s = DatasetSpec { random_prefix_len: 32, ..random(16) };
         let ps = slice(&s, Some(&t), 0, 20);
         let head: String = ps[0].text.chars().take(60).collect();
-        assert!(
-            ps.iter().all(|p| p.text.starts_with(&head)
-                && p.input_tokens == 48
-                && t.count(&p.text) == 48)
-        );
+        assert!(ps.iter().all(|p| p.text.starts_with(&head) && p.input_tokens == 48 && t.count(&p.text) == 48));
         let words = slice(&s, None, 0, 3);
-        assert!(
-            words
-                .iter()
-                .all(|p| p.input_tokens == 48 && p.text.split_whitespace().count() == 48)
-        );
+        assert!(words.iter().all(|p| p.input_tokens == 48 && p.text.split_whitespace().count() == 48));
     }
 
     #[test]
@@ -385,13 +308,8 @@ mod tests {
         let ps = slice(&s, Some(&t), 0, 40);
         let mut by_prefix = std::collections::HashMap::<String, usize>::new();
         for p in &ps {
-            assert_eq!(
-                (p.input_tokens, t.count(&p.text), p.output_tokens),
-                (50, 50, 5)
-            );
-            *by_prefix
-                .entry(p.text.chars().take(80).collect())
-                .or_default() += 1;
+            assert_eq!((p.input_tokens, t.count(&p.text), p.output_tokens), (50, 50, 5));
+            *by_prefix.entry(p.text.chars().take(80).collect()).or_default() += 1;
         }
         assert_eq!(by_prefix.len(), 4, "{by_prefix:?}");
         assert!(by_prefix.values().all(|&n| n == 10));

@@ -100,14 +100,10 @@ fn classify_into(data: &[u8], out: Option<&mut String>) -> Event {
     match (token, chunk.usage) {
         (true, None) => Event::Token,
         (false, None) => Event::Empty,
-        (false, Some(u)) => Event::Usage {
-            prompt_tokens: u.prompt_tokens,
-            completion_tokens: u.completion_tokens,
-        },
-        (true, Some(u)) => Event::TokenAndUsage {
-            prompt_tokens: u.prompt_tokens,
-            completion_tokens: u.completion_tokens,
-        },
+        (false, Some(u)) => Event::Usage { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens },
+        (true, Some(u)) => {
+            Event::TokenAndUsage { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens }
+        }
     }
 }
 
@@ -165,7 +161,8 @@ pub struct BodyParams<'a> {
 
 /// The JSON body of one streamed completion request.
 pub fn body(params: &BodyParams<'_>, prompt: &str, max_tokens: u32) -> Vec<u8> {
-    let messages = if params.chat { Messages::User([Message { role: "user", content: prompt }]) } else { Messages::None };
+    let messages =
+        if params.chat { Messages::User([Message { role: "user", content: prompt }]) } else { Messages::None };
     encode(params, (!params.chat).then_some(prompt), messages, max_tokens)
 }
 

@@ -19,8 +19,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use surge_proto::{
-    AgentMsg, ClockPong, CoordinatorMsg, Done, ErrorCode, Health, Heartbeat, HelloReply, PROTOCOL_VERSION, Ready,
-    Row, SampleBatch, agent_msg, coordinator_msg,
+    AgentMsg, ClockPong, CoordinatorMsg, Done, ErrorCode, Health, Heartbeat, HelloReply, PROTOCOL_VERSION, Ready, Row,
+    SampleBatch, agent_msg, coordinator_msg,
 };
 use tokio::sync::{Notify, mpsc};
 use tokio_stream::Stream;
@@ -322,10 +322,8 @@ impl Session {
         }
         let cap = self.settings.max_in_flight;
         if w.max_concurrency > cap {
-            let text = format!(
-                "requested max concurrency {} exceeds this agent's max-in-flight {cap}",
-                w.max_concurrency
-            );
+            let text =
+                format!("requested max concurrency {} exceeds this agent's max-in-flight {cap}", w.max_concurrency);
             self.send(error(ErrorCode::OverCapacity, text)).await;
             return;
         }
@@ -370,7 +368,11 @@ impl Session {
         };
         let stop = CancellationToken::new();
         let sink = Arc::new(BatchSink::default());
-        let ctl = Control { start_at: instant_at(s.start_at_unix_ns), deadline: instant_at(s.deadline_unix_ns), stop: stop.clone() };
+        let ctl = Control {
+            start_at: instant_at(s.start_at_unix_ns),
+            deadline: instant_at(s.deadline_unix_ns),
+            stop: stop.clone(),
+        };
         self.running = Some(Running {
             run_id,
             stop,
@@ -390,7 +392,8 @@ impl Session {
     async fn on_internal(&mut self, ev: Internal) -> Option<&'static str> {
         match ev {
             Internal::Prepared(run_id, Ok(p)) => {
-                let ready = Ready { run_id, connections_open: p.connections_open, warmups_completed: p.warmups_completed };
+                let ready =
+                    Ready { run_id, connections_open: p.connections_open, warmups_completed: p.warmups_completed };
                 self.prepared = Some((run_id, p));
                 self.send(agent_msg::Msg::Ready(ready)).await;
             }

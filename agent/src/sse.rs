@@ -192,12 +192,8 @@ mod tests {
 
     fn stream_strategy() -> impl Strategy<Value = Vec<u8>> {
         let line_end = prop_oneof![Just("\n"), Just("\r\n"), Just("\r")];
-        let event = (
-            proptest::collection::vec("[a-z{}\":, ]{0,12}", 1..3),
-            line_end,
-            proptest::bool::ANY,
-        )
-            .prop_map(|(datas, nl, comment)| {
+        let event = (proptest::collection::vec("[a-z{}\":, ]{0,12}", 1..3), line_end, proptest::bool::ANY).prop_map(
+            |(datas, nl, comment)| {
                 let mut e = String::new();
                 if comment {
                     e.push_str(": keepalive");
@@ -210,7 +206,8 @@ mod tests {
                 }
                 e.push_str(nl);
                 e
-            });
+            },
+        );
         proptest::collection::vec(event, 0..8).prop_map(|v| v.concat().into_bytes())
     }
 

@@ -16,9 +16,7 @@ pub fn draw(tok: &Tok, rng: &mut impl Rng, n: usize) -> Vec<u32> {
     if words.is_empty() {
         return Vec::new();
     }
-    (0..n)
-        .map(|_| words[rng.random_range(0..words.len())])
-        .collect()
+    (0..n).map(|_| words[rng.random_range(0..words.len())]).collect()
 }
 
 /// The text of `prefix` followed by `n` random tokens, re-encoding to exactly

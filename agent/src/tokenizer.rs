@@ -34,27 +34,18 @@ pub struct Tok {
 
 impl std::fmt::Debug for Tok {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tok")
-            .field("sha256", &self.sha256)
-            .finish_non_exhaustive()
+        f.debug_struct("Tok").field("sha256", &self.sha256).finish_non_exhaustive()
     }
 }
 
 /// The lowercase hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// `path` itself, or `path/tokenizer.json` when `path` is a directory.
 pub fn resolve(path: &Path) -> PathBuf {
-    if path.is_dir() {
-        path.join("tokenizer.json")
-    } else {
-        path.to_path_buf()
-    }
+    if path.is_dir() { path.join("tokenizer.json") } else { path.to_path_buf() }
 }
 
 /// Reads a tokenizer file (or a directory holding `tokenizer.json`) and parses it.
@@ -74,11 +65,7 @@ impl Tok {
         let parsed = std::panic::catch_unwind(|| Tokenizer::from_bytes(bytes))
             .map_err(|_| "the tokenizers library panicked while parsing it".to_string())?;
         let inner = parsed.map_err(|e| format!("not a valid tokenizer.json: {e}"))?;
-        Ok(Self {
-            inner,
-            sha256: sha256_hex(bytes),
-            words: OnceLock::new(),
-        })
+        Ok(Self { inner, sha256: sha256_hex(bytes), words: OnceLock::new() })
     }
 
     /// Hex SHA-256 of the bytes it was parsed from.
@@ -88,10 +75,7 @@ impl Tok {
 
     /// Token ids of `text`, without special tokens (empty if the tokenizer fails).
     pub fn encode(&self, text: &str) -> Vec<u32> {
-        self.inner
-            .encode_fast(text, false)
-            .map(|e| e.get_ids().to_vec())
-            .unwrap_or_default()
+        self.inner.encode_fast(text, false).map(|e| e.get_ids().to_vec()).unwrap_or_default()
     }
 
     /// Number of tokens of `text`, without special tokens.
@@ -113,12 +97,7 @@ impl Tok {
     }
 
     fn find_words(&self) -> Vec<u32> {
-        let added: std::collections::HashSet<u32> = self
-            .inner
-            .get_added_tokens_decoder()
-            .keys()
-            .copied()
-            .collect();
+        let added: std::collections::HashSet<u32> = self.inner.get_added_tokens_decoder().keys().copied().collect();
         let n = u32::try_from(self.inner.get_vocab_size(false)).unwrap_or(u32::MAX);
         let ids = (0..n).filter(|id| !added.contains(id));
         let words: Vec<u32> = ids.clone().filter(|&id| self.is_word(id)).collect();
@@ -159,15 +138,11 @@ pub fn cached(sha256: &str, bytes: &[u8]) -> Result<Arc<Tok>, String> {
         return Ok(t);
     }
     if bytes.is_empty() {
-        return Err(format!(
-            "tokenizer {sha256} is not cached here and its bytes were not sent"
-        ));
+        return Err(format!("tokenizer {sha256} is not cached here and its bytes were not sent"));
     }
     let actual = sha256_hex(bytes);
     if !sha256.is_empty() && actual != sha256 {
-        return Err(format!(
-            "tokenizer bytes hash to {actual}, not the announced {sha256}"
-        ));
+        return Err(format!("tokenizer bytes hash to {actual}, not the announced {sha256}"));
     }
     let tok = Arc::new(Tok::from_bytes(bytes)?);
     let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
@@ -184,20 +159,14 @@ pub fn load_cached_path(path: &Path) -> Result<Arc<Tok>, String> {
     static BY_PATH: OnceLock<Mutex<HashMap<PathBuf, String>>> = OnceLock::new();
     let map = BY_PATH.get_or_init(|| Mutex::new(HashMap::new()));
     let file = resolve(path);
-    let known = map
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(&file)
-        .cloned();
+    let known = map.lock().unwrap_or_else(|e| e.into_inner()).get(&file).cloned();
     if let Some(t) = known.and_then(|sha| cached(&sha, &[]).ok()) {
         return Ok(t);
     }
     let bytes = std::fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))?;
     let sha = sha256_hex(&bytes);
     let tok = cached(&sha, &bytes).map_err(|e| format!("{}: {e}", file.display()))?;
-    map.lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(file, sha);
+    map.lock().unwrap_or_else(|e| e.into_inner()).insert(file, sha);
     Ok(tok)
 }
 

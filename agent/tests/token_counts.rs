@@ -36,9 +36,7 @@ async fn no_usage_server() -> String {
                         let len = text[..end]
                             .lines()
                             .find_map(|l| {
-                                l.to_ascii_lowercase()
-                                    .strip_prefix("content-length:")
-                                    .map(|v| v.trim().to_string())
+                                l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_string())
                             })
                             .and_then(|v| v.parse::<usize>().ok())
                             .unwrap_or(0);
@@ -47,13 +45,10 @@ async fn no_usage_server() -> String {
                         }
                     }
                 }
-                let mut resp = String::from(
-                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n",
-                );
+                let mut resp =
+                    String::from("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n");
                 for e in EVENTS {
-                    resp.push_str(&format!(
-                        "data: {{\"choices\":[{{\"index\":0,\"text\":{e:?}}}]}}\n\n"
-                    ));
+                    resp.push_str(&format!("data: {{\"choices\":[{{\"index\":0,\"text\":{e:?}}}]}}\n\n"));
                 }
                 resp.push_str("data: [DONE]\n\n");
                 let _ = sock.write_all(resp.as_bytes()).await;
@@ -102,43 +97,26 @@ async fn rows(w: Workload) -> Vec<surge_proto::Row> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_usage_counts_come_from_the_tokenizer_or_events() {
     let base = no_usage_server().await;
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures/tokenizer/tokenizer.json");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tokenizer/tokenizer.json");
     let bytes = std::fs::read(path).unwrap();
     let tok = Tok::from_bytes(&bytes).unwrap();
     let expected = tok.count(&EVENTS.concat());
-    assert_ne!(
-        expected,
-        EVENTS.len() as u32,
-        "the test needs a count that differs from the events"
-    );
+    assert_ne!(expected, EVENTS.len() as u32, "the test needs a count that differs from the events");
 
     let with = rows(workload(&base, Some(&bytes))).await;
     assert_eq!(with.len(), 5);
     for r in &with {
         assert_eq!(r.error(), ErrorKind::None, "{r:?}");
         assert!(!r.usage_from_server);
-        assert_eq!(
-            (r.input_tokens, r.input_source()),
-            (16, TokenSource::Tokenizer)
-        );
-        assert_eq!(
-            (r.output_tokens, r.output_source()),
-            (expected, TokenSource::Tokenizer)
-        );
+        assert_eq!((r.input_tokens, r.input_source()), (16, TokenSource::Tokenizer));
+        assert_eq!((r.output_tokens, r.output_source()), (expected, TokenSource::Tokenizer));
     }
 
     let without = rows(workload(&base, None)).await;
     for r in &without {
         assert_eq!(r.error(), ErrorKind::None, "{r:?}");
-        assert_eq!(
-            (r.input_tokens, r.input_source()),
-            (16, TokenSource::ClientEstimate)
-        );
-        assert_eq!(
-            (r.output_tokens, r.output_source()),
-            (EVENTS.len() as u32, TokenSource::EventCount)
-        );
+        assert_eq!((r.input_tokens, r.input_source()), (16, TokenSource::ClientEstimate));
+        assert_eq!((r.output_tokens, r.output_source()), (EVENTS.len() as u32, TokenSource::EventCount));
     }
 
     // A wrong hash is refused, not trusted.

@@ -28,7 +28,8 @@ fn row(i: u64, tokens: usize) -> Row {
 }
 
 fn bench(c: &mut Criterion) {
-    let mut values: Vec<f64> = (0..1_000_000u64).map(|i| ((i.wrapping_mul(2654435761) % 1_000_003) as f64) / 1e6).collect();
+    let mut values: Vec<f64> =
+        (0..1_000_000u64).map(|i| ((i.wrapping_mul(2654435761) % 1_000_003) as f64) / 1e6).collect();
     c.bench_function("percentiles/sort+p50,p90,p99,p99.9 of 1M", |b| {
         b.iter(|| {
             let mut v = values.clone();
@@ -37,7 +38,9 @@ fn bench(c: &mut Criterion) {
         })
     });
     let sorted = sort(&mut values).to_vec();
-    c.bench_function("percentiles/one query on sorted 1M", |b| b.iter(|| black_box(percentile_sorted(&sorted, black_box(99.9)))));
+    c.bench_function("percentiles/one query on sorted 1M", |b| {
+        b.iter(|| black_box(percentile_sorted(&sorted, black_box(99.9))))
+    });
 
     // 1M rows from 4 agents (250k each), 8 output tokens (7 gaps) each.
     let rows: Vec<GlobalRow> = (0..1_000_000u64)
@@ -50,14 +53,23 @@ fn bench(c: &mut Criterion) {
 
     // Wire size per request, printed once: a full batch of 1024 rows.
     for tokens in [0usize, 31, 255] {
-        let batch = SampleBatch { run_id: 1, seq: 7, rows: (0..1024).map(|i| row(1_000_000 + i, tokens)).collect(), started_unix_ns: 1 };
+        let batch = SampleBatch {
+            run_id: 1,
+            seq: 7,
+            rows: (0..1024).map(|i| row(1_000_000 + i, tokens)).collect(),
+            started_unix_ns: 1,
+        };
         let bytes = batch.encoded_len() as f64 / 1024.0;
-        println!("sample streaming: {bytes:.1} B/request with {tokens} token gaps ({:.2} B per gap beyond the fixed part)", if tokens > 0 { (bytes - wire_fixed()) / tokens as f64 } else { 0.0 });
+        println!(
+            "sample streaming: {bytes:.1} B/request with {tokens} token gaps ({:.2} B per gap beyond the fixed part)",
+            if tokens > 0 { (bytes - wire_fixed()) / tokens as f64 } else { 0.0 }
+        );
     }
 }
 
 fn wire_fixed() -> f64 {
-    let batch = SampleBatch { run_id: 1, seq: 7, rows: (0..1024).map(|i| row(1_000_000 + i, 0)).collect(), started_unix_ns: 1 };
+    let batch =
+        SampleBatch { run_id: 1, seq: 7, rows: (0..1024).map(|i| row(1_000_000 + i, 0)).collect(), started_unix_ns: 1 };
     batch.encoded_len() as f64 / 1024.0
 }
 

@@ -61,7 +61,8 @@ pub fn issue(ca_dir: &Path, name: &str, sans: &[String], out: &Path) -> Result<(
         std::fs::read_to_string(&p).map_err(|e| CertError(format!("--ca {}: {e}", p.display())))
     };
     let ca_key = KeyPair::from_pem(&read("ca.key")?).map_err(|e| CertError(format!("--ca ca.key: {e}")))?;
-    let issuer = Issuer::from_ca_cert_pem(&read("ca.pem")?, ca_key).map_err(|e| CertError(format!("--ca ca.pem: {e}")))?;
+    let issuer =
+        Issuer::from_ca_cert_pem(&read("ca.pem")?, ca_key).map_err(|e| CertError(format!("--ca ca.pem: {e}")))?;
     mkdir(out)?;
     let mut params = CertificateParams::default();
     let mut dn = DistinguishedName::new();

@@ -49,13 +49,7 @@ fn read(path: &Path) -> Result<String, String> {
 
 fn item(tok: Option<&Tok>, text: String, output_tokens: u32, messages_json: String) -> PromptItem {
     let (input_tokens, source) = dataset::count(tok, &text);
-    let mut p = PromptItem {
-        text,
-        input_tokens,
-        output_tokens,
-        messages_json,
-        ..Default::default()
-    };
+    let mut p = PromptItem { text, input_tokens, output_tokens, messages_json, ..Default::default() };
     p.set_input_source(source);
     p
 }
@@ -69,8 +63,8 @@ pub fn sharegpt(
     fixed_output: Option<u32>,
 ) -> Result<Vec<PromptItem>, String> {
     let text = read(path)?;
-    let entries: Vec<Entry> = serde_json::from_str(&text)
-        .map_err(|e| format!("{}:{}: {}", path.display(), e.line().max(1), reason(&e)))?;
+    let entries: Vec<Entry> =
+        serde_json::from_str(&text).map_err(|e| format!("{}:{}: {}", path.display(), e.line().max(1), reason(&e)))?;
     let mut order: Vec<usize> = (0..entries.len()).collect();
     order.shuffle(&mut SmallRng::seed_from_u64(seed));
     let mut out = Vec::new();
@@ -82,10 +76,7 @@ pub fn sharegpt(
         let Some(h) = turns.iter().position(|t| HUMAN.contains(&t.from.as_str())) else {
             continue;
         };
-        let Some(reply) = turns
-            .get(h + 1)
-            .filter(|t| REPLY.contains(&t.from.as_str()))
-        else {
+        let Some(reply) = turns.get(h + 1).filter(|t| REPLY.contains(&t.from.as_str())) else {
             continue;
         };
         let prompt = &turns[h].value;
@@ -110,20 +101,15 @@ pub fn sharegpt(
 }
 
 /// Every line of a custom JSONL file, in order (`chat`: the backend takes messages).
-pub fn custom(
-    path: &Path,
-    tok: Option<&Tok>,
-    default_output: u32,
-    chat: bool,
-) -> Result<Vec<PromptItem>, String> {
+pub fn custom(path: &Path, tok: Option<&Tok>, default_output: u32, chat: bool) -> Result<Vec<PromptItem>, String> {
     let text = read(path)?;
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let p = custom_line(line, tok, default_output, chat)
-            .map_err(|r| format!("{}:{}: {r}", path.display(), i + 1))?;
+        let p =
+            custom_line(line, tok, default_output, chat).map_err(|r| format!("{}:{}: {r}", path.display(), i + 1))?;
         out.push(p);
     }
     if out.is_empty() {
@@ -132,12 +118,7 @@ pub fn custom(
     Ok(out)
 }
 
-fn custom_line(
-    line: &str,
-    tok: Option<&Tok>,
-    default_output: u32,
-    chat: bool,
-) -> Result<PromptItem, String> {
+fn custom_line(line: &str, tok: Option<&Tok>, default_output: u32, chat: bool) -> Result<PromptItem, String> {
     let v: Value = serde_json::from_str(line).map_err(|e| format!("not JSON: {}", reason(&e)))?;
     let obj = v.as_object().ok_or("expected a JSON object")?;
     let output = match obj.get("output_tokens").or_else(|| obj.get("max_tokens")) {
@@ -150,9 +131,7 @@ fn custom_line(
     };
     match (obj.get("prompt"), obj.get("messages")) {
         (Some(_), Some(_)) => Err("give \"prompt\" or \"messages\", not both".into()),
-        (Some(Value::String(p)), None) if !p.is_empty() => {
-            Ok(item(tok, p.clone(), output, String::new()))
-        }
+        (Some(Value::String(p)), None) if !p.is_empty() => Ok(item(tok, p.clone(), output, String::new())),
         (Some(_), None) => Err("\"prompt\" must be a non-empty string".into()),
         (None, Some(m)) => {
             let text = messages_text(m)?;
@@ -167,10 +146,7 @@ fn custom_line(
 
 /// The text of chat messages (contents joined by newlines), after checking their shape.
 fn messages_text(m: &Value) -> Result<String, String> {
-    let msgs = m
-        .as_array()
-        .filter(|a| !a.is_empty())
-        .ok_or("\"messages\" must be a non-empty array")?;
+    let msgs = m.as_array().filter(|a| !a.is_empty()).ok_or("\"messages\" must be a non-empty array")?;
     let mut parts = Vec::new();
     for (k, msg) in msgs.iter().enumerate() {
         if !msg.get("role").is_some_and(Value::is_string) {
@@ -179,13 +155,9 @@ fn messages_text(m: &Value) -> Result<String, String> {
         match msg.get("content") {
             None | Some(Value::Null) => {}
             Some(Value::String(s)) => parts.push(s.as_str()),
-            Some(Value::Array(items)) => {
-                parts.extend(items.iter().filter_map(|p| p.get("text")?.as_str()))
-            }
+            Some(Value::Array(items)) => parts.extend(items.iter().filter_map(|p| p.get("text")?.as_str())),
             Some(_) => {
-                return Err(format!(
-                    "messages[{k}]: \"content\" must be a string, an array of parts or null"
-                ));
+                return Err(format!("messages[{k}]: \"content\" must be a string, an array of parts or null"));
             }
         }
     }
@@ -198,9 +170,7 @@ mod tests {
     use std::path::PathBuf;
 
     fn fixture(name: &str) -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../tests/fixtures/datasets")
-            .join(name)
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/datasets").join(name)
     }
 
     fn tok() -> std::sync::Arc<Tok> {
@@ -221,16 +191,12 @@ mod tests {
         let t = tok();
         let p = sharegpt(&fixture("sharegpt.json"), Some(&t), 0, 100, None).unwrap();
         assert_eq!(p.len(), 6, "7 conversations, one too short");
+        assert!(p.iter().all(|i| i.input_tokens >= 4 && i.output_tokens >= 4 && i.messages_json.is_empty()));
         assert!(
             p.iter()
-                .all(|i| i.input_tokens >= 4 && i.output_tokens >= 4 && i.messages_json.is_empty())
+                .all(|i| i.input_tokens == t.count(&i.text) && i.input_source() == surge_proto::TokenSource::Tokenizer)
         );
-        assert!(p.iter().all(|i| i.input_tokens == t.count(&i.text)
-            && i.input_source() == surge_proto::TokenSource::Tokenizer));
-        assert_eq!(
-            p,
-            sharegpt(&fixture("sharegpt.json"), Some(&t), 0, 100, None).unwrap()
-        );
+        assert_eq!(p, sharegpt(&fixture("sharegpt.json"), Some(&t), 0, 100, None).unwrap());
         let fixed = sharegpt(&fixture("sharegpt.json"), None, 1, 3, Some(77)).unwrap();
         assert_eq!(fixed.len(), 3);
         assert!(fixed.iter().all(|i| i.output_tokens == 77));
@@ -244,52 +210,29 @@ mod tests {
         assert_eq!(p[1].output_tokens, 33);
         assert!(!p[2].messages_json.is_empty());
         let err = custom(&fixture("custom.jsonl"), None, 33, false).unwrap_err();
-        assert!(
-            err.ends_with("custom.jsonl:4: \"messages\" needs --backend openai-chat"),
-            "{err}"
-        );
+        assert!(err.ends_with("custom.jsonl:4: \"messages\" needs --backend openai-chat"), "{err}");
     }
 
     #[test]
     fn malformed_lines_give_file_line_and_reason() {
         let cases = [
-            (
-                "{\"prompt\": \"a\"}\n\n{\"prompt\": \"b\", }\n",
-                3,
-                "not JSON",
-            ),
+            ("{\"prompt\": \"a\"}\n\n{\"prompt\": \"b\", }\n", 3, "not JSON"),
             ("{\"prompt\": 5}\n", 1, "\"prompt\" must be"),
-            (
-                "{\"prompt\": \"a\", \"output_tokens\": -1}\n",
-                1,
-                "positive integer",
-            ),
+            ("{\"prompt\": \"a\", \"output_tokens\": -1}\n", 1, "positive integer"),
             ("[1]\n", 1, "expected a JSON object"),
-            (
-                "{\"text\": \"a\"}\n",
-                1,
-                "expected \"prompt\" or \"messages\"",
-            ),
+            ("{\"text\": \"a\"}\n", 1, "expected \"prompt\" or \"messages\""),
             ("{\"messages\": [{\"content\": \"x\"}]}\n", 1, "\"role\""),
         ];
         for (i, (text, line, why)) in cases.iter().enumerate() {
             let path = scratch(&format!("bad{i}.jsonl"), text);
             let err = custom(&path, None, 8, true).unwrap_err();
-            assert!(
-                err.starts_with(&format!("{}:{line}: ", path.display())) && err.contains(why),
-                "{err}"
-            );
+            assert!(err.starts_with(&format!("{}:{line}: ", path.display())) && err.contains(why), "{err}");
             let _ = std::fs::remove_file(path);
         }
-        let path = scratch(
-            "bad.json",
-            "[\n  {\"conversations\": [\n    {\"from\": \"human\", \"value\": 5}\n  ]}\n]\n",
-        );
+        let path =
+            scratch("bad.json", "[\n  {\"conversations\": [\n    {\"from\": \"human\", \"value\": 5}\n  ]}\n]\n");
         let err = sharegpt(&path, None, 0, 10, None).unwrap_err();
-        assert!(
-            err.starts_with(&format!("{}:3: invalid type", path.display())),
-            "{err}"
-        );
+        assert!(err.starts_with(&format!("{}:3: invalid type", path.display())), "{err}");
         let _ = std::fs::remove_file(path);
     }
 }

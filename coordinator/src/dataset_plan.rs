@@ -22,10 +22,7 @@ pub struct TokenizerFile {
 
 impl std::fmt::Debug for TokenizerFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TokenizerFile")
-            .field("path", &self.path)
-            .field("sha256", &self.sha256)
-            .finish()
+        f.debug_struct("TokenizerFile").field("path", &self.path).field("sha256", &self.sha256).finish()
     }
 }
 
@@ -46,8 +43,7 @@ fn usage<T>(msg: impl Into<String>) -> Result<T, UsageError> {
 
 /// Reads and parses `--tokenizer`.
 pub fn load_tokenizer(path: &Path) -> Result<TokenizerFile, UsageError> {
-    let (bytes, tok) =
-        tokenizer::load_path(path).map_err(|e| UsageError(format!("--tokenizer {e}")))?;
+    let (bytes, tok) = tokenizer::load_path(path).map_err(|e| UsageError(format!("--tokenizer {e}")))?;
     Ok(TokenizerFile {
         path: tokenizer::resolve(path),
         sha256: tok.sha256().to_string(),
@@ -104,9 +100,7 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
         }
         DatasetArg::PrefixRepetition => {
             if a.prefix_repetition_prefix_len == 0 && a.prefix_repetition_suffix_len == 0 {
-                return usage(
-                    "--prefix-repetition-prefix-len/--prefix-repetition-suffix-len: both are 0",
-                );
+                return usage("--prefix-repetition-prefix-len/--prefix-repetition-suffix-len: both are 0");
             }
             spec.set_kind(DatasetKind::PrefixRepetition);
             spec.prefix_repetition_num_prefixes = a.prefix_repetition_num_prefixes;
@@ -131,12 +125,7 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
             "custom"
         }
     };
-    Ok(DatasetPlan {
-        spec,
-        name,
-        tokenizer,
-        prompts: Arc::new(prompts),
-    })
+    Ok(DatasetPlan { spec, name, tokenizer, prompts: Arc::new(prompts) })
 }
 
 /// The prompts an agent needs for requests `[start, start + len)` of a file dataset:
@@ -146,9 +135,7 @@ pub fn slice_prompts(prompts: &[PromptItem], start: u64, len: u64) -> Vec<Prompt
     if n == 0 {
         return Vec::new();
     }
-    (0..len.min(n))
-        .map(|k| prompts[((start + k) % n) as usize].clone())
-        .collect()
+    (0..len.min(n)).map(|k| prompts[((start + k) % n) as usize].clone()).collect()
 }
 
 #[cfg(test)]
@@ -156,10 +143,7 @@ mod tests {
     use super::*;
 
     fn item(i: u32) -> PromptItem {
-        PromptItem {
-            text: format!("p{i}"),
-            ..Default::default()
-        }
+        PromptItem { text: format!("p{i}"), ..Default::default() }
     }
 
     /// Agent slices of a file dataset, expanded as the agent expands them, equal the
@@ -169,9 +153,7 @@ mod tests {
         let all: Vec<PromptItem> = (0..7).map(item).collect();
         let expand = |start: u64, len: u64| -> Vec<String> {
             let got = slice_prompts(&all, start, len);
-            (0..len as usize)
-                .map(|k| got[k % got.len()].text.clone())
-                .collect()
+            (0..len as usize).map(|k| got[k % got.len()].text.clone()).collect()
         };
         for (total, cut) in [(7u64, 3u64), (5, 2), (20, 9), (20, 13)] {
             let whole = expand(0, total);

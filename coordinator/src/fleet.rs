@@ -66,7 +66,13 @@ pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
 
 fn tls_hint(message: &str) -> &'static str {
     let m = message.to_ascii_lowercase();
-    if m.contains("certificate") || m.contains("tls") || m.contains("handshake") || m.contains("alert") || m.contains("reset") || m.contains("broken pipe") {
+    if m.contains("certificate")
+        || m.contains("tls")
+        || m.contains("handshake")
+        || m.contains("alert")
+        || m.contains("reset")
+        || m.contains("broken pipe")
+    {
         " (TLS refused: the agent accepts only coordinators whose certificate is signed by its tls-ca, and this \
          coordinator must trust the CA that signed the agent's certificate)"
     } else {
@@ -120,7 +126,10 @@ impl Fleet {
                 Ok(Err(s)) => {
                     let m = chain(&s);
                     let h = hint(&m);
-                    return Err(FleetError::Connect { addr: addr.clone(), message: format!("session refused: {m}{h}") });
+                    return Err(FleetError::Connect {
+                        addr: addr.clone(),
+                        message: format!("session refused: {m}{h}"),
+                    });
                 }
                 Err(_) => {
                     let h = hint("");

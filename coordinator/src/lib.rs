@@ -48,7 +48,9 @@ impl Failure {
 /// Readiness wait, then the model name requests carry (flag, or the server's first).
 pub async fn resolve_model(plan: &RunPlan) -> Result<String, Failure> {
     if let Some(t) = plan.ready_timeout {
-        ready::wait_ready(&plan.base_url, t).await.map_err(|e| Failure::new(exit::FAILURE, format!("--ready-timeout: {e}")))?;
+        ready::wait_ready(&plan.base_url, t)
+            .await
+            .map_err(|e| Failure::new(exit::FAILURE, format!("--ready-timeout: {e}")))?;
     }
     match (&plan.served_model_name, &plan.model, plan.backend) {
         (Some(m), _, _) | (None, Some(m), _) => Ok(m.clone()),
@@ -192,12 +194,30 @@ pub async fn demo_command() -> u8 {
     let server_stop = stop.clone();
     tokio::spawn(async move { surge_echo::serve(listener, cfg, async move { server_stop.cancelled().await }).await });
     let base = format!("http://{addr}");
-    println!("surge demo: echo server at {base} (TTFT 50 ms, ITL 10 ms); 500 requests, 64 in flight, 128 in / 32 out\n");
+    println!(
+        "surge demo: echo server at {base} (TTFT 50 ms, ITL 10 ms); 500 requests, 64 in flight, 128 in / 32 out\n"
+    );
     use clap::Parser;
     let cli = cli::Cli::parse_from([
-        "surge", "run", "--base-url", &base, "--model", "surge-echo", "--random-input-len", "128",
-        "--random-output-len", "32", "--num-prompts", "500", "--max-concurrency", "64", "--ignore-eos",
-        "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
+        "surge",
+        "run",
+        "--base-url",
+        &base,
+        "--model",
+        "surge-echo",
+        "--random-input-len",
+        "128",
+        "--random-output-len",
+        "32",
+        "--num-prompts",
+        "500",
+        "--max-concurrency",
+        "64",
+        "--ignore-eos",
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--metric-percentiles",
+        "50,90,99",
     ]);
     let cli::Command::Run(args) = cli.command else { return exit::FAILURE };
     let code = match RunPlan::from_args(*args) {

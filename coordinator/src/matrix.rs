@@ -46,8 +46,17 @@ impl MatrixPlan {
         };
         let mut profiles = if a.standard { standard() } else { Vec::new() };
         for p in &file.profiles {
-            if p.tag.is_empty() || p.tag.contains('/') || p.concurrency == 0 || p.num_prompts == 0 || p.input_len == 0 || p.output_len == 0 {
-                return Err(UsageError(format!("--config: profile {:?}: tag must be a file name and every number above 0", p.tag)));
+            if p.tag.is_empty()
+                || p.tag.contains('/')
+                || p.concurrency == 0
+                || p.num_prompts == 0
+                || p.input_len == 0
+                || p.output_len == 0
+            {
+                return Err(UsageError(format!(
+                    "--config: profile {:?}: tag must be a file name and every number above 0",
+                    p.tag
+                )));
             }
             if profiles.iter().any(|q| q.tag == p.tag) {
                 return Err(UsageError(format!("--config: profile {:?} defined twice", p.tag)));

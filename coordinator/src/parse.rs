@@ -19,7 +19,11 @@ pub fn duration(s: &str) -> Result<Duration, String> {
 
 /// Requests per second, or `inf`.
 pub fn rate(s: &str) -> Result<f64, String> {
-    let v = if s.eq_ignore_ascii_case("inf") { f64::INFINITY } else { s.parse::<f64>().map_err(|_| format!("{s:?} is not a number or inf"))? };
+    let v = if s.eq_ignore_ascii_case("inf") {
+        f64::INFINITY
+    } else {
+        s.parse::<f64>().map_err(|_| format!("{s:?} is not a number or inf"))?
+    };
     if v > 0.0 { Ok(v) } else { Err(format!("{s:?} must be greater than 0 (or inf)")) }
 }
 
@@ -67,7 +71,11 @@ pub fn goodput(items: &[String]) -> Result<Slo, String> {
     let mut slo = Slo::default();
     for item in items {
         let (k, v) = item.split_once(':').ok_or_else(|| format!("{item:?} is not NAME:MS (e.g. ttft:200)"))?;
-        let ms: f64 = v.parse().ok().filter(|x: &f64| *x >= 0.0 && x.is_finite()).ok_or_else(|| format!("{item:?}: {v:?} is not a number of ms"))?;
+        let ms: f64 = v
+            .parse()
+            .ok()
+            .filter(|x: &f64| *x >= 0.0 && x.is_finite())
+            .ok_or_else(|| format!("{item:?}: {v:?} is not a number of ms"))?;
         let slot = match k {
             "ttft" => &mut slo.ttft_ms,
             "tpot" => &mut slo.tpot_ms,
@@ -99,7 +107,10 @@ pub struct Percentiles(pub Vec<f64>);
 pub fn metric_list(s: &str) -> Result<MetricList, String> {
     let mut wanted = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let m = METRICS.iter().find(|m| **m == part).ok_or_else(|| format!("unknown metric {part:?} (use ttft, tpot, itl, e2el)"))?;
+        let m = METRICS
+            .iter()
+            .find(|m| **m == part)
+            .ok_or_else(|| format!("unknown metric {part:?} (use ttft, tpot, itl, e2el)"))?;
         wanted.push(*m);
     }
     if wanted.is_empty() {

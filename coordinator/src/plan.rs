@@ -9,8 +9,8 @@ use crate::parse;
 use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
 use std::sync::Arc;
+use std::time::Duration;
 use surge_proto::{Backend, DatasetSpec, PromptItem};
 
 /// A usage error: bad flags, bad configuration.
@@ -216,7 +216,11 @@ impl RunPlan {
                     None
                 }
                 _ if f.insecure => return usage("--insecure: cannot be combined with --tls-ca/--tls-cert/--tls-key"),
-                _ => return usage("--agents: needs --tls-ca, --tls-cert and --tls-key (or --insecure for loopback agents)"),
+                _ => {
+                    return usage(
+                        "--agents: needs --tls-ca, --tls-cert and --tls-key (or --insecure for loopback agents)",
+                    );
+                }
             };
             Agents::Remote { addrs, tls }
         };

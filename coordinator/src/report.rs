@@ -72,7 +72,8 @@ pub fn client_block(plan: &RunPlan, m: &Metrics, o: &Outcome) -> ClientBlock {
     for a in &o.agents {
         let done = a.done.clone().unwrap_or_default();
         let health = a.last_health.clone().unwrap_or_default();
-        let cpu_percent = if done.wall_seconds > 0.0 { 100.0 * done.cpu_seconds / done.wall_seconds } else { a.peak_cpu_percent };
+        let cpu_percent =
+            if done.wall_seconds > 0.0 { 100.0 * done.cpu_seconds / done.wall_seconds } else { a.peak_cpu_percent };
         let cores = a.hello.cores.max(1);
         if cpu_percent > limits.cpu_fraction * 100.0 * f64::from(cores) {
             reasons.push(format!(
@@ -111,7 +112,10 @@ pub fn client_block(plan: &RunPlan, m: &Metrics, o: &Outcome) -> ClientBlock {
             completed: a.completed,
             failed: a.failed,
             rows_received: a.rows,
-            agent_reported: a.done.as_ref().map_or(Value::Null, |d| json!({"completed": d.completed, "failed": d.failed})),
+            agent_reported: a
+                .done
+                .as_ref()
+                .map_or(Value::Null, |d| json!({"completed": d.completed, "failed": d.failed})),
             clock_offset_ms: a.offset.offset_ns as f64 / 1e6,
             clock_offset_bound_ms: a.offset.bound_ns() as f64 / 1e6,
             cpu_percent,
@@ -137,10 +141,8 @@ pub fn client_block(plan: &RunPlan, m: &Metrics, o: &Outcome) -> ClientBlock {
             ));
         }
     }
-    let socket_errors = ["connect", "connection_reset", "timeout", "tls"]
-        .iter()
-        .filter_map(|k| m.errors_by_kind.get(*k))
-        .sum();
+    let socket_errors =
+        ["connect", "connection_reset", "timeout", "tls"].iter().filter_map(|k| m.errors_by_kind.get(*k)).sum();
     ClientBlock {
         surge_version: env!("CARGO_PKG_VERSION"),
         status: o.status.as_str(),
@@ -293,7 +295,11 @@ fn detailed(v: &mut Map<String, Value>, o: &Outcome) {
     v.insert("e2els".into(), json!(rows.iter().map(|r| r.e2el_s()).collect::<Vec<_>>()));
     v.insert(
         "itls".into(),
-        json!(rows.iter().map(|r| r.row.itl_us.iter().map(|&g| f64::from(g) / 1e6).collect::<Vec<_>>()).collect::<Vec<_>>()),
+        json!(
+            rows.iter()
+                .map(|r| r.row.itl_us.iter().map(|&g| f64::from(g) / 1e6).collect::<Vec<_>>())
+                .collect::<Vec<_>>()
+        ),
     );
     v.insert("start_times".into(), json!(rows.iter().map(|r| r.start_s).collect::<Vec<_>>()));
     v.insert("agent_indices".into(), json!(rows.iter().map(|r| r.agent).collect::<Vec<_>>()));

@@ -24,9 +24,13 @@ const CLOCK_PINGS: u64 = 8;
 pub enum RunStatus {
     Complete,
     /// Agents were lost; the run is not valid (default policy).
-    Invalid { lost: Vec<String> },
+    Invalid {
+        lost: Vec<String>,
+    },
     /// Agents were lost with `--tolerate-agent-loss`; the rest is reported.
-    Partial { lost: Vec<String> },
+    Partial {
+        lost: Vec<String>,
+    },
     /// Ctrl-C.
     Interrupted,
 }
@@ -111,11 +115,8 @@ impl Session {
             fleet.addrs.iter().map(|a| AgentReport { addr: a.clone(), ..Default::default() }).collect();
         let mut r = Runner { fleet: &mut fleet, plan, agents, run_id: 0, progress: None };
         r.handshake().await?;
-        let agents = r
-            .agents
-            .into_iter()
-            .map(|a| AgentBase { addr: a.addr, hello: a.hello, offset: a.offset })
-            .collect();
+        let agents =
+            r.agents.into_iter().map(|a| AgentBase { addr: a.addr, hello: a.hello, offset: a.offset }).collect();
         Ok(Self { fleet, agents })
     }
 
@@ -129,7 +130,12 @@ impl Session {
         let agents = self
             .agents
             .iter()
-            .map(|b| AgentReport { addr: b.addr.clone(), hello: b.hello.clone(), offset: b.offset, ..Default::default() })
+            .map(|b| AgentReport {
+                addr: b.addr.clone(),
+                hello: b.hello.clone(),
+                offset: b.offset,
+                ..Default::default()
+            })
             .collect();
         let mut r = Runner { fleet: &mut self.fleet, plan, agents, run_id: now_ns() as u64, progress };
         let (status, started_at) = r.drive(model).await?;
@@ -158,7 +164,9 @@ impl Runner<'_> {
             a.peak_cpu_percent = a.peak_cpu_percent.max(h.cpu_percent);
             a.last_health = Some(h.clone());
             if let Some(progress) = self.progress {
-                progress(self.agents.iter().filter_map(|a| a.last_health.as_ref()).map(|h| h.completed + h.failed).sum());
+                progress(
+                    self.agents.iter().filter_map(|a| a.last_health.as_ref()).map(|h| h.completed + h.failed).sum(),
+                );
             }
         }
     }
@@ -179,14 +187,21 @@ impl Runner<'_> {
         while got.iter().any(Option::is_none) {
             let left = until.saturating_duration_since(Instant::now());
             let Some(ev) = self.fleet.next(left).await else {
-                let missing: Vec<&str> =
-                    got.iter().enumerate().filter(|(_, g)| g.is_none()).map(|(i, _)| self.fleet.addrs[i].as_str()).collect();
+                let missing: Vec<&str> = got
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, g)| g.is_none())
+                    .map(|(i, _)| self.fleet.addrs[i].as_str())
+                    .collect();
                 return Err(RunError(format!("no {what} within {timeout:?} from agent(s) {}", missing.join(", "))));
             };
             match ev {
                 Event::Closed { agent, error } => {
                     let addr = &self.fleet.addrs[agent];
-                    return Err(agent_err(addr, format!("session ended during {what}: {}", error.unwrap_or_else(|| "closed".into()))));
+                    return Err(agent_err(
+                        addr,
+                        format!("session ended during {what}: {}", error.unwrap_or_else(|| "closed".into())),
+                    ));
                 }
                 Event::Msg { agent, msg, recv_ns } => {
                     self.absorb(agent, &msg);
@@ -272,7 +287,10 @@ impl Runner<'_> {
             if s.max_concurrency > hellos[i].max_in_flight {
                 return Err(agent_err(
                     &self.fleet.addrs[i],
-                    format!("its share of --max-concurrency ({}) exceeds its max-in-flight {}", s.max_concurrency, hellos[i].max_in_flight),
+                    format!(
+                        "its share of --max-concurrency ({}) exceeds its max-in-flight {}",
+                        s.max_concurrency, hellos[i].max_in_flight
+                    ),
                 ));
             }
             self.agents[i].share = Some(s.clone());
@@ -317,8 +335,9 @@ impl Runner<'_> {
         let mut stopping = false;
         let mut ctrl_c = std::pin::pin!(tokio::signal::ctrl_c());
         loop {
-            let pending: Vec<usize> =
-                (0..self.agents.len()).filter(|&i| self.agents[i].done.is_none() && self.agents[i].lost.is_none()).collect();
+            let pending: Vec<usize> = (0..self.agents.len())
+                .filter(|&i| self.agents[i].done.is_none() && self.agents[i].lost.is_none())
+                .collect();
             if pending.is_empty() || Instant::now() > hard_stop {
                 break;
             }
@@ -347,7 +366,11 @@ impl Runner<'_> {
                         agent_msg::Msg::Done(d) if d.run_id == run_id => {
                             // An agent stopped by a signal ran only part of its share.
                             if d.stop_reason == "signal" {
-                                self.mark_lost(agent, "stopped by a signal (its share is incomplete)".into(), &mut lost);
+                                self.mark_lost(
+                                    agent,
+                                    "stopped by a signal (its share is incomplete)".into(),
+                                    &mut lost,
+                                );
                             }
                             let a = &mut self.agents[agent];
                             a.started_unix_ns = Some(d.started_unix_ns);

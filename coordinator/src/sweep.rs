@@ -85,7 +85,9 @@ impl SweepPlan {
             None => {
                 let mut r = rates.clone();
                 if r.iter().any(|x| x.is_infinite()) {
-                    return Err(UsageError("--concurrency LIST or --request-rate LIST (finite rates) is required".into()));
+                    return Err(UsageError(
+                        "--concurrency LIST or --request-rate LIST (finite rates) is required".into(),
+                    ));
                 }
                 r.sort_by(f64::total_cmp);
                 r.dedup();
@@ -257,11 +259,13 @@ async fn run_levels(
             let p = plan.at(level, k);
             let pb = progress_bar(p.num_prompts, format!("{} run {k}/{}", plan.level_word(level), plan.runs));
             let set = |n: u64| pb.set_position(n);
-            let outcome = session.run(&p, model, Some(&set)).await.map_err(|e| Failure::new(exit::FAILURE, e.to_string()))?;
+            let outcome =
+                session.run(&p, model, Some(&set)).await.map_err(|e| Failure::new(exit::FAILURE, e.to_string()))?;
             pb.finish_and_clear();
             let mut f = finish(&p, model, &outcome);
             f.doc["sweep"] = json!({"kind": plan.kind.key(), "level": level, "run": k, "runs": plan.runs});
-            report::write(&path, &f.doc).map_err(|e| Failure::new(exit::FAILURE, format!("{}: {e}", path.display())))?;
+            report::write(&path, &f.doc)
+                .map_err(|e| Failure::new(exit::FAILURE, format!("{}: {e}", path.display())))?;
             if outcome.status != run::RunStatus::Complete {
                 return Err(Failure::new(
                     crate::status_code(&outcome.status),

@@ -25,10 +25,7 @@ pub fn of(row: &Row) -> (&'static str, &'static str) {
         TokenSource::Unspecified => none,
         s => name(s),
     };
-    (
-        fallback(row.input_source(), "client_estimate"),
-        fallback(row.output_source(), "event_count"),
-    )
+    (fallback(row.input_source(), "client_estimate"), fallback(row.output_source(), "event_count"))
 }
 
 /// Rows per source, for input and output counts.
@@ -72,14 +69,8 @@ mod tests {
     #[test]
     fn majority_and_fallback() {
         let mut t = Tally::default();
-        assert_eq!(
-            (t.input_source(), t.output_source()),
-            ("client_estimate", "event_count")
-        );
-        let mut usage = Row {
-            usage_from_server: true,
-            ..Default::default()
-        };
+        assert_eq!((t.input_source(), t.output_source()), ("client_estimate", "event_count"));
+        let mut usage = Row { usage_from_server: true, ..Default::default() };
         t.add(&usage);
         usage.set_input_source(TokenSource::ServerUsage);
         usage.set_output_source(TokenSource::ServerUsage);
@@ -90,10 +81,7 @@ mod tests {
         for _ in 0..3 {
             t.add(&tok);
         }
-        assert_eq!(
-            (t.input_source(), t.output_source()),
-            ("tokenizer", "tokenizer")
-        );
+        assert_eq!((t.input_source(), t.output_source()), ("tokenizer", "tokenizer"));
         assert_eq!(t.input["server_usage"], 2);
         assert_eq!(of(&Row::default()), ("client_estimate", "event_count"));
     }

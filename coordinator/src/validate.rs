@@ -63,7 +63,8 @@ struct Against {
 
 fn read_against(path: &PathBuf) -> Result<Against, UsageError> {
     let text = std::fs::read(path).map_err(|e| UsageError(format!("--against {}: {e}", path.display())))?;
-    let doc: Value = serde_json::from_slice(&text).map_err(|e| UsageError(format!("--against {}: {e}", path.display())))?;
+    let doc: Value =
+        serde_json::from_slice(&text).map_err(|e| UsageError(format!("--against {}: {e}", path.display())))?;
     let achieved_rps = doc["request_throughput"]
         .as_f64()
         .ok_or_else(|| UsageError(format!("--against {}: no request_throughput", path.display())))?;
@@ -85,35 +86,65 @@ pub struct Row {
 }
 
 fn markdown(rows: &[Row]) -> String {
-    let mut s = String::from("| Concurrency | Requests/sec | Tokens/sec | p50 (ms) | p95 (ms) | p99 (ms) | Success Rate |\n");
+    let mut s =
+        String::from("| Concurrency | Requests/sec | Tokens/sec | p50 (ms) | p95 (ms) | p99 (ms) | Success Rate |\n");
     s.push_str("|---|---|---|---|---|---|---|\n");
     for r in rows {
         let _ = writeln!(
             s,
             "| {} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} | {:.1}% |",
-            r.concurrency, r.requests_per_sec, r.tokens_per_sec, r.p50_ms, r.p95_ms, r.p99_ms, r.success_rate * 100.0
+            r.concurrency,
+            r.requests_per_sec,
+            r.tokens_per_sec,
+            r.p50_ms,
+            r.p95_ms,
+            r.p99_ms,
+            r.success_rate * 100.0
         );
     }
     s.push_str("\n| Concurrency | Agent | CPU (%) | Send lag p99 (us) |\n|---|---|---|---|\n");
     for r in rows {
         for a in &r.agents {
-            let _ = writeln!(s, "| {} | {} | {:.1} | {} |", r.concurrency, a["address"].as_str().unwrap_or(""), a["cpu_percent"].as_f64().unwrap_or(0.0), a["scheduling_lag_us"]["p99"]);
+            let _ = writeln!(
+                s,
+                "| {} | {} | {:.1} | {} |",
+                r.concurrency,
+                a["address"].as_str().unwrap_or(""),
+                a["cpu_percent"].as_f64().unwrap_or(0.0),
+                a["scheduling_lag_us"]["p99"]
+            );
         }
     }
     s
 }
 
 fn level_plan(a: &ValidateArgs, base: &str, level: u32) -> Result<RunPlan, UsageError> {
-    let mut argv: Vec<String> = ["surge", "run", "--base-url", base, "--model", "surge-echo"].map(String::from).to_vec();
+    let mut argv: Vec<String> =
+        ["surge", "run", "--base-url", base, "--model", "surge-echo"].map(String::from).to_vec();
     let n = a.requests_per_level.to_string();
     let t = a.tokens_per_request.to_string();
     let c = level.to_string();
     if a.streaming {
-        argv.extend(["--backend", "openai", "--random-input-len", "16", "--random-output-len", &t, "--ignore-eos"].map(String::from));
+        argv.extend(
+            ["--backend", "openai", "--random-input-len", "16", "--random-output-len", &t, "--ignore-eos"]
+                .map(String::from),
+        );
     } else {
         argv.extend(["--backend", "http", "--endpoint", "/echo", "--random-input-len", &t].map(String::from));
     }
-    argv.extend(["--num-prompts", &n, "--max-concurrency", &c, "--percentile-metrics", "e2el", "--metric-percentiles", "50,95,99"].map(String::from));
+    argv.extend(
+        [
+            "--num-prompts",
+            &n,
+            "--max-concurrency",
+            &c,
+            "--percentile-metrics",
+            "e2el",
+            "--metric-percentiles",
+            "50,95,99",
+        ]
+        .map(String::from),
+    );
     argv.extend(a.fleet.to_argv());
     let cli = Cli::try_parse_from(&argv).map_err(|e| UsageError(e.to_string()))?;
     let Command::Run(run) = cli.command else { return Err(UsageError("internal: not a run".into())) };
@@ -135,7 +166,10 @@ async fn validate(a: ValidateArgs) -> Result<u8, Failure> {
     let usage = |e: UsageError| Failure::new(exit::USAGE, e.0);
     let against = a.against.as_ref().map(read_against).transpose().map_err(usage)?;
     if !a.fleet.agents.is_empty() && a.target.is_none() {
-        return Err(Failure::new(exit::USAGE, "--target URL is required with --agents (remote agents cannot reach an embedded echo server)"));
+        return Err(Failure::new(
+            exit::USAGE,
+            "--target URL is required with --agents (remote agents cannot reach an embedded echo server)",
+        ));
     }
     let levels: Vec<u32> = match (&a.levels, &against) {
         (Some(l), _) => l.0.clone(),
@@ -145,18 +179,21 @@ async fn validate(a: ValidateArgs) -> Result<u8, Failure> {
     // The echo server: embedded unless --target.
     let stop_echo = CancellationToken::new();
     let _stop_echo = stop_echo.clone().drop_guard();
-    let base = match &a.target {
-        Some(t) => t.trim_end_matches('/').to_string(),
-        None => {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                .await
-                .map_err(|e| Failure::new(exit::FAILURE, format!("embedded echo server: {e}")))?;
-            let addr = listener.local_addr().map_err(|e| Failure::new(exit::FAILURE, e.to_string()))?;
-            let s = stop_echo.clone();
-            tokio::spawn(surge_echo::serve(listener, surge_echo::EchoConfig::default(), async move { s.cancelled().await }));
-            format!("http://{addr}")
-        }
-    };
+    let base =
+        match &a.target {
+            Some(t) => t.trim_end_matches('/').to_string(),
+            None => {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                    .await
+                    .map_err(|e| Failure::new(exit::FAILURE, format!("embedded echo server: {e}")))?;
+                let addr = listener.local_addr().map_err(|e| Failure::new(exit::FAILURE, e.to_string()))?;
+                let s = stop_echo.clone();
+                tokio::spawn(surge_echo::serve(listener, surge_echo::EchoConfig::default(), async move {
+                    s.cancelled().await
+                }));
+                format!("http://{addr}")
+            }
+        };
     let first = level_plan(&a, &base, levels[0]).map_err(usage)?;
     let embedded = CancellationToken::new();
     let _stop_embedded = embedded.clone().drop_guard();
@@ -236,7 +273,8 @@ async fn validate(a: ValidateArgs) -> Result<u8, Failure> {
             code = exit::HEADROOM;
         }
     }
-    std::fs::create_dir_all(&a.result_dir).map_err(|e| Failure::new(exit::FAILURE, format!("--result-dir {}: {e}", a.result_dir.display())))?;
+    std::fs::create_dir_all(&a.result_dir)
+        .map_err(|e| Failure::new(exit::FAILURE, format!("--result-dir {}: {e}", a.result_dir.display())))?;
     report::write(&a.result_dir.join("validate.json"), &doc).map_err(|e| Failure::new(exit::FAILURE, e.to_string()))?;
     std::fs::write(a.result_dir.join("validate.md"), &md).map_err(|e| Failure::new(exit::FAILURE, e.to_string()))?;
     eprintln!("surge validate: saved {}/validate.json and validate.md", a.result_dir.display());

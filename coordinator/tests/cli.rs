@@ -13,12 +13,40 @@ fn run_help_lists_vllm_bench_serve_flags() {
     assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout);
     for flag in [
-        "--base-url", "--host", "--port", "--endpoint", "--backend", "--model", "--served-model-name",
-        "--dataset-name", "--random-input-len", "--random-output-len", "--num-prompts", "--max-concurrency",
-        "--request-rate", "--burstiness", "--num-warmups", "--ignore-eos", "--temperature", "--seed",
-        "--percentile-metrics", "--metric-percentiles", "--goodput", "--save-result", "--result-dir",
-        "--result-filename", "--save-detailed", "--metadata", "--ready-timeout", "--duration", "--agents",
-        "--tls-ca", "--tls-cert", "--tls-key", "--insecure", "--tolerate-agent-loss",
+        "--base-url",
+        "--host",
+        "--port",
+        "--endpoint",
+        "--backend",
+        "--model",
+        "--served-model-name",
+        "--dataset-name",
+        "--random-input-len",
+        "--random-output-len",
+        "--num-prompts",
+        "--max-concurrency",
+        "--request-rate",
+        "--burstiness",
+        "--num-warmups",
+        "--ignore-eos",
+        "--temperature",
+        "--seed",
+        "--percentile-metrics",
+        "--metric-percentiles",
+        "--goodput",
+        "--save-result",
+        "--result-dir",
+        "--result-filename",
+        "--save-detailed",
+        "--metadata",
+        "--ready-timeout",
+        "--duration",
+        "--agents",
+        "--tls-ca",
+        "--tls-cert",
+        "--tls-key",
+        "--insecure",
+        "--tolerate-agent-loss",
     ] {
         assert!(help.contains(flag), "{flag} missing from `surge run --help`");
     }
@@ -27,7 +55,16 @@ fn run_help_lists_vllm_bench_serve_flags() {
 #[test]
 fn certs_issue_without_a_ca_names_the_flag() {
     let dir = std::env::temp_dir().join(format!("surge-cli-{}", std::process::id()));
-    let out = surge(&["certs", "issue", "--ca", dir.join("nope").to_str().unwrap(), "--name", "a", "--out", dir.to_str().unwrap()]);
+    let out = surge(&[
+        "certs",
+        "issue",
+        "--ca",
+        dir.join("nope").to_str().unwrap(),
+        "--name",
+        "a",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--ca"));
     let _ = std::fs::remove_dir_all(dir);

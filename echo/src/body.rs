@@ -34,15 +34,12 @@ impl Body for ResBody {
     type Data = Bytes;
     type Error = BoxError;
 
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.get_mut() {
             Self::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
-            Self::Echo(incoming) => Pin::new(incoming)
-                .poll_frame(cx)
-                .map(|frame| frame.map(|r| r.map_err(BoxError::from))),
+            Self::Echo(incoming) => {
+                Pin::new(incoming).poll_frame(cx).map(|frame| frame.map(|r| r.map_err(BoxError::from)))
+            }
             Self::Sse(sse) => Pin::new(&mut **sse).poll_frame(cx),
         }
     }

@@ -95,8 +95,7 @@ fn parse(kind: Kind, body: &[u8]) -> Result<Parsed, String> {
 
 /// Parse a request body; the error is the message of a 400 answer.
 fn parse_with(kind: Kind, body: &[u8], counter: &Counter) -> Result<Parsed, String> {
-    let raw: RawRequest =
-        serde_json::from_slice(body).map_err(|e| format!("invalid JSON body: {e}"))?;
+    let raw: RawRequest = serde_json::from_slice(body).map_err(|e| format!("invalid JSON body: {e}"))?;
     let prompt_tokens = match kind {
         Kind::Completion => match &raw.prompt {
             Some(prompt) => count_prompt(prompt, counter)?,
@@ -114,18 +113,8 @@ fn parse_with(kind: Kind, body: &[u8], counter: &Counter) -> Result<Parsed, Stri
         Kind::Completion => raw.max_tokens,
     };
     let stream = raw.stream.unwrap_or(false);
-    let include_usage = stream
-        && raw
-            .stream_options
-            .and_then(|o| o.include_usage)
-            .unwrap_or(false);
-    Ok(Parsed {
-        model: raw.model,
-        prompt_tokens,
-        max_tokens,
-        stream,
-        include_usage,
-    })
+    let include_usage = stream && raw.stream_options.and_then(|o| o.include_usage).unwrap_or(false);
+    Ok(Parsed { model: raw.model, prompt_tokens, max_tokens, stream, include_usage })
 }
 
 /// Prompt tokens of a completions `prompt`: tokens (words) of a string; for an
@@ -189,16 +178,10 @@ pub(crate) async fn handle(
         return Err(Box::new(InjectedReset));
     }
     let http1 = req.version() <= Version::HTTP_11;
-    let body = match Limited::new(req.into_body(), MAX_REQUEST_BYTES)
-        .collect()
-        .await
-    {
+    let body = match Limited::new(req.into_body(), MAX_REQUEST_BYTES).collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(e) if e.is::<LengthLimitError>() => {
-            return Ok(json_error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "request body too large",
-            ));
+            return Ok(json_error(StatusCode::PAYLOAD_TOO_LARGE, "request body too large"));
         }
         // The client went away or sent a broken body: nobody to answer.
         Err(e) => return Err(e),
@@ -216,15 +199,10 @@ pub(crate) async fn handle(
         }
     };
     if faults.error_500 {
-        return Ok(json_error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "injected fault: internal server error",
-        ));
+        return Ok(json_error(StatusCode::INTERNAL_SERVER_ERROR, "injected fault: internal server error"));
     }
     let metrics = &state.metrics;
-    metrics
-        .prompt_tokens_total
-        .fetch_add(parsed.prompt_tokens, Relaxed);
+    metrics.prompt_tokens_total.fetch_add(parsed.prompt_tokens, Relaxed);
 
     let permit = match &state.slots {
         None => None,
@@ -239,9 +217,7 @@ pub(crate) async fn handle(
     let mut schedule = Schedule::new(&state.config, index, faults.stall_ms);
     let model = parsed.model.as_deref().unwrap_or(&state.config.model);
     let model_json = serde_json::to_string(model).unwrap_or_else(|_| "\"\"".to_owned());
-    let created = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let created = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
 
     if parsed.stream {
         let body = SseBody::new(SseParams {
@@ -261,10 +237,7 @@ pub(crate) async fn handle(
         });
         let mut resp = Response::new(ResBody::Sse(Box::new(body)));
         let headers = resp.headers_mut();
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/event-stream"),
-        );
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
         return Ok(resp);
     }
@@ -277,10 +250,7 @@ pub(crate) async fn handle(
     let body = full_response(kind, index, created, model, n, parsed.prompt_tokens);
     drop((running, permit));
     let mut resp = Response::new(ResBody::full(body));
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     Ok(resp)
 }
 
@@ -341,19 +311,11 @@ mod tests {
 
     #[test]
     fn usage_only_when_streaming_and_asked() {
-        let p = parse(
-            Kind::Completion,
-            br#"{"prompt":"a","stream_options":{"include_usage":true}}"#,
-        )
-        .unwrap();
+        let p = parse(Kind::Completion, br#"{"prompt":"a","stream_options":{"include_usage":true}}"#).unwrap();
         assert!(!p.stream && !p.include_usage);
         let p = parse(Kind::Completion, br#"{"prompt":"a","stream":true}"#).unwrap();
         assert!(p.stream && !p.include_usage);
-        let p = parse(
-            Kind::Completion,
-            br#"{"prompt":"a","stream":null,"max_tokens":null}"#,
-        )
-        .unwrap();
+        let p = parse(Kind::Completion, br#"{"prompt":"a","stream":null,"max_tokens":null}"#).unwrap();
         assert!(!p.stream);
         assert_eq!(p.max_tokens, None);
     }
@@ -408,8 +370,7 @@ mod tests {
 
     #[test]
     fn full_responses() {
-        let v: Value =
-            serde_json::from_slice(&full_response(Kind::Completion, 3, 9, "m", 3, 2)).unwrap();
+        let v: Value = serde_json::from_slice(&full_response(Kind::Completion, 3, 9, "m", 3, 2)).unwrap();
         assert_eq!(v["id"], "cmpl-3");
         assert_eq!(v["choices"][0]["text"], " the quick brown");
         assert_eq!(v["choices"][0]["finish_reason"], "length");

@@ -192,17 +192,13 @@ impl EchoConfig {
         }
         if let Some(n) = self.output_tokens {
             if !(1..=MAX_OUTPUT_TOKENS).contains(&n) {
-                return Err(format!(
-                    "--output-tokens must be within 1..={MAX_OUTPUT_TOKENS}, got {n}"
-                ));
+                return Err(format!("--output-tokens must be within 1..={MAX_OUTPUT_TOKENS}, got {n}"));
             }
         }
         if let Some(k) = self.max_concurrent_streams {
             let max = tokio::sync::Semaphore::MAX_PERMITS;
             if k == 0 || k > max {
-                return Err(format!(
-                    "--max-concurrent-streams must be within 1..={max}, got {k}"
-                ));
+                return Err(format!("--max-concurrent-streams must be within 1..={max}, got {k}"));
             }
         }
         check_rate("--fault-500-rate", self.fault_500_rate)?;
@@ -221,20 +217,14 @@ impl EchoConfig {
 }
 
 fn check_rate(flag: &str, rate: f64) -> Result<(), String> {
-    if (0.0..=1.0).contains(&rate) {
-        Ok(())
-    } else {
-        Err(format!("{flag} must be within 0..=1, got {rate}"))
-    }
+    if (0.0..=1.0).contains(&rate) { Ok(()) } else { Err(format!("{flag} must be within 0..=1, got {rate}")) }
 }
 
 fn check_delay(flag: &str, ms: f64) -> Result<(), String> {
     if (0.0..=MAX_DELAY_MS).contains(&ms) {
         Ok(())
     } else {
-        Err(format!(
-            "{flag} must be a number of milliseconds within 0..={MAX_DELAY_MS}, got {ms}"
-        ))
+        Err(format!("{flag} must be a number of milliseconds within 0..={MAX_DELAY_MS}, got {ms}"))
     }
 }
 
@@ -252,10 +242,7 @@ mod tests {
     fn parse(args: &[&str]) -> Result<EchoConfig, String> {
         let mut argv = vec!["echo"];
         argv.extend_from_slice(args);
-        Cli::try_parse_from(argv)
-            .map_err(|e| e.to_string())?
-            .echo
-            .into_config()
+        Cli::try_parse_from(argv).map_err(|e| e.to_string())?.echo.into_config()
     }
 
     #[test]
@@ -338,10 +325,7 @@ mod tests {
             (&["--jitter-ms", "NaN"][..], "--jitter-ms"),
             (&["--fault-stall-ms=-5"][..], "--fault-stall-ms"),
             (&["--output-tokens", "0"][..], "--output-tokens"),
-            (
-                &["--max-concurrent-streams", "0"][..],
-                "--max-concurrent-streams",
-            ),
+            (&["--max-concurrent-streams", "0"][..], "--max-concurrent-streams"),
             (&["--model", ""][..], "--model"),
         ] {
             let err = parse(args).unwrap_err();

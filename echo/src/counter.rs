@@ -23,11 +23,7 @@ impl std::fmt::Debug for Counter {
 
 /// `path`, or `path/tokenizer.json` when it is a directory.
 pub(crate) fn resolve(path: &Path) -> PathBuf {
-    if path.is_dir() {
-        path.join("tokenizer.json")
-    } else {
-        path.to_path_buf()
-    }
+    if path.is_dir() { path.join("tokenizer.json") } else { path.to_path_buf() }
 }
 
 impl Counter {
@@ -40,8 +36,7 @@ impl Counter {
         let bytes = std::fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))?;
         let parsed = std::panic::catch_unwind(|| Tokenizer::from_bytes(&bytes))
             .map_err(|_| format!("{}: the tokenizers library panicked", file.display()))?;
-        let tok =
-            parsed.map_err(|e| format!("{}: not a valid tokenizer.json: {e}", file.display()))?;
+        let tok = parsed.map_err(|e| format!("{}: not a valid tokenizer.json: {e}", file.display()))?;
         Ok(Counter::Tokenizer(Box::new(tok)))
     }
 
@@ -50,9 +45,7 @@ impl Counter {
         let words = || text.split_whitespace().count() as u64;
         match self {
             Counter::Words => words(),
-            Counter::Tokenizer(t) => t
-                .encode_fast(text, false)
-                .map_or_else(|_| words(), |e| e.len() as u64),
+            Counter::Tokenizer(t) => t.encode_fast(text, false).map_or_else(|_| words(), |e| e.len() as u64),
         }
     }
 }

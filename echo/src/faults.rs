@@ -99,10 +99,7 @@ mod tests {
     #[test]
     fn rate_zero_never_and_one_always() {
         for i in 0..1000 {
-            assert_eq!(
-                FaultPlan::for_request(&config(0.0), i),
-                FaultPlan::default()
-            );
+            assert_eq!(FaultPlan::for_request(&config(0.0), i), FaultPlan::default());
             let p = FaultPlan::for_request(&config(1.0), i);
             assert!(p.reset && p.error_500 && p.malformed && p.truncate);
             assert_eq!(p.stall_ms, 5.0);
@@ -122,9 +119,7 @@ mod tests {
         assert!(both < 400, "{both}");
         // Another seed gives other faults.
         let other = EchoConfig { seed: 7, ..c };
-        let o: Vec<_> = (0..4000)
-            .map(|i| FaultPlan::for_request(&other, i))
-            .collect();
+        let o: Vec<_> = (0..4000).map(|i| FaultPlan::for_request(&other, i)).collect();
         assert_ne!(a, o);
     }
 

@@ -43,12 +43,7 @@ impl Metrics {
                 "Completions waiting for a slot.",
                 i128::from(self.requests_waiting.load(Relaxed)),
             ),
-            (
-                "surge_echo_tokens_total",
-                "counter",
-                "Output tokens sent.",
-                i128::from(self.tokens_total.load(Relaxed)),
-            ),
+            ("surge_echo_tokens_total", "counter", "Output tokens sent.", i128::from(self.tokens_total.load(Relaxed))),
             (
                 "surge_echo_prompt_tokens_total",
                 "counter",
@@ -58,10 +53,7 @@ impl Metrics {
         ];
         for (name, kind, help, value) in rows {
             // Writing to a String cannot fail.
-            let _ = write!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
-            );
+            let _ = write!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n");
         }
         out
     }

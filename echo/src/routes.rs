@@ -42,9 +42,7 @@ impl State {
             "data": [{"id": config.model, "object": "model", "owned_by": "surge-echo"}],
         });
         Self {
-            slots: config
-                .max_concurrent_streams
-                .map(|k| Arc::new(Semaphore::new(k))),
+            slots: config.max_concurrent_streams.map(|k| Arc::new(Semaphore::new(k))),
             models_body: Bytes::from(serde_json::to_vec(&models).unwrap_or_default()),
             metrics: Arc::new(Metrics::default()),
             completions: AtomicU64::new(0),
@@ -72,14 +70,12 @@ pub(crate) async fn handle(
         "/v1/chat/completions" if method == Method::POST => {
             completions::handle(req, state, close_notify, Kind::Chat).await
         }
-        "/v1/models" if method == Method::GET => Ok(with_type(
-            ResBody::full(state.models_body.clone()),
-            "application/json",
-        )),
-        "/metrics" if method == Method::GET => Ok(with_type(
-            ResBody::full(state.metrics.render()),
-            "text/plain; version=0.0.4; charset=utf-8",
-        )),
+        "/v1/models" if method == Method::GET => {
+            Ok(with_type(ResBody::full(state.models_body.clone()), "application/json"))
+        }
+        "/metrics" if method == Method::GET => {
+            Ok(with_type(ResBody::full(state.metrics.render()), "text/plain; version=0.0.4; charset=utf-8"))
+        }
         _ => Ok(json_error(StatusCode::NOT_FOUND, "not found")),
     }
 }
@@ -96,8 +92,7 @@ fn echo(mut req: Request<Incoming>) -> Response<ResBody> {
 
 fn with_type(body: ResBody, content_type: &'static str) -> Response<ResBody> {
     let mut resp = Response::new(body);
-    resp.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     resp
 }
 
@@ -111,10 +106,7 @@ pub(crate) fn json_error(status: StatusCode, message: &str) -> Response<ResBody>
         "invalid_request_error"
     };
     let body = json!({"error": {"message": message, "type": kind, "code": status.as_u16()}});
-    let mut resp = with_type(
-        ResBody::full(serde_json::to_vec(&body).unwrap_or_default()),
-        "application/json",
-    );
+    let mut resp = with_type(ResBody::full(serde_json::to_vec(&body).unwrap_or_default()), "application/json");
     *resp.status_mut() = status;
     resp
 }
@@ -127,10 +119,7 @@ mod tests {
     #[test]
     fn models_body_lists_the_model() {
         let state = State::new(
-            EchoConfig {
-                model: "my\"model".to_owned(),
-                ..EchoConfig::default()
-            },
+            EchoConfig { model: "my\"model".to_owned(), ..EchoConfig::default() },
             Timer::new().unwrap(),
             Counter::Words,
         );

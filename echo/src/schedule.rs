@@ -80,9 +80,7 @@ impl Schedule {
 pub(crate) fn deadline(start: Instant, offset_ms: f64) -> Instant {
     const FAR: Duration = Duration::from_secs(365 * 86_400);
     let d = Duration::try_from_secs_f64(offset_ms / 1e3).unwrap_or(FAR);
-    start
-        .checked_add(d.min(FAR))
-        .unwrap_or_else(|| start + Duration::from_secs(86_400))
+    start.checked_add(d.min(FAR)).unwrap_or_else(|| start + Duration::from_secs(86_400))
 }
 
 #[cfg(test)]
@@ -90,12 +88,7 @@ mod tests {
     use super::*;
 
     fn config(ttft: f64, itl: f64, jitter: f64) -> EchoConfig {
-        EchoConfig {
-            ttft_ms: ttft,
-            itl_ms: itl,
-            jitter_ms: jitter,
-            ..EchoConfig::default()
-        }
+        EchoConfig { ttft_ms: ttft, itl_ms: itl, jitter_ms: jitter, ..EchoConfig::default() }
     }
 
     #[test]

@@ -33,9 +33,7 @@ pub(crate) async fn run(
     config: EchoConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    config
-        .validate()
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    config.validate().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     // The token timer's thread stops once the server state and every
     // response still holding a handle to it are dropped.
     let counter = crate::counter::Counter::load(config.tokenizer.as_deref())
@@ -62,12 +60,7 @@ pub(crate) async fn run(
                 if let Err(e) = stream.set_nodelay(true) {
                     debug!(error = %e, "set TCP_NODELAY failed");
                 }
-                tokio::spawn(connection(
-                    stream,
-                    state.clone(),
-                    builder.clone(),
-                    stop_rx.clone(),
-                ));
+                tokio::spawn(connection(stream, state.clone(), builder.clone(), stop_rx.clone()));
             }
             Err(e) if is_per_connection(&e) => debug!(error = %e, "accept: connection failed"),
             Err(e) => {
@@ -102,10 +95,7 @@ async fn connection(
     builder: Arc<auto::Builder<TokioExecutor>>,
     mut stop: watch::Receiver<()>,
 ) {
-    let close_notify = state
-        .config
-        .close_after_stream
-        .then(|| Arc::new(Notify::new()));
+    let close_notify = state.config.close_after_stream.then(|| Arc::new(Notify::new()));
     let service = {
         let close_notify = close_notify.clone();
         service_fn(move |req| routes::handle(req, state.clone(), close_notify.clone()))

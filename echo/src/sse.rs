@@ -26,9 +26,7 @@ use crate::schedule::{Schedule, deadline};
 use crate::timer::{PreciseSleep, Timer};
 
 /// Words the output tokens cycle through (each with its leading space).
-const WORDS: [&str; 8] = [
-    " the", " quick", " brown", " fox", " jumps", " over", " lazy", " dog",
-];
+const WORDS: [&str; 8] = [" the", " quick", " brown", " fox", " jumps", " over", " lazy", " dog"];
 
 const DONE: &[u8] = b"data: [DONE]\n\n";
 
@@ -53,10 +51,7 @@ impl Chunker {
             kind.id_prefix(),
             kind.chunk_object(),
         );
-        Self {
-            kind,
-            head: head.into_bytes(),
-        }
+        Self { kind, head: head.into_bytes() }
     }
 
     /// Event of token `k`; `last` marks it with `finish_reason: "length"`.
@@ -202,10 +197,7 @@ impl Body for SseBody {
     type Data = Bytes;
     type Error = BoxError;
 
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.get_mut();
         loop {
             match this.phase {
@@ -248,10 +240,7 @@ impl Body for SseBody {
                 Phase::Usage => {
                     this.phase = Phase::Done;
                     if this.p.include_usage {
-                        let data =
-                            this.p
-                                .chunker
-                                .usage(&mut this.buf, this.p.prompt_tokens, this.p.n);
+                        let data = this.p.chunker.usage(&mut this.buf, this.p.prompt_tokens, this.p.n);
                         return Poll::Ready(Some(Ok(Frame::data(data))));
                     }
                 }
@@ -282,10 +271,7 @@ mod tests {
 
     fn json_of(event: &[u8]) -> Value {
         let text = std::str::from_utf8(event).unwrap();
-        let data = text
-            .strip_prefix("data: ")
-            .and_then(|t| t.strip_suffix("\n\n"))
-            .unwrap();
+        let data = text.strip_prefix("data: ").and_then(|t| t.strip_suffix("\n\n")).unwrap();
         serde_json::from_str(data).unwrap()
     }
 
@@ -307,10 +293,7 @@ mod tests {
         assert_eq!(v["choices"][0]["finish_reason"], "length");
         let v = json_of(&c.usage(&mut buf, 3, 4));
         assert_eq!(v["choices"], serde_json::json!([]));
-        assert_eq!(
-            v["usage"],
-            serde_json::json!({"prompt_tokens":3,"completion_tokens":4,"total_tokens":7})
-        );
+        assert_eq!(v["usage"], serde_json::json!({"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}));
         let bad = c.malformed(&mut buf, 1);
         let text = std::str::from_utf8(&bad).unwrap();
         let data = text.strip_prefix("data: ").unwrap().trim_end();

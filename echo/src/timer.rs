@@ -121,19 +121,11 @@ impl Timer {
             }),
             cond: Condvar::new(),
         });
-        let thread = thread::Builder::new()
-            .name("surge-echo-timer".to_owned())
-            .spawn({
-                let shared = shared.clone();
-                move || run(&shared)
-            })?;
-        Ok(Self {
-            owner: Arc::new(Owner {
-                shared,
-                thread_id: thread.thread().id(),
-                thread: Some(thread),
-            }),
-        })
+        let thread = thread::Builder::new().name("surge-echo-timer".to_owned()).spawn({
+            let shared = shared.clone();
+            move || run(&shared)
+        })?;
+        Ok(Self { owner: Arc::new(Owner { shared, thread_id: thread.thread().id(), thread: Some(thread) }) })
     }
 
     fn shared(&self) -> &Shared {
@@ -193,10 +185,7 @@ fn run(shared: &Shared) {
         state.waiting = true;
         state.wait_until = next;
         state = match next {
-            None => shared
-                .cond
-                .wait(state)
-                .unwrap_or_else(PoisonError::into_inner),
+            None => shared.cond.wait(state).unwrap_or_else(PoisonError::into_inner),
             Some(deadline) => {
                 shared
                     .cond
@@ -223,20 +212,13 @@ pub(crate) struct PreciseSleep {
 
 impl fmt::Debug for PreciseSleep {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PreciseSleep")
-            .field("deadline", &self.deadline)
-            .finish_non_exhaustive()
+        f.debug_struct("PreciseSleep").field("deadline", &self.deadline).finish_non_exhaustive()
     }
 }
 
 impl PreciseSleep {
     pub fn new(timer: Timer, deadline: Instant) -> Self {
-        Self {
-            timer,
-            deadline,
-            slot: None,
-            registered: None,
-        }
+        Self { timer, deadline, slot: None, registered: None }
     }
 
     /// Wait for `deadline` instead (earlier or later); takes effect at the
@@ -258,12 +240,7 @@ impl PreciseSleep {
                     Some(idx) => idx,
                     None => {
                         let idx = u32::try_from(state.slots.len()).expect("too many sleeps");
-                        state.slots.push(Slot {
-                            generation: 0,
-                            deadline,
-                            armed: false,
-                            waker: None,
-                        });
+                        state.slots.push(Slot { generation: 0, deadline, armed: false, waker: None });
                         idx
                     }
                 };
@@ -363,16 +340,12 @@ mod tests {
         let timer = Timer::new().unwrap();
         for delay in [0, 1, 5, 20] {
             let deadline = Instant::now() + ms(delay);
-            timeout(LIMIT, PreciseSleep::new(timer.clone(), deadline))
-                .await
-                .unwrap();
+            timeout(LIMIT, PreciseSleep::new(timer.clone(), deadline)).await.unwrap();
             assert!(Instant::now() >= deadline);
         }
         // A deadline in the past is ready at once.
         let past = Instant::now();
-        timeout(ms(1), PreciseSleep::new(timer.clone(), past))
-            .await
-            .unwrap();
+        timeout(ms(1), PreciseSleep::new(timer.clone(), past)).await.unwrap();
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -405,8 +378,7 @@ mod tests {
     #[tokio::test]
     async fn reset_to_earlier_and_later_deadlines() {
         let timer = Timer::new().unwrap();
-        let mut sleep =
-            PreciseSleep::new(timer.clone(), Instant::now() + Duration::from_secs(3600));
+        let mut sleep = PreciseSleep::new(timer.clone(), Instant::now() + Duration::from_secs(3600));
         // Register the far deadline.
         assert!(timeout(ms(5), &mut sleep).await.is_err());
         let t0 = Instant::now();
@@ -435,9 +407,8 @@ mod tests {
     async fn dropped_sleeps_free_their_slots() {
         let timer = Timer::new().unwrap();
         for _ in 0..3 {
-            let mut sleeps: Vec<PreciseSleep> = (0..100)
-                .map(|_| PreciseSleep::new(timer.clone(), Instant::now() + Duration::from_secs(60)))
-                .collect();
+            let mut sleeps: Vec<PreciseSleep> =
+                (0..100).map(|_| PreciseSleep::new(timer.clone(), Instant::now() + Duration::from_secs(60))).collect();
             for s in &mut sleeps {
                 assert!(timeout(Duration::ZERO, s).await.is_err());
             }
@@ -451,9 +422,7 @@ mod tests {
         }
         // A sleep registered after all that still fires.
         let deadline = Instant::now() + ms(5);
-        timeout(LIMIT, PreciseSleep::new(timer.clone(), deadline))
-            .await
-            .unwrap();
+        timeout(LIMIT, PreciseSleep::new(timer.clone(), deadline)).await.unwrap();
         assert!(Instant::now() >= deadline);
     }
 

@@ -36,11 +36,7 @@ impl Server {
         let task = tokio::spawn(serve(listener, config, async {
             let _ = rx.await;
         }));
-        Self {
-            addr,
-            stop: Some(tx),
-            task: Some(task),
-        }
+        Self { addr, stop: Some(tx), task: Some(task) }
     }
 
     async fn stop(mut self) {
@@ -48,16 +44,9 @@ impl Server {
         bounded(self.task.take().unwrap()).await.unwrap().unwrap();
     }
 
-    async fn h1(
-        &self,
-    ) -> (
-        http1::SendRequest<Full<Bytes>>,
-        JoinHandle<hyper::Result<()>>,
-    ) {
+    async fn h1(&self) -> (http1::SendRequest<Full<Bytes>>, JoinHandle<hyper::Result<()>>) {
         let stream = bounded(TcpStream::connect(self.addr)).await.unwrap();
-        let (sender, conn) = bounded(http1::handshake(TokioIo::new(stream)))
-            .await
-            .unwrap();
+        let (sender, conn) = bounded(http1::handshake(TokioIo::new(stream))).await.unwrap();
         (sender, tokio::spawn(conn))
     }
 
@@ -95,30 +84,17 @@ fn request(method: Method, path: &str, body: Option<Value>) -> Request<Full<Byte
         .unwrap()
 }
 
-async fn send(
-    sender: &mut http1::SendRequest<Full<Bytes>>,
-    method: Method,
-    path: &str,
-    body: Option<Value>,
-) -> Reply {
+async fn send(sender: &mut http1::SendRequest<Full<Bytes>>, method: Method, path: &str, body: Option<Value>) -> Reply {
     bounded(sender.ready()).await.unwrap();
-    let resp = bounded(sender.send_request(request(method, path, body)))
-        .await
-        .unwrap();
+    let resp = bounded(sender.send_request(request(method, path, body))).await.unwrap();
     let (parts, body) = resp.into_parts();
     let body = bounded(body.collect()).await.unwrap().to_bytes();
-    Reply {
-        status: parts.status,
-        headers: parts.headers,
-        body,
-    }
+    Reply { status: parts.status, headers: parts.headers, body }
 }
 
 /// The `data:` payloads of an SSE body, in order.
 fn events(body: &str) -> Vec<&str> {
-    body.split_terminator("\n\n")
-        .map(|e| e.strip_prefix("data: ").expect("data: prefix"))
-        .collect()
+    body.split_terminator("\n\n").map(|e| e.strip_prefix("data: ").expect("data: prefix")).collect()
 }
 
 fn metric(text: &str, name: &str) -> i64 {
@@ -146,10 +122,7 @@ async fn echo_roundtrip_keeps_body_and_content_type() {
         let resp = bounded(sender.send_request(req)).await.unwrap();
         assert_eq!(resp.status(), StatusCode::OK);
         assert_eq!(resp.headers()[header::CONTENT_TYPE], "application/x-test");
-        let body = bounded(resp.into_body().collect())
-            .await
-            .unwrap()
-            .to_bytes();
+        let body = bounded(resp.into_body().collect()).await.unwrap().to_bytes();
         assert_eq!(&body[..], &payload[..], "size {size}");
     }
     server.stop().await;
@@ -157,29 +130,17 @@ async fn echo_roundtrip_keeps_body_and_content_type() {
 
 #[tokio::test]
 async fn models_lists_configured_model() {
-    let server = Server::start(EchoConfig {
-        model: "tiny-llm".into(),
-        ..EchoConfig::default()
-    })
-    .await;
+    let server = Server::start(EchoConfig { model: "tiny-llm".into(), ..EchoConfig::default() }).await;
     let r = server.call(Method::GET, "/v1/models", None).await;
     assert_eq!(r.status, StatusCode::OK);
     assert_eq!(r.headers[header::CONTENT_TYPE], "application/json");
-    assert_eq!(
-        r.json(),
-        json!({"object":"list","data":[{"id":"tiny-llm","object":"model","owned_by":"surge-echo"}]})
-    );
+    assert_eq!(r.json(), json!({"object":"list","data":[{"id":"tiny-llm","object":"model","owned_by":"surge-echo"}]}));
     server.stop().await;
 }
 
 #[tokio::test]
 async fn streamed_completion_follows_schedule_with_usage_and_done() {
-    let server = Server::start(EchoConfig {
-        ttft_ms: 30.0,
-        itl_ms: 5.0,
-        ..EchoConfig::default()
-    })
-    .await;
+    let server = Server::start(EchoConfig { ttft_ms: 30.0, itl_ms: 5.0, ..EchoConfig::default() }).await;
     let started = Instant::now();
     let r = server
         .call(
@@ -209,27 +170,16 @@ async fn streamed_completion_follows_schedule_with_usage_and_done() {
     }
     let usage: Value = serde_json::from_str(ev[6]).unwrap();
     assert_eq!(usage["choices"], json!([]));
-    assert_eq!(
-        usage["usage"],
-        json!({"prompt_tokens": 3, "completion_tokens": 6, "total_tokens": 9})
-    );
+    assert_eq!(usage["usage"], json!({"prompt_tokens": 3, "completion_tokens": 6, "total_tokens": 9}));
     assert_eq!(ev[7], "[DONE]");
     server.stop().await;
 }
 
 #[tokio::test]
 async fn stream_without_include_usage_and_output_tokens_override() {
-    let server = Server::start(EchoConfig {
-        output_tokens: Some(3),
-        ..EchoConfig::default()
-    })
-    .await;
+    let server = Server::start(EchoConfig { output_tokens: Some(3), ..EchoConfig::default() }).await;
     let r = server
-        .call(
-            Method::POST,
-            "/v1/completions",
-            Some(json!({"prompt": "x", "max_tokens": 50, "stream": true})),
-        )
+        .call(Method::POST, "/v1/completions", Some(json!({"prompt": "x", "max_tokens": 50, "stream": true})))
         .await;
     let ev = events(r.text());
     assert_eq!(ev.len(), 4);
@@ -240,19 +190,10 @@ async fn stream_without_include_usage_and_output_tokens_override() {
 
 #[tokio::test]
 async fn non_streamed_completion_has_usage() {
-    let server = Server::start(EchoConfig {
-        ttft_ms: 20.0,
-        itl_ms: 2.0,
-        ..EchoConfig::default()
-    })
-    .await;
+    let server = Server::start(EchoConfig { ttft_ms: 20.0, itl_ms: 2.0, ..EchoConfig::default() }).await;
     let started = Instant::now();
     let r = server
-        .call(
-            Method::POST,
-            "/v1/completions",
-            Some(json!({"model": "m", "prompt": "a b c d", "max_tokens": 4})),
-        )
+        .call(Method::POST, "/v1/completions", Some(json!({"model": "m", "prompt": "a b c d", "max_tokens": 4})))
         .await;
     assert!(started.elapsed() >= Duration::from_millis(26));
     assert_eq!(r.status, StatusCode::OK);
@@ -261,18 +202,9 @@ async fn non_streamed_completion_has_usage() {
     assert_eq!(v["choices"][0]["finish_reason"], "length");
     let text = v["choices"][0]["text"].as_str().unwrap();
     assert_eq!(text.split_whitespace().count(), 4);
-    assert_eq!(
-        v["usage"],
-        json!({"prompt_tokens": 4, "completion_tokens": 4, "total_tokens": 8})
-    );
+    assert_eq!(v["usage"], json!({"prompt_tokens": 4, "completion_tokens": 4, "total_tokens": 8}));
     // Without max_tokens: 16.
-    let r = server
-        .call(
-            Method::POST,
-            "/v1/completions",
-            Some(json!({"prompt": "a"})),
-        )
-        .await;
+    let r = server.call(Method::POST, "/v1/completions", Some(json!({"prompt": "a"}))).await;
     assert_eq!(r.json()["usage"]["completion_tokens"], 16);
     server.stop().await;
 }
@@ -308,19 +240,11 @@ async fn chat_streaming_and_non_streaming() {
         }
     }
     let usage: Value = serde_json::from_str(ev[3]).unwrap();
-    assert_eq!(
-        usage["usage"],
-        json!({"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8})
-    );
+    assert_eq!(usage["usage"], json!({"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}));
     assert_eq!(ev[4], "[DONE]");
 
-    let r = server
-        .call(
-            Method::POST,
-            "/v1/chat/completions",
-            Some(json!({"messages": messages, "max_tokens": 2})),
-        )
-        .await;
+    let r =
+        server.call(Method::POST, "/v1/chat/completions", Some(json!({"messages": messages, "max_tokens": 2}))).await;
     let v = r.json();
     assert_eq!(v["object"], "chat.completion");
     assert_eq!(v["choices"][0]["message"]["role"], "assistant");
@@ -333,33 +257,14 @@ async fn metrics_counters_increase() {
     let server = Server::start(EchoConfig::default()).await;
     let before = server.call(Method::GET, "/metrics", None).await;
     assert_eq!(before.status, StatusCode::OK);
-    assert!(
-        before
-            .text()
-            .contains("# TYPE surge_echo_requests_total counter")
-    );
+    assert!(before.text().contains("# TYPE surge_echo_requests_total counter"));
     let b = before.text().to_owned();
-    server
-        .call(
-            Method::POST,
-            "/v1/completions",
-            Some(json!({"prompt": "p q", "max_tokens": 7, "stream": true})),
-        )
-        .await;
+    server.call(Method::POST, "/v1/completions", Some(json!({"prompt": "p q", "max_tokens": 7, "stream": true}))).await;
     let after = server.call(Method::GET, "/metrics", None).await;
     let a = after.text();
-    assert_eq!(
-        metric(a, "surge_echo_requests_total"),
-        metric(&b, "surge_echo_requests_total") + 2
-    );
-    assert_eq!(
-        metric(a, "surge_echo_tokens_total"),
-        metric(&b, "surge_echo_tokens_total") + 7
-    );
-    assert_eq!(
-        metric(a, "surge_echo_prompt_tokens_total"),
-        metric(&b, "surge_echo_prompt_tokens_total") + 2
-    );
+    assert_eq!(metric(a, "surge_echo_requests_total"), metric(&b, "surge_echo_requests_total") + 2);
+    assert_eq!(metric(a, "surge_echo_tokens_total"), metric(&b, "surge_echo_tokens_total") + 7);
+    assert_eq!(metric(a, "surge_echo_prompt_tokens_total"), metric(&b, "surge_echo_prompt_tokens_total") + 2);
     assert_eq!(metric(a, "surge_echo_requests_running"), 0);
     assert_eq!(metric(a, "surge_echo_requests_waiting"), 0);
     server.stop().await;
@@ -367,20 +272,10 @@ async fn metrics_counters_increase() {
 
 #[tokio::test]
 async fn fault_500_at_rate_one() {
-    let server = Server::start(EchoConfig {
-        fault_500_rate: 1.0,
-        ..EchoConfig::default()
-    })
-    .await;
+    let server = Server::start(EchoConfig { fault_500_rate: 1.0, ..EchoConfig::default() }).await;
     let (mut sender, _conn) = server.h1().await;
     for _ in 0..3 {
-        let r = send(
-            &mut sender,
-            Method::POST,
-            "/v1/completions",
-            Some(json!({"prompt": "x", "stream": true})),
-        )
-        .await;
+        let r = send(&mut sender, Method::POST, "/v1/completions", Some(json!({"prompt": "x", "stream": true}))).await;
         assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR);
         assert_eq!(r.json()["error"]["code"], 500);
     }
@@ -393,23 +288,15 @@ async fn fault_500_at_rate_one() {
 #[tokio::test]
 async fn unknown_routes_are_404_and_bad_json_is_400() {
     let server = Server::start(EchoConfig::default()).await;
-    for (method, path) in [
-        (Method::GET, "/"),
-        (Method::GET, "/echo"),
-        (Method::POST, "/v1/models"),
-        (Method::GET, "/v1/completions/x"),
-    ] {
+    for (method, path) in
+        [(Method::GET, "/"), (Method::GET, "/echo"), (Method::POST, "/v1/models"), (Method::GET, "/v1/completions/x")]
+    {
         let r = server.call(method, path, None).await;
         assert_eq!(r.status, StatusCode::NOT_FOUND, "{path}");
         assert_eq!(r.json()["error"]["code"], 404);
     }
     let (mut sender, _conn) = server.h1().await;
-    for body in [
-        "{",
-        "[]",
-        "{\"prompt\":5}",
-        "{\"prompt\":\"a\",\"max_tokens\":0}",
-    ] {
+    for body in ["{", "[]", "{\"prompt\":5}", "{\"prompt\":\"a\",\"max_tokens\":0}"] {
         bounded(sender.ready()).await.unwrap();
         let req = Request::builder()
             .method(Method::POST)
@@ -419,10 +306,7 @@ async fn unknown_routes_are_404_and_bad_json_is_400() {
             .unwrap();
         let resp = bounded(sender.send_request(req)).await.unwrap();
         assert_eq!(resp.status(), StatusCode::BAD_REQUEST, "{body}");
-        let bytes = bounded(resp.into_body().collect())
-            .await
-            .unwrap()
-            .to_bytes();
+        let bytes = bounded(resp.into_body().collect()).await.unwrap().to_bytes();
         let v: Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(v["error"]["code"], 400);
     }
@@ -431,31 +315,18 @@ async fn unknown_routes_are_404_and_bad_json_is_400() {
 
 #[tokio::test]
 async fn fault_reset_drops_connection() {
-    let server = Server::start(EchoConfig {
-        fault_reset_rate: 1.0,
-        ..EchoConfig::default()
-    })
-    .await;
+    let server = Server::start(EchoConfig { fault_reset_rate: 1.0, ..EchoConfig::default() }).await;
     let (mut sender, _conn) = server.h1().await;
     bounded(sender.ready()).await.unwrap();
-    let result = bounded(sender.send_request(request(
-        Method::POST,
-        "/v1/completions",
-        Some(json!({"prompt": "x"})),
-    )))
-    .await;
+    let result =
+        bounded(sender.send_request(request(Method::POST, "/v1/completions", Some(json!({"prompt": "x"}))))).await;
     assert!(result.is_err(), "expected a dropped connection");
     server.stop().await;
 }
 
 #[tokio::test]
 async fn fault_truncate_cuts_stream_without_done() {
-    let server = Server::start(EchoConfig {
-        fault_truncate_rate: 1.0,
-        itl_ms: 1.0,
-        ..EchoConfig::default()
-    })
-    .await;
+    let server = Server::start(EchoConfig { fault_truncate_rate: 1.0, itl_ms: 1.0, ..EchoConfig::default() }).await;
     let (mut sender, conn) = server.h1().await;
     bounded(sender.ready()).await.unwrap();
     let resp = bounded(sender.send_request(request(
@@ -485,24 +356,13 @@ async fn fault_truncate_cuts_stream_without_done() {
 
 #[tokio::test]
 async fn fault_malformed_event_is_not_json() {
-    let server = Server::start(EchoConfig {
-        fault_malformed_rate: 1.0,
-        ..EchoConfig::default()
-    })
-    .await;
+    let server = Server::start(EchoConfig { fault_malformed_rate: 1.0, ..EchoConfig::default() }).await;
     let r = server
-        .call(
-            Method::POST,
-            "/v1/completions",
-            Some(json!({"prompt": "x", "max_tokens": 8, "stream": true})),
-        )
+        .call(Method::POST, "/v1/completions", Some(json!({"prompt": "x", "max_tokens": 8, "stream": true})))
         .await;
     let ev = events(r.text());
     assert_eq!(ev.len(), 9);
-    let bad = ev[..8]
-        .iter()
-        .filter(|e| serde_json::from_str::<Value>(e).is_err())
-        .count();
+    let bad = ev[..8].iter().filter(|e| serde_json::from_str::<Value>(e).is_err()).count();
     assert_eq!(bad, 1);
     assert_eq!(ev[8], "[DONE]");
     server.stop().await;
@@ -510,31 +370,17 @@ async fn fault_malformed_event_is_not_json() {
 
 #[tokio::test]
 async fn fault_stall_delays_first_token() {
-    let server = Server::start(EchoConfig {
-        fault_stall_ms: Some(60.0),
-        fault_stall_rate: 1.0,
-        ..EchoConfig::default()
-    })
-    .await;
+    let server =
+        Server::start(EchoConfig { fault_stall_ms: Some(60.0), fault_stall_rate: 1.0, ..EchoConfig::default() }).await;
     let started = Instant::now();
-    server
-        .call(
-            Method::POST,
-            "/v1/completions",
-            Some(json!({"prompt": "x", "max_tokens": 1, "stream": true})),
-        )
-        .await;
+    server.call(Method::POST, "/v1/completions", Some(json!({"prompt": "x", "max_tokens": 1, "stream": true}))).await;
     assert!(started.elapsed() >= Duration::from_millis(60));
     server.stop().await;
 }
 
 #[tokio::test]
 async fn close_after_stream_closes_keep_alive_connection() {
-    let server = Server::start(EchoConfig {
-        close_after_stream: true,
-        ..EchoConfig::default()
-    })
-    .await;
+    let server = Server::start(EchoConfig { close_after_stream: true, ..EchoConfig::default() }).await;
     let (mut sender, conn) = server.h1().await;
     let r = send(
         &mut sender,
@@ -553,12 +399,8 @@ async fn close_after_stream_closes_keep_alive_connection() {
 
 #[tokio::test]
 async fn slots_queue_requests_fifo() {
-    let server = Server::start(EchoConfig {
-        ttft_ms: 40.0,
-        max_concurrent_streams: Some(1),
-        ..EchoConfig::default()
-    })
-    .await;
+    let server =
+        Server::start(EchoConfig { ttft_ms: 40.0, max_concurrent_streams: Some(1), ..EchoConfig::default() }).await;
     let started = Instant::now();
     let body = json!({"prompt": "x", "max_tokens": 1});
     let (a, b) = tokio::join!(
@@ -573,15 +415,9 @@ async fn slots_queue_requests_fifo() {
 
 #[tokio::test]
 async fn http2_prior_knowledge_streams_on_one_connection() {
-    let server = Server::start(EchoConfig {
-        itl_ms: 1.0,
-        ..EchoConfig::default()
-    })
-    .await;
+    let server = Server::start(EchoConfig { itl_ms: 1.0, ..EchoConfig::default() }).await;
     let stream = bounded(TcpStream::connect(server.addr)).await.unwrap();
-    let (sender, conn) = bounded(http2::handshake(TokioExecutor::new(), TokioIo::new(stream)))
-        .await
-        .unwrap();
+    let (sender, conn) = bounded(http2::handshake(TokioExecutor::new(), TokioIo::new(stream))).await.unwrap();
     tokio::spawn(conn);
     let mut tasks = Vec::new();
     for _ in 0..20 {
@@ -599,10 +435,7 @@ async fn http2_prior_knowledge_streams_on_one_connection() {
                 .unwrap();
             let resp = bounded(sender.send_request(req)).await.unwrap();
             assert_eq!(resp.version(), http::Version::HTTP_2);
-            bounded(resp.into_body().collect())
-                .await
-                .unwrap()
-                .to_bytes()
+            bounded(resp.into_body().collect()).await.unwrap().to_bytes()
         }));
     }
     for t in tasks {
@@ -626,13 +459,8 @@ async fn shutdown_returns_and_stops_accepting() {
 #[tokio::test]
 async fn invalid_config_is_rejected() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let config = EchoConfig {
-        fault_500_rate: 2.0,
-        ..EchoConfig::default()
-    };
-    let err = bounded(serve(listener, config, std::future::pending()))
-        .await
-        .unwrap_err();
+    let config = EchoConfig { fault_500_rate: 2.0, ..EchoConfig::default() };
+    let err = bounded(serve(listener, config, std::future::pending())).await.unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
     assert!(err.to_string().contains("--fault-500-rate"));
 }

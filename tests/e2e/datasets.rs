@@ -8,11 +8,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 fn fixture(rel: &str) -> String {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures")
-        .join(rel)
-        .display()
-        .to_string()
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(rel).display().to_string()
 }
 
 /// `surge run ARGS --save-detailed` into a scratch directory; returns the result.
@@ -24,12 +20,7 @@ fn run(tag: &str, args: &[&str]) -> serde_json::Value {
     all.extend_from_slice(&["--result-filename", "r.json"]);
     all.extend_from_slice(args);
     let out = surge(&all, Duration::from_secs(180));
-    assert!(
-        out.status.success(),
-        "{all:?}\nstdout:\n{}\nstderr:\n{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
+    assert!(out.status.success(), "{all:?}\nstdout:\n{}\nstderr:\n{}", text(&out.stdout), text(&out.stderr));
     read_json(&dir.path("r.json"))
 }
 
@@ -61,28 +52,11 @@ fn random_prompts_are_exactly_1024_tokens_at_the_server() {
     );
     assert_eq!(r["completed"], n);
     assert_eq!(r["input_tokens_source"], "server_usage");
-    assert_eq!(
-        r["total_input_tokens"],
-        n * 1024,
-        "the server counted other lengths"
-    );
-    let lens: Vec<u64> = r["input_lens"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap())
-        .collect();
+    assert_eq!(r["total_input_tokens"], n * 1024, "the server counted other lengths");
+    let lens: Vec<u64> = r["input_lens"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
     assert!(lens.iter().all(|&l| l == 1024), "{lens:?}");
-    assert_eq!(
-        echo_metric(&base, "surge_echo_prompt_tokens_total"),
-        (n * 1024) as f64
-    );
-    assert_eq!(
-        r["run_metadata"]["tokenizer"]["sha256"]
-            .as_str()
-            .map(str::len),
-        Some(64)
-    );
+    assert_eq!(echo_metric(&base, "surge_echo_prompt_tokens_total"), (n * 1024) as f64);
+    assert_eq!(r["run_metadata"]["tokenizer"]["sha256"].as_str().map(str::len), Some(64));
 }
 
 #[test]
@@ -119,20 +93,11 @@ fn two_agents_get_the_tokenizer_and_disjoint_slices() {
     );
     assert_eq!(r["completed"], 200);
     assert_eq!(r["total_input_tokens"], 200 * 272);
-    let shares: Vec<u64> = r["client"]["agents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a["share"]["num_prompts"].as_u64().unwrap())
-        .collect();
+    let shares: Vec<u64> =
+        r["client"]["agents"].as_array().unwrap().iter().map(|a| a["share"]["num_prompts"].as_u64().unwrap()).collect();
     assert_eq!(shares.iter().sum::<u64>(), 200);
     assert!(shares.iter().all(|&s| s > 0), "{shares:?}");
-    let idx: HashSet<u64> = r["agent_indices"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap())
-        .collect();
+    let idx: HashSet<u64> = r["agent_indices"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
     assert_eq!(idx.len(), 2, "both agents sent requests");
 }
 
@@ -182,17 +147,8 @@ fn sharegpt_and_custom_files_load_and_run() {
         ],
     );
     assert_eq!(r["completed"], 8);
-    let outs: Vec<u64> = r["output_lens"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap())
-        .collect();
-    assert_eq!(
-        outs,
-        [16, 256, 8, 40, 16, 256, 8, 40],
-        "output_tokens per line, default 256"
-    );
+    let outs: Vec<u64> = r["output_lens"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+    assert_eq!(outs, [16, 256, 8, 40, 16, 256, 8, 40], "output_tokens per line, default 256");
     let r = run(
         "prefixrep",
         &[
@@ -235,57 +191,23 @@ fn bad_dataset_and_tokenizer_files_fail_up_front_with_exit_2() {
     };
     // No server is needed: the file is refused before any load.
     let base = ["run", "--base-url", "http://127.0.0.1:9", "--model", "m"];
-    let with = |extra: &[&'static str]| -> Vec<String> {
-        base.iter().chain(extra).map(|s| s.to_string()).collect()
-    };
+    let with = |extra: &[&'static str]| -> Vec<String> { base.iter().chain(extra).map(|s| s.to_string()).collect() };
     let bad = fixture("datasets/bad.jsonl");
-    let args = [
-        with(&["--dataset-name", "custom", "--dataset-path"]),
-        vec![bad.clone()],
-    ]
-    .concat();
+    let args = [with(&["--dataset-name", "custom", "--dataset-path"]), vec![bad.clone()]].concat();
+    check(&args.iter().map(String::as_str).collect::<Vec<_>>(), &["--dataset-path", "bad.jsonl:3: ", "not JSON"]);
+    let args = [with(&["--dataset-name", "sharegpt", "--dataset-path"]), vec![bad]].concat();
+    check(&args.iter().map(String::as_str).collect::<Vec<_>>(), &["bad.jsonl:1: ", "expected a sequence"]);
     check(
-        &args.iter().map(String::as_str).collect::<Vec<_>>(),
-        &["--dataset-path", "bad.jsonl:3: ", "not JSON"],
-    );
-    let args = [
-        with(&["--dataset-name", "sharegpt", "--dataset-path"]),
-        vec![bad],
-    ]
-    .concat();
-    check(
-        &args.iter().map(String::as_str).collect::<Vec<_>>(),
-        &["bad.jsonl:1: ", "expected a sequence"],
-    );
-    check(
-        &with(&["--tokenizer", "/nonexistent/tokenizer.json"])
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
+        &with(&["--tokenizer", "/nonexistent/tokenizer.json"]).iter().map(String::as_str).collect::<Vec<_>>(),
         &["--tokenizer", "/nonexistent/tokenizer.json"],
     );
     let not_tok = fixture("datasets/custom.jsonl");
     let args = [with(&["--tokenizer"]), vec![not_tok]].concat();
+    check(&args.iter().map(String::as_str).collect::<Vec<_>>(), &["--tokenizer", "not a valid tokenizer.json"]);
+    check(&with(&["--dataset-name", "sharegpt"]).iter().map(String::as_str).collect::<Vec<_>>(), &["--dataset-path"]);
     check(
-        &args.iter().map(String::as_str).collect::<Vec<_>>(),
-        &["--tokenizer", "not a valid tokenizer.json"],
-    );
-    check(
-        &with(&["--dataset-name", "sharegpt"])
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
-        &["--dataset-path"],
-    );
-    check(
-        &with(&["--random-range-ratio", "1.5"])
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>(),
+        &with(&["--random-range-ratio", "1.5"]).iter().map(String::as_str).collect::<Vec<_>>(),
         &["--random-range-ratio"],
     );
-    check(
-        &["echo", "--tokenizer", "/nonexistent/tok.json"],
-        &["--tokenizer"],
-    );
+    check(&["echo", "--tokenizer", "/nonexistent/tok.json"], &["--tokenizer"]);
 }

@@ -17,7 +17,22 @@ impl Pki {
             assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
         };
         ok(&["certs", "init", "--out", &d]);
-        ok(&["certs", "issue", "--ca", &d, "--name", "agent", "--san", "127.0.0.2", "--san", "127.0.0.3", "--san", "127.0.0.4", "--out", &d]);
+        ok(&[
+            "certs",
+            "issue",
+            "--ca",
+            &d,
+            "--name",
+            "agent",
+            "--san",
+            "127.0.0.2",
+            "--san",
+            "127.0.0.3",
+            "--san",
+            "127.0.0.4",
+            "--out",
+            &d,
+        ]);
         ok(&["certs", "issue", "--ca", &d, "--name", "coordinator", "--out", &d]);
         let rogue = dir.path("rogue");
         ok(&["certs", "init", "--out", &rogue]);
@@ -27,9 +42,12 @@ impl Pki {
 
     fn agent_args(&self) -> Vec<String> {
         vec![
-            "--tls-ca".into(), self.dir.path("ca.pem"),
-            "--tls-cert".into(), self.dir.path("agent.pem"),
-            "--tls-key".into(), self.dir.path("agent.key"),
+            "--tls-ca".into(),
+            self.dir.path("ca.pem"),
+            "--tls-cert".into(),
+            self.dir.path("agent.pem"),
+            "--tls-key".into(),
+            self.dir.path("agent.key"),
         ]
     }
 
@@ -37,9 +55,12 @@ impl Pki {
         let d = if rogue { self.dir.path("rogue") } else { self.dir.path("") };
         let p = |f: &str| std::path::Path::new(&d).join(f).display().to_string();
         vec![
-            "--tls-ca".into(), self.dir.path("ca.pem"),
-            "--tls-cert".into(), p("coordinator.pem"),
-            "--tls-key".into(), p("coordinator.key"),
+            "--tls-ca".into(),
+            self.dir.path("ca.pem"),
+            "--tls-cert".into(),
+            p("coordinator.pem"),
+            "--tls-key".into(),
+            p("coordinator.key"),
         ]
     }
 }
@@ -69,17 +90,37 @@ fn run_args<'a>(base: &'a str, agents: &'a str, tls: &'a [String], extra: &[&'a 
 fn three_agents_merge_exactly() {
     let pki = Pki::new("dist");
     let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "100", "--itl-ms", "20"]);
-    let (_agents, addrs) = start_agents(&pki, &["127.0.0.2", "127.0.0.3", "127.0.0.4"], &["--allowed-targets", "127.0.0.1"]);
+    let (_agents, addrs) =
+        start_agents(&pki, &["127.0.0.2", "127.0.0.3", "127.0.0.4"], &["--allowed-targets", "127.0.0.1"]);
     let agents = addrs.join(",");
     let tls = pki.coordinator_args(false);
     let result = pki.dir.path("r.json");
     let out = surge(
-        &run_args(&base, &agents, &tls, &[
-            "--max-concurrency", "2000", "--num-prompts", "10000", "--random-input-len", "64",
-            "--random-output-len", "32", "--ignore-eos", "--percentile-metrics", "ttft,tpot,itl,e2el",
-            "--metric-percentiles", "50,90,99,99.9", "--save-detailed", "--result-dir", &pki.dir.path(""),
-            "--result-filename", "r.json",
-        ]),
+        &run_args(
+            &base,
+            &agents,
+            &tls,
+            &[
+                "--max-concurrency",
+                "2000",
+                "--num-prompts",
+                "10000",
+                "--random-input-len",
+                "64",
+                "--random-output-len",
+                "32",
+                "--ignore-eos",
+                "--percentile-metrics",
+                "ttft,tpot,itl,e2el",
+                "--metric-percentiles",
+                "50,90,99,99.9",
+                "--save-detailed",
+                "--result-dir",
+                &pki.dir.path(""),
+                "--result-filename",
+                "r.json",
+            ],
+        ),
         Duration::from_secs(300),
     );
     assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
@@ -102,11 +143,21 @@ fn three_agents_merge_exactly() {
     assert_eq!(ttfts.len(), 10_000);
     let tpots: Vec<f64> =
         (0..outs.len()).filter(|&i| outs[i] > 1).map(|i| (e2els[i] - ttfts[i]) / (outs[i] - 1) as f64).collect();
-    let itls: Vec<f64> =
-        r["itls"].as_array().unwrap().iter().flat_map(|a| a.as_array().unwrap().iter().map(|v| v.as_f64().unwrap())).collect();
+    let itls: Vec<f64> = r["itls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|a| a.as_array().unwrap().iter().map(|v| v.as_f64().unwrap()))
+        .collect();
     assert_eq!(itls.len(), 10_000 * 31);
     for (name, values) in [("ttft", &ttfts), ("tpot", &tpots), ("itl", &itls), ("e2el", &e2els)] {
-        for (p, key) in [(50.0, format!("median_{name}_ms")), (50.0, format!("p50_{name}_ms")), (90.0, format!("p90_{name}_ms")), (99.0, format!("p99_{name}_ms")), (99.9, format!("p99.9_{name}_ms"))] {
+        for (p, key) in [
+            (50.0, format!("median_{name}_ms")),
+            (50.0, format!("p50_{name}_ms")),
+            (90.0, format!("p90_{name}_ms")),
+            (99.0, format!("p99_{name}_ms")),
+            (99.9, format!("p99.9_{name}_ms")),
+        ] {
             let expect = np_percentile(values, p) * 1000.0;
             assert_eq!(r[&key].as_f64().unwrap(), expect, "{key}");
         }
@@ -120,14 +171,32 @@ fn three_agents_merge_exactly() {
 fn losing_an_agent_aborts_the_run_and_keeps_what_arrived() {
     let pki = Pki::new("lose");
     let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "50", "--itl-ms", "10"]);
-    let (mut agents, addrs) = start_agents(&pki, &["127.0.0.2", "127.0.0.3", "127.0.0.4"], &["--allowed-targets", "127.0.0.0/8"]);
+    let (mut agents, addrs) =
+        start_agents(&pki, &["127.0.0.2", "127.0.0.3", "127.0.0.4"], &["--allowed-targets", "127.0.0.0/8"]);
     let joined = addrs.join(",");
     let tls = pki.coordinator_args(false);
     let dir = pki.dir.path("");
-    let bg = surge_bg(&run_args(&base, &joined, &tls, &[
-        "--max-concurrency", "150", "--num-prompts", "100000", "--random-input-len", "8", "--random-output-len", "16",
-        "--ignore-eos", "--save-result", "--result-dir", &dir, "--result-filename", "lost.json",
-    ]));
+    let bg = surge_bg(&run_args(
+        &base,
+        &joined,
+        &tls,
+        &[
+            "--max-concurrency",
+            "150",
+            "--num-prompts",
+            "100000",
+            "--random-input-len",
+            "8",
+            "--random-output-len",
+            "16",
+            "--ignore-eos",
+            "--save-result",
+            "--result-dir",
+            &dir,
+            "--result-filename",
+            "lost.json",
+        ],
+    ));
     wait_for(Duration::from_secs(30), "load to flow", || echo_metric(&base, "surge_echo_requests_total") > 600.0);
     let killed = Instant::now();
     agents[1].kill9();
@@ -151,9 +220,21 @@ fn a_dead_coordinator_stops_the_load_and_the_agent_serves_the_next() {
     let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "50", "--itl-ms", "10"]);
     let (mut agents, addrs) = start_agents(&pki, &["127.0.0.2"], &["--allowed-targets", "127.0.0.1"]);
     let tls = pki.coordinator_args(false);
-    let mut bg = surge_bg(&run_args(&base, &addrs[0], &tls, &[
-        "--max-concurrency", "100", "--num-prompts", "100000", "--random-input-len", "8", "--random-output-len", "16",
-    ]));
+    let mut bg = surge_bg(&run_args(
+        &base,
+        &addrs[0],
+        &tls,
+        &[
+            "--max-concurrency",
+            "100",
+            "--num-prompts",
+            "100000",
+            "--random-input-len",
+            "8",
+            "--random-output-len",
+            "16",
+        ],
+    ));
     wait_for(Duration::from_secs(30), "load to flow", || echo_metric(&base, "surge_echo_requests_total") > 300.0);
     bg.proc.kill9();
     // Tokens, not requests: scraping /metrics is itself a request.
@@ -165,7 +246,12 @@ fn a_dead_coordinator_stops_the_load_and_the_agent_serves_the_next() {
     assert_eq!(echo_metric(&base, "surge_echo_requests_running"), 0.0);
     assert!(agents[0].alive(), "the agent process must survive its coordinator");
     let out = surge(
-        &run_args(&base, &addrs[0], &tls, &["--max-concurrency", "10", "--num-prompts", "50", "--random-input-len", "8", "--random-output-len", "4"]),
+        &run_args(
+            &base,
+            &addrs[0],
+            &tls,
+            &["--max-concurrency", "10", "--num-prompts", "50", "--random-input-len", "8", "--random-output-len", "4"],
+        ),
         Duration::from_secs(60),
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -185,12 +271,16 @@ fn refusals_are_clear() {
     assert!(stderr.contains(&addrs[0]) && stderr.contains("TLS"), "{stderr}");
     // A target outside the allowlist.
     let tls = pki.coordinator_args(false);
-    let out = surge(&run_args("http://127.0.0.9:8000", &addrs[0], &tls, &["--num-prompts", "5"]), Duration::from_secs(60));
+    let out =
+        surge(&run_args("http://127.0.0.9:8000", &addrs[0], &tls, &["--num-prompts", "5"]), Duration::from_secs(60));
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("allowlist") && stderr.contains("127.0.0.9"), "{stderr}");
     // Plaintext to a TLS agent does not get through either.
-    let out = surge(&["run", "--base-url", &base, "--model", "m", "--agents", &addrs[0], "--insecure", "--num-prompts", "5"], Duration::from_secs(60));
+    let out = surge(
+        &["run", "--base-url", &base, "--model", "m", "--agents", &addrs[0], "--insecure", "--num-prompts", "5"],
+        Duration::from_secs(60),
+    );
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
 }
 
@@ -202,10 +292,27 @@ fn sigterm_to_an_agent_flushes_its_rows_and_ends_its_session() {
     let joined = addrs.join(",");
     let tls = pki.coordinator_args(false);
     let dir = pki.dir.path("");
-    let bg = surge_bg(&run_args(&base, &joined, &tls, &[
-        "--max-concurrency", "40", "--num-prompts", "100000", "--random-input-len", "8", "--random-output-len", "8",
-        "--ignore-eos", "--save-result", "--result-dir", &dir, "--result-filename", "term.json",
-    ]));
+    let bg = surge_bg(&run_args(
+        &base,
+        &joined,
+        &tls,
+        &[
+            "--max-concurrency",
+            "40",
+            "--num-prompts",
+            "100000",
+            "--random-input-len",
+            "8",
+            "--random-output-len",
+            "8",
+            "--ignore-eos",
+            "--save-result",
+            "--result-dir",
+            &dir,
+            "--result-filename",
+            "term.json",
+        ],
+    ));
     wait_for(Duration::from_secs(30), "load to flow", || echo_metric(&base, "surge_echo_requests_total") > 300.0);
     agents[0].signal("TERM");
     let status = agents[0].wait_exit(Duration::from_secs(10)).expect("the agent exits after SIGTERM");
@@ -219,6 +326,10 @@ fn sigterm_to_an_agent_flushes_its_rows_and_ends_its_session() {
     assert_eq!(a0["stop_reason"], "signal", "{a0}");
     // Everything it finished reached the coordinator: the rows received equal its own count.
     let own = &a0["agent_reported"];
-    assert_eq!(a0["rows_received"].as_u64().unwrap(), own["completed"].as_u64().unwrap() + own["failed"].as_u64().unwrap(), "{a0}");
+    assert_eq!(
+        a0["rows_received"].as_u64().unwrap(),
+        own["completed"].as_u64().unwrap() + own["failed"].as_u64().unwrap(),
+        "{a0}"
+    );
     assert!(a0["completed"].as_u64().unwrap() > 0);
 }

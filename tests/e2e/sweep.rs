@@ -5,8 +5,22 @@ use std::time::{Duration, SystemTime};
 
 fn sweep_args<'a>(base: &'a str, dir: &'a str, levels: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let mut v = vec![
-        "sweep", "--base-url", base, "--model", "m", "--concurrency", levels, "--random-input-len", "16",
-        "--random-output-len", "8", "--ignore-eos", "--num-prompts", "256", "--result-dir", dir,
+        "sweep",
+        "--base-url",
+        base,
+        "--model",
+        "m",
+        "--concurrency",
+        levels,
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "8",
+        "--ignore-eos",
+        "--num-prompts",
+        "256",
+        "--result-dir",
+        dir,
     ];
     v.extend_from_slice(extra);
     v
@@ -29,7 +43,14 @@ fn knee_of_a_32_slot_server_and_ci_columns() {
     assert!(stdout.contains("<- knee"), "{stdout}");
     let csv = std::fs::read_to_string(dir.path("summary.csv")).unwrap();
     let header = csv.lines().next().unwrap();
-    for col in ["concurrency", "output_throughput_mean", "output_throughput_ci95_low", "output_throughput_ci95_high", "p99_ttft_ms_cv", "knee"] {
+    for col in [
+        "concurrency",
+        "output_throughput_mean",
+        "output_throughput_ci95_low",
+        "output_throughput_ci95_high",
+        "p99_ttft_ms_cv",
+        "knee",
+    ] {
         assert!(header.split(',').any(|c| c == col), "{col} not in {header}");
     }
     assert!(csv.lines().count() >= 6, "4 coarse levels + refinement:\n{csv}");
@@ -65,7 +86,8 @@ fn resume_skips_finished_level_runs() {
         assert!(text(&out.stderr).contains(&format!("{name} complete, skipped")), "{}", text(&out.stderr));
     }
     let summary = read_json(&dir.path("summary.json"));
-    let levels: Vec<f64> = summary["levels"].as_array().unwrap().iter().map(|l| l["concurrency"].as_f64().unwrap()).collect();
+    let levels: Vec<f64> =
+        summary["levels"].as_array().unwrap().iter().map(|l| l["concurrency"].as_f64().unwrap()).collect();
     assert_eq!(levels, vec![2.0, 4.0, 8.0, 16.0]);
     assert!(summary["levels"].as_array().unwrap().iter().all(|l| l["runs"] == 2));
 }
@@ -76,8 +98,20 @@ fn standard_matrix_writes_three_tagged_results() {
     let dir = TempDir::new("matrix");
     let out = surge(
         &[
-            "matrix", "--standard", "--hardware", "test host", "--engine", "surge echo", "--cluster-label", "x",
-            "--base-url", &base, "--model", "m", "--result-dir", &dir.path(""),
+            "matrix",
+            "--standard",
+            "--hardware",
+            "test host",
+            "--engine",
+            "surge echo",
+            "--cluster-label",
+            "x",
+            "--base-url",
+            &base,
+            "--model",
+            "m",
+            "--result-dir",
+            &dir.path(""),
         ],
         Duration::from_secs(300),
     );

@@ -8,9 +8,7 @@ use tokio_util::sync::CancellationToken;
 fn main() -> ExitCode {
     let args = AgentArgs::parse();
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SURGE_LOG").unwrap_or_else(|_| "info".into()),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("SURGE_LOG").unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
         // A closed stderr (e.g. `| head`) must not turn a log line into a panic.
         .log_internal_errors(false)
@@ -44,9 +42,8 @@ fn main() -> ExitCode {
 
 async fn run(cfg: AgentConfig) -> anyhow::Result<()> {
     let tls = cfg.tls.as_ref().map(daemon::server_tls).transpose()?;
-    let listener = tokio::net::TcpListener::bind(&cfg.listen)
-        .await
-        .map_err(|e| anyhow::anyhow!("listen {}: {e}", cfg.listen))?;
+    let listener =
+        tokio::net::TcpListener::bind(&cfg.listen).await.map_err(|e| anyhow::anyhow!("listen {}: {e}", cfg.listen))?;
     let addr = listener.local_addr()?;
     {
         use std::io::Write;

@@ -203,11 +203,7 @@ impl Connector {
             });
             Ok(Conn { sender: Sender::H2(send), clock })
         } else {
-            let (send, conn) = http1::Builder::new()
-                .max_buf_size(4 << 20)
-                .handshake(io)
-                .await
-                .map_err(err)?;
+            let (send, conn) = http1::Builder::new().max_buf_size(4 << 20).handshake(io).await.map_err(err)?;
             tokio::spawn(async move {
                 let _guard = guard;
                 let _ = conn.await;

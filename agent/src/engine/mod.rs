@@ -14,9 +14,9 @@ pub mod stats;
 
 use crate::dataset::{self, Prompt};
 use crate::openai::{self, BodyParams};
-use crate::tokenizer::{self, Tok};
 use crate::pacing::Schedule;
 use crate::sink::Sink;
+use crate::tokenizer::{self, Tok};
 use bytes::Bytes;
 use conn::{Connector, Pool, Target};
 use request::{Job, Mode, RequestTemplate};
@@ -220,10 +220,10 @@ pub async fn prepare(mut workload: Workload) -> Result<Prepared, EngineError> {
     // the requests to send, nor than WARM_MAX (a huge cap is a limit, not a plan).
     // An open loop opens more on demand.
     let open_loop = workload.request_rate > 0.0;
-    let concurrency = (workload.max_concurrency as usize)
-        .min(jobs.len().max(1))
-        .min(if open_loop { WARM_MAX / 4 } else { WARM_MAX });
-    let pool = Arc::new(Pool::new(Connector::new(target, workload.http_version == 2)?, Arc::clone(&stats), concurrency));
+    let concurrency =
+        (workload.max_concurrency as usize).min(jobs.len().max(1)).min(if open_loop { WARM_MAX / 4 } else { WARM_MAX });
+    let pool =
+        Arc::new(Pool::new(Connector::new(target, workload.http_version == 2)?, Arc::clone(&stats), concurrency));
     let connections_open = pool.warm(concurrency, 128).await.map_err(|(_, m)| EngineError::Connect(m))? as u32;
     let mut warmups_completed = 0;
     if workload.num_warmups > 0 && !jobs.is_empty() {
@@ -258,9 +258,17 @@ pub async fn run(prepared: Prepared, sink: Arc<dyn Sink>, ctl: Control) -> Repor
     let started_at = SystemTime::now() - t0.elapsed();
     let deadline = tokio::time::Instant::from_std(ctl.deadline);
     let duration = (workload.duration_ms > 0).then(|| Duration::from_millis(workload.duration_ms));
-    let schedule = Schedule::new(workload.request_rate, workload.burstiness, workload.pacing_seed)
-        .expect("validated in prepare");
-    let ctx = Arc::new(RunCtx { pool, tpl, sink, stats: Arc::clone(&stats), cancel: ctl.stop.child_token(), t0, first_index: workload.slice_start });
+    let schedule =
+        Schedule::new(workload.request_rate, workload.burstiness, workload.pacing_seed).expect("validated in prepare");
+    let ctx = Arc::new(RunCtx {
+        pool,
+        tpl,
+        sink,
+        stats: Arc::clone(&stats),
+        cancel: ctl.stop.child_token(),
+        t0,
+        first_index: workload.slice_start,
+    });
     let tracker = TaskTracker::new();
     let mut reason = if schedule.is_open_loop() || workload.max_concurrency == 0 {
         paced(&ctx, &tracker, jobs, schedule, workload.max_concurrency, duration, &ctl, deadline).await
@@ -371,8 +379,8 @@ async fn paced(
     deadline: tokio::time::Instant,
 ) -> StopReason {
     let open_loop = schedule.is_open_loop();
-    let mut pacer = open_loop
-        .then(|| pacer::Pacer::start(schedule, ctx.t0, jobs.len(), duration, Arc::clone(&ctx.stats)));
+    let mut pacer =
+        open_loop.then(|| pacer::Pacer::start(schedule, ctx.t0, jobs.len(), duration, Arc::clone(&ctx.stats)));
     let sem = (concurrency > 0).then(|| Arc::new(Semaphore::new(concurrency as usize)));
     for (i, job) in jobs.into_iter().enumerate() {
         let intended = match &mut pacer {

@@ -27,7 +27,13 @@ pub struct Pacer {
 
 impl Pacer {
     /// Releases up to `count` offsets of `schedule` relative to `t0`, none at or after `limit`.
-    pub fn start(mut schedule: Schedule, t0: Instant, count: usize, limit: Option<Duration>, stats: Arc<Stats>) -> Self {
+    pub fn start(
+        mut schedule: Schedule,
+        t0: Instant,
+        count: usize,
+        limit: Option<Duration>,
+        stats: Arc<Stats>,
+    ) -> Self {
         let (tx, rx) = mpsc::channel(1024);
         let stop = Arc::new(AtomicBool::new(false));
         let hit_limit = Arc::new(AtomicBool::new(false));

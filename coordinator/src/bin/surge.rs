@@ -8,9 +8,7 @@ use surge_coordinator::{certs, exit, plan::RunPlan};
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SURGE_LOG").unwrap_or_else(|_| "warn".into()),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("SURGE_LOG").unwrap_or_else(|_| "warn".into()))
         .with_writer(std::io::stderr)
         .log_internal_errors(false)
         .init();
@@ -20,7 +18,9 @@ fn main() -> ExitCode {
     }
     let code = match cli.command {
         Command::Certs(CertsCommand::Init { out }) => report_certs(certs::init(&out)),
-        Command::Certs(CertsCommand::Issue { ca, name, sans, out }) => report_certs(certs::issue(&ca, &name, &sans, &out)),
+        Command::Certs(CertsCommand::Issue { ca, name, sans, out }) => {
+            report_certs(certs::issue(&ca, &name, &sans, &out))
+        }
         Command::Run(args) => match RunPlan::from_args(*args) {
             Ok(plan) => block_on(surge_coordinator::run_command(plan)),
             Err(e) => {
