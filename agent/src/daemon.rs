@@ -107,62 +107,6 @@ fn load_layers(path: Option<&Path>) -> Result<FileConfig, ConfigError> {
     cfg.try_deserialize::<FileConfig>().map_err(|e| ConfigError(format!("{origin} (or SURGE_AGENT_*): {e}")))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn args(config: &Path) -> AgentArgs {
-        AgentArgs { config: Some(config.to_path_buf()), insecure: true, ..Default::default() }
-    }
-
-    // One test touches the process environment, so the cases run in sequence here.
-    #[test]
-    fn file_then_environment_then_flags() {
-        let dir = std::env::temp_dir().join(format!("surge-agent-cfg-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("agent.toml");
-        std::fs::write(
-            &file,
-            "listen = \"127.0.0.1:0\"\nmax-in-flight = 100\nlease = \"2s\"\nallowed-targets = [\"10.0.0.0/8\"]\n",
-        )
-        .unwrap();
-        let c = AgentConfig::load(&args(&file)).unwrap();
-        assert_eq!((c.settings.max_in_flight, c.settings.lease), (100, Duration::from_secs(2)));
-        assert_eq!(c.settings.allowed.raw(), ["10.0.0.0/8"]);
-        unsafe_env_set("SURGE_AGENT_MAX_IN_FLIGHT", Some("64"));
-        unsafe_env_set("SURGE_AGENT_ALLOWED_TARGETS", Some("127.0.0.1,10.1.0.0/16"));
-        let c = AgentConfig::load(&args(&file)).unwrap();
-        assert_eq!(c.settings.max_in_flight, 64, "the environment overrides the file");
-        assert_eq!(c.settings.allowed.raw(), ["127.0.0.1", "10.1.0.0/16"]);
-        let mut a = args(&file);
-        a.max_in_flight = Some(8);
-        assert_eq!(AgentConfig::load(&a).unwrap().settings.max_in_flight, 8, "flags override both");
-        unsafe_env_set("SURGE_AGENT_MAX_IN_FLIGHT", None);
-        unsafe_env_set("SURGE_AGENT_ALLOWED_TARGETS", None);
-        // Unknown keys and bad values name the file and the key.
-        std::fs::write(&file, "max-in-flite = 3\n").unwrap();
-        let e = AgentConfig::load(&args(&file)).unwrap_err().0;
-        assert!(e.contains("agent.toml") && e.contains("max-in-flite"), "{e}");
-        std::fs::write(&file, "listen = \"127.0.0.1:0\"\nlease = \"soon\"\n").unwrap();
-        let e = AgentConfig::load(&args(&file)).unwrap_err().0;
-        assert!(e.contains("lease"), "{e}");
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    /// `set_var` is unsafe in Rust 2024 (other threads may read the environment); this
-    /// test is the only reader of `SURGE_AGENT_*` in its binary.
-    #[allow(unsafe_code)]
-    fn unsafe_env_set(k: &str, v: Option<&str>) {
-        // SAFETY: no other thread of this test binary reads these variables.
-        unsafe {
-            match v {
-                Some(v) => std::env::set_var(k, v),
-                None => std::env::remove_var(k),
-            }
-        }
-    }
-}
-
 impl AgentConfig {
     /// File, then environment, then flags.
     pub fn load(args: &AgentArgs) -> Result<Self, ConfigError> {
@@ -261,4 +205,60 @@ pub async fn spawn_embedded(shutdown: CancellationToken) -> std::io::Result<Sock
         }
     });
     Ok(addr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(config: &Path) -> AgentArgs {
+        AgentArgs { config: Some(config.to_path_buf()), insecure: true, ..Default::default() }
+    }
+
+    // One test touches the process environment, so the cases run in sequence here.
+    #[test]
+    fn file_then_environment_then_flags() {
+        let dir = std::env::temp_dir().join(format!("surge-agent-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("agent.toml");
+        std::fs::write(
+            &file,
+            "listen = \"127.0.0.1:0\"\nmax-in-flight = 100\nlease = \"2s\"\nallowed-targets = [\"10.0.0.0/8\"]\n",
+        )
+        .unwrap();
+        let c = AgentConfig::load(&args(&file)).unwrap();
+        assert_eq!((c.settings.max_in_flight, c.settings.lease), (100, Duration::from_secs(2)));
+        assert_eq!(c.settings.allowed.raw(), ["10.0.0.0/8"]);
+        unsafe_env_set("SURGE_AGENT_MAX_IN_FLIGHT", Some("64"));
+        unsafe_env_set("SURGE_AGENT_ALLOWED_TARGETS", Some("127.0.0.1,10.1.0.0/16"));
+        let c = AgentConfig::load(&args(&file)).unwrap();
+        assert_eq!(c.settings.max_in_flight, 64, "the environment overrides the file");
+        assert_eq!(c.settings.allowed.raw(), ["127.0.0.1", "10.1.0.0/16"]);
+        let mut a = args(&file);
+        a.max_in_flight = Some(8);
+        assert_eq!(AgentConfig::load(&a).unwrap().settings.max_in_flight, 8, "flags override both");
+        unsafe_env_set("SURGE_AGENT_MAX_IN_FLIGHT", None);
+        unsafe_env_set("SURGE_AGENT_ALLOWED_TARGETS", None);
+        // Unknown keys and bad values name the file and the key.
+        std::fs::write(&file, "max-in-flite = 3\n").unwrap();
+        let e = AgentConfig::load(&args(&file)).unwrap_err().0;
+        assert!(e.contains("agent.toml") && e.contains("max-in-flite"), "{e}");
+        std::fs::write(&file, "listen = \"127.0.0.1:0\"\nlease = \"soon\"\n").unwrap();
+        let e = AgentConfig::load(&args(&file)).unwrap_err().0;
+        assert!(e.contains("lease"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// `set_var` is unsafe in Rust 2024 (other threads may read the environment); this
+    /// test is the only reader of `SURGE_AGENT_*` in its binary.
+    #[allow(unsafe_code)]
+    fn unsafe_env_set(k: &str, v: Option<&str>) {
+        // SAFETY: no other thread of this test binary reads these variables.
+        unsafe {
+            match v {
+                Some(v) => std::env::set_var(k, v),
+                None => std::env::remove_var(k),
+            }
+        }
+    }
 }

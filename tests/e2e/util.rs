@@ -81,11 +81,9 @@ pub fn spawn_until(program: &Path, args: &[&str], marker: &str, name: &'static s
         let mut sent = false;
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
-            if !sent {
-                if let Some(i) = line.find(&marker) {
-                    let _ = tx.send(line[i + marker.len()..].trim().to_string());
-                    sent = true;
-                }
+            if !sent && let Some(i) = line.find(&marker) {
+                let _ = tx.send(line[i + marker.len()..].trim().to_string());
+                sent = true;
             }
         }
     });

@@ -236,10 +236,10 @@ pub async fn prepare(mut workload: Workload) -> Result<Prepared, EngineError> {
                 let job = Job { index: k as u64, body, input_tokens, input_source, intended: None };
                 request::execute(&pool, &tpl, job, t0).await
             });
-            if set.len() >= concurrency.max(1) {
-                if let Some(Ok(r)) = set.join_next().await {
-                    warmups_completed += u32::from(r.error() == ErrorKind::None);
-                }
+            if set.len() >= concurrency.max(1)
+                && let Some(Ok(r)) = set.join_next().await
+            {
+                warmups_completed += u32::from(r.error() == ErrorKind::None);
             }
         }
         while let Some(r) = set.join_next().await {
