@@ -153,7 +153,11 @@ pub async fn echo_command(args: surge_echo::EchoArgs) -> u8 {
         }
     };
     match listener.local_addr() {
-        Ok(a) => println!("surge echo listening on http://{a}"),
+        Ok(a) => {
+            // A closed stdout must not turn this line into a panic.
+            use std::io::Write;
+            let _ = writeln!(std::io::stdout(), "surge echo listening on http://{a}");
+        }
         Err(e) => eprintln!("surge echo: {e}"),
     }
     match surge_echo::serve(listener, cfg, shutdown_signal()).await {
