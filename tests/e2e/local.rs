@@ -1,6 +1,6 @@
 //! `surge run` on one machine (embedded agent) against `surge echo`.
 
-use crate::util::{TempDir, echo, read_json, surge, text};
+use crate::util::{TempDir, echo, read_json, run_saved, surge, text};
 use std::time::Duration;
 
 /// Every key DESIGN.md lists for the result file.
@@ -103,7 +103,8 @@ fn completions_run_counts_tokens_and_writes_every_key() {
 fn two_thousand_in_flight_all_complete() {
     let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "100", "--itl-ms", "20"]);
     let dir = TempDir::new("c2000");
-    let out = surge(
+    let r = run_saved(
+        &dir,
         &[
             "run",
             "--base-url",
@@ -119,16 +120,9 @@ fn two_thousand_in_flight_all_complete() {
             "--max-concurrency",
             "2000",
             "--ignore-eos",
-            "--save-result",
-            "--result-dir",
-            &dir.path(""),
-            "--result-filename",
-            "r.json",
         ],
         Duration::from_secs(240),
     );
-    assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
-    let r = read_json(&dir.path("r.json"));
     assert_eq!(r["completed"], 10_000);
     assert_eq!(r["failed"], 0);
     assert_eq!(r["total_output_tokens"], 320_000);
@@ -141,7 +135,8 @@ fn two_thousand_in_flight_all_complete() {
 fn chat_backend_and_request_rate() {
     let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "1", "--itl-ms", "1"]);
     let dir = TempDir::new("rate");
-    let out = surge(
+    let r = run_saved(
+        &dir,
         &[
             "run",
             "--base-url",
@@ -158,16 +153,9 @@ fn chat_backend_and_request_rate() {
             "600",
             "--request-rate",
             "300",
-            "--save-result",
-            "--result-dir",
-            &dir.path(""),
-            "--result-filename",
-            "r.json",
         ],
         Duration::from_secs(60),
     );
-    assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
-    let r = read_json(&dir.path("r.json"));
     assert_eq!(r["completed"], 600);
     assert_eq!(r["request_rate"], 300.0);
     assert!(r["e2el_including_client_queue"]["p99_ms"].as_f64().is_some());
@@ -204,7 +192,8 @@ fn http_backend_posts_the_prompt_to_echo() {
 fn server_closing_after_each_stream_costs_reconnects_not_failures() {
     let (_echo, base) = echo("127.0.0.1", &["--close-after-stream", "--ttft-ms", "1", "--itl-ms", "1"]);
     let dir = TempDir::new("close");
-    let out = surge(
+    let r = run_saved(
+        &dir,
         &[
             "run",
             "--base-url",
@@ -219,16 +208,9 @@ fn server_closing_after_each_stream_costs_reconnects_not_failures() {
             "400",
             "--max-concurrency",
             "8",
-            "--save-result",
-            "--result-dir",
-            &dir.path(""),
-            "--result-filename",
-            "r.json",
         ],
         Duration::from_secs(60),
     );
-    assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
-    let r = read_json(&dir.path("r.json"));
     assert_eq!(r["completed"], 400);
     assert_eq!(r["failed"], 0);
 }
@@ -237,7 +219,8 @@ fn server_closing_after_each_stream_costs_reconnects_not_failures() {
 fn duration_stops_issuing_and_ready_timeout_waits() {
     let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "1", "--itl-ms", "1"]);
     let dir = TempDir::new("dur");
-    let out = surge(
+    let r = run_saved(
+        &dir,
         &[
             "run",
             "--base-url",
@@ -256,16 +239,9 @@ fn duration_stops_issuing_and_ready_timeout_waits() {
             "1s",
             "--ready-timeout",
             "10s",
-            "--save-result",
-            "--result-dir",
-            &dir.path(""),
-            "--result-filename",
-            "r.json",
         ],
         Duration::from_secs(60),
     );
-    assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
-    let r = read_json(&dir.path("r.json"));
     let done = r["completed"].as_u64().unwrap();
     assert!((100..=320).contains(&done), "about 200 requests in 1 s, got {done}");
 }

@@ -217,3 +217,14 @@ pub fn wait_for(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// `surge ARGS --save-result` into `dir/r.json`: asserts the run succeeded and returns the
+/// result document.
+pub fn run_saved(dir: &TempDir, args: &[&str], limit: Duration) -> serde_json::Value {
+    let d = dir.path("");
+    let mut all = args.to_vec();
+    all.extend_from_slice(&["--save-result", "--result-dir", &d, "--result-filename", "r.json"]);
+    let out = surge(&all, limit);
+    assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    read_json(&dir.path("r.json"))
+}
