@@ -12,14 +12,13 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper::body::Incoming;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio::sync::Notify;
 
 use crate::body::{BoxError, ResBody};
 use crate::config::MAX_OUTPUT_TOKENS;
 use crate::counter::Counter;
 use crate::faults::{self, FaultPlan};
 use crate::metrics::{Gauge, GaugeGuard};
-use crate::routes::{State, json_error};
+use crate::routes::{ConnCtx, State, json_error};
 use crate::schedule::{Schedule, deadline};
 use crate::sse::{self, Chunker, SseBody, SseParams};
 use crate::timer::PreciseSleep;
@@ -164,12 +163,12 @@ impl std::fmt::Display for InjectedReset {
 
 impl std::error::Error for InjectedReset {}
 
-/// Serve one completion request. `close_notify` is the connection's
-/// close-after-stream signal (set only when that mode is on).
+/// Serve one completion request. Its schedule starts when its bytes arrived
+/// (or when it got a slot, if it had to wait for one).
 pub(crate) async fn handle(
     req: Request<Incoming>,
     state: Arc<State>,
-    close_notify: Option<Arc<Notify>>,
+    conn: ConnCtx,
     kind: Kind,
 ) -> Result<Response<ResBody>, BoxError> {
     let index = state.completions.fetch_add(1, Relaxed);
@@ -186,6 +185,10 @@ pub(crate) async fn handle(
         // The client went away or sent a broken body: nobody to answer.
         Err(e) => return Err(e),
     };
+    // When the request's last bytes arrived. On HTTP/1.1 the connection's latest bytes
+    // are this request's; on HTTP/2 they may be a later stream's, which only makes the
+    // start later, never earlier.
+    let arrived = conn.arrival.latest();
     let parsed = match parse_with(kind, &body, &state.counter) {
         Ok(p) => p,
         Err(msg) => return Ok(json_error(StatusCode::BAD_REQUEST, &msg)),
@@ -204,16 +207,20 @@ pub(crate) async fn handle(
     let metrics = &state.metrics;
     metrics.prompt_tokens_total.fetch_add(parsed.prompt_tokens, Relaxed);
 
-    let permit = match &state.slots {
-        None => None,
-        Some(slots) => {
-            let _waiting = GaugeGuard::new(metrics.clone(), Gauge::Waiting);
-            // The semaphore is never closed; on the impossible error, run unslotted.
-            slots.clone().acquire_owned().await.ok()
-        }
+    // The schedule starts at arrival, or when a slot freed up for a request that had
+    // to wait for one.
+    let (permit, start) = match &state.slots {
+        None => (None, arrived),
+        Some(slots) => match slots.clone().try_acquire_owned() {
+            Ok(p) => (Some(p), arrived),
+            Err(_) => {
+                let _waiting = GaugeGuard::new(metrics.clone(), Gauge::Waiting);
+                // The semaphore is never closed; on the impossible error, run unslotted.
+                (slots.clone().acquire_owned().await.ok(), Instant::now())
+            }
+        },
     };
     let running = GaugeGuard::new(metrics.clone(), Gauge::Running);
-    let start = Instant::now();
     let mut schedule = Schedule::new(&state.config, index, faults.stall_ms);
     let model = parsed.model.as_deref().unwrap_or(&state.config.model);
     let model_json = serde_json::to_string(model).unwrap_or_else(|_| "\"\"".to_owned());
@@ -231,7 +238,7 @@ pub(crate) async fn handle(
             malformed_at: faults.malformed.then(|| faults::malformed_index(n)),
             truncate_at: faults.truncate.then(|| faults::truncate_after(n)),
             metrics: metrics.clone(),
-            close_notify: if http1 { close_notify } else { None },
+            close_notify: if http1 { conn.close_notify } else { None },
             permit,
             running,
         });

@@ -67,6 +67,7 @@
 //! # }
 //! ```
 
+mod arrival;
 mod body;
 mod completions;
 mod config;

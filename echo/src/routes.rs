@@ -11,6 +11,7 @@ use hyper::body::Incoming;
 use serde_json::json;
 use tokio::sync::{Notify, Semaphore};
 
+use crate::arrival::ArrivalClock;
 use crate::body::{BoxError, ResBody};
 use crate::completions::{self, Kind};
 use crate::config::EchoConfig;
@@ -53,23 +54,27 @@ impl State {
     }
 }
 
-/// Route one request. `close_notify` is the connection's close-after-stream
-/// signal, when that mode is on.
+/// What a request handler knows about its connection.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ConnCtx {
+    /// The close-after-stream signal, when that mode is on.
+    pub close_notify: Option<Arc<Notify>>,
+    /// When the connection's latest bytes arrived (the kernel's stamp).
+    pub arrival: ArrivalClock,
+}
+
+/// Route one request.
 pub(crate) async fn handle(
     req: Request<Incoming>,
     state: Arc<State>,
-    close_notify: Option<Arc<Notify>>,
+    conn: ConnCtx,
 ) -> Result<Response<ResBody>, BoxError> {
     state.metrics.requests_total.fetch_add(1, Relaxed);
     let method = req.method();
     match req.uri().path() {
         "/echo" if method == Method::POST => Ok(echo(req)),
-        "/v1/completions" if method == Method::POST => {
-            completions::handle(req, state, close_notify, Kind::Completion).await
-        }
-        "/v1/chat/completions" if method == Method::POST => {
-            completions::handle(req, state, close_notify, Kind::Chat).await
-        }
+        "/v1/completions" if method == Method::POST => completions::handle(req, state, conn, Kind::Completion).await,
+        "/v1/chat/completions" if method == Method::POST => completions::handle(req, state, conn, Kind::Chat).await,
         "/v1/models" if method == Method::GET => {
             Ok(with_type(ResBody::full(state.models_body.clone()), "application/json"))
         }

@@ -1,7 +1,8 @@
 //! The token schedule of one completion.
 //!
 //! Token `k` (0-based) is due at `start + ttft + stall + k * itl`, where
-//! `start` is when the request got its slot. Deadlines are absolute offsets
+//! `start` is when the request arrived (the kernel's receive stamp, see
+//! [`crate::arrival`]) or, if it had to wait for a slot, when it got one. Deadlines are absolute offsets
 //! from `start` (waited for with the precise timer of [`crate::timer`]), so
 //! timer lateness on one token never shifts the next. With `--jitter-ms J`
 //! every delay (the TTFT and each ITL) gets `+ uniform[-J, +J]`, clamped at

@@ -17,8 +17,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, watch};
 use tracing::{debug, warn};
 
+use crate::arrival::Arrival;
 use crate::config::EchoConfig;
-use crate::routes::{self, State};
+use crate::routes::{self, ConnCtx, State};
 use crate::timer::Timer;
 
 /// Pause after an accept error that is not about one connection.
@@ -96,9 +97,10 @@ async fn connection(
     mut stop: watch::Receiver<()>,
 ) {
     let close_notify = state.config.close_after_stream.then(|| Arc::new(Notify::new()));
+    let (stream, arrival) = Arrival::new(stream);
     let service = {
-        let close_notify = close_notify.clone();
-        service_fn(move |req| routes::handle(req, state.clone(), close_notify.clone()))
+        let ctx = ConnCtx { close_notify: close_notify.clone(), arrival };
+        service_fn(move |req| routes::handle(req, state.clone(), ctx.clone()))
     };
     let conn = builder.serve_connection(TokioIo::new(stream), service);
     let mut conn = std::pin::pin!(conn);

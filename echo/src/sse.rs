@@ -110,7 +110,7 @@ pub(crate) struct SseParams {
     pub n: u64,
     pub prompt_tokens: u64,
     pub include_usage: bool,
-    /// When the request got its slot (time zero of the schedule).
+    /// Time zero of the schedule: when the request arrived, or got its slot.
     pub start: Instant,
     pub schedule: Schedule,
     /// The server's timer, which wakes the stream at each deadline.

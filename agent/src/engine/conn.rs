@@ -6,7 +6,7 @@
 //! response while advertising keep-alive) is dropped at check-in or check-out and a new
 //! one is opened: a reconnect, counted, never a failed request.
 
-use super::readclock::{ReadClock, Stamped};
+use super::ioclock::{IoClock, Stamped};
 use super::stats::Stats;
 use bytes::Bytes;
 use http_body_util::Full;
@@ -94,7 +94,7 @@ pub enum Sender {
 #[derive(Debug)]
 pub struct Conn {
     pub sender: Sender,
-    pub clock: ReadClock,
+    pub clock: IoClock,
 }
 
 impl Conn {
@@ -222,7 +222,7 @@ pub struct Pool {
     pub connector: Connector,
     stats: Arc<Stats>,
     idle: Mutex<Vec<Conn>>,
-    h2_conns: Mutex<Vec<(http2::SendRequest<Full<Bytes>>, ReadClock)>>,
+    h2_conns: Mutex<Vec<(http2::SendRequest<Full<Bytes>>, IoClock)>>,
     h2_target: usize,
     h2_next: AtomicUsize,
 }

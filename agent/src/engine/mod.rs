@@ -7,8 +7,8 @@
 //! [`Control`] (start instant, hard deadline, stop token) and reports to a sink.
 
 pub mod conn;
+pub mod ioclock;
 pub mod pacer;
-pub mod readclock;
 pub mod request;
 pub mod stats;
 

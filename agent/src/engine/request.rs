@@ -1,8 +1,10 @@
 //! One request, timed: write it, read the response (an SSE token stream for the OpenAI
 //! backends, a plain body for `http`), and turn what happened into a [`Row`].
 //!
-//! Timestamps are taken once per body chunk read from the socket, so events that arrived
-//! together get the same time (a zero gap is the truth there). A reused connection that
+//! A request starts (st) just before its first byte is written to the socket (HTTP/1.1;
+//! on a shared HTTP/2 connection, when it is handed to the connection). Tokens are dated
+//! once per body chunk read from the socket, so events that arrived together get the
+//! same time (a zero gap is the truth there). A reused connection that
 //! fails before any response byte is retried once on a fresh one: the server closed it
 //! while it sat idle, which costs a reconnect, not a failed request.
 //!
@@ -135,10 +137,17 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
             row.set_error(ErrorKind::ConnectionReset);
             return row;
         }
-        let st = Instant::now();
+        let h2 = conn.is_h2();
+        let req = tpl.build(job.body.clone(), h2);
+        if !h2 {
+            conn.clock.arm_write();
+        }
+        let handed = Instant::now();
+        let sent = conn.send(req).await;
+        // st: just before the request's first byte went to the socket (see ioclock.rs).
+        let st = conn.clock.take_write().filter(|_| !h2).map_or(handed, |w| w.max(handed));
         row.start_us = st.saturating_duration_since(t0).as_micros() as i64;
-        let req = tpl.build(job.body.clone(), conn.is_h2());
-        let resp = match conn.send(req).await {
+        let resp = match sent {
             Ok(r) => r,
             Err(e) => {
                 if reused && !fresh {
@@ -191,7 +200,7 @@ async fn read_response(
             }
             Some(Ok(frame)) => {
                 let Ok(data) = frame.into_data() else { continue };
-                // Dated by the socket read that brought it (see readclock.rs).
+                // Dated by the socket read that brought it (see ioclock.rs).
                 let now = conn.clock.arrival().max(st);
                 if !ok {
                     continue;
