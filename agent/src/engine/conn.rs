@@ -170,23 +170,24 @@ impl Connector {
             .await
             .map_err(|e| (ErrorKind::Connect, format!("connect {}: {e}", self.target.addr)))?;
         let _ = tcp.set_nodelay(true);
+        // Stamped under TLS: bytes are dated when they reach or leave the socket.
+        let (tcp, clock) = Stamped::new(tcp);
         match (&self.tls, &self.server_name) {
             (Some(tls), Some(name)) => {
                 let stream = tls
                     .connect(name.clone(), tcp)
                     .await
                     .map_err(|e| (ErrorKind::Tls, format!("TLS handshake with {}: {e}", self.target.host)))?;
-                self.handshake(stream, stats).await
+                self.handshake(stream, clock, stats).await
             }
-            _ => self.handshake(tcp, stats).await,
+            _ => self.handshake(tcp, clock, stats).await,
         }
     }
 
-    async fn handshake<I>(&self, io: I, stats: &Arc<Stats>) -> Result<Conn, (ErrorKind, String)>
+    async fn handshake<I>(&self, io: I, clock: IoClock, stats: &Arc<Stats>) -> Result<Conn, (ErrorKind, String)>
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let (io, clock) = Stamped::new(io);
         let io = TokioIo::new(io);
         let guard = stats.connection_opened();
         let err = |e: hyper::Error| (ErrorKind::Connect, format!("HTTP handshake: {e}"));

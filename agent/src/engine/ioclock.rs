@@ -8,22 +8,39 @@
 //! after the read that brought it (reads only move forward) and at or before "now", so
 //! it is never worse than `Instant::now()`.
 //!
+//! Reads are dated by the kernel: the socket is read with `recvmsg` and
+//! `SO_TIMESTAMPNS`, so a read carries the time the kernel queued its bytes, not the
+//! time the connection task got to run. The stamp is on the realtime clock and is
+//! turned into an [`Instant`] by its age; a read without one (the kernel switches
+//! stamping on host-wide lazily, so the first packets may lack it) is dated when it
+//! returns.
+//!
 //! Writes: the request task arms the clock just before handing a request to an HTTP/1.1
 //! connection (one request at a time); the first write after that is the request's, and
 //! is stamped just before the bytes go to the socket (DESIGN.md: st is "just before the
 //! request is written"). HTTP/2 streams share a connection, so they are not armed.
 
+use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg, setsockopt, sockopt};
+use nix::sys::time::TimeSpec;
+use std::io::IoSliceMut;
+use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use std::task::{Context, Poll, ready};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
+use tokio::net::TcpStream;
 
+/// The origin of stored stamps: a minute before first use, so that kernel stamps of
+/// bytes that arrived just before are representable.
 fn base() -> Instant {
     static BASE: OnceLock<Instant> = OnceLock::new();
-    *BASE.get_or_init(Instant::now)
+    *BASE.get_or_init(|| {
+        let now = Instant::now();
+        now.checked_sub(Duration::from_secs(60)).unwrap_or(now)
+    })
 }
 
 /// Write stamp: not armed.
@@ -31,8 +48,12 @@ const IDLE: u64 = u64::MAX;
 /// Write stamp: armed, no write since.
 const ARMED: u64 = 0;
 
+fn ns_of(at: Instant) -> u64 {
+    (at.saturating_duration_since(base()).as_nanos() as u64).clamp(1, IDLE - 1)
+}
+
 fn now_ns() -> u64 {
-    (base().elapsed().as_nanos() as u64).clamp(1, IDLE - 1)
+    ns_of(Instant::now())
 }
 
 fn instant(ns: u64) -> Instant {
@@ -59,8 +80,8 @@ impl Default for IoClock {
 }
 
 impl IoClock {
-    fn mark_read(&self) {
-        self.0.read.fetch_max(now_ns(), Ordering::Relaxed);
+    fn mark_read(&self, at: Instant) {
+        self.0.read.fetch_max(ns_of(at), Ordering::Relaxed);
     }
 
     fn mark_write(&self) {
@@ -94,33 +115,86 @@ impl IoClock {
     }
 }
 
-/// An I/O object that stamps its [`IoClock`] on every read that returned bytes and on
-/// the first write after the clock was armed.
+/// A TCP stream that stamps its [`IoClock`] on every read that returned bytes (with the
+/// kernel's receive time) and on the first write after the clock was armed.
 #[derive(Debug)]
-pub struct Stamped<I> {
-    inner: I,
+pub struct Stamped {
+    inner: TcpStream,
     clock: IoClock,
+    /// Control-message space for one timestamp, reused.
+    cmsg: Vec<u8>,
+    /// The socket accepted `SO_TIMESTAMPNS`.
+    kernel: bool,
+    /// The latest read carried a kernel stamp.
+    last_stamped: bool,
 }
 
-impl<I> Stamped<I> {
-    pub fn new(inner: I) -> (Self, IoClock) {
+impl Stamped {
+    pub fn new(inner: TcpStream) -> (Self, IoClock) {
+        let kernel = setsockopt(&inner, sockopt::ReceiveTimestampns, &true).is_ok();
         let clock = IoClock::default();
-        (Self { inner, clock: clock.clone() }, clock)
+        let cmsg = nix::cmsg_space!(TimeSpec);
+        (Self { inner, clock: clock.clone(), cmsg, kernel, last_stamped: false }, clock)
+    }
+
+    /// One `recvmsg`: bytes read and the kernel's stamp of them.
+    fn recv(&mut self, buf: &mut [u8]) -> std::io::Result<(usize, Option<Instant>)> {
+        let fd = self.inner.as_raw_fd();
+        let cmsg = &mut self.cmsg;
+        self.inner.try_io(Interest::READABLE, || {
+            let mut iov = [IoSliceMut::new(buf)];
+            let msg = recvmsg::<()>(fd, &mut iov, Some(&mut *cmsg), MsgFlags::MSG_DONTWAIT)?;
+            let mut at = None;
+            if let Ok(cmsgs) = msg.cmsgs() {
+                for c in cmsgs {
+                    if let ControlMessageOwned::ScmTimestampns(ts) = c {
+                        at = Some(by_age(ts));
+                    }
+                }
+            }
+            Ok((msg.bytes, at))
+        })
     }
 }
 
-impl<I: AsyncRead + Unpin> AsyncRead for Stamped<I> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let res = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if matches!(res, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            self.clock.mark_read();
+/// The instant of a realtime kernel stamp, by its age; never after now.
+fn by_age(ts: TimeSpec) -> Instant {
+    let now = Instant::now();
+    let stamp = UNIX_EPOCH + Duration::new(ts.tv_sec().max(0) as u64, ts.tv_nsec().clamp(0, 999_999_999) as u32);
+    let age = SystemTime::now().duration_since(stamp).unwrap_or_default();
+    now.checked_sub(age).unwrap_or(now)
+}
+
+impl AsyncRead for Stamped {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        if !this.kernel {
+            let before = buf.filled().len();
+            let res = Pin::new(&mut this.inner).poll_read(cx, buf);
+            if matches!(res, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+                this.clock.mark_read(Instant::now());
+            }
+            return res;
         }
-        res
+        loop {
+            ready!(this.inner.poll_read_ready(cx))?;
+            match this.recv(buf.initialize_unfilled()) {
+                Ok((n, at)) => {
+                    buf.advance(n);
+                    if n > 0 {
+                        this.last_stamped = at.is_some();
+                        this.clock.mark_read(at.unwrap_or_else(Instant::now));
+                    }
+                    return Poll::Ready(Ok(()));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
     }
 }
 
-impl<I: AsyncWrite + Unpin> AsyncWrite for Stamped<I> {
+impl AsyncWrite for Stamped {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<std::io::Result<usize>> {
         self.clock.mark_write();
         Pin::new(&mut self.inner).poll_write(cx, data)
@@ -148,27 +222,52 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Stamped<I> {
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    /// A stamped client stream and the server end of a loopback connection.
+    async fn pair() -> (Stamped, IoClock, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        let (stamped, clock) = Stamped::new(client);
+        (stamped, clock, server)
+    }
 
     #[tokio::test]
-    async fn reads_are_stamped_and_arrival_never_exceeds_now() {
-        let (a, b) = tokio::io::duplex(64);
-        let (mut stamped, clock) = Stamped::new(a);
+    async fn reads_are_dated_by_the_kernel_and_never_after_now() {
+        let (mut stamped, clock, mut server) = pair().await;
+        assert!(stamped.kernel, "SO_TIMESTAMPNS is available on Linux TCP sockets");
         let before = Instant::now();
         assert!(clock.arrival() >= before, "no read yet: arrival is now");
-        let mut b = b;
-        b.write_all(b"hello").await.unwrap();
+        // Stamping is switched on host-wide after a short delay: wait for a stamped read.
+        let mut one = [0u8; 1];
+        for _ in 0..200 {
+            server.write_all(b"w").await.unwrap();
+            stamped.read_exact(&mut one).await.unwrap();
+            if stamped.last_stamped {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(stamped.last_stamped, "no kernel stamp within 2 s");
+        let before = Instant::now();
+        server.write_all(b"hello").await.unwrap();
+        let sent = Instant::now();
+        // Read well after the bytes arrived: the stamp is still their arrival.
+        tokio::time::sleep(Duration::from_millis(30)).await;
         let mut buf = [0u8; 5];
         stamped.read_exact(&mut buf).await.unwrap();
-        let after_read = Instant::now();
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        assert_eq!(&buf, b"hello");
         let t = clock.arrival();
-        assert!(t >= before && t <= after_read, "arrival is the read, not the later handling");
+        // The realtime-to-monotonic conversion has microseconds of slack.
+        let slack = Duration::from_millis(2);
+        assert!(t + slack >= before && t <= sent + slack, "dated at arrival, {:?} after the send", t - before);
+        assert!(t <= Instant::now());
     }
 
     #[tokio::test]
     async fn only_the_first_write_after_arming_is_stamped() {
-        let (a, mut b) = tokio::io::duplex(64);
-        let (mut stamped, clock) = Stamped::new(a);
+        let (mut stamped, clock, mut server) = pair().await;
         stamped.write_all(b"unarmed").await.unwrap();
         assert_eq!(clock.take_write(), None, "writes before arming are not stamped");
         clock.arm_write();
@@ -183,7 +282,7 @@ mod tests {
         assert!(w >= before && w <= after_first, "the first write counts, not the later one");
         assert_eq!(clock.take_write(), None, "taking disarms");
         let mut buf = [0u8; 14];
-        b.read_exact(&mut buf).await.unwrap();
+        server.read_exact(&mut buf).await.unwrap();
         assert_eq!(&buf, b"unarmedreqmore");
     }
 }
