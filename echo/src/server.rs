@@ -97,7 +97,13 @@ async fn connection(
     mut stop: watch::Receiver<()>,
 ) {
     let close_notify = state.config.close_after_stream.then(|| Arc::new(Notify::new()));
-    let (stream, arrival) = Arrival::new(stream);
+    let (stream, arrival) = match Arrival::new(stream) {
+        Ok(s) => s,
+        Err(e) => {
+            debug!(error = %e, "cannot register the connection");
+            return;
+        }
+    };
     let service = {
         let ctx = ConnCtx { close_notify: close_notify.clone(), arrival };
         service_fn(move |req| routes::handle(req, state.clone(), ctx.clone()))

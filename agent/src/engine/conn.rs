@@ -171,7 +171,8 @@ impl Connector {
             .map_err(|e| (ErrorKind::Connect, format!("connect {}: {e}", self.target.addr)))?;
         let _ = tcp.set_nodelay(true);
         // Stamped under TLS: bytes are dated when they reach or leave the socket.
-        let (tcp, clock) = Stamped::new(tcp);
+        let (tcp, clock) =
+            Stamped::new(tcp).map_err(|e| (ErrorKind::Connect, format!("connect {}: {e}", self.target.addr)))?;
         match (&self.tls, &self.server_name) {
             (Some(tls), Some(name)) => {
                 let stream = tls

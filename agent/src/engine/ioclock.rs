@@ -22,14 +22,16 @@
 
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg, setsockopt, sockopt};
 use nix::sys::time::TimeSpec;
-use std::io::IoSliceMut;
-use std::os::fd::AsRawFd;
+use std::cell::RefCell;
+use std::io::{IoSliceMut, Write as _};
+use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::TcpStream;
 
@@ -115,46 +117,58 @@ impl IoClock {
     }
 }
 
+thread_local! {
+    /// Where reads land before they are copied to the caller (64 KiB per thread).
+    static SCRATCH: RefCell<Box<[u8]>> = RefCell::new(vec![0; 64 * 1024].into_boxed_slice());
+}
+
 /// A TCP stream that stamps its [`IoClock`] on every read that returned bytes (with the
 /// kernel's receive time) and on the first write after the clock was armed.
+///
+/// It drives the socket through [`AsyncFd`] rather than tokio's `TcpStream` so that
+/// it can read with `recvmsg` and still do what tokio does after a short read: forget
+/// the readiness, so the next poll waits for the reactor instead of paying a syscall
+/// that would only return `EAGAIN`.
 #[derive(Debug)]
 pub struct Stamped {
-    inner: TcpStream,
+    io: AsyncFd<std::net::TcpStream>,
     clock: IoClock,
     /// Control-message space for one timestamp, reused.
     cmsg: Vec<u8>,
-    /// The socket accepted `SO_TIMESTAMPNS`.
-    kernel: bool,
     /// The latest read carried a kernel stamp.
     last_stamped: bool,
 }
 
 impl Stamped {
-    pub fn new(inner: TcpStream) -> (Self, IoClock) {
-        let kernel = setsockopt(&inner, sockopt::ReceiveTimestampns, &true).is_ok();
+    #[allow(unsafe_code, reason = "AsyncFd registration; the stream owns its descriptor")]
+    pub fn new(tcp: TcpStream) -> std::io::Result<(Self, IoClock)> {
+        // Without the option every read is dated when it returns (still correct, only
+        // later under load).
+        let _ = setsockopt(&tcp, sockopt::ReceiveTimestampns, &true);
+        // Still non-blocking; from now on registered with the reactor by the AsyncFd.
+        let std = tcp.into_std()?;
+        // SAFETY: a std::net::TcpStream owns its descriptor: it is open and the same
+        // for as long as the stream lives, and the AsyncFd owns the stream.
+        let io = unsafe { AsyncFd::register_with_interest(std, Interest::READABLE | Interest::WRITABLE) }?;
         let clock = IoClock::default();
         let cmsg = nix::cmsg_space!(TimeSpec);
-        (Self { inner, clock: clock.clone(), cmsg, kernel, last_stamped: false }, clock)
+        Ok((Self { io, clock: clock.clone(), cmsg, last_stamped: false }, clock))
     }
+}
 
-    /// One `recvmsg`: bytes read and the kernel's stamp of them.
-    fn recv(&mut self, buf: &mut [u8]) -> std::io::Result<(usize, Option<Instant>)> {
-        let fd = self.inner.as_raw_fd();
-        let cmsg = &mut self.cmsg;
-        self.inner.try_io(Interest::READABLE, || {
-            let mut iov = [IoSliceMut::new(buf)];
-            let msg = recvmsg::<()>(fd, &mut iov, Some(&mut *cmsg), MsgFlags::MSG_DONTWAIT)?;
-            let mut at = None;
-            if let Ok(cmsgs) = msg.cmsgs() {
-                for c in cmsgs {
-                    if let ControlMessageOwned::ScmTimestampns(ts) = c {
-                        at = Some(by_age(ts));
-                    }
-                }
+/// One `recvmsg` into `buf`: bytes read and the kernel's stamp of them.
+fn recv(fd: RawFd, buf: &mut [u8], cmsg: &mut Vec<u8>) -> std::io::Result<(usize, Option<Instant>)> {
+    let mut iov = [IoSliceMut::new(buf)];
+    let msg = recvmsg::<()>(fd, &mut iov, Some(cmsg), MsgFlags::MSG_DONTWAIT)?;
+    let mut at = None;
+    if let Ok(cmsgs) = msg.cmsgs() {
+        for c in cmsgs {
+            if let ControlMessageOwned::ScmTimestampns(ts) = c {
+                at = Some(by_age(ts));
             }
-            Ok((msg.bytes, at))
-        })
+        }
     }
+    Ok((msg.bytes, at))
 }
 
 /// The instant of a realtime kernel stamp, by its age; never after now.
@@ -168,53 +182,77 @@ fn by_age(ts: TimeSpec) -> Instant {
 impl AsyncRead for Stamped {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
         let this = self.get_mut();
-        if !this.kernel {
-            let before = buf.filled().len();
-            let res = Pin::new(&mut this.inner).poll_read(cx, buf);
-            if matches!(res, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-                this.clock.mark_read(Instant::now());
-            }
-            return res;
-        }
         loop {
-            ready!(this.inner.poll_read_ready(cx))?;
-            match this.recv(buf.initialize_unfilled()) {
-                Ok((n, at)) => {
-                    buf.advance(n);
+            let mut guard = ready!(this.io.poll_read_ready(cx))?;
+            // Received into this thread's scratch buffer and copied out: the caller's
+            // buffer is uninitialised memory, which would otherwise be zeroed in full
+            // before every read.
+            let got = SCRATCH.with_borrow_mut(|scratch| {
+                let len = buf.remaining().min(scratch.len());
+                let got = guard.try_io(|io| recv(io.as_raw_fd(), &mut scratch[..len], &mut this.cmsg));
+                if let Ok(Ok((n, _))) = got {
+                    buf.put_slice(&scratch[..n]);
+                    if n > 0 && n < len {
+                        // Drained (as tokio assumes after a short read).
+                        guard.clear_ready();
+                    }
+                }
+                got
+            });
+            match got {
+                Ok(Ok((n, at))) => {
                     if n > 0 {
                         this.last_stamped = at.is_some();
                         this.clock.mark_read(at.unwrap_or_else(Instant::now));
                     }
                     return Poll::Ready(Ok(()));
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-                Err(e) => return Poll::Ready(Err(e)),
+                Ok(Err(e)) => return Poll::Ready(Err(e)),
+                Err(_would_block) => continue,
             }
         }
     }
 }
 
 impl AsyncWrite for Stamped {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<std::io::Result<usize>> {
-        self.clock.mark_write();
-        Pin::new(&mut self.inner).poll_write(cx, data)
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        this.clock.mark_write();
+        loop {
+            let mut guard = ready!(this.io.poll_write_ready(cx))?;
+            match guard.try_io(|io| io.get_ref().write(data)) {
+                Ok(result) => return Poll::Ready(result),
+                Err(_would_block) => continue,
+            }
+        }
     }
+
     fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        self.clock.mark_write();
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        this.clock.mark_write();
+        loop {
+            let mut guard = ready!(this.io.poll_write_ready(cx))?;
+            match guard.try_io(|io| io.get_ref().write_vectored(bufs)) {
+                Ok(result) => return Poll::Ready(result),
+                Err(_would_block) => continue,
+            }
+        }
     }
+
     fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
+        true
     }
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
     }
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(self.io.get_ref().shutdown(std::net::Shutdown::Write))
     }
 }
 
@@ -229,14 +267,13 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let client = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
         let (server, _) = listener.accept().await.unwrap();
-        let (stamped, clock) = Stamped::new(client);
+        let (stamped, clock) = Stamped::new(client).unwrap();
         (stamped, clock, server)
     }
 
     #[tokio::test]
     async fn reads_are_dated_by_the_kernel_and_never_after_now() {
         let (mut stamped, clock, mut server) = pair().await;
-        assert!(stamped.kernel, "SO_TIMESTAMPNS is available on Linux TCP sockets");
         let before = Instant::now();
         assert!(clock.arrival() >= before, "no read yet: arrival is now");
         // Stamping is switched on host-wide after a short delay: wait for a stamped read.
