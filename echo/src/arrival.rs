@@ -97,6 +97,7 @@ impl Arrival {
 }
 
 /// One `recvmsg` into `buf`: bytes read and the kernel's stamp of them.
+#[expect(clippy::ptr_arg, reason = "nix's recvmsg takes the control buffer as a Vec")]
 fn recv(fd: RawFd, buf: &mut [u8], cmsg: &mut Vec<u8>) -> io::Result<(usize, Option<Instant>)> {
     let mut iov = [IoSliceMut::new(buf)];
     let msg = recvmsg::<()>(fd, &mut iov, Some(cmsg), MsgFlags::MSG_DONTWAIT)?;
