@@ -143,11 +143,19 @@ impl std::fmt::Debug for Connector {
 }
 
 impl Connector {
-    /// `h2`: HTTP/2 (prior knowledge on http, ALPN `h2` on https).
+    /// `h2`: HTTP/2 (prior knowledge on http, ALPN `h2` on https). https targets are
+    /// verified against the Mozilla roots (webpki-roots).
     pub fn new(target: Target, h2: bool) -> Result<Self, TargetError> {
-        let (tls, server_name) = if target.https {
-            let mut roots = rustls::RootCertStore::empty();
+        let mut roots = rustls::RootCertStore::empty();
+        if target.https {
             roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        }
+        Self::with_roots(target, h2, roots)
+    }
+
+    /// As [`new`](Self::new), verifying https targets against `roots` instead.
+    pub fn with_roots(target: Target, h2: bool, roots: rustls::RootCertStore) -> Result<Self, TargetError> {
+        let (tls, server_name) = if target.https {
             let provider = Arc::new(rustls::crypto::ring::default_provider());
             let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
                 .with_safe_default_protocol_versions()

@@ -1,0 +1,144 @@
+//! Requests over HTTPS, HTTP/1.1 and HTTP/2 (ALPN): the engine's TLS path, with the
+//! socket stamps under rustls. A TLS terminator (test CA, `localhost`) forwards the
+//! decrypted bytes to the echo server; everything on 127.0.0.1 port 0.
+
+use bytes::Bytes;
+use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use surge_agent::engine::conn::{Connector, Pool, Target};
+use surge_agent::engine::request::{self, Job, Mode, RequestTemplate};
+use surge_agent::engine::stats::Stats;
+use surge_proto::{ErrorKind, TokenSource};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+
+/// A CA certificate and a `localhost` server certificate signed by it.
+fn certs() -> (CertificateDer<'static>, CertificateDer<'static>, PrivateKeyDer<'static>) {
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(vec!["localhost".to_owned()]).unwrap().signed_by(&key, &issuer).unwrap();
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+    (ca_cert.der().clone(), leaf.der().clone(), key)
+}
+
+/// Terminates TLS on a new port and pipes each connection to `backend`.
+async fn tls_terminator(backend: std::net::SocketAddr) -> (u16, rustls::RootCertStore) {
+    let (ca, leaf, key) = certs();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![leaf], key)
+        .unwrap();
+    // The echo server speaks both on one port (HTTP/2 by prior knowledge).
+    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let acceptor = TlsAcceptor::from(Arc::new(cfg));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                // Without TCP_NODELAY, Nagle holds each token behind the client's delayed ACK.
+                let _ = tcp.set_nodelay(true);
+                let Ok(mut tls) = acceptor.accept(tcp).await else { return };
+                let Ok(mut plain) = TcpStream::connect(backend).await else { return };
+                let _ = plain.set_nodelay(true);
+                let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
+            });
+        }
+    });
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(ca).unwrap();
+    (port, roots)
+}
+
+async fn echo_server() -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let cfg = surge_echo::EchoConfig { ttft_ms: 20.0, itl_ms: 5.0, ..Default::default() };
+    tokio::spawn(surge_echo::serve(listener, cfg, async move {
+        let _ = rx.await;
+    }));
+    (addr, tx)
+}
+
+fn template(target: &Target) -> RequestTemplate {
+    RequestTemplate {
+        uri_h1: target.uri("/v1/completions", false),
+        uri_h2: target.uri("/v1/completions", true),
+        authority: http::HeaderValue::from_str(&target.authority).unwrap(),
+        content_type: http::HeaderValue::from_static("application/json"),
+        headers: Vec::new(),
+        mode: Mode::Stream,
+        tokenizer: None,
+    }
+}
+
+const BODY: &str = r#"{"model":"m","prompt":"one two three","max_tokens":6,"stream":true,"stream_options":{"include_usage":true},"ignore_eos":true}"#;
+
+async fn stream_over_https(h2: bool) {
+    let (backend, _stop) = echo_server().await;
+    let (port, roots) = tls_terminator(backend).await;
+    let target = Target::resolve(&format!("https://localhost:{port}")).await.unwrap();
+    let stats = Arc::new(Stats::default());
+    let pool = Arc::new(Pool::new(Connector::with_roots(target.clone(), h2, roots).unwrap(), stats, 4));
+    let tpl = template(&target);
+    let t0 = Instant::now();
+    for index in 0..4 {
+        let job = Job {
+            index,
+            body: Bytes::from_static(BODY.as_bytes()),
+            input_tokens: 3,
+            input_source: TokenSource::ClientEstimate,
+            intended: None,
+        };
+        let row = tokio::time::timeout(Duration::from_secs(10), request::execute(&pool, &tpl, job, t0)).await.unwrap();
+        assert_eq!(row.error(), ErrorKind::None, "request {index} over https (h2 {h2}): {row:?}");
+        assert_eq!(row.http_status, 200);
+        assert_eq!(row.output_tokens, 6);
+        assert!(row.usage_from_server);
+        assert_eq!(row.itl_us.len(), 5);
+        // Socket stamps under TLS: never below the server's schedule.
+        assert!(row.ttft_us >= 20_000, "TTFT {} us is below the server's 20 ms", row.ttft_us);
+        assert!(row.itl_us.iter().sum::<u32>() >= 5 * 5_000 - 1_000, "gaps {:?}", row.itl_us);
+        assert!(row.latency_us >= row.ttft_us);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_over_https_http1() {
+    stream_over_https(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_over_https_http2() {
+    stream_over_https(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_untrusted_certificate_is_a_tls_error() {
+    let (backend, _stop) = echo_server().await;
+    let (port, _roots) = tls_terminator(backend).await;
+    let target = Target::resolve(&format!("https://localhost:{port}")).await.unwrap();
+    let stats = Arc::new(Stats::default());
+    // The Mozilla roots do not include the test CA.
+    let pool = Arc::new(Pool::new(Connector::new(target.clone(), false).unwrap(), stats, 1));
+    let job = Job {
+        index: 0,
+        body: Bytes::from_static(BODY.as_bytes()),
+        input_tokens: 3,
+        input_source: TokenSource::ClientEstimate,
+        intended: None,
+    };
+    let row = request::execute(&pool, &template(&target), job, Instant::now()).await;
+    assert_eq!(row.error(), ErrorKind::Tls);
+}
