@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex};
 use surge_proto::ErrorKind;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
 
 /// Where requests go, resolved once before the run.
 #[derive(Debug, Clone)]
@@ -95,6 +96,8 @@ pub enum Sender {
 pub struct Conn {
     pub sender: Sender,
     pub clock: IoClock,
+    /// Cancelled once the connection's task has ended and dropped the connection.
+    pub gone: CancellationToken,
 }
 
 impl Conn {
@@ -207,20 +210,24 @@ impl Connector {
                 .handshake(io)
                 .await
                 .map_err(err)?;
-            tokio::spawn(async move {
-                let _guard = guard;
-                let _ = conn.await;
-            });
-            Ok(Conn { sender: Sender::H2(send), clock })
+            let gone = CancellationToken::new();
+            tokio::spawn(watch(conn, guard, gone.clone()));
+            Ok(Conn { sender: Sender::H2(send), clock, gone })
         } else {
             let (send, conn) = http1::Builder::new().max_buf_size(4 << 20).handshake(io).await.map_err(err)?;
-            tokio::spawn(async move {
-                let _guard = guard;
-                let _ = conn.await;
-            });
-            Ok(Conn { sender: Sender::H1(send), clock })
+            let gone = CancellationToken::new();
+            tokio::spawn(watch(conn, guard, gone.clone()));
+            Ok(Conn { sender: Sender::H1(send), clock, gone })
         }
     }
+}
+
+/// Drives a connection to its end, then says so: `gone` is cancelled only after the
+/// connection (and with it every pending request callback) has been dropped.
+async fn watch<F: std::future::Future>(conn: F, guard: impl Send, gone: CancellationToken) {
+    let _guard = guard;
+    let _ = conn.await;
+    gone.cancel();
 }
 
 /// Streams multiplexed on one HTTP/2 connection before another is opened.
@@ -232,7 +239,7 @@ pub struct Pool {
     pub connector: Connector,
     stats: Arc<Stats>,
     idle: Mutex<Vec<Conn>>,
-    h2_conns: Mutex<Vec<(http2::SendRequest<Full<Bytes>>, IoClock)>>,
+    h2_conns: Mutex<Vec<(http2::SendRequest<Full<Bytes>>, IoClock, CancellationToken)>>,
     h2_target: usize,
     h2_next: AtomicUsize,
 }
@@ -274,16 +281,16 @@ impl Pool {
     async fn checkout_h2(&self) -> Result<(Conn, bool), (ErrorKind, String)> {
         {
             let mut conns = self.h2_conns.lock().expect("pool lock");
-            conns.retain(|(c, _)| !c.is_closed());
+            conns.retain(|(c, _, _)| !c.is_closed());
             if conns.len() >= self.h2_target {
                 let i = self.h2_next.fetch_add(1, Ordering::Relaxed) % conns.len();
-                let (s, clock) = conns[i].clone();
-                return Ok((Conn { sender: Sender::H2(s), clock }, true));
+                let (s, clock, gone) = conns[i].clone();
+                return Ok((Conn { sender: Sender::H2(s), clock, gone }, true));
             }
         }
         let conn = self.connector.connect(&self.stats).await?;
         if let Sender::H2(s) = &conn.sender {
-            self.h2_conns.lock().expect("pool lock").push((s.clone(), conn.clock.clone()));
+            self.h2_conns.lock().expect("pool lock").push((s.clone(), conn.clock.clone(), conn.gone.clone()));
         }
         Ok((conn, false))
     }
@@ -292,7 +299,7 @@ impl Pool {
     pub async fn connect_new(&self) -> Result<Conn, (ErrorKind, String)> {
         let conn = self.connector.connect(&self.stats).await?;
         if let Sender::H2(s) = &conn.sender {
-            self.h2_conns.lock().expect("pool lock").push((s.clone(), conn.clock.clone()));
+            self.h2_conns.lock().expect("pool lock").push((s.clone(), conn.clock.clone(), conn.gone.clone()));
         }
         Ok(conn)
     }
@@ -320,7 +327,9 @@ impl Pool {
             let Some(joined) = set.join_next().await else { break };
             let conn = joined.map_err(|e| (ErrorKind::Other, e.to_string()))??;
             match &conn.sender {
-                Sender::H2(s) => self.h2_conns.lock().expect("pool lock").push((s.clone(), conn.clock.clone())),
+                Sender::H2(s) => {
+                    self.h2_conns.lock().expect("pool lock").push((s.clone(), conn.clock.clone(), conn.gone.clone()))
+                }
                 Sender::H1(_) => self.idle.lock().expect("pool lock").push(conn),
             }
             opened += 1;

@@ -143,20 +143,28 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
             conn.clock.arm_write();
         }
         let handed = Instant::now();
-        let sent = conn.send(req).await;
+        // A connection whose task ended without answering this request (it has been
+        // seen, rarely, with a server that closes after every stream) must not hold the
+        // request forever: its end counts as a reset.
+        let gone = conn.gone.clone();
+        let sent = tokio::select! {
+            biased;
+            r = conn.send(req) => r.map_err(|e| kind_of(&e)),
+            () = gone.cancelled() => Err(ErrorKind::ConnectionReset),
+        };
         // st: just before the request's first byte went to the socket (see ioclock.rs).
         let st = conn.clock.take_write().filter(|_| !h2).map_or(handed, |w| w.max(handed));
         row.start_us = st.saturating_duration_since(t0).as_micros() as i64;
         let resp = match sent {
             Ok(r) => r,
-            Err(e) => {
+            Err(kind) => {
                 if reused && !fresh {
                     fresh = true;
                     pool.stats().reconnects.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
                 row.latency_us = us(st.elapsed());
-                row.set_error(kind_of(&e));
+                row.set_error(kind);
                 return row;
             }
         };
@@ -187,11 +195,18 @@ async fn read_response(
     let mut usage: Option<(u32, u32)> = None;
     let mut done = false;
     let mut error: Option<ErrorKind> = None;
+    let gone = conn.gone.clone();
     loop {
-        match body.frame().await {
+        let frame = tokio::select! {
+            biased;
+            f = body.frame() => f.map(|r| r.map_err(|e| kind_of(&e))),
+            // The connection ended without ending the body: a cut stream.
+            () = gone.cancelled() => Some(Err(ErrorKind::ConnectionReset)),
+        };
+        match frame {
             None => break,
-            Some(Err(e)) => {
-                error = Some(match kind_of(&e) {
+            Some(Err(kind)) => {
+                error = Some(match kind {
                     ErrorKind::Other | ErrorKind::ConnectionReset if done => ErrorKind::Other,
                     ErrorKind::Other | ErrorKind::ConnectionReset => ErrorKind::Truncated,
                     k => k,
