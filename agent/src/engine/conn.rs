@@ -230,6 +230,9 @@ async fn watch<F: std::future::Future>(conn: F, guard: impl Send, gone: Cancella
     gone.cancel();
 }
 
+/// A multiplexed HTTP/2 connection as the pool shares it.
+type SharedH2 = (http2::SendRequest<Full<Bytes>>, IoClock, CancellationToken);
+
 /// Streams multiplexed on one HTTP/2 connection before another is opened.
 const H2_STREAMS_PER_CONN: usize = 100;
 
@@ -239,7 +242,7 @@ pub struct Pool {
     pub connector: Connector,
     stats: Arc<Stats>,
     idle: Mutex<Vec<Conn>>,
-    h2_conns: Mutex<Vec<(http2::SendRequest<Full<Bytes>>, IoClock, CancellationToken)>>,
+    h2_conns: Mutex<Vec<SharedH2>>,
     h2_target: usize,
     h2_next: AtomicUsize,
 }
