@@ -196,12 +196,14 @@ async fn read_response(
     let mut done = false;
     let mut error: Option<ErrorKind> = None;
     let gone = conn.gone.clone();
+    let gone = gone.cancelled();
+    tokio::pin!(gone);
     loop {
         let frame = tokio::select! {
             biased;
             f = body.frame() => f.map(|r| r.map_err(|e| kind_of(&e))),
             // The connection ended without ending the body: a cut stream.
-            () = gone.cancelled() => Some(Err(ErrorKind::ConnectionReset)),
+            () = &mut gone => Some(Err(ErrorKind::ConnectionReset)),
         };
         match frame {
             None => break,
