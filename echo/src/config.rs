@@ -27,7 +27,8 @@ pub struct EchoArgs {
     #[arg(long, value_name = "NAME", default_value = "surge-echo")]
     pub model: String,
 
-    /// Time to first token in milliseconds, counted from when the request got a slot.
+    /// Time to first token in milliseconds, counted from when the request arrived (the
+    /// kernel's receive stamp), or got its slot if it had to wait for one.
     #[arg(long = "ttft-ms", value_name = "MS", default_value_t = 0.0)]
     pub ttft_ms: f64,
 
