@@ -292,19 +292,22 @@ impl Pool {
             }
         }
         let conn = self.connector.connect(&self.stats).await?;
-        if let Sender::H2(s) = &conn.sender {
-            self.h2_conns.lock().expect("pool lock").push((s.clone(), conn.clock.clone(), conn.gone.clone()));
-        }
+        self.share_h2(&conn);
         Ok((conn, false))
     }
 
     /// A new connection, not taken from the idle set (HTTP/2: also shared from now on).
     pub async fn connect_new(&self) -> Result<Conn, (ErrorKind, String)> {
         let conn = self.connector.connect(&self.stats).await?;
+        self.share_h2(&conn);
+        Ok(conn)
+    }
+
+    /// Adds an HTTP/2 connection to the shared set (HTTP/1.1 ones are not shared).
+    fn share_h2(&self, conn: &Conn) {
         if let Sender::H2(s) = &conn.sender {
             self.h2_conns.lock().expect("pool lock").push((s.clone(), conn.clock.clone(), conn.gone.clone()));
         }
-        Ok(conn)
     }
 
     /// Returns a connection after a complete response.
@@ -330,9 +333,7 @@ impl Pool {
             let Some(joined) = set.join_next().await else { break };
             let conn = joined.map_err(|e| (ErrorKind::Other, e.to_string()))??;
             match &conn.sender {
-                Sender::H2(s) => {
-                    self.h2_conns.lock().expect("pool lock").push((s.clone(), conn.clock.clone(), conn.gone.clone()))
-                }
+                Sender::H2(_) => self.share_h2(&conn),
                 Sender::H1(_) => self.idle.lock().expect("pool lock").push(conn),
             }
             opened += 1;

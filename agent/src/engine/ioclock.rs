@@ -4,16 +4,13 @@
 //! starting or streaming at once, the connection task that writes or reads can run
 //! milliseconds apart from the request task; the socket times are the tighter bounds.
 //!
-//! Reads: for any chunk, the latest read time seen when the chunk is handled is at or
-//! after the read that brought it (reads only move forward) and at or before "now", so
-//! it is never worse than `Instant::now()`.
-//!
 //! Reads are dated by the kernel: the socket is read with `recvmsg` and
 //! `SO_TIMESTAMPNS`, so a read carries the time the kernel queued its bytes, not the
 //! time the connection task got to run. The stamp is on the realtime clock and is
 //! turned into an [`Instant`] by its age; a read without one (the kernel switches
 //! stamping on host-wide lazily, so the first packets may lack it) is dated when it
-//! returns.
+//! returns. For any chunk, the latest read stamp seen when the chunk is handled is at or
+//! after the arrival of its bytes (stamps only move forward) and never after "now".
 //!
 //! Writes: the request task arms the clock just before handing a request to an HTTP/1.1
 //! connection (one request at a time); the first write after that is the request's, and
