@@ -6,11 +6,20 @@ use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 
 /// What one SSE `data` payload of a completion stream means to the timer.
+///
+/// The token rule (DESIGN.md D10): a chunk is a token event when one of its choices
+/// carries generated output, *even an empty string*: completions `text`; chat
+/// `delta.content`, `delta.reasoning`, `delta.reasoning_content`, `delta.tool_calls` or
+/// `delta.function_call`. An empty string is a generated token whose text cannot be
+/// printed yet (half of a multi-byte character, a special token); real vLLM servers send
+/// one for every such token. Not token events: chat's role announcement (a delta with
+/// `role` and empty or no output), a chunk whose only news is a `finish_reason` with empty
+/// output, usage-only chunks (`"choices": []`), and SSE comments (dropped by the framer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event {
-    /// A chunk whose delta carries non-empty text: a token-bearing event.
+    /// A chunk carrying generated output: a token event.
     Token,
-    /// A chunk without text (role-only delta, finish_reason only, keep-alive).
+    /// A chunk without generated output (role announcement, finish_reason only, keep-alive).
     Empty,
     /// The final `usage` block.
     Usage { prompt_tokens: u32, completion_tokens: u32 },
@@ -40,14 +49,103 @@ struct Choice<'a> {
     text: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     delta: Option<Delta<'a>>,
+    #[serde(default, borrow)]
+    finish_reason: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
 struct Delta<'a> {
     #[serde(default, borrow)]
+    role: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
     content: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
+    reasoning: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
     reasoning_content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    tool_calls: Option<Vec<ToolCall<'a>>>,
+    #[serde(default, borrow)]
+    function_call: Option<Function<'a>>,
+}
+
+#[derive(Deserialize)]
+struct ToolCall<'a> {
+    #[serde(default, borrow)]
+    function: Option<Function<'a>>,
+}
+
+#[derive(Deserialize)]
+struct Function<'a> {
+    #[serde(default, borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    arguments: Option<Cow<'a, str>>,
+}
+
+impl Function<'_> {
+    fn push_text(&self, out: &mut String) {
+        out.push_str(self.name.as_deref().unwrap_or_default());
+        out.push_str(self.arguments.as_deref().unwrap_or_default());
+    }
+}
+
+/// What one choice carries: output fields present, and whether any of them is non-empty.
+#[derive(Clone, Copy)]
+struct Output {
+    present: bool,
+    nonempty: bool,
+}
+
+impl Output {
+    fn of(field: Option<&str>) -> Self {
+        Self { present: field.is_some(), nonempty: field.is_some_and(|t| !t.is_empty()) }
+    }
+
+    fn or(self, other: Self) -> Self {
+        Self { present: self.present || other.present, nonempty: self.nonempty || other.nonempty }
+    }
+}
+
+impl Choice<'_> {
+    /// D10 for one choice.
+    fn is_token(&self) -> bool {
+        let mut out = Output::of(self.text.as_deref());
+        let mut role = false;
+        if let Some(d) = &self.delta {
+            role = d.role.is_some();
+            out = out
+                .or(Output::of(d.content.as_deref()))
+                .or(Output::of(d.reasoning.as_deref()))
+                .or(Output::of(d.reasoning_content.as_deref()));
+            // A tool call's name or arguments are generated output, whatever their length.
+            if d.tool_calls.as_ref().is_some_and(|c| !c.is_empty()) || d.function_call.is_some() {
+                out = out.or(Output { present: true, nonempty: true });
+            }
+        }
+        if out.nonempty {
+            return true;
+        }
+        // Empty output: a token unless the chunk is a role announcement or a finish.
+        out.present && !role && self.finish_reason.is_none()
+    }
+
+    fn push_text(&self, out: &mut String) {
+        out.push_str(self.text.as_deref().unwrap_or_default());
+        if let Some(d) = &self.delta {
+            out.push_str(d.reasoning.as_deref().unwrap_or_default());
+            out.push_str(d.reasoning_content.as_deref().unwrap_or_default());
+            out.push_str(d.content.as_deref().unwrap_or_default());
+            for call in d.tool_calls.iter().flatten() {
+                if let Some(f) = &call.function {
+                    f.push_text(out);
+                }
+            }
+            if let Some(f) = &d.function_call {
+                f.push_text(out);
+            }
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -80,21 +178,10 @@ fn classify_into(data: &[u8], out: Option<&mut String>) -> Event {
     if chunk.error.is_some() {
         return Event::ServerError;
     }
-    let token = chunk.choices.iter().any(|c| {
-        let text = c.text.as_deref().is_some_and(|t| !t.is_empty());
-        let delta = c.delta.as_ref().is_some_and(|d| {
-            d.content.as_deref().is_some_and(|t| !t.is_empty())
-                || d.reasoning_content.as_deref().is_some_and(|t| !t.is_empty())
-        });
-        text || delta
-    });
+    let token = chunk.choices.iter().any(Choice::is_token);
     if let Some(out) = out {
         for c in &chunk.choices {
-            out.push_str(c.text.as_deref().unwrap_or_default());
-            if let Some(d) = &c.delta {
-                out.push_str(d.reasoning_content.as_deref().unwrap_or_default());
-                out.push_str(d.content.as_deref().unwrap_or_default());
-            }
+            c.push_text(out);
         }
     }
     match (token, chunk.usage) {
@@ -204,6 +291,44 @@ mod tests {
         assert_eq!(classify(br#"{"error":{"message":"boom"}}"#), Event::ServerError);
     }
 
+    /// D10, case by case: every line fails if the rule is changed in that case.
+    #[test]
+    fn token_rule_counts_empty_output_but_not_role_finish_or_usage() {
+        let cases: &[(&[u8], Event)] = &[
+            // Empty text is a generated token (half a character, a special token).
+            (br#"{"choices":[{"index":0,"text":"","finish_reason":null}]}"#, Event::Token),
+            (br#"{"choices":[{"index":0,"delta":{"content":""},"finish_reason":null}]}"#, Event::Token),
+            (br#"{"choices":[{"delta":{"reasoning":""}}]}"#, Event::Token),
+            (br#"{"choices":[{"delta":{"reasoning":"think","content":null}}]}"#, Event::Token),
+            (br#"{"choices":[{"delta":{"reasoning_content":"hm"}}]}"#, Event::Token),
+            (br#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":""}}]}}]}"#, Event::Token),
+            (
+                br#"{"choices":[{"delta":{"role":"assistant","tool_calls":[{"id":"c","function":{"name":"f"}}]}}]}"#,
+                Event::Token,
+            ),
+            (br#"{"choices":[{"delta":{"function_call":{"arguments":"{"}}}]}"#, Event::Token),
+            // Output with a finish_reason is still output.
+            (br#"{"choices":[{"text":"end","finish_reason":"length"}]}"#, Event::Token),
+            // Role announcements: role with empty or no output.
+            (br#"{"choices":[{"delta":{"role":"assistant","content":""}}]}"#, Event::Empty),
+            (br#"{"choices":[{"delta":{"role":"assistant"}}]}"#, Event::Empty),
+            (br#"{"choices":[{"delta":{"role":"assistant","content":" hi"}}]}"#, Event::Token),
+            // Only a finish_reason, with empty or no output.
+            (br#"{"choices":[{"text":"","finish_reason":"stop"}]}"#, Event::Empty),
+            (br#"{"choices":[{"delta":{"content":""},"finish_reason":"stop"}]}"#, Event::Empty),
+            (br#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#, Event::Empty),
+            (br#"{"choices":[{"delta":{}}]}"#, Event::Empty),
+            (br#"{"choices":[]}"#, Event::Empty),
+        ];
+        for (data, want) in cases {
+            assert_eq!(classify(data), *want, "{}", String::from_utf8_lossy(data));
+        }
+        assert_eq!(
+            classify(br#"{"choices":[{"text":""}],"usage":{"prompt_tokens":1,"completion_tokens":2}}"#),
+            Event::TokenAndUsage { prompt_tokens: 1, completion_tokens: 2 }
+        );
+    }
+
     #[test]
     fn body_has_stream_options_and_chat_messages() {
         let p = BodyParams { model: "m", chat: true, ignore_eos: true, temperature: Some(0.0) };
@@ -227,7 +352,10 @@ mod tests {
         let mut text = String::new();
         assert_eq!(classify_text(br#"{"choices":[{"text":" hi"}]}"#, &mut text), Event::Token);
         assert_eq!(classify_text(br#"{"choices":[{"delta":{"content":" there"}}]}"#, &mut text), Event::Token);
+        assert_eq!(classify_text(br#"{"choices":[{"delta":{"reasoning":" so"}}]}"#, &mut text), Event::Token);
+        let call = br#"{"choices":[{"delta":{"tool_calls":[{"function":{"name":" f","arguments":"(x)"}}]}}]}"#;
+        assert_eq!(classify_text(call, &mut text), Event::Token);
         assert_eq!(classify_text(b"[DONE]", &mut text), Event::Done);
-        assert_eq!(text, " hi there");
+        assert_eq!(text, " hi there so f(x)");
     }
 }

@@ -20,7 +20,8 @@ use crate::faults::{self, FaultPlan};
 use crate::metrics::{Gauge, GaugeGuard};
 use crate::routes::{ConnCtx, State, json_error};
 use crate::schedule::{Schedule, deadline};
-use crate::sse::{self, Chunker, SseBody, SseParams};
+use crate::sse::{Chunker, SseBody, SseParams};
+use crate::tokens::{self, TokenPlan};
 use crate::timer::PreciseSleep;
 
 /// Largest request body accepted by the completion routes.
@@ -229,6 +230,7 @@ pub(crate) async fn handle(
     if parsed.stream {
         let body = SseBody::new(SseParams {
             chunker: Chunker::new(kind, index, created, &model_json),
+            tokens: TokenPlan::new(tokens::Shape::of(&state.config), kind == Kind::Chat, state.config.seed, index),
             n,
             prompt_tokens: parsed.prompt_tokens,
             include_usage: parsed.include_usage,
@@ -263,7 +265,7 @@ pub(crate) async fn handle(
 
 /// The JSON of a non-streamed response of `n` tokens.
 fn full_response(kind: Kind, index: u64, created: u64, model: &str, n: u64, prompt: u64) -> Bytes {
-    let text: String = (0..n).map(sse::word).collect();
+    let text: String = (0..n).map(tokens::word).collect();
     let usage = json!({
         "prompt_tokens": prompt,
         "completion_tokens": n,

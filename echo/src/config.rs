@@ -88,6 +88,20 @@ pub struct EchoArgs {
     /// of whitespace-separated words.
     #[arg(long, value_name = "PATH")]
     pub tokenizer: Option<PathBuf>,
+
+    /// Each streamed token that does not complete a character is, with probability P,
+    /// the first half of a multi-byte character split over two tokens: its chunk carries
+    /// "" and the next one the whole character (as vLLM streams Chinese text or emoji).
+    #[arg(long = "partial-tokens", value_name = "P", default_value_t = 0.0)]
+    pub partial_tokens: f64,
+
+    /// Chat streams send their first K tokens as `delta.reasoning` (a reasoning model).
+    #[arg(long = "reasoning-tokens", value_name = "K", default_value_t = 0)]
+    pub reasoning_tokens: u64,
+
+    /// Chat streams send their output as the arguments of one tool call (`delta.tool_calls`).
+    #[arg(long = "tool-call")]
+    pub tool_call: bool,
 }
 
 impl EchoArgs {
@@ -111,6 +125,9 @@ impl EchoArgs {
             fault_stall_ms: self.fault_stall_ms,
             fault_stall_rate: self.fault_stall_rate,
             tokenizer: self.tokenizer,
+            partial_tokens: self.partial_tokens,
+            reasoning_tokens: self.reasoning_tokens,
+            tool_call: self.tool_call,
         };
         config.validate()?;
         Ok(config)
@@ -154,6 +171,12 @@ pub struct EchoConfig {
     pub fault_stall_rate: f64,
     /// Prompt tokens counted with this tokenizer.json (`None`: words).
     pub tokenizer: Option<PathBuf>,
+    /// Probability that a token starts a multi-byte character split over two tokens.
+    pub partial_tokens: f64,
+    /// Chat: leading tokens sent as `delta.reasoning`.
+    pub reasoning_tokens: u64,
+    /// Chat: output sent as one tool call's arguments.
+    pub tool_call: bool,
 }
 
 impl Default for EchoConfig {
@@ -175,6 +198,9 @@ impl Default for EchoConfig {
             fault_stall_ms: None,
             fault_stall_rate: 1.0,
             tokenizer: None,
+            partial_tokens: 0.0,
+            reasoning_tokens: 0,
+            tool_call: false,
         }
     }
 }
@@ -207,6 +233,10 @@ impl EchoConfig {
         check_rate("--fault-malformed-rate", self.fault_malformed_rate)?;
         check_rate("--fault-truncate-rate", self.fault_truncate_rate)?;
         check_rate("--fault-stall-rate", self.fault_stall_rate)?;
+        // Below 1: a split must be able to end.
+        if !(0.0..1.0).contains(&self.partial_tokens) {
+            return Err(format!("--partial-tokens must be within 0..1 (1 excluded), got {}", self.partial_tokens));
+        }
         if let Some(p) = &self.tokenizer {
             let file = crate::counter::resolve(p);
             if !file.is_file() {
@@ -283,6 +313,11 @@ mod tests {
             "100",
             "--fault-stall-rate",
             "0.5",
+            "--partial-tokens",
+            "0.4",
+            "--reasoning-tokens",
+            "3",
+            "--tool-call",
         ])
         .unwrap();
         assert_eq!(c.listen, "0.0.0.0:9000".parse().unwrap());
@@ -300,6 +335,9 @@ mod tests {
         assert_eq!(c.fault_truncate_rate, 0.4);
         assert_eq!(c.fault_stall_ms, Some(100.0));
         assert_eq!(c.fault_stall_rate, 0.5);
+        assert_eq!(c.partial_tokens, 0.4);
+        assert_eq!(c.reasoning_tokens, 3);
+        assert!(c.tool_call);
     }
 
     #[test]
@@ -328,6 +366,8 @@ mod tests {
             (&["--output-tokens", "0"][..], "--output-tokens"),
             (&["--max-concurrent-streams", "0"][..], "--max-concurrent-streams"),
             (&["--model", ""][..], "--model"),
+            (&["--partial-tokens", "1"][..], "--partial-tokens"),
+            (&["--partial-tokens=-0.1"][..], "--partial-tokens"),
         ] {
             let err = parse(args).unwrap_err();
             assert!(err.contains(flag), "{err}");

@@ -76,7 +76,7 @@ fn splitmix64(x: u64) -> u64 {
 }
 
 /// Uniform in [0, 1) from the top 53 bits.
-fn unit(bits: u64) -> f64 {
+pub(crate) fn unit(bits: u64) -> f64 {
     (bits >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 

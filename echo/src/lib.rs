@@ -79,6 +79,7 @@ mod schedule;
 mod server;
 mod sse;
 mod timer;
+mod tokens;
 
 pub use config::{EchoArgs, EchoConfig, MAX_OUTPUT_TOKENS};
 

@@ -24,16 +24,9 @@ use crate::completions::Kind;
 use crate::metrics::{GaugeGuard, Metrics};
 use crate::schedule::{Schedule, deadline};
 use crate::timer::{PreciseSleep, Timer};
-
-/// Words the output tokens cycle through (each with its leading space).
-const WORDS: [&str; 8] = [" the", " quick", " brown", " fox", " jumps", " over", " lazy", " dog"];
+use crate::tokens::{Field, Token, TokenPlan};
 
 const DONE: &[u8] = b"data: [DONE]\n\n";
-
-/// Text of output token `k`: never empty, JSON-safe without escaping.
-pub(crate) fn word(k: u64) -> &'static str {
-    WORDS[(k % WORDS.len() as u64) as usize]
-}
 
 /// Formats the chunks of one response.
 #[derive(Debug)]
@@ -54,25 +47,36 @@ impl Chunker {
         Self { kind, head: head.into_bytes() }
     }
 
-    /// Event of token `k`; `last` marks it with `finish_reason: "length"`.
-    pub fn token(&self, buf: &mut BytesMut, k: u64, last: bool) -> Bytes {
-        buf.reserve(self.head.len() + 128);
+    /// Event of one token; `last` marks it with `finish_reason: "length"`.
+    pub fn token(&self, buf: &mut BytesMut, tok: Token, last: bool) -> Bytes {
+        buf.reserve(self.head.len() + 192);
         buf.put_slice(&self.head);
-        self.put_choice_start(buf, k);
-        buf.put_slice(match self.kind {
-            Kind::Completion => b"\",\"logprobs\":null,\"finish_reason\":",
-            Kind::Chat => b"\"},\"finish_reason\":",
+        self.put_choice_start(buf, tok);
+        buf.put_slice(match (self.kind, tok.field) {
+            (Kind::Completion, _) => b"\",\"logprobs\":null,\"finish_reason\":",
+            (Kind::Chat, Field::ToolCall { .. }) => b"\"}}]},\"logprobs\":null,\"finish_reason\":",
+            (Kind::Chat, _) => b"\"},\"logprobs\":null,\"finish_reason\":",
         });
         buf.put_slice(if last { b"\"length\"" } else { b"null" });
         buf.put_slice(b"}]}\n\n");
         buf.split().freeze()
     }
 
-    /// Event of token `k` whose data is cut short: not valid JSON.
-    pub fn malformed(&self, buf: &mut BytesMut, k: u64) -> Bytes {
+    /// Chat's role announcement, sent before generation as vLLM does: not a token.
+    pub fn role(&self, buf: &mut BytesMut) -> Bytes {
         buf.reserve(self.head.len() + 128);
         buf.put_slice(&self.head);
-        self.put_choice_start(buf, k);
+        buf.put_slice(
+            b"\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n",
+        );
+        buf.split().freeze()
+    }
+
+    /// Event of one token whose data is cut short: not valid JSON.
+    pub fn malformed(&self, buf: &mut BytesMut, tok: Token) -> Bytes {
+        buf.reserve(self.head.len() + 128);
+        buf.put_slice(&self.head);
+        self.put_choice_start(buf, tok);
         buf.put_slice(b"\"\n\n");
         buf.split().freeze()
     }
@@ -89,17 +93,21 @@ impl Chunker {
         buf.split().freeze()
     }
 
-    /// `"choices":[{"index":0,"text":"WORD` (or the chat delta equivalent).
-    fn put_choice_start(&self, buf: &mut BytesMut, k: u64) {
+    /// `"choices":[{"index":0,"text":"TEXT` (or the chat delta equivalent).
+    fn put_choice_start(&self, buf: &mut BytesMut, tok: Token) {
         buf.put_slice(b"\"choices\":[{\"index\":0,");
-        match self.kind {
-            Kind::Completion => buf.put_slice(b"\"text\":\""),
-            Kind::Chat if k == 0 => {
-                buf.put_slice(b"\"delta\":{\"role\":\"assistant\",\"content\":\"");
+        buf.put_slice(match (self.kind, tok.field) {
+            (Kind::Completion, _) => b"\"text\":\"",
+            (Kind::Chat, Field::Content) => b"\"delta\":{\"content\":\"",
+            (Kind::Chat, Field::Reasoning) => b"\"delta\":{\"reasoning\":\"",
+            (Kind::Chat, Field::ToolCall { first: true }) => {
+                b"\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_0\",\"type\":\"function\",\"function\":{\"name\":\"echo\",\"arguments\":\""
             }
-            Kind::Chat => buf.put_slice(b"\"delta\":{\"content\":\""),
-        }
-        buf.put_slice(word(k).as_bytes());
+            (Kind::Chat, Field::ToolCall { first: false }) => {
+                b"\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\""
+            }
+        });
+        buf.put_slice(tok.text.as_bytes());
     }
 }
 
@@ -108,6 +116,8 @@ pub(crate) struct SseParams {
     pub chunker: Chunker,
     /// Output tokens (>= 1).
     pub n: u64,
+    /// Field and text of each token.
+    pub tokens: TokenPlan,
     pub prompt_tokens: u64,
     pub include_usage: bool,
     /// Time zero of the schedule: when the request arrived, or got its slot.
@@ -131,6 +141,8 @@ pub(crate) struct SseParams {
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Phase {
+    /// Chat's role announcement, at once.
+    Role,
     Tokens,
     Usage,
     Done,
@@ -156,8 +168,8 @@ pub(crate) struct SseBody {
 impl SseBody {
     pub fn new(params: SseParams) -> Self {
         Self {
+            phase: if params.chunker.kind == Kind::Chat { Phase::Role } else { Phase::Tokens },
             p: params,
-            phase: Phase::Tokens,
             k: 0,
             armed: false,
             waiting: false,
@@ -201,6 +213,10 @@ impl Body for SseBody {
         let this = self.get_mut();
         loop {
             match this.phase {
+                Phase::Role => {
+                    this.phase = Phase::Tokens;
+                    return Poll::Ready(Some(Ok(Frame::data(this.p.chunker.role(&mut this.buf)))));
+                }
                 Phase::Tokens => {
                     if this.k >= this.p.n {
                         this.phase = Phase::Usage;
@@ -227,10 +243,11 @@ impl Body for SseBody {
                         return Poll::Ready(Some(Err(Box::new(Truncated))));
                     }
                     let last = k + 1 == this.p.n;
+                    let tok = this.p.tokens.token(k, this.p.n);
                     let data = if this.p.malformed_at == Some(k) {
-                        this.p.chunker.malformed(&mut this.buf, k)
+                        this.p.chunker.malformed(&mut this.buf, tok)
                     } else {
-                        this.p.chunker.token(&mut this.buf, k, last)
+                        this.p.chunker.token(&mut this.buf, tok, last)
                     };
                     this.k += 1;
                     this.armed = false;
@@ -269,6 +286,10 @@ mod tests {
     use http_body_util::BodyExt;
     use serde_json::Value;
 
+    fn tok(k: u64) -> Token {
+        Token { field: Field::Content, text: crate::tokens::word(k) }
+    }
+
     fn json_of(event: &[u8]) -> Value {
         let text = std::str::from_utf8(event).unwrap();
         let data = text.strip_prefix("data: ").and_then(|t| t.strip_suffix("\n\n")).unwrap();
@@ -279,7 +300,7 @@ mod tests {
     fn completion_chunks_are_valid_json() {
         let c = Chunker::new(Kind::Completion, 7, 123, "\"m\\\"x\"");
         let mut buf = BytesMut::new();
-        let v = json_of(&c.token(&mut buf, 0, false));
+        let v = json_of(&c.token(&mut buf, tok(0), false));
         assert_eq!(v["id"], "cmpl-7");
         assert_eq!(v["object"], "text_completion");
         assert_eq!(v["created"], 123);
@@ -288,13 +309,15 @@ mod tests {
         assert_eq!(v["choices"][0]["text"], " the");
         assert_eq!(v["choices"][0]["logprobs"], Value::Null);
         assert_eq!(v["choices"][0]["finish_reason"], Value::Null);
-        let v = json_of(&c.token(&mut buf, 9, true));
+        let v = json_of(&c.token(&mut buf, tok(9), true));
         assert_eq!(v["choices"][0]["text"], " quick");
         assert_eq!(v["choices"][0]["finish_reason"], "length");
         let v = json_of(&c.usage(&mut buf, 3, 4));
         assert_eq!(v["choices"], serde_json::json!([]));
         assert_eq!(v["usage"], serde_json::json!({"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}));
-        let bad = c.malformed(&mut buf, 1);
+        let v = json_of(&c.token(&mut buf, Token { field: Field::Content, text: "" }, false));
+        assert_eq!(v["choices"][0]["text"], "");
+        let bad = c.malformed(&mut buf, tok(1));
         let text = std::str::from_utf8(&bad).unwrap();
         let data = text.strip_prefix("data: ").unwrap().trim_end();
         assert!(serde_json::from_str::<Value>(data).is_err());
@@ -304,14 +327,21 @@ mod tests {
     fn chat_chunks_are_valid_json() {
         let c = Chunker::new(Kind::Chat, 1, 5, "\"m\"");
         let mut buf = BytesMut::new();
-        let v = json_of(&c.token(&mut buf, 0, false));
+        let v = json_of(&c.role(&mut buf));
         assert_eq!(v["id"], "chatcmpl-1");
         assert_eq!(v["object"], "chat.completion.chunk");
-        assert_eq!(v["choices"][0]["delta"]["role"], "assistant");
-        assert_eq!(v["choices"][0]["delta"]["content"], " the");
-        let v = json_of(&c.token(&mut buf, 1, true));
-        assert_eq!(v["choices"][0]["delta"]["content"], " quick");
-        assert!(v["choices"][0]["delta"].get("role").is_none());
+        assert_eq!(v["choices"][0]["delta"], serde_json::json!({"role": "assistant", "content": ""}));
+        let v = json_of(&c.token(&mut buf, tok(0), false));
+        assert_eq!(v["choices"][0]["delta"], serde_json::json!({"content": " the"}));
+        assert_eq!(v["choices"][0]["finish_reason"], Value::Null);
+        let v = json_of(&c.token(&mut buf, Token { field: Field::Reasoning, text: "中" }, false));
+        assert_eq!(v["choices"][0]["delta"], serde_json::json!({"reasoning": "中"}));
+        let v = json_of(&c.token(&mut buf, Token { field: Field::ToolCall { first: true }, text: "" }, false));
+        let call = &v["choices"][0]["delta"]["tool_calls"][0];
+        assert_eq!(call["function"], serde_json::json!({"name": "echo", "arguments": ""}));
+        assert_eq!(call["id"], "call_0");
+        let v = json_of(&c.token(&mut buf, Token { field: Field::ToolCall { first: false }, text: " x" }, true));
+        assert_eq!(v["choices"][0]["delta"]["tool_calls"][0]["function"], serde_json::json!({"arguments": " x"}));
         assert_eq!(v["choices"][0]["finish_reason"], "length");
     }
 
@@ -320,6 +350,7 @@ mod tests {
         let config = EchoConfig::default();
         let body = SseBody::new(SseParams {
             chunker: Chunker::new(Kind::Completion, 0, 0, "\"m\""),
+            tokens: TokenPlan::new(crate::tokens::Shape::default(), false, 0, 0),
             n,
             prompt_tokens: 2,
             include_usage,

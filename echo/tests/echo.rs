@@ -228,20 +228,21 @@ async fn chat_streaming_and_non_streaming() {
         .await;
     assert_eq!(r.status, StatusCode::OK);
     let ev = events(r.text());
-    assert_eq!(ev.len(), 5, "{ev:?}");
-    for (k, e) in ev[..3].iter().enumerate() {
+    assert_eq!(ev.len(), 6, "{ev:?}");
+    // vLLM's role announcement first (not a token), then one chunk per token.
+    let role: Value = serde_json::from_str(ev[0]).unwrap();
+    assert_eq!(role["choices"][0]["delta"], json!({"role": "assistant", "content": ""}));
+    for e in &ev[1..4] {
         let v: Value = serde_json::from_str(e).unwrap();
         assert_eq!(v["object"], "chat.completion.chunk");
         assert!(v["id"].as_str().unwrap().starts_with("chatcmpl-"));
         let delta = &v["choices"][0]["delta"];
         assert!(!delta["content"].as_str().unwrap().trim().is_empty());
-        if k == 0 {
-            assert_eq!(delta["role"], "assistant");
-        }
+        assert!(delta.get("role").is_none());
     }
-    let usage: Value = serde_json::from_str(ev[3]).unwrap();
+    let usage: Value = serde_json::from_str(ev[4]).unwrap();
     assert_eq!(usage["usage"], json!({"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}));
-    assert_eq!(ev[4], "[DONE]");
+    assert_eq!(ev[5], "[DONE]");
 
     let r =
         server.call(Method::POST, "/v1/chat/completions", Some(json!({"messages": messages, "max_tokens": 2}))).await;
