@@ -28,6 +28,9 @@ pub mod sweep;
 pub mod token_source;
 pub mod validate;
 
+#[cfg(test)]
+mod golden_tests;
+
 use plan::{Agents, RunPlan};
 use run::RunStatus;
 use tokio_util::sync::CancellationToken;
