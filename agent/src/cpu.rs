@@ -1,22 +1,23 @@
-//! The agent's own CPU use: process CPU time (user + system, all threads) from
-//! `/proc/self/stat`, so health reports cost one small file read per second and nothing
-//! on the request path.
+//! CPU and host signals of this agent (DESIGN.md D24: the one module that reads them).
+//!
+//! Today: the process's CPU time (user + system, all threads) from `getrusage(2)`, the
+//! number of usable cores and the host name. Health reports read the CPU time once per
+//! second; nothing here is on the request path. Later issues add engine-only thread CPU,
+//! host-wide busy time and CPU pressure here, not elsewhere.
 
-use std::time::Duration;
+use nix::sys::resource::{UsageWho, getrusage};
+use nix::sys::time::{TimeVal, TimeValLike};
+use std::time::{Duration, Instant};
 
-/// Linux reports CPU times in clock ticks of 1/100 s (USER_HZ is 100 on every
-/// mainstream architecture).
-const TICKS_PER_SEC: f64 = 100.0;
-
-/// Process CPU time used so far, or zero where `/proc` is unavailable.
+/// Process CPU time used so far (all threads, user + system), or zero where the kernel
+/// does not say.
 pub fn process_cpu_time() -> Duration {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else { return Duration::ZERO };
-    // Fields after the parenthesised command name (which may hold spaces).
-    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else { return Duration::ZERO };
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // rest[0] is field 3 (state); utime and stime are fields 14 and 15.
-    let ticks = |i: usize| fields.get(i - 3).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
-    Duration::from_secs_f64((ticks(14) + ticks(15)) as f64 / TICKS_PER_SEC)
+    let Ok(usage) = getrusage(UsageWho::RUSAGE_SELF) else { return Duration::ZERO };
+    duration(usage.user_time()) + duration(usage.system_time())
+}
+
+fn duration(t: TimeVal) -> Duration {
+    Duration::from_micros(u64::try_from(t.num_microseconds()).unwrap_or(0))
 }
 
 /// Number of CPUs this process may run on.
@@ -24,16 +25,21 @@ pub fn cores() -> u32 {
     std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
 }
 
+/// This host's name (sent to coordinators in Hello).
+pub fn hostname() -> String {
+    gethostname::gethostname().to_string_lossy().into_owned()
+}
+
 /// CPU use between two readings, in percent of one core.
 #[derive(Debug, Clone, Copy)]
 pub struct CpuMeter {
     cpu: Duration,
-    wall: std::time::Instant,
+    wall: Instant,
 }
 
 impl Default for CpuMeter {
     fn default() -> Self {
-        Self { cpu: process_cpu_time(), wall: std::time::Instant::now() }
+        Self { cpu: process_cpu_time(), wall: Instant::now() }
     }
 }
 
@@ -50,14 +56,36 @@ impl CpuMeter {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    /// Spins until the process has used `d` more CPU time; false if that took over 10 s
+    /// of wall time (the clock is not advancing).
+    fn burn(d: Duration) -> bool {
+        let (cpu0, wall0) = (process_cpu_time(), Instant::now());
+        let mut x = 0u64;
+        while process_cpu_time().saturating_sub(cpu0) < d {
+            for i in 0..100_000u64 {
+                x = x.wrapping_add(std::hint::black_box(i * i));
+            }
+            if wall0.elapsed() > Duration::from_secs(10) {
+                return false;
+            }
+        }
+        x > 0
+    }
+
     #[test]
     fn reads_own_cpu_time() {
-        let start = super::process_cpu_time();
-        let mut x = 0u64;
-        for i in 0..20_000_000u64 {
-            x = x.wrapping_add(i * i);
-        }
-        assert!(x > 0);
-        assert!(super::process_cpu_time() >= start);
+        assert!(process_cpu_time() > Duration::ZERO, "the test harness has used some CPU already");
+        assert!(burn(Duration::from_millis(50)), "process CPU time does not advance");
+    }
+
+    #[test]
+    fn meter_sees_a_busy_thread() {
+        let mut m = CpuMeter::default();
+        assert!(burn(Duration::from_millis(50)));
+        let pct = m.sample();
+        assert!(pct > 0.0, "{pct}");
+        assert!(cores() >= 1 && !hostname().is_empty());
     }
 }

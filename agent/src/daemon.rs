@@ -2,8 +2,7 @@
 //! environment, then flags), mutual TLS, the gRPC server, systemd notifications and
 //! signals. Also the embedded agent a local `surge run` talks to.
 
-use crate::allowlist::Allowlist;
-use crate::service::{AgentService, AgentSettings};
+use crate::service::{AgentService, AgentSettings, Allowlist, AllowlistError};
 use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -82,14 +81,63 @@ pub struct TlsFiles {
 
 /// A configuration problem, naming the file, variable or flag.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct ConfigError(pub String);
+#[non_exhaustive]
+pub enum ConfigError {
+    #[error("config file {}: not found", .0.display())]
+    FileNotFound(PathBuf),
+    /// The file or the environment cannot be read or parsed; `origin` names which.
+    #[error("{origin}: {source}")]
+    Layers {
+        origin: String,
+        #[source]
+        source: config::ConfigError,
+    },
+    /// A key is unknown or has a value of the wrong type.
+    #[error("{origin} (or SURGE_AGENT_*): {source}")]
+    Keys {
+        origin: String,
+        #[source]
+        source: config::ConfigError,
+    },
+    #[error("listen {listen:?}: not an IP:port address")]
+    Listen {
+        listen: String,
+        #[source]
+        source: std::net::AddrParseError,
+    },
+    #[error("insecure: plaintext is allowed only on loopback, but listen is {0}")]
+    PlaintextNotLoopback(String),
+    #[error("insecure: cannot be combined with tls-ca/tls-cert/tls-key")]
+    PlaintextWithTls,
+    #[error("tls-ca, tls-cert and tls-key are all required (or --insecure on a loopback listen address)")]
+    TlsIncomplete,
+    #[error(transparent)]
+    Allowlist(#[from] AllowlistError),
+    #[error("max-in-flight: must be at least 1")]
+    MaxInFlightZero,
+    #[error("lease {value:?}: {source}")]
+    Lease {
+        value: String,
+        #[source]
+        source: humantime::DurationError,
+    },
+    #[error("lease: must be at least 100ms")]
+    LeaseTooShort,
+    /// A TLS file cannot be read; `what` is its key (`tls-ca`, ...).
+    #[error("{what} {}: {source}", path.display())]
+    Read {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
 
 fn load_layers(path: Option<&Path>) -> Result<FileConfig, ConfigError> {
     let mut b = config::Config::builder();
     if let Some(p) = path {
         if !p.exists() {
-            return Err(ConfigError(format!("config file {}: not found", p.display())));
+            return Err(ConfigError::FileNotFound(p.to_path_buf()));
         }
         b = b.add_source(config::File::from(p).format(config::FileFormat::Toml).required(true));
     }
@@ -103,8 +151,8 @@ fn load_layers(path: Option<&Path>) -> Result<FileConfig, ConfigError> {
             .with_list_parse_key("allowed-targets"),
     );
     let origin = path.map_or_else(|| "SURGE_AGENT_* environment".to_string(), |p| p.display().to_string());
-    let cfg = b.build().map_err(|e| ConfigError(format!("{origin}: {e}")))?;
-    cfg.try_deserialize::<FileConfig>().map_err(|e| ConfigError(format!("{origin} (or SURGE_AGENT_*): {e}")))
+    let cfg = b.build().map_err(|source| ConfigError::Layers { origin: origin.clone(), source })?;
+    cfg.try_deserialize::<FileConfig>().map_err(|source| ConfigError::Keys { origin, source })
 }
 
 impl AgentConfig {
@@ -120,42 +168,34 @@ impl AgentConfig {
             (Some(ca), Some(cert), Some(key), _) => Some(TlsFiles { ca, cert, key }),
             (None, None, None, true) => {
                 let addr: SocketAddr =
-                    listen.parse().map_err(|_| ConfigError(format!("listen {listen:?}: not an IP:port address")))?;
+                    listen.parse().map_err(|source| ConfigError::Listen { listen: listen.clone(), source })?;
                 if !addr.ip().is_loopback() {
-                    return Err(ConfigError(format!(
-                        "insecure: plaintext is allowed only on loopback, but listen is {listen}"
-                    )));
+                    return Err(ConfigError::PlaintextNotLoopback(listen));
                 }
                 None
             }
-            (_, _, _, true) => {
-                return Err(ConfigError("insecure: cannot be combined with tls-ca/tls-cert/tls-key".into()));
-            }
-            _ => {
-                return Err(ConfigError(
-                    "tls-ca, tls-cert and tls-key are all required (or --insecure on a loopback listen address)".into(),
-                ));
-            }
+            (_, _, _, true) => return Err(ConfigError::PlaintextWithTls),
+            _ => return Err(ConfigError::TlsIncomplete),
         };
-        let allowed = Allowlist::parse(&args.allowed_targets.clone().or(f.allowed_targets).unwrap_or_default())
-            .map_err(|e| ConfigError(e.to_string()))?;
+        let allowed = Allowlist::parse(&args.allowed_targets.clone().or(f.allowed_targets).unwrap_or_default())?;
         let max_in_flight = args.max_in_flight.or(f.max_in_flight).unwrap_or(DEFAULT_MAX_IN_FLIGHT);
         if max_in_flight == 0 {
-            return Err(ConfigError("max-in-flight: must be at least 1".into()));
+            return Err(ConfigError::MaxInFlightZero);
         }
         let lease = match args.lease.clone().or(f.lease) {
             None => DEFAULT_LEASE,
-            Some(s) => humantime::parse_duration(&s).map_err(|e| ConfigError(format!("lease {s:?}: {e}")))?,
+            Some(value) => humantime::parse_duration(&value)
+                .map_err(|source| ConfigError::Lease { value: value.clone(), source })?,
         };
         if lease < Duration::from_millis(100) {
-            return Err(ConfigError("lease: must be at least 100ms".into()));
+            return Err(ConfigError::LeaseTooShort);
         }
         Ok(Self { listen, tls, settings: AgentSettings { max_in_flight, lease, allowed } })
     }
 }
 
-fn read(path: &Path, what: &str) -> Result<Vec<u8>, ConfigError> {
-    std::fs::read(path).map_err(|e| ConfigError(format!("{what} {}: {e}", path.display())))
+fn read(path: &Path, what: &'static str) -> Result<Vec<u8>, ConfigError> {
+    std::fs::read(path).map_err(|source| ConfigError::Read { what, path: path.to_path_buf(), source })
 }
 
 /// The server-side mutual-TLS configuration: clients must present a certificate signed by `ca`.
@@ -241,11 +281,18 @@ mod tests {
         unsafe_env_set("SURGE_AGENT_ALLOWED_TARGETS", None);
         // Unknown keys and bad values name the file and the key.
         std::fs::write(&file, "max-in-flite = 3\n").unwrap();
-        let e = AgentConfig::load(&args(&file)).unwrap_err().0;
+        let e = AgentConfig::load(&args(&file)).unwrap_err().to_string();
         assert!(e.contains("agent.toml") && e.contains("max-in-flite"), "{e}");
         std::fs::write(&file, "listen = \"127.0.0.1:0\"\nlease = \"soon\"\n").unwrap();
-        let e = AgentConfig::load(&args(&file)).unwrap_err().0;
-        assert!(e.contains("lease"), "{e}");
+        let e = AgentConfig::load(&args(&file)).unwrap_err();
+        assert!(matches!(&e, ConfigError::Lease { value, .. } if value == "soon"), "{e:?}");
+        assert!(e.to_string().starts_with("lease \"soon\": "), "{e}");
+        std::fs::write(&file, "listen = \"10.0.0.1:7171\"\n").unwrap();
+        let e = AgentConfig::load(&args(&file)).unwrap_err();
+        assert_eq!(e.to_string(), "insecure: plaintext is allowed only on loopback, but listen is 10.0.0.1:7171");
+        std::fs::write(&file, "listen = \"127.0.0.1:0\"\nallowed-targets = [\"a b\"]\n").unwrap();
+        let e = AgentConfig::load(&args(&file)).unwrap_err();
+        assert!(matches!(e, ConfigError::Allowlist(_)), "{e:?}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -1,21 +1,27 @@
 //! surge's agent: the load engine and the daemon that serves it to coordinators.
 //!
+//! The flow, one module each:
+//! - [`data`] makes the requests' content: prompts and token counts (datasets, tokenizer);
 //! - [`engine`] runs a [`Workload`](surge_proto::Workload) against an HTTP target and
-//!   reports each finished request as a row to a [`sink::Sink`]; it knows nothing about
-//!   where rows go.
-//! - [`service`] is the gRPC `Agent` service: one session per coordinator, clock pings,
-//!   two-phase start, batched samples with acks, heartbeats, the dead-man switch.
-//! - [`daemon`] is the `surge-agent` process: configuration, TLS, signals.
+//!   reports each finished request as a row to an [`engine::Sink`]; it knows nothing about
+//!   where rows go;
+//! - [`service`] is the gRPC `Agent` service: one session per coordinator, a state machine
+//!   for clock pings, two-phase start, batched samples with acks, heartbeats and the
+//!   dead-man switch;
+//! - [`daemon`] is the `surge-agent` process: configuration, TLS, signals, and the embedded
+//!   agent of a local run;
+//! - [`client`] sends single requests to the target (readiness, model discovery);
+//! - [`cpu`] reads CPU and host signals.
+//!
+//! Dependencies run one way: `daemon -> service -> engine -> data`, `client -> engine`,
+//! and `service -> cpu`.
 
-pub mod allowlist;
+pub mod client;
 pub mod cpu;
 pub mod daemon;
-pub mod dataset;
+pub mod data;
 pub mod engine;
-pub mod openai;
-pub mod pacing;
 pub mod service;
-pub mod sink;
-pub mod sse;
-pub mod synth;
-pub mod tokenizer;
+
+// Paths the coordinator and the tests have used since before `data/`.
+pub use data::{dataset, tokenizer};

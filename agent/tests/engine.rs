@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use surge_agent::allowlist::Allowlist;
+use surge_agent::engine::VecSink;
 use surge_agent::engine::{self, Control};
 use surge_agent::service::AgentSettings;
-use surge_agent::sink::VecSink;
+use surge_agent::service::Allowlist;
 use surge_proto::{
     AgentMsg, Backend, CoordinatorMsg, DatasetKind, DatasetSpec, ErrorCode, ErrorKind, Hello, Prepare, Start, Workload,
     agent_client::AgentClient, agent_msg, coordinator_msg::Msg,

@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use surge_agent::engine::VecSink;
 use surge_agent::engine::{self, Control};
-use surge_agent::sink::VecSink;
 use surge_agent::tokenizer::{Tok, sha256_hex};
 use surge_proto::{Backend, DatasetKind, DatasetSpec, ErrorKind, TokenSource, Workload};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

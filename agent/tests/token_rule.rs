@@ -6,8 +6,8 @@
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use surge_agent::engine::VecSink;
 use surge_agent::engine::{self, Control};
-use surge_agent::sink::VecSink;
 use surge_proto::{Backend, DatasetKind, DatasetSpec, ErrorKind, Row, TokenSource, Workload};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -68,14 +68,8 @@ async fn echo(cfg: surge_echo::EchoConfig) -> (String, tokio::sync::oneshot::Sen
 /// Every request has one token event per generated token, TTFT and ITL on the echo's
 /// schedule, and no gap that spans two intervals.
 async fn check_against_echo(chat: bool, cfg: surge_echo::EchoConfig) {
-    let (base, _stop) = echo(surge_echo::EchoConfig {
-        ttft_ms: TTFT_MS,
-        itl_ms: ITL_MS,
-        partial_tokens: 0.4,
-        seed: 7,
-        ..cfg
-    })
-    .await;
+    let (base, _stop) =
+        echo(surge_echo::EchoConfig { ttft_ms: TTFT_MS, itl_ms: ITL_MS, partial_tokens: 0.4, seed: 7, ..cfg }).await;
     let rows = rows(workload(&base, chat, 120, 8, TOKENS)).await;
     assert_eq!(rows.len(), 120);
     let mut ttft = Vec::new();

@@ -1,11 +1,15 @@
-//! The one response body type of the server: a fixed buffer, the request
-//! body streamed straight back (`/echo`), or a scheduled SSE stream.
+//! The server's responses: the one body type [`ResBody`] (a fixed buffer, the
+//! request body streamed straight back for `/echo`, or a scheduled SSE stream),
+//! its error type [`BoxError`], and the helpers that build whole responses
+//! ([`with_type`], the OpenAI-style [`json_error`]).
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode, header};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
+use serde_json::json;
 
 use crate::sse::SseBody;
 
@@ -40,7 +44,7 @@ impl Body for ResBody {
             Self::Echo(incoming) => {
                 Pin::new(incoming).poll_frame(cx).map(|frame| frame.map(|r| r.map_err(BoxError::from)))
             }
-            Self::Sse(sse) => Pin::new(&mut **sse).poll_frame(cx),
+            Self::Sse(sse) => Pin::new(&mut **sse).poll_frame(cx).map(|frame| frame.map(|r| r.map_err(BoxError::from))),
         }
     }
 
@@ -61,6 +65,28 @@ impl Body for ResBody {
     }
 }
 
+/// A response with `body` and a `content-type` header.
+pub(crate) fn with_type(body: ResBody, content_type: &'static str) -> Response<ResBody> {
+    let mut resp = Response::new(body);
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    resp
+}
+
+/// An OpenAI-style JSON error: `{"error":{"message","type","code"}}`.
+pub(crate) fn json_error(status: StatusCode, message: &str) -> Response<ResBody> {
+    let kind = if status.is_server_error() {
+        "server_error"
+    } else if status == StatusCode::NOT_FOUND {
+        "not_found_error"
+    } else {
+        "invalid_request_error"
+    };
+    let body = json!({"error": {"message": message, "type": kind, "code": status.as_u16()}});
+    let mut resp = with_type(ResBody::full(serde_json::to_vec(&body).unwrap_or_default()), "application/json");
+    *resp.status_mut() = status;
+    resp
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,5 +102,17 @@ mod tests {
         let empty = ResBody::full(Bytes::new());
         assert!(empty.is_end_stream());
         assert_eq!(empty.size_hint().exact(), Some(0));
+    }
+
+    #[tokio::test]
+    async fn json_error_shape() {
+        let resp = json_error(StatusCode::BAD_REQUEST, "bad \"thing\"");
+        assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(resp.headers()[header::CONTENT_TYPE], "application/json");
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(v["error"]["message"], "bad \"thing\"");
+        assert_eq!(v["error"]["type"], "invalid_request_error");
+        assert_eq!(v["error"]["code"], 400);
     }
 }

@@ -13,47 +13,23 @@ use hyper::body::Incoming;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::body::{BoxError, ResBody};
+use crate::body::{BoxError, ResBody, json_error};
 use crate::config::MAX_OUTPUT_TOKENS;
 use crate::counter::Counter;
 use crate::faults::{self, FaultPlan};
-use crate::metrics::{Gauge, GaugeGuard};
-use crate::routes::{ConnCtx, State, json_error};
+use crate::kind::Kind;
+use crate::metrics::GaugeGuard;
 use crate::schedule::{Schedule, deadline};
 use crate::sse::{Chunker, SseBody, SseParams};
-use crate::tokens::{self, TokenPlan};
+use crate::state::{ConnCtx, State};
 use crate::timer::PreciseSleep;
+use crate::tokens::{self, TokenPlan};
 
 /// Largest request body accepted by the completion routes.
 const MAX_REQUEST_BYTES: usize = 16 << 20;
 
 /// Output tokens when neither the flag nor the request sets them.
 const DEFAULT_OUTPUT_TOKENS: u64 = 16;
-
-/// Which OpenAI API a request uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    /// `/v1/completions`
-    Completion,
-    /// `/v1/chat/completions`
-    Chat,
-}
-
-impl Kind {
-    pub fn id_prefix(self) -> &'static str {
-        match self {
-            Kind::Completion => "cmpl-",
-            Kind::Chat => "chatcmpl-",
-        }
-    }
-
-    pub fn chunk_object(self) -> &'static str {
-        match self {
-            Kind::Completion => "text_completion",
-            Kind::Chat => "chat.completion.chunk",
-        }
-    }
-}
 
 /// The fields of a completion request the server looks at; others are ignored.
 #[derive(Debug, Deserialize)]
@@ -206,7 +182,7 @@ pub(crate) async fn handle(
         return Ok(json_error(StatusCode::INTERNAL_SERVER_ERROR, "injected fault: internal server error"));
     }
     let metrics = &state.metrics;
-    metrics.prompt_tokens_total.fetch_add(parsed.prompt_tokens, Relaxed);
+    metrics.prompt_tokens_total.inc_by(parsed.prompt_tokens);
 
     // The schedule starts at arrival, or when a slot freed up for a request that had
     // to wait for one.
@@ -215,13 +191,13 @@ pub(crate) async fn handle(
         Some(slots) => match slots.clone().try_acquire_owned() {
             Ok(p) => (Some(p), arrived),
             Err(_) => {
-                let _waiting = GaugeGuard::new(metrics.clone(), Gauge::Waiting);
+                let _waiting = GaugeGuard::new(&metrics.requests_waiting);
                 // The semaphore is never closed; on the impossible error, run unslotted.
                 (slots.clone().acquire_owned().await.ok(), Instant::now())
             }
         },
     };
-    let running = GaugeGuard::new(metrics.clone(), Gauge::Running);
+    let running = GaugeGuard::new(&metrics.requests_running);
     let mut schedule = Schedule::new(&state.config, index, faults.stall_ms);
     let model = parsed.model.as_deref().unwrap_or(&state.config.model);
     let model_json = serde_json::to_string(model).unwrap_or_else(|_| "\"\"".to_owned());
@@ -255,7 +231,7 @@ pub(crate) async fn handle(
     if offset > 0.0 {
         PreciseSleep::new(state.timer.clone(), deadline(start, offset)).await;
     }
-    metrics.tokens_total.fetch_add(n, Relaxed);
+    metrics.tokens_total.inc_by(n);
     let body = full_response(kind, index, created, model, n, parsed.prompt_tokens);
     drop((running, permit));
     let mut resp = Response::new(ResBody::full(body));

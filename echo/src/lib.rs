@@ -50,6 +50,14 @@
 //! event, streams cut off without `[DONE]`, stalls before the first token;
 //! and `--close-after-stream` closes HTTP/1.1 connections after each stream.
 //!
+//! # Modules
+//!
+//! Imports flow one way, with no cycle: `server` (accept loop, connections) ->
+//! `routes` -> `completions` -> `body` -> `sse`; beneath them the leaves
+//! `state`, `kind`, `metrics`, `schedule`, `tokens`, `faults`, `timer`,
+//! `arrival`, `config` and `counter`, none of which imports a module above it.
+//! (The `arch` test of `surge-tests` checks that there is no cycle.)
+//!
 //! # Example
 //!
 //! ```no_run
@@ -73,11 +81,13 @@ mod completions;
 mod config;
 mod counter;
 mod faults;
+mod kind;
 mod metrics;
 mod routes;
 mod schedule;
 mod server;
 mod sse;
+mod state;
 mod timer;
 mod tokens;
 

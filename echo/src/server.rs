@@ -19,7 +19,9 @@ use tracing::{debug, warn};
 
 use crate::arrival::Arrival;
 use crate::config::EchoConfig;
-use crate::routes::{self, ConnCtx, State};
+use crate::counter::Counter;
+use crate::routes;
+use crate::state::{ConnCtx, State};
 use crate::timer::Timer;
 
 /// Pause after an accept error that is not about one connection.
@@ -37,7 +39,7 @@ pub(crate) async fn run(
     config.validate().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     // The token timer's thread stops once the server state and every
     // response still holding a handle to it are dropped.
-    let counter = crate::counter::Counter::load(config.tokenizer.as_deref())
+    let counter = Counter::load(config.tokenizer.as_deref())
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("--tokenizer {e}")))?;
     let state = Arc::new(State::new(config, Timer::new()?, counter));
     let mut builder = auto::Builder::new(TokioExecutor::new());

@@ -1,4 +1,5 @@
-//! Server-sent-event bodies of streamed completions.
+//! Server-sent-event bodies of streamed completions: the chunk formatter
+//! [`Chunker`], the body [`SseBody`] and its one error, [`Truncated`].
 //!
 //! [`SseBody`] is a hand-written `http_body::Body`: no task or channel per
 //! stream; each `poll_frame` waits (one reusable [`PreciseSleep`] of the
@@ -11,7 +12,6 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
 use std::task::{Context, Poll, ready};
 use std::time::Instant;
 
@@ -19,8 +19,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use hyper::body::{Body, Frame};
 use tokio::sync::{Notify, OwnedSemaphorePermit};
 
-use crate::body::BoxError;
-use crate::completions::Kind;
+use crate::kind::Kind;
 use crate::metrics::{GaugeGuard, Metrics};
 use crate::schedule::{Schedule, deadline};
 use crate::timer::{PreciseSleep, Timer};
@@ -207,9 +206,9 @@ impl std::error::Error for Truncated {}
 
 impl Body for SseBody {
     type Data = Bytes;
-    type Error = BoxError;
+    type Error = Truncated;
 
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Truncated>>> {
         let this = self.get_mut();
         loop {
             match this.phase {
@@ -240,7 +239,7 @@ impl Body for SseBody {
                             return Poll::Pending;
                         }
                         this.phase = Phase::End;
-                        return Poll::Ready(Some(Err(Box::new(Truncated))));
+                        return Poll::Ready(Some(Err(Truncated)));
                     }
                     let last = k + 1 == this.p.n;
                     let tok = this.p.tokens.token(k, this.p.n);
@@ -251,7 +250,7 @@ impl Body for SseBody {
                     };
                     this.k += 1;
                     this.armed = false;
-                    this.p.metrics.tokens_total.fetch_add(1, Relaxed);
+                    this.p.metrics.tokens_total.inc();
                     return Poll::Ready(Some(Ok(Frame::data(data))));
                 }
                 Phase::Usage => {
@@ -282,7 +281,6 @@ impl Body for SseBody {
 mod tests {
     use super::*;
     use crate::config::EchoConfig;
-    use crate::metrics::Gauge;
     use http_body_util::BodyExt;
     use serde_json::Value;
 
@@ -346,7 +344,7 @@ mod tests {
     }
 
     fn body(n: u64, truncate_at: Option<u64>, include_usage: bool) -> (SseBody, Arc<Metrics>) {
-        let metrics = Arc::new(Metrics::default());
+        let metrics = Arc::new(Metrics::new());
         let config = EchoConfig::default();
         let body = SseBody::new(SseParams {
             chunker: Chunker::new(Kind::Completion, 0, 0, "\"m\""),
@@ -362,7 +360,7 @@ mod tests {
             metrics: metrics.clone(),
             close_notify: None,
             permit: None,
-            running: GaugeGuard::new(metrics.clone(), Gauge::Running),
+            running: GaugeGuard::new(&metrics.requests_running),
         });
         (body, metrics)
     }
@@ -376,9 +374,9 @@ mod tests {
         assert_eq!(events.len(), 7);
         assert_eq!(events[6], "data: [DONE]");
         assert!(events[5].contains("\"total_tokens\":7"));
-        assert_eq!(metrics.tokens_total.load(Relaxed), 5);
+        assert_eq!(metrics.tokens_total.get(), 5);
         // The running gauge dropped with the body.
-        assert_eq!(metrics.requests_running.load(Relaxed), 0);
+        assert_eq!(metrics.requests_running.get(), 0);
     }
 
     #[tokio::test]

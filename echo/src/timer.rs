@@ -290,11 +290,10 @@ impl Future for PreciseSleep {
             return Poll::Ready(());
         }
         // Not due yet, so a registration of this deadline has not fired.
-        if let Some((at, waker)) = &this.registered {
-            if *at == this.deadline && waker.will_wake(cx.waker()) {
+        if let Some((at, waker)) = &this.registered
+            && *at == this.deadline && waker.will_wake(cx.waker()) {
                 return Poll::Pending;
             }
-        }
         let old = this.register(cx.waker());
         let prev = this.registered.replace((this.deadline, cx.waker().clone()));
         drop((old, prev));

@@ -35,21 +35,92 @@ pub struct Target {
 
 /// An unusable base URL.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TargetError {
     #[error("base URL {0:?} is not an http:// or https:// URL")]
     Scheme(String),
-    #[error("base URL {url:?}: {reason}")]
-    Invalid { url: String, reason: String },
-    #[error("cannot resolve {host}: {reason}")]
-    Resolve { host: String, reason: String },
+    #[error("base URL {url:?}: {source}")]
+    Uri {
+        url: String,
+        #[source]
+        source: http::uri::InvalidUri,
+    },
+    #[error("base URL {url:?}: no host")]
+    NoHost { url: String },
+    /// The host is not a valid TLS server name.
+    #[error("base URL {url:?}: {source}")]
+    ServerName {
+        url: String,
+        #[source]
+        source: rustls::pki_types::InvalidDnsNameError,
+    },
+    /// The TLS client configuration cannot be built.
+    #[error("base URL {url:?}: {source}")]
+    Tls {
+        url: String,
+        #[source]
+        source: rustls::Error,
+    },
+    #[error("cannot resolve {host}: {source}")]
+    Resolve {
+        host: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot resolve {host}: no address")]
+    NoAddress { host: String },
+}
+
+/// Why a connection to the target could not be opened. [`kind`](Self::kind) is the
+/// error kind a request row records for it, decided by where the failure happened.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// TCP connect (refused, unreachable, timed out).
+    #[error("connect {addr}: {source}")]
+    Tcp {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The TLS handshake failed (certificate, protocol, or the peer closed during it).
+    #[error("TLS handshake with {host}: {source}")]
+    Tls {
+        host: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The HTTP/1.1 or HTTP/2 handshake failed.
+    #[error("HTTP handshake: {0}")]
+    Http(#[source] hyper::Error),
+    /// A connecting task died (panicked or was cancelled).
+    #[error("{0}")]
+    Task(#[source] tokio::task::JoinError),
+}
+
+impl ConnectError {
+    /// The row error kind of a request that could not get a connection.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            ConnectError::Tcp { .. } | ConnectError::Http(_) => ErrorKind::Connect,
+            ConnectError::Tls { .. } => ErrorKind::Tls,
+            ConnectError::Task(_) => ErrorKind::Other,
+        }
+    }
+
+    /// The TLS library's own error, when the handshake failed on one (not on I/O).
+    pub fn tls_error(&self) -> Option<&rustls::Error> {
+        match self {
+            ConnectError::Tls { source, .. } => source.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()),
+            _ => None,
+        }
+    }
 }
 
 impl Target {
     /// Parses and resolves `base_url` (e.g. `http://127.0.0.1:8000` or `https://h/v1x`).
     pub async fn resolve(base_url: &str) -> Result<Self, TargetError> {
-        let uri: http::Uri = base_url
-            .parse()
-            .map_err(|e: http::uri::InvalidUri| TargetError::Invalid { url: base_url.into(), reason: e.to_string() })?;
+        let uri: http::Uri = base_url.parse().map_err(|source| TargetError::Uri { url: base_url.into(), source })?;
         let https = match uri.scheme_str() {
             Some("http") => false,
             Some("https") => true,
@@ -57,16 +128,16 @@ impl Target {
         };
         let host = uri
             .host()
-            .ok_or_else(|| TargetError::Invalid { url: base_url.into(), reason: "no host".into() })?
+            .ok_or_else(|| TargetError::NoHost { url: base_url.into() })?
             .trim_start_matches('[')
             .trim_end_matches(']')
             .to_string();
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
         let addr = tokio::net::lookup_host((host.as_str(), port))
             .await
-            .map_err(|e| TargetError::Resolve { host: host.clone(), reason: e.to_string() })?
+            .map_err(|source| TargetError::Resolve { host: host.clone(), source })?
             .next()
-            .ok_or_else(|| TargetError::Resolve { host: host.clone(), reason: "no address".into() })?;
+            .ok_or_else(|| TargetError::NoAddress { host: host.clone() })?;
         let authority = uri.authority().map(|a| a.to_string()).unwrap_or_else(|| format!("{host}:{port}"));
         let base_path = uri.path().trim_end_matches('/').to_string();
         Ok(Self { https, host, port, addr, authority, base_path })
@@ -162,12 +233,12 @@ impl Connector {
             let provider = Arc::new(rustls::crypto::ring::default_provider());
             let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
                 .with_safe_default_protocol_versions()
-                .map_err(|e| TargetError::Invalid { url: target.host.clone(), reason: e.to_string() })?
+                .map_err(|source| TargetError::Tls { url: target.host.clone(), source })?
                 .with_root_certificates(roots)
                 .with_no_client_auth();
             cfg.alpn_protocols = if h2 { vec![b"h2".to_vec()] } else { vec![b"http/1.1".to_vec()] };
             let name = rustls::pki_types::ServerName::try_from(target.host.clone())
-                .map_err(|e| TargetError::Invalid { url: target.host.clone(), reason: e.to_string() })?;
+                .map_err(|source| TargetError::ServerName { url: target.host.clone(), source })?;
             (Some(tokio_rustls::TlsConnector::from(Arc::new(cfg))), Some(name))
         } else {
             (None, None)
@@ -175,34 +246,32 @@ impl Connector {
         Ok(Self { target, tls, server_name, h2 })
     }
 
-    /// Opens one connection; the error is already classified.
-    pub async fn connect(&self, stats: &Arc<Stats>) -> Result<Conn, (ErrorKind, String)> {
-        let tcp = TcpStream::connect(self.target.addr)
-            .await
-            .map_err(|e| (ErrorKind::Connect, format!("connect {}: {e}", self.target.addr)))?;
+    /// Opens one connection.
+    pub async fn connect(&self, stats: &Arc<Stats>) -> Result<Conn, ConnectError> {
+        let addr = self.target.addr;
+        let tcp = TcpStream::connect(addr).await.map_err(|source| ConnectError::Tcp { addr, source })?;
         let _ = tcp.set_nodelay(true);
         // Stamped under TLS: bytes are dated when they reach or leave the socket.
-        let (tcp, clock) =
-            Stamped::new(tcp).map_err(|e| (ErrorKind::Connect, format!("connect {}: {e}", self.target.addr)))?;
+        let (tcp, clock) = Stamped::new(tcp).map_err(|source| ConnectError::Tcp { addr, source })?;
         match (&self.tls, &self.server_name) {
             (Some(tls), Some(name)) => {
                 let stream = tls
                     .connect(name.clone(), tcp)
                     .await
-                    .map_err(|e| (ErrorKind::Tls, format!("TLS handshake with {}: {e}", self.target.host)))?;
+                    .map_err(|source| ConnectError::Tls { host: self.target.host.clone(), source })?;
                 self.handshake(stream, clock, stats).await
             }
             _ => self.handshake(tcp, clock, stats).await,
         }
     }
 
-    async fn handshake<I>(&self, io: I, clock: IoClock, stats: &Arc<Stats>) -> Result<Conn, (ErrorKind, String)>
+    async fn handshake<I>(&self, io: I, clock: IoClock, stats: &Arc<Stats>) -> Result<Conn, ConnectError>
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let io = TokioIo::new(io);
         let guard = stats.connection_opened();
-        let err = |e: hyper::Error| (ErrorKind::Connect, format!("HTTP handshake: {e}"));
+        let err = ConnectError::Http;
         if self.h2 {
             let (send, conn) = http2::Builder::new(TokioExecutor::new())
                 .initial_stream_window_size(1 << 20)
@@ -266,7 +335,7 @@ impl Pool {
     }
 
     /// A connection for one request, and whether it was used before.
-    pub async fn checkout(&self) -> Result<(Conn, bool), (ErrorKind, String)> {
+    pub async fn checkout(&self) -> Result<(Conn, bool), ConnectError> {
         if self.connector.h2 {
             return self.checkout_h2().await;
         }
@@ -281,7 +350,7 @@ impl Pool {
         Ok((self.connector.connect(&self.stats).await?, false))
     }
 
-    async fn checkout_h2(&self) -> Result<(Conn, bool), (ErrorKind, String)> {
+    async fn checkout_h2(&self) -> Result<(Conn, bool), ConnectError> {
         {
             let mut conns = self.h2_conns.lock().expect("pool lock");
             conns.retain(|(c, _, _)| !c.is_closed());
@@ -297,7 +366,7 @@ impl Pool {
     }
 
     /// A new connection, not taken from the idle set (HTTP/2: also shared from now on).
-    pub async fn connect_new(&self) -> Result<Conn, (ErrorKind, String)> {
+    pub async fn connect_new(&self) -> Result<Conn, ConnectError> {
         let conn = self.connector.connect(&self.stats).await?;
         self.share_h2(&conn);
         Ok(conn)
@@ -319,7 +388,7 @@ impl Pool {
     }
 
     /// Opens `n` connections ahead of the run, at most `parallel` connects at a time.
-    pub async fn warm(self: &Arc<Self>, n: usize, parallel: usize) -> Result<usize, (ErrorKind, String)> {
+    pub async fn warm(self: &Arc<Self>, n: usize, parallel: usize) -> Result<usize, ConnectError> {
         let n = if self.connector.h2 { self.h2_target } else { n };
         let mut set = tokio::task::JoinSet::new();
         let mut opened = 0;
@@ -331,7 +400,7 @@ impl Pool {
                 launched += 1;
             }
             let Some(joined) = set.join_next().await else { break };
-            let conn = joined.map_err(|e| (ErrorKind::Other, e.to_string()))??;
+            let conn = joined.map_err(ConnectError::Task)??;
             match &conn.sender {
                 Sender::H2(_) => self.share_h2(&conn),
                 Sender::H1(_) => self.idle.lock().expect("pool lock").push(conn),

@@ -1,24 +1,35 @@
 //! The load engine: prepares a workload (dataset slice, request bodies, warm
 //! connections, warm-up requests) and runs it against the target, closed loop (N in
 //! flight) or open loop (a paced schedule bounded by the concurrency limit), reporting
-//! every finished request to a [`Sink`](crate::sink::Sink).
+//! every finished request to a [`Sink`].
 //!
 //! The engine knows nothing of gRPC or of the coordinator: it is driven by a
 //! [`Control`] (start instant, hard deadline, stop token) and reports to a sink.
+//!
+//! - [`conn`]: target resolution, TCP/TLS/HTTP connections and their pool;
+//! - [`request`]: one timed request and its row; [`sse`] and [`openai`] read its stream;
+//! - [`pacing`] (the open-loop schedule) and [`pacer`] (the thread releasing it on time);
+//! - [`ioclock`]: socket-level timestamps; [`stats`]: live counters of a run;
+//! - [`sink`]: where rows go.
 
 pub mod conn;
 pub mod ioclock;
+pub mod openai;
 pub mod pacer;
+pub mod pacing;
 pub mod request;
+pub mod sink;
+pub mod sse;
 pub mod stats;
 
-use crate::dataset::{self, Prompt};
-use crate::openai::{self, BodyParams};
-use crate::pacing::Schedule;
-use crate::sink::Sink;
-use crate::tokenizer::{self, Tok};
+pub use sink::{Sink, VecSink};
+
+use crate::data::dataset::{self, Prompt};
+use crate::data::tokenizer::{self, Tok, TokenizerError};
 use bytes::Bytes;
 use conn::{Connector, Pool, Target};
+use openai::BodyParams;
+use pacing::Schedule;
 use request::{Job, Mode, RequestTemplate};
 use stats::{Lag, Stats};
 use std::sync::Arc;
@@ -34,19 +45,34 @@ const WARM_MAX: usize = 4096;
 
 /// Why a workload cannot be prepared.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum EngineError {
     #[error(transparent)]
     Target(#[from] conn::TargetError),
     #[error(transparent)]
-    Pacing(#[from] crate::pacing::PacingError),
+    Pacing(#[from] pacing::PacingError),
     #[error("cannot connect to the target: {0}")]
-    Connect(String),
-    #[error("invalid header {0:?}")]
-    Header(String),
+    Connect(#[source] conn::ConnectError),
+    /// A header name or value (or the target's authority, as `host`) that HTTP refuses.
+    #[error("invalid header {name:?}")]
+    Header {
+        name: String,
+        #[source]
+        source: http::Error,
+    },
     #[error("tokenizer: {0}")]
-    Tokenizer(String),
-    #[error("dataset: {0}")]
-    Dataset(String),
+    Tokenizer(#[source] TokenizerError),
+    #[error("dataset: a file dataset without prompts")]
+    MissingPrompts,
+    #[error("dataset: messages: {0}")]
+    Messages(#[source] serde_json::Error),
+    /// A blocking task (tokenizer parsing, prompt generation) died.
+    #[error("{what}: {source}")]
+    Task {
+        what: &'static str,
+        #[source]
+        source: tokio::task::JoinError,
+    },
 }
 
 /// One request body, ready to send, with its prompt's token count.
@@ -126,16 +152,16 @@ fn template(w: &Workload, target: &Target) -> Result<RequestTemplate, EngineErro
     let mode = if w.backend() == Backend::Http { Mode::Plain } else { Mode::Stream };
     let content_type = if mode == Mode::Plain { "text/plain" } else { "application/json" };
     let mut headers = Vec::new();
+    let bad = |name: &str, e: http::Error| EngineError::Header { name: name.to_string(), source: e };
     for (k, v) in &w.headers {
-        let name = http::HeaderName::try_from(k.as_str()).map_err(|_| EngineError::Header(k.clone()))?;
-        let value = http::HeaderValue::try_from(v.as_str()).map_err(|_| EngineError::Header(k.clone()))?;
+        let name = http::HeaderName::try_from(k.as_str()).map_err(|e| bad(k, e.into()))?;
+        let value = http::HeaderValue::try_from(v.as_str()).map_err(|e| bad(k, e.into()))?;
         headers.push((name, value));
     }
     Ok(RequestTemplate {
         uri_h1: target.uri(&w.endpoint, false),
         uri_h2: target.uri(&w.endpoint, true),
-        authority: http::HeaderValue::try_from(target.authority.as_str())
-            .map_err(|_| EngineError::Header("host".into()))?,
+        authority: http::HeaderValue::try_from(target.authority.as_str()).map_err(|e| bad("host", e.into()))?,
         content_type: http::HeaderValue::from_static(content_type),
         headers,
         mode,
@@ -152,7 +178,7 @@ async fn load_tokenizer(w: &mut Workload) -> Result<Option<Arc<Tok>>, EngineErro
     let (sha, bytes) = (w.tokenizer_sha256.clone(), std::mem::take(&mut w.tokenizer_json));
     tokio::task::spawn_blocking(move || tokenizer::cached(&sha, &bytes))
         .await
-        .map_err(|e| EngineError::Tokenizer(e.to_string()))?
+        .map_err(|source| EngineError::Task { what: "tokenizer", source })?
         .map(Some)
         .map_err(EngineError::Tokenizer)
 }
@@ -162,12 +188,12 @@ async fn prompts(w: &Workload, tok: Option<Arc<Tok>>) -> Result<Vec<Prompt>, Eng
     let spec = w.dataset.clone().unwrap_or_default();
     if w.prompts.is_empty() {
         if matches!(spec.kind(), DatasetKind::Sharegpt | DatasetKind::Custom) && w.slice_len > 0 {
-            return Err(EngineError::Dataset("a file dataset without prompts".into()));
+            return Err(EngineError::MissingPrompts);
         }
         let (start, len) = (w.slice_start, w.slice_len);
         return tokio::task::spawn_blocking(move || dataset::slice(&spec, tok.as_deref(), start, len))
             .await
-            .map_err(|e| EngineError::Dataset(e.to_string()));
+            .map_err(|source| EngineError::Task { what: "dataset", source });
     }
     let n = w.prompts.len();
     Ok((0..w.slice_len as usize)
@@ -188,8 +214,7 @@ fn planned(params: &BodyParams<'_>, mode: Mode, p: Prompt) -> Result<Planned, En
     let body = if mode == Mode::Plain {
         p.text.into_bytes()
     } else if !p.messages_json.is_empty() && params.chat {
-        let messages: serde_json::Value =
-            serde_json::from_str(&p.messages_json).map_err(|e| EngineError::Dataset(format!("messages: {e}")))?;
+        let messages: serde_json::Value = serde_json::from_str(&p.messages_json).map_err(EngineError::Messages)?;
         openai::chat_body(params, &messages, p.output_tokens)
     } else {
         openai::body(params, &p.text, p.output_tokens)
@@ -224,7 +249,7 @@ pub async fn prepare(mut workload: Workload) -> Result<Prepared, EngineError> {
         (workload.max_concurrency as usize).min(jobs.len().max(1)).min(if open_loop { WARM_MAX / 4 } else { WARM_MAX });
     let pool =
         Arc::new(Pool::new(Connector::new(target, workload.http_version == 2)?, Arc::clone(&stats), concurrency));
-    let connections_open = pool.warm(concurrency, 128).await.map_err(|(_, m)| EngineError::Connect(m))? as u32;
+    let connections_open = pool.warm(concurrency, 128).await.map_err(EngineError::Connect)? as u32;
     let mut warmups_completed = 0;
     if workload.num_warmups > 0 && !jobs.is_empty() {
         let t0 = Instant::now();

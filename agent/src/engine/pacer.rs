@@ -7,8 +7,8 @@
 //! channel fills and the thread waits: the lateness then shows as send lag, which is the
 //! honest signal that the client, not the server, was the bottleneck.
 
+use super::pacing::Schedule;
 use super::stats::Stats;
-use crate::pacing::Schedule;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};

@@ -14,9 +14,9 @@
 //! token-bearing events. The row says which source each count came from.
 
 use super::conn::{Conn, Pool};
-use crate::openai::{Event, classify, classify_text};
-use crate::sse::SseParser;
-use crate::tokenizer::Tok;
+use super::openai::{Event, classify, classify_text};
+use super::sse::SseParser;
+use crate::data::tokenizer::Tok;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use std::sync::Arc;
@@ -120,10 +120,10 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
         let checkout = if fresh { pool.connect_new().await.map(|c| (c, false)) } else { pool.checkout().await };
         let (mut conn, reused) = match checkout {
             Ok(c) => c,
-            Err((kind, _)) => {
+            Err(e) => {
                 let now = Instant::now();
                 row.start_us = now.saturating_duration_since(t0).as_micros() as i64;
-                row.set_error(kind);
+                row.set_error(e.kind());
                 return row;
             }
         };

@@ -2,8 +2,8 @@
 
 use clap::Parser;
 use std::process::ExitCode;
-use surge_coordinator::cli::{CertsCommand, Cli, Command};
-use surge_coordinator::{certs, exit, plan::RunPlan};
+use surge_coordinator::cli::{CertsCommand, Cli, Command, UsageError, build};
+use surge_coordinator::{certs, commands, exit};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -21,32 +21,31 @@ fn main() -> ExitCode {
         Command::Certs(CertsCommand::Issue { ca, name, sans, out }) => {
             report_certs(certs::issue(&ca, &name, &sans, &out))
         }
-        Command::Run(args) => match RunPlan::from_args(*args) {
-            Ok(plan) => block_on(surge_coordinator::run_command(plan)),
-            Err(e) => {
-                eprintln!("surge run: {e}");
-                exit::USAGE
-            }
+        Command::Run(args) => match build::run_plan(*args) {
+            Ok(plan) => block_on(commands::run_command(plan)),
+            Err(e) => usage("run", &e),
         },
-        Command::Sweep(args) => match surge_coordinator::sweep::SweepPlan::from_args(*args) {
-            Ok(plan) => block_on(surge_coordinator::sweep::sweep_command(plan)),
-            Err(e) => {
-                eprintln!("surge sweep: {e}");
-                exit::USAGE
-            }
+        Command::Sweep(args) => match build::sweep_plan(*args) {
+            Ok(plan) => block_on(commands::sweep::sweep_command(plan)),
+            Err(e) => usage("sweep", &e),
         },
-        Command::Matrix(args) => match surge_coordinator::matrix::MatrixPlan::from_args(*args) {
-            Ok(plan) => block_on(surge_coordinator::matrix::matrix_command(plan)),
-            Err(e) => {
-                eprintln!("surge matrix: {e}");
-                exit::USAGE
-            }
+        Command::Matrix(args) => match build::matrix_plan(*args) {
+            Ok(plan) => block_on(commands::matrix::matrix_command(plan)),
+            Err(e) => usage("matrix", &e),
         },
-        Command::Validate(args) => block_on(surge_coordinator::validate::validate_command(*args)),
-        Command::Echo(args) => block_on(surge_coordinator::echo_command(args)),
-        Command::Demo => block_on(surge_coordinator::demo_command()),
+        Command::Validate(args) => match build::validate_plan(*args) {
+            Ok(plan) => block_on(commands::validate::validate_command(plan)),
+            Err(e) => usage("validate", &e),
+        },
+        Command::Echo(args) => block_on(commands::echo_command(args)),
+        Command::Demo => block_on(commands::demo_command()),
     };
     ExitCode::from(code)
+}
+
+fn usage(command: &str, e: &UsageError) -> u8 {
+    eprintln!("surge {command}: {e}");
+    exit::USAGE
 }
 
 fn report_certs(r: Result<(), certs::CertError>) -> u8 {

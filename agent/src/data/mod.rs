@@ -1,0 +1,10 @@
+//! What the requests say: the prompt of request `i` of a run as a pure function of the
+//! dataset spec, the run's tokenizer and `i` ([`dataset`]), exact-length random text
+//! ([`synth`]) and the local tokenizer that counts tokens ([`tokenizer`]).
+//!
+//! Knows nothing of HTTP, of the engine or of the coordinator: the engine asks it for a
+//! slice of prompts, the coordinator for token counts of file datasets.
+
+pub mod dataset;
+pub mod synth;
+pub mod tokenizer;

@@ -1,0 +1,255 @@
+//! A session's I/O loop: `select!` turns each input (a coordinator message, the end of
+//! the stream, the heartbeat and lease timers, the batch-flush tick or a full batch, the
+//! end of a target check, a prepare or a run, the daemon's shutdown) into one
+//! [`Event`], [`Session::handle`] decides, and the loop performs the [`Action`]s in
+//! order. It owns what the state machine must not: the outbound channel, the engine's
+//! prepared workload and running task, the run's sink and counters, the CPU meter.
+
+use super::AgentSettings;
+use super::allowlist::Refused;
+use super::batch::{BATCH_INTERVAL, BatchSink};
+use super::session::{Action, End, Event, Live, Now, PrepInfo, Session};
+use crate::cpu::{self, CpuMeter};
+use crate::engine::stats::Stats;
+use crate::engine::{self, Control, EngineError, Prepared, Report};
+use std::sync::Arc;
+use surge_proto::{AgentMsg, CoordinatorMsg, Row, Workload};
+use tokio::sync::mpsc;
+use tokio::time::{Instant, sleep_until};
+use tokio_stream::{Stream, StreamExt};
+use tokio_util::sync::CancellationToken;
+use tonic::Status;
+
+/// Results of the session's background tasks.
+enum Internal {
+    Checked { run_id: u64, workload: Workload, verdict: Result<(), Refused> },
+    Prepared(u64, Result<Prepared, EngineError>),
+    Finished { report: Report, cpu_seconds: f64 },
+}
+
+/// The engine side of the run in progress.
+struct RunHandle {
+    stop: CancellationToken,
+    stats: Arc<Stats>,
+    sink: Arc<BatchSink>,
+}
+
+struct Driver {
+    session: Session,
+    settings: Arc<AgentSettings>,
+    tx: mpsc::Sender<Result<AgentMsg, Status>>,
+    cpu: CpuMeter,
+    internal_tx: mpsc::Sender<Internal>,
+    /// The workload prepared for the session's `prepared` run.
+    prepared: Option<(u64, Prepared)>,
+    run: Option<RunHandle>,
+}
+
+/// Runs one session until it ends: `inbound` from the coordinator, `tx` to it.
+pub(crate) async fn run<S>(
+    settings: Arc<AgentSettings>,
+    shutdown: CancellationToken,
+    mut inbound: S,
+    tx: mpsc::Sender<Result<AgentMsg, Status>>,
+    peer: String,
+) where
+    S: Stream<Item = Result<CoordinatorMsg, Status>> + Unpin,
+{
+    tracing::info!(%peer, "session opened");
+    // Small: each task sends one result and waits its turn.
+    let (internal_tx, mut internal_rx) = mpsc::channel(4);
+    let mut d = Driver {
+        session: Session::new(Arc::clone(&settings), Instant::now()),
+        settings,
+        tx,
+        cpu: CpuMeter::default(),
+        internal_tx,
+        prepared: None,
+        run: None,
+    };
+    let mut flush = tokio::time::interval(BATCH_INTERVAL);
+    let mut inbound_open = true;
+    let end = loop {
+        let sink = d.run.as_ref().map(|r| Arc::clone(&r.sink));
+        let full = async {
+            match &sink {
+                Some(s) => s.full().await,
+                None => std::future::pending().await,
+            }
+        };
+        let lease = d.session.lease_deadline();
+        let event = tokio::select! {
+            m = inbound.next(), if inbound_open => match m {
+                Some(Ok(m)) => Event::Message(m),
+                Some(Err(_)) | None => {
+                    inbound_open = false;
+                    Event::CoordinatorGone
+                }
+            },
+            Some(ev) = internal_rx.recv() => d.internal(ev),
+            _ = sleep_until(d.session.next_heartbeat()) => Event::HeartbeatDue {
+                cpu_percent: d.cpu.sample(),
+                live: d.run.as_ref().map(|r| Live::read(&r.stats)),
+            },
+            _ = sleep_until(lease.unwrap_or_else(Instant::now)), if lease.is_some() => Event::LeaseDeadline,
+            _ = flush.tick() => match d.drain() {
+                Some(rows) => Event::Rows(rows),
+                None => continue,
+            },
+            _ = full => match d.drain() {
+                Some(rows) => Event::Rows(rows),
+                None => continue,
+            },
+            _ = shutdown.cancelled(), if !d.session.is_closing() => Event::Shutdown,
+        };
+        let actions = d.session.handle(event, Now::read());
+        if let Some(end) = d.perform(actions).await {
+            break end;
+        }
+    };
+    // An ended session never leaves load running behind it.
+    if let Some(r) = d.run.take() {
+        r.stop.cancel();
+    }
+    tracing::info!(%peer, reason = end.as_str(), "session closed");
+}
+
+impl Driver {
+    /// The run's rows recorded since the last flush, if any.
+    fn drain(&self) -> Option<Vec<Row>> {
+        let rows = self.run.as_ref()?.sink.drain();
+        (!rows.is_empty()).then_some(rows)
+    }
+
+    /// A background task's result as a session event (keeping the engine's side here).
+    fn internal(&mut self, ev: Internal) -> Event {
+        match ev {
+            Internal::Checked { run_id, workload, verdict } => Event::TargetChecked { run_id, workload, verdict },
+            Internal::Prepared(run_id, Ok(p)) => {
+                let info = PrepInfo { connections_open: p.connections_open, warmups_completed: p.warmups_completed };
+                self.prepared = Some((run_id, p));
+                Event::Prepared { run_id, result: Ok(info) }
+            }
+            Internal::Prepared(run_id, Err(e)) => Event::Prepared { run_id, result: Err(e) },
+            Internal::Finished { report, cpu_seconds } => {
+                let rows = self.run.take().map(|r| r.sink.drain()).unwrap_or_default();
+                Event::EngineFinished { report, cpu_seconds, rows }
+            }
+        }
+    }
+
+    /// Performs `actions` in order; `Some` when the session must end.
+    async fn perform(&mut self, actions: Vec<Action>) -> Option<End> {
+        for action in actions {
+            match action {
+                Action::Send(m) => {
+                    // A closed channel means the coordinator is gone; the lease ends the session.
+                    let _ = self.tx.send(Ok(AgentMsg { msg: Some(m) })).await;
+                }
+                Action::CheckTarget { run_id, workload } => {
+                    let (settings, tx) = (Arc::clone(&self.settings), self.internal_tx.clone());
+                    tokio::spawn(async move {
+                        let verdict = settings.allowed.check(&workload.base_url).await;
+                        let _ = tx.send(Internal::Checked { run_id, workload, verdict }).await;
+                    });
+                }
+                Action::Prepare { run_id, workload } => {
+                    let tx = self.internal_tx.clone();
+                    tokio::spawn(async move {
+                        let res = engine::prepare(workload).await;
+                        let _ = tx.send(Internal::Prepared(run_id, res)).await;
+                    });
+                }
+                Action::DiscardPrepared => self.prepared = None,
+                Action::StartEngine { run_id, start_at, deadline } => {
+                    let Some((_, prepared)) = self.prepared.take().filter(|(id, _)| *id == run_id) else {
+                        tracing::error!(run_id, "start of a run that is not prepared here");
+                        continue;
+                    };
+                    self.start(prepared, start_at, deadline);
+                }
+                Action::StopEngine => {
+                    if let Some(r) = &self.run {
+                        r.stop.cancel();
+                    }
+                }
+                Action::Close(end) => return Some(end),
+            }
+        }
+        None
+    }
+
+    fn start(&mut self, prepared: Prepared, start_at: Instant, deadline: Instant) {
+        let stop = CancellationToken::new();
+        let sink = Arc::new(BatchSink::default());
+        let ctl = Control { start_at: start_at.into_std(), deadline: deadline.into_std(), stop: stop.clone() };
+        self.run = Some(RunHandle { stop, stats: prepared.stats(), sink: Arc::clone(&sink) });
+        let tx = self.internal_tx.clone();
+        let sink: Arc<dyn engine::Sink> = sink;
+        tokio::spawn(async move {
+            let cpu_at_start = cpu::process_cpu_time();
+            let report = engine::run(prepared, sink, ctl).await;
+            let cpu_seconds = cpu::process_cpu_time().saturating_sub(cpu_at_start).as_secs_f64();
+            let _ = tx.send(Internal::Finished { report, cpu_seconds }).await;
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::service::Allowlist;
+    use std::time::Duration;
+    use surge_proto::{Hello, PROTOCOL_VERSION, agent_msg, coordinator_msg};
+
+    type ToAgent = mpsc::Sender<Result<CoordinatorMsg, Status>>;
+    type FromAgent = mpsc::Receiver<Result<AgentMsg, Status>>;
+
+    /// A session on channels (no socket): what the coordinator sends, what it receives.
+    fn open(lease: Duration) -> (ToAgent, FromAgent) {
+        let settings = Arc::new(AgentSettings { max_in_flight: 10, lease, allowed: Allowlist::any() });
+        let (in_tx, in_rx) = mpsc::channel(16);
+        let (tx, rx) = mpsc::channel(1024);
+        let inbound = tokio_stream::wrappers::ReceiverStream::new(in_rx);
+        tokio::spawn(run(settings, CancellationToken::new(), inbound, tx, "test".into()));
+        (in_tx, rx)
+    }
+
+    fn heartbeat() -> Result<CoordinatorMsg, Status> {
+        Ok(CoordinatorMsg { msg: Some(coordinator_msg::Msg::Heartbeat(surge_proto::Heartbeat { sent_unix_ns: 0 })) })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn heartbeats_leave_every_second_and_silence_ends_the_session() {
+        let t0 = Instant::now();
+        let (coordinator, mut rx) = open(Duration::from_secs(3));
+        let hello = Hello { protocol_version: PROTOCOL_VERSION, ..Default::default() };
+        coordinator.send(Ok(CoordinatorMsg { msg: Some(coordinator_msg::Msg::Hello(hello)) })).await.unwrap();
+        // The coordinator talks every 500 ms until 5.5 s, then falls silent.
+        let talk = tokio::spawn(async move {
+            for _ in 0..=10 {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                coordinator.send(heartbeat()).await.unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            coordinator // kept open: silence, not a closed stream
+        });
+        let (mut beats, mut healths, mut hello_reply) = (Vec::new(), 0, false);
+        while let Some(m) = rx.recv().await {
+            match m.unwrap().msg.unwrap() {
+                agent_msg::Msg::Heartbeat(_) => beats.push(t0.elapsed()),
+                agent_msg::Msg::Health(_) => healths += 1,
+                agent_msg::Msg::Hello(_) => hello_reply = true,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        // The channel closed: the session ended, 3 s after the last message (at 5.5 s).
+        let ended = t0.elapsed();
+        let _coordinator = talk.await.unwrap();
+        assert!(hello_reply);
+        let secs: Vec<u64> = (0..=8).map(|s| s * 1000).collect();
+        assert_eq!(beats.iter().map(|d| d.as_millis() as u64).collect::<Vec<_>>(), secs);
+        assert_eq!(healths, beats.len());
+        assert_eq!(ended, Duration::from_millis(8500));
+    }
+}

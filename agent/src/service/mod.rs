@@ -1,0 +1,32 @@
+//! The gRPC `Agent` service: one session per coordinator stream, each a state machine.
+//!
+//! - `session`: the protocol state of one session, advanced by a synchronous
+//!   `handle(event, now) -> actions` with no I/O (version check, two-phase start, Stop,
+//!   acks, heartbeats, the lease);
+//! - `driver`: the session's I/O loop: gathers inputs (coordinator messages, timers,
+//!   engine results) into events and performs the actions (send, prepare, start, stop);
+//! - `batch`: rows into numbered batches, kept until acknowledged;
+//! - `grpc`: the tonic service that starts a driver per stream;
+//! - [`allowlist`]: which targets this agent may load.
+
+pub mod allowlist;
+mod batch;
+mod driver;
+mod grpc;
+mod session;
+
+pub use allowlist::{Allowlist, AllowlistError, Refused};
+pub use grpc::AgentService;
+
+use std::time::Duration;
+
+/// What every session of this agent obeys.
+#[derive(Debug, Clone)]
+pub struct AgentSettings {
+    /// Requests in flight this agent accepts per run (Prepare asking more is refused).
+    pub max_in_flight: u32,
+    /// Dead-man interval: silence from the coordinator this long stops the load.
+    pub lease: Duration,
+    /// Targets this agent may load.
+    pub allowed: Allowlist,
+}

@@ -1,0 +1,680 @@
+//! One coordinator session as a state machine: [`Session::handle`] takes one [`Event`]
+//! and the time, updates the protocol state and returns the [`Action`]s to perform. It
+//! does no I/O and never waits, so unit tests drive it with explicit instants; the
+//! driver (`driver.rs`) gathers the events and performs the actions.
+//!
+//! Rules enforced here (DESIGN.md, protocol): the protocol version must match; targets
+//! outside the allowlist are refused; a heartbeat and a health report go out every
+//! second; a coordinator silent for the lease stops all load at once (dead-man switch)
+//! and the session ends once the run's last batch and its Done are out; Start needs the
+//! run it names to be prepared, and carries the deadline the engine enforces; rows leave
+//! in numbered batches, kept until acknowledged; Done follows the run's last batch.
+
+use super::AgentSettings;
+use super::allowlist::Refused;
+use super::batch::Outbox;
+use crate::cpu;
+use crate::engine::stats::{Lag, Stats};
+use crate::engine::{EngineError, Report};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use surge_proto::{
+    ClockPong, CoordinatorMsg, Done, ErrorCode, Health, Heartbeat, HelloReply, PROTOCOL_VERSION, Ready, Row, Workload,
+    agent_msg, coordinator_msg,
+};
+use tokio::time::Instant;
+
+/// How often a heartbeat (and a health report) goes out.
+pub(crate) const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The time an event is handled at: monotonic for deadlines, the agent's wall clock
+/// (unix ns) for what goes on the wire.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Now {
+    pub at: Instant,
+    pub unix_ns: i64,
+}
+
+impl Now {
+    pub(crate) fn read() -> Self {
+        let unix_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64);
+        Self { at: Instant::now(), unix_ns }
+    }
+
+    /// The local instant at which the agent clock reads `unix_ns` (now if that is past).
+    fn instant_at(self, unix_ns: i64) -> Instant {
+        let ahead = Duration::from_nanos(u64::try_from(unix_ns.saturating_sub(self.unix_ns)).unwrap_or(0));
+        // A deadline centuries away is as good as none.
+        self.at.checked_add(ahead).unwrap_or_else(|| self.at + Duration::from_secs(100 * 365 * 86_400))
+    }
+}
+
+/// A run's live counters, read for a health report.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Live {
+    pub in_flight: u32,
+    pub open_connections: u32,
+    pub lag: Lag,
+    pub wake: Lag,
+    pub completed: u64,
+    pub failed: u64,
+}
+
+impl Live {
+    pub(crate) fn read(stats: &Stats) -> Self {
+        Self {
+            in_flight: stats.in_flight.load(Ordering::Relaxed),
+            open_connections: stats.open_connections.load(Ordering::Relaxed),
+            lag: stats.lag(),
+            wake: stats.wake(),
+            completed: stats.completed.load(Ordering::Relaxed),
+            failed: stats.failed.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// What a prepared workload reports in Ready.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct PrepInfo {
+    pub connections_open: u32,
+    pub warmups_completed: u32,
+}
+
+/// One input of the session.
+#[derive(Debug)]
+pub(crate) enum Event {
+    /// A message from the coordinator (any message renews the lease).
+    Message(CoordinatorMsg),
+    /// The coordinator's stream ended or failed.
+    CoordinatorGone,
+    /// The heartbeat is due; the process CPU and the run's counters were just read.
+    HeartbeatDue { cpu_percent: f64, live: Option<Live> },
+    /// The lease deadline ([`Session::lease_deadline`]) has come.
+    LeaseDeadline,
+    /// Rows the engine finished since the last flush (flush tick or a full batch).
+    Rows(Vec<Row>),
+    /// The allowlist's verdict on a Prepare's target.
+    TargetChecked { run_id: u64, workload: Workload, verdict: Result<(), Refused> },
+    /// The engine prepared a workload (or could not).
+    Prepared { run_id: u64, result: Result<PrepInfo, EngineError> },
+    /// The run ended; `rows` are those recorded after the last flush.
+    EngineFinished { report: Report, cpu_seconds: f64, rows: Vec<Row> },
+    /// The agent is shutting down (SIGTERM).
+    Shutdown,
+}
+
+/// One thing for the driver to do, in order.
+#[derive(Debug)]
+pub(crate) enum Action {
+    /// Send a message to the coordinator.
+    Send(agent_msg::Msg),
+    /// Check the workload's target against the allowlist (resolves names): then
+    /// [`Event::TargetChecked`].
+    CheckTarget { run_id: u64, workload: Workload },
+    /// Prepare the workload in the engine: then [`Event::Prepared`].
+    Prepare { run_id: u64, workload: Workload },
+    /// Drop the prepared workload (its connections close).
+    DiscardPrepared,
+    /// Start the prepared run: then [`Event::Rows`] and finally [`Event::EngineFinished`].
+    StartEngine { run_id: u64, start_at: Instant, deadline: Instant },
+    /// Stop the running engine now (no new request; in-flight ones cancelled).
+    StopEngine,
+    /// End the session (after the actions before it).
+    Close(End),
+}
+
+/// Why a session ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum End {
+    ProtocolMismatch,
+    CoordinatorClosed,
+    LeaseExpired,
+    ShuttingDown,
+}
+
+impl End {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            End::ProtocolMismatch => "protocol mismatch",
+            End::CoordinatorClosed => "coordinator closed the session",
+            End::LeaseExpired => "lease expired",
+            End::ShuttingDown => "agent shutting down",
+        }
+    }
+
+    /// Done's `stop_reason` for a run cut short by this.
+    fn stop_reason(self) -> &'static str {
+        match self {
+            End::ShuttingDown => "signal",
+            End::LeaseExpired => "lease",
+            End::CoordinatorClosed | End::ProtocolMismatch => "coordinator gone",
+        }
+    }
+}
+
+/// The run in progress.
+#[derive(Debug)]
+struct Running {
+    run_id: u64,
+    /// Agent clock (unix ns) of the instant rows are relative to.
+    started_unix_ns: i64,
+}
+
+/// The protocol state of one coordinator session.
+#[derive(Debug)]
+pub(crate) struct Session {
+    settings: Arc<AgentSettings>,
+    cores: u32,
+    hostname: String,
+    /// The agent's lease, or the coordinator's when its Hello names one.
+    lease: Duration,
+    last_heard: Instant,
+    next_heartbeat: Instant,
+    /// The run prepared and waiting for its Start.
+    prepared: Option<u64>,
+    running: Option<Running>,
+    outbox: Outbox,
+    /// Set when the session must end once the current run is flushed.
+    closing: Option<End>,
+}
+
+fn error(code: ErrorCode, message: String) -> agent_msg::Msg {
+    agent_msg::Msg::Error(surge_proto::Error { code: code as i32, message })
+}
+
+impl Session {
+    /// A session opened at `now`: the first heartbeat is due at once.
+    pub(crate) fn new(settings: Arc<AgentSettings>, now: Instant) -> Self {
+        Self {
+            lease: settings.lease,
+            settings,
+            cores: cpu::cores(),
+            hostname: cpu::hostname(),
+            last_heard: now,
+            next_heartbeat: now,
+            prepared: None,
+            running: None,
+            outbox: Outbox::default(),
+            closing: None,
+        }
+    }
+
+    /// When the next heartbeat is due.
+    pub(crate) fn next_heartbeat(&self) -> Instant {
+        self.next_heartbeat
+    }
+
+    /// When the coordinator's silence expires the lease (none once the session is ending).
+    pub(crate) fn lease_deadline(&self) -> Option<Instant> {
+        self.closing.is_none().then(|| self.last_heard + self.lease)
+    }
+
+    /// Whether the session is ending (after its run, if one is going).
+    pub(crate) fn is_closing(&self) -> bool {
+        self.closing.is_some()
+    }
+
+    /// Advances the session by one event.
+    pub(crate) fn handle(&mut self, event: Event, now: Now) -> Vec<Action> {
+        let mut out = Vec::new();
+        match event {
+            Event::Message(m) => {
+                self.last_heard = now.at;
+                if let Some(m) = m.msg {
+                    self.on_message(m, now, &mut out);
+                }
+            }
+            Event::CoordinatorGone => self.abandon(End::CoordinatorClosed, &mut out),
+            Event::HeartbeatDue { cpu_percent, live } => self.on_heartbeat(cpu_percent, live, now, &mut out),
+            Event::LeaseDeadline => {
+                if self.lease_deadline().is_some_and(|d| now.at >= d) {
+                    tracing::warn!(lease_ms = self.lease.as_millis() as u64, "lease expired: stopping load");
+                    self.abandon(End::LeaseExpired, &mut out);
+                }
+            }
+            Event::Rows(rows) => self.send_rows(rows, &mut out),
+            Event::TargetChecked { run_id, workload, verdict } => self.on_checked(run_id, workload, verdict, &mut out),
+            Event::Prepared { run_id, result: Ok(p) } => {
+                self.prepared = Some(run_id);
+                let ready =
+                    Ready { run_id, connections_open: p.connections_open, warmups_completed: p.warmups_completed };
+                out.push(Action::Send(agent_msg::Msg::Ready(ready)));
+            }
+            Event::Prepared { result: Err(e), .. } => {
+                out.push(Action::Send(error(ErrorCode::BadRequest, e.to_string())));
+            }
+            Event::EngineFinished { report, cpu_seconds, rows } => {
+                self.on_finished(report, cpu_seconds, rows, &mut out)
+            }
+            Event::Shutdown => self.abandon(End::ShuttingDown, &mut out),
+        }
+        out
+    }
+
+    /// Stops the load because the session must end; it ends after the run's Done.
+    fn abandon(&mut self, why: End, out: &mut Vec<Action>) {
+        let why = *self.closing.get_or_insert(why);
+        out.push(if self.running.is_some() { Action::StopEngine } else { Action::Close(why) });
+    }
+
+    fn on_heartbeat(&mut self, cpu_percent: f64, live: Option<Live>, now: Now, out: &mut Vec<Action>) {
+        if now.at < self.next_heartbeat {
+            return;
+        }
+        // On schedule from the previous beat; after a stall, one beat and on from now.
+        self.next_heartbeat += HEARTBEAT_INTERVAL;
+        if self.next_heartbeat <= now.at {
+            self.next_heartbeat = now.at + HEARTBEAT_INTERVAL;
+        }
+        out.push(Action::Send(agent_msg::Msg::Heartbeat(Heartbeat { sent_unix_ns: now.unix_ns })));
+        let mut h = Health { sent_unix_ns: now.unix_ns, cpu_percent, ..Default::default() };
+        if let Some(l) = live.filter(|_| self.running.is_some()) {
+            h.in_flight = l.in_flight;
+            h.open_connections = l.open_connections;
+            h.lag_p50_us = l.lag.p50_us;
+            h.lag_p99_us = l.lag.p99_us;
+            h.lag_max_us = l.lag.max_us;
+            h.wake_p99_us = l.wake.p99_us;
+            h.wake_max_us = l.wake.max_us;
+            h.completed = l.completed;
+            h.failed = l.failed;
+        }
+        out.push(Action::Send(agent_msg::Msg::Health(h)));
+    }
+
+    fn on_message(&mut self, m: coordinator_msg::Msg, now: Now, out: &mut Vec<Action>) {
+        use coordinator_msg::Msg;
+        match m {
+            Msg::Hello(h) => {
+                if h.protocol_version != PROTOCOL_VERSION {
+                    let text = format!(
+                        "protocol version mismatch: coordinator speaks version {}, this agent speaks version {}",
+                        h.protocol_version, PROTOCOL_VERSION
+                    );
+                    tracing::warn!("{text}");
+                    out.push(Action::Send(error(ErrorCode::ProtocolMismatch, text)));
+                    if self.running.is_some() {
+                        out.push(Action::StopEngine);
+                    }
+                    self.closing = Some(End::ProtocolMismatch);
+                    out.push(Action::Close(End::ProtocolMismatch));
+                    return;
+                }
+                if h.lease_ms > 0 {
+                    self.lease = Duration::from_millis(u64::from(h.lease_ms));
+                }
+                out.push(Action::Send(agent_msg::Msg::Hello(HelloReply {
+                    protocol_version: PROTOCOL_VERSION,
+                    agent_version: env!("CARGO_PKG_VERSION").to_string(),
+                    cores: self.cores,
+                    max_in_flight: self.settings.max_in_flight,
+                    allowed_targets: self.settings.allowed.raw().to_vec(),
+                    hostname: self.hostname.clone(),
+                })));
+            }
+            Msg::Ping(p) => out.push(Action::Send(agent_msg::Msg::Pong(ClockPong {
+                seq: p.seq,
+                t1_unix_ns: p.t1_unix_ns,
+                t2_unix_ns: now.unix_ns,
+                t3_unix_ns: now.unix_ns,
+            }))),
+            Msg::Prepare(p) => {
+                if self.running.is_some() {
+                    let text = "a run is already in progress on this session".to_string();
+                    out.push(Action::Send(error(ErrorCode::Busy, text)));
+                } else if let Some(workload) = p.workload {
+                    out.push(Action::CheckTarget { run_id: p.run_id, workload });
+                } else {
+                    out.push(Action::Send(error(ErrorCode::BadRequest, "Prepare without a workload".into())));
+                }
+            }
+            Msg::Start(s) => {
+                let prepared = self.prepared.take();
+                if prepared != Some(s.run_id) {
+                    if prepared.is_some() {
+                        out.push(Action::DiscardPrepared);
+                    }
+                    let text = format!("Start for run {} that is not prepared", s.run_id);
+                    out.push(Action::Send(error(ErrorCode::BadRequest, text)));
+                    return;
+                }
+                self.running = Some(Running { run_id: s.run_id, started_unix_ns: s.start_at_unix_ns });
+                out.push(Action::StartEngine {
+                    run_id: s.run_id,
+                    start_at: now.instant_at(s.start_at_unix_ns),
+                    deadline: now.instant_at(s.deadline_unix_ns),
+                });
+            }
+            Msg::Stop(s) => {
+                if self.running.as_ref().is_some_and(|r| r.run_id == s.run_id) {
+                    tracing::info!(reason = %s.reason, "stop requested");
+                    out.push(Action::StopEngine);
+                }
+            }
+            Msg::Heartbeat(_) => {}
+            Msg::Ack(a) => {
+                self.outbox.ack(a.seq);
+            }
+        }
+    }
+
+    fn on_checked(&mut self, run_id: u64, mut w: Workload, verdict: Result<(), Refused>, out: &mut Vec<Action>) {
+        if let Err(refused) = verdict {
+            out.push(Action::Send(error(ErrorCode::TargetNotAllowed, refused.to_string())));
+            return;
+        }
+        let cap = self.settings.max_in_flight;
+        if w.max_concurrency > cap {
+            let text =
+                format!("requested max concurrency {} exceeds this agent's max-in-flight {cap}", w.max_concurrency);
+            out.push(Action::Send(error(ErrorCode::OverCapacity, text)));
+            return;
+        }
+        if w.max_concurrency == 0 {
+            w.max_concurrency = cap;
+        }
+        out.push(Action::Prepare { run_id, workload: w });
+    }
+
+    fn send_rows(&mut self, rows: Vec<Row>, out: &mut Vec<Action>) {
+        let Some(r) = &self.running else { return };
+        for batch in self.outbox.seal(r.run_id, r.started_unix_ns, rows) {
+            out.push(Action::Send(agent_msg::Msg::Batch(batch)));
+        }
+    }
+
+    fn on_finished(&mut self, report: Report, cpu_seconds: f64, rows: Vec<Row>, out: &mut Vec<Action>) {
+        self.send_rows(rows, out);
+        let Some(running) = self.running.take() else { return };
+        let stop_reason = self.closing.map_or(report.stop_reason.as_str(), End::stop_reason);
+        let done = Done {
+            run_id: running.run_id,
+            batches: self.outbox.sealed(),
+            completed: report.completed,
+            failed: report.failed,
+            started_unix_ns: running.started_unix_ns,
+            cpu_seconds,
+            wall_seconds: report.wall.as_secs_f64(),
+            lag_p50_us: report.lag.p50_us,
+            lag_p99_us: report.lag.p99_us,
+            lag_max_us: report.lag.max_us,
+            stop_reason: stop_reason.to_string(),
+            max_in_flight: report.max_in_flight,
+            reconnects: report.reconnects,
+            wake_p99_us: report.wake.p99_us,
+            wake_max_us: report.wake.max_us,
+        };
+        tracing::info!(completed = done.completed, failed = done.failed, reason = stop_reason, "run finished");
+        out.push(Action::Send(agent_msg::Msg::Done(done)));
+        if let Some(end) = self.closing {
+            out.push(Action::Close(end));
+        }
+    }
+
+    /// Sequence numbers of the batches sent and not yet acknowledged.
+    #[cfg(test)]
+    fn unacked(&self) -> Vec<u64> {
+        self.outbox.unacked().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::StopReason;
+    use crate::service::Allowlist;
+    use crate::service::batch::BATCH_ROWS;
+    use surge_proto::{Ack, Hello, Prepare, Start, Stop};
+
+    const LEASE: Duration = Duration::from_secs(3);
+
+    /// A session opened at `t0`, and the clock `d` after it.
+    struct Clock {
+        t0: Instant,
+        unix0: i64,
+    }
+
+    impl Clock {
+        fn new() -> Self {
+            Self { t0: Instant::now(), unix0: 1_800_000_000_000_000_000 }
+        }
+
+        fn at(&self, d: Duration) -> Now {
+            Now { at: self.t0 + d, unix_ns: self.unix0 + d.as_nanos() as i64 }
+        }
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn session(c: &Clock) -> Session {
+        let settings = AgentSettings { max_in_flight: 100, lease: LEASE, allowed: Allowlist::any() };
+        Session::new(Arc::new(settings), c.t0)
+    }
+
+    fn msg(m: coordinator_msg::Msg) -> Event {
+        Event::Message(CoordinatorMsg { msg: Some(m) })
+    }
+
+    fn rows(n: usize) -> Vec<Row> {
+        (0..n as u64).map(|index| Row { index, ..Default::default() }).collect()
+    }
+
+    fn report(stop_reason: StopReason) -> Report {
+        Report {
+            started_at: SystemTime::now(),
+            completed: 10,
+            failed: 0,
+            stop_reason,
+            wall: Duration::from_secs(1),
+            lag: Lag::default(),
+            wake: Lag::default(),
+            max_in_flight: 4,
+            reconnects: 0,
+        }
+    }
+
+    /// What the actions would put on the wire, in order, by kind ("batch 3", "done", ...).
+    fn sent(actions: &[Action]) -> Vec<String> {
+        actions
+            .iter()
+            .map(|a| match a {
+                Action::Send(agent_msg::Msg::Batch(b)) => format!("batch {}", b.seq),
+                Action::Send(agent_msg::Msg::Done(d)) => format!("done {} {}", d.stop_reason, d.batches),
+                Action::Send(agent_msg::Msg::Heartbeat(_)) => "heartbeat".into(),
+                Action::Send(agent_msg::Msg::Health(_)) => "health".into(),
+                Action::Send(agent_msg::Msg::Ready(_)) => "ready".into(),
+                Action::Send(agent_msg::Msg::Hello(_)) => "hello".into(),
+                Action::Send(agent_msg::Msg::Error(e)) => format!("error {}", e.code),
+                Action::Send(other) => format!("{other:?}"),
+                Action::CheckTarget { .. } => "check".into(),
+                Action::Prepare { .. } => "prepare".into(),
+                Action::DiscardPrepared => "discard".into(),
+                Action::StartEngine { .. } => "start".into(),
+                Action::StopEngine => "stop engine".into(),
+                Action::Close(end) => format!("close: {}", end.as_str()),
+            })
+            .collect()
+    }
+
+    /// Hello, Prepare and Start of run 1 at `t`: the session is running.
+    fn start_run(s: &mut Session, now: Now) {
+        let hello = Hello { protocol_version: PROTOCOL_VERSION, ..Default::default() };
+        assert_eq!(sent(&s.handle(msg(coordinator_msg::Msg::Hello(hello)), now)), ["hello"]);
+        let prepare = Prepare { run_id: 1, workload: Some(Workload { max_concurrency: 0, ..Default::default() }) };
+        let a = s.handle(msg(coordinator_msg::Msg::Prepare(prepare)), now);
+        let [Action::CheckTarget { run_id: 1, workload }] = &a[..] else { panic!("{a:?}") };
+        let a = s.handle(Event::TargetChecked { run_id: 1, workload: workload.clone(), verdict: Ok(()) }, now);
+        let [Action::Prepare { run_id: 1, workload }] = &a[..] else { panic!("{a:?}") };
+        assert_eq!(workload.max_concurrency, 100, "no concurrency asked: the agent's cap");
+        let a = s.handle(Event::Prepared { run_id: 1, result: Ok(PrepInfo::default()) }, now);
+        assert_eq!(sent(&a), ["ready"]);
+        let start =
+            Start { run_id: 1, start_at_unix_ns: now.unix_ns + 1_000_000, deadline_unix_ns: now.unix_ns + 60e9 as i64 };
+        let a = s.handle(msg(coordinator_msg::Msg::Start(start)), now);
+        let [Action::StartEngine { run_id: 1, start_at, deadline }] = &a[..] else { panic!("{a:?}") };
+        assert_eq!((*start_at - now.at, *deadline - now.at), (ms(1), Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn heartbeats_are_emitted_on_schedule() {
+        let c = Clock::new();
+        let mut s = session(&c);
+        let beat = |s: &mut Session, d: Duration| {
+            sent(&s.handle(Event::HeartbeatDue { cpu_percent: 1.0, live: None }, c.at(d)))
+        };
+        assert_eq!(beat(&mut s, ms(0)), ["heartbeat", "health"], "the first beat leaves at once");
+        assert_eq!(s.next_heartbeat(), c.t0 + ms(1000));
+        assert!(beat(&mut s, ms(999)).is_empty(), "not due yet");
+        assert_eq!(beat(&mut s, ms(1000)), ["heartbeat", "health"]);
+        // A late wake-up does not shift the schedule...
+        assert_eq!(beat(&mut s, ms(2030)), ["heartbeat", "health"]);
+        assert_eq!(s.next_heartbeat(), c.t0 + ms(3000));
+        // ...and after a stall, beats resume one interval after the late one, without a burst.
+        assert_eq!(beat(&mut s, ms(7500)), ["heartbeat", "health"]);
+        assert!(beat(&mut s, ms(7600)).is_empty());
+        assert_eq!(s.next_heartbeat(), c.t0 + ms(8500));
+        // The beat carries the clock; health carries the CPU.
+        let a = s.handle(Event::HeartbeatDue { cpu_percent: 42.0, live: None }, c.at(ms(8500)));
+        let [Action::Send(agent_msg::Msg::Heartbeat(h)), Action::Send(agent_msg::Msg::Health(health))] = &a[..] else {
+            panic!("{a:?}")
+        };
+        assert_eq!(h.sent_unix_ns, c.at(ms(8500)).unix_ns);
+        assert_eq!(health.cpu_percent, 42.0);
+    }
+
+    #[test]
+    fn coordinator_silence_past_the_lease_stops_the_load() {
+        let c = Clock::new();
+        let mut s = session(&c);
+        start_run(&mut s, c.at(ms(0)));
+        assert_eq!(s.lease_deadline(), Some(c.t0 + LEASE));
+        // Any message renews the lease.
+        let hb = surge_proto::Heartbeat { sent_unix_ns: 0 };
+        assert!(s.handle(msg(coordinator_msg::Msg::Heartbeat(hb)), c.at(ms(2000))).is_empty());
+        assert_eq!(s.lease_deadline(), Some(c.t0 + ms(2000) + LEASE));
+        assert!(s.handle(Event::LeaseDeadline, c.at(ms(4999))).is_empty(), "still within the lease");
+        assert_eq!(sent(&s.handle(Event::LeaseDeadline, c.at(ms(5000)))), ["stop engine"]);
+        assert_eq!(s.lease_deadline(), None, "expired once");
+        // The session ends after the run's last rows and its Done, which says why.
+        let a = s.handle(
+            Event::EngineFinished { report: report(StopReason::Stopped), cpu_seconds: 0.5, rows: rows(3) },
+            c.at(ms(5100)),
+        );
+        assert_eq!(sent(&a), ["batch 0", "done lease 1", "close: lease expired"]);
+        // Without a run, silence ends the session at once.
+        let mut idle = session(&c);
+        assert_eq!(sent(&idle.handle(Event::LeaseDeadline, c.at(LEASE))), ["close: lease expired"]);
+    }
+
+    #[test]
+    fn batches_are_numbered_in_order_and_acks_remove_them() {
+        let c = Clock::new();
+        let mut s = session(&c);
+        start_run(&mut s, c.at(ms(0)));
+        let a = s.handle(Event::Rows(rows(2 * BATCH_ROWS + 1)), c.at(ms(100)));
+        assert_eq!(sent(&a), ["batch 0", "batch 1", "batch 2"]);
+        let a = s.handle(Event::Rows(rows(5)), c.at(ms(200)));
+        assert_eq!(sent(&a), ["batch 3"]);
+        let Action::Send(agent_msg::Msg::Batch(b)) = &a[0] else { panic!() };
+        assert_eq!((b.run_id, b.rows.len(), b.started_unix_ns), (1, 5, c.at(ms(0)).unix_ns + 1_000_000));
+        assert_eq!(s.unacked(), [0, 1, 2, 3]);
+        let ack =
+            |s: &mut Session, seq| s.handle(msg(coordinator_msg::Msg::Ack(Ack { run_id: 1, seq })), c.at(ms(300)));
+        assert!(ack(&mut s, 1).is_empty());
+        assert_eq!(s.unacked(), [0, 2, 3]);
+        ack(&mut s, 9);
+        assert_eq!(s.unacked(), [0, 2, 3], "an unknown ack changes nothing");
+        ack(&mut s, 0);
+        ack(&mut s, 3);
+        assert_eq!(s.unacked(), [2]);
+    }
+
+    #[test]
+    fn done_is_sent_only_after_the_last_batch() {
+        let c = Clock::new();
+        let mut s = session(&c);
+        start_run(&mut s, c.at(ms(0)));
+        let a = s.handle(Event::Rows(rows(10)), c.at(ms(100)));
+        assert_eq!(sent(&a), ["batch 0"], "rows alone never end a run");
+        let a = s.handle(
+            Event::EngineFinished {
+                report: report(StopReason::Finished),
+                cpu_seconds: 0.5,
+                rows: rows(BATCH_ROWS + 1),
+            },
+            c.at(ms(200)),
+        );
+        assert_eq!(sent(&a), ["batch 1", "batch 2", "done finished 3"]);
+        let Some(Action::Send(agent_msg::Msg::Done(d))) = a.last() else { panic!() };
+        assert_eq!((d.run_id, d.completed, d.cpu_seconds, d.max_in_flight), (1, 10, 0.5, 4));
+        // Rows after the end belong to no run.
+        assert!(s.handle(Event::Rows(rows(1)), c.at(ms(300))).is_empty());
+    }
+
+    #[test]
+    fn stop_with_batches_in_flight_still_delivers_them_then_done() {
+        let c = Clock::new();
+        let mut s = session(&c);
+        start_run(&mut s, c.at(ms(0)));
+        s.handle(Event::Rows(rows(BATCH_ROWS + 1)), c.at(ms(100)));
+        let stop = |run_id| msg(coordinator_msg::Msg::Stop(Stop { run_id, reason: "test".into() }));
+        assert!(s.handle(stop(2), c.at(ms(150))).is_empty(), "a Stop for another run is ignored");
+        let a = s.handle(stop(1), c.at(ms(200)));
+        assert_eq!(sent(&a), ["stop engine"], "no Done before the engine has ended");
+        assert_eq!(s.unacked(), [0, 1]);
+        // Rows finished while the engine winds down still leave, then Done.
+        let a = s.handle(Event::Rows(rows(2)), c.at(ms(250)));
+        assert_eq!(sent(&a), ["batch 2"]);
+        let a = s.handle(
+            Event::EngineFinished { report: report(StopReason::Stopped), cpu_seconds: 0.5, rows: rows(3) },
+            c.at(ms(300)),
+        );
+        assert_eq!(sent(&a), ["batch 3", "done stopped 4"], "the session stays open for the next run");
+        assert_eq!(s.unacked(), [0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn shutdown_and_a_closed_stream_end_the_session_after_the_run() {
+        let c = Clock::new();
+        let mut s = session(&c);
+        start_run(&mut s, c.at(ms(0)));
+        assert_eq!(sent(&s.handle(Event::Shutdown, c.at(ms(10)))), ["stop engine"]);
+        assert!(s.is_closing());
+        let a = s.handle(
+            Event::EngineFinished { report: report(StopReason::Stopped), cpu_seconds: 0.0, rows: Vec::new() },
+            c.at(ms(20)),
+        );
+        assert_eq!(sent(&a), ["done signal 0", "close: agent shutting down"]);
+        let mut s = session(&c);
+        assert_eq!(sent(&s.handle(Event::CoordinatorGone, c.at(ms(0)))), ["close: coordinator closed the session"]);
+    }
+
+    #[test]
+    fn refusals_are_errors_with_their_codes() {
+        let c = Clock::new();
+        let now = c.at(ms(0));
+        let mut s = session(&c);
+        let hello = Hello { protocol_version: PROTOCOL_VERSION + 1, ..Default::default() };
+        let a = s.handle(msg(coordinator_msg::Msg::Hello(hello)), now);
+        assert_eq!(
+            sent(&a),
+            [format!("error {}", ErrorCode::ProtocolMismatch as i32), "close: protocol mismatch".into()]
+        );
+        let mut s = session(&c);
+        let start = Start { run_id: 4, ..Default::default() };
+        let a = s.handle(msg(coordinator_msg::Msg::Start(start)), now);
+        assert_eq!(sent(&a), [format!("error {}", ErrorCode::BadRequest as i32)]);
+        let w = Workload { max_concurrency: 101, ..Default::default() };
+        let a = s.handle(Event::TargetChecked { run_id: 1, workload: w, verdict: Ok(()) }, now);
+        assert_eq!(sent(&a), [format!("error {}", ErrorCode::OverCapacity as i32)]);
+        let refused = Refused::NoHost { url: "x".into() };
+        let a = s.handle(Event::TargetChecked { run_id: 1, workload: Workload::default(), verdict: Err(refused) }, now);
+        assert_eq!(sent(&a), [format!("error {}", ErrorCode::TargetNotAllowed as i32)]);
+        start_run(&mut s, now);
+        let a = s.handle(msg(coordinator_msg::Msg::Prepare(Prepare { run_id: 2, workload: None })), now);
+        assert_eq!(sent(&a), [format!("error {}", ErrorCode::Busy as i32)]);
+    }
+}

@@ -1,0 +1,10 @@
+//! From what the fleet delivered to numbers: the merge of every agent's rows into
+//! `vllm bench serve`'s metrics, exact statistics, statistics across repeated runs, the
+//! knee of a sweep, where token counts came from, and the client-bound verdict.
+
+pub mod knee;
+pub mod metrics;
+pub mod repeat;
+pub mod stats;
+pub mod token_source;
+pub mod verdict;

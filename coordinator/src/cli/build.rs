@@ -1,0 +1,278 @@
+//! From parsed flags and configuration to the typed plans, once: `surge run`, `sweep`,
+//! `matrix` and `validate`. Derived plans (levels, profiles) are made later by changing
+//! fields of these values, never by building command lines.
+
+use super::config::{CoordinatorFile, load_file};
+use super::{BackendArg, MatrixArgs, RunArgs, SweepArgs, UsageError, ValidateArgs, dataset, parse};
+use crate::plan::matrix::{MatrixPlan, standard};
+use crate::plan::sweep::{Kind, KneeRule, SweepPlan};
+use crate::plan::validate::ValidatePlan;
+use crate::plan::{Agents, RunPlan, TlsPaths, VerdictLimits};
+use clap::{Args, FromArgMatches};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use surge_proto::Backend;
+
+fn usage<T>(msg: impl Into<String>) -> Result<T, UsageError> {
+    Err(UsageError(msg.into()))
+}
+
+fn is_loopback(addr: &str) -> bool {
+    if let Ok(sa) = addr.parse::<SocketAddr>() {
+        return sa.ip().is_loopback();
+    }
+    addr.rsplit_once(':').is_some_and(|(h, _)| h == "localhost")
+}
+
+/// `surge run`'s flags (and `--config`) as a validated plan.
+pub fn run_plan(a: RunArgs) -> Result<RunPlan, UsageError> {
+    let base_url = a.base_url.clone().unwrap_or_else(|| format!("http://{}:{}", a.host, a.port));
+    match base_url.parse::<http::Uri>() {
+        Ok(u) if matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some() => {}
+        _ => return usage(format!("--base-url {base_url:?}: expected http://HOST[:PORT] or https://...")),
+    }
+    let (backend, backend_name, default_endpoint) = match a.backend {
+        BackendArg::Openai => (Backend::Openai, "openai", "/v1/completions"),
+        BackendArg::OpenaiChat => (Backend::OpenaiChat, "openai-chat", "/v1/chat/completions"),
+        BackendArg::Http => (Backend::Http, "http", "/echo"),
+    };
+    let endpoint = a.endpoint.clone().unwrap_or_else(|| default_endpoint.to_string());
+    if !endpoint.starts_with('/') {
+        return usage(format!("--endpoint {endpoint:?}: must start with '/'"));
+    }
+    let d = dataset::resolve(&a)?;
+    if backend != Backend::Http && a.random_output_len == 0 {
+        return usage("--random-output-len: must be at least 1");
+    }
+    let request_rate = match a.request_rate.0.as_slice() {
+        [r] => *r,
+        _ => return usage("--request-rate: surge run takes one rate (lists of levels are for surge sweep)"),
+    };
+    let slo = parse::goodput(&a.goodput).map_err(|e| UsageError(format!("--goodput: {e}")))?;
+    if a.temperature.is_some_and(|t| !(t >= 0.0 && t.is_finite())) {
+        return usage("--temperature: must be a number >= 0");
+    }
+    let mut headers = Vec::new();
+    for h in &a.headers {
+        match h.split_once(':') {
+            Some((k, v)) if !k.trim().is_empty() => headers.push((k.trim().to_string(), v.trim().to_string())),
+            _ => return usage(format!("--header {h:?}: expected NAME:VALUE")),
+        }
+    }
+    if let Some(name) = &a.result_filename
+        && name.contains('/') {
+            return usage(format!("--result-filename {name:?}: a file name, not a path (use --result-dir)"));
+        }
+    let file = match &a.config {
+        Some(p) => load_file(p)?,
+        None => CoordinatorFile::default(),
+    };
+    let f = &a.fleet;
+    let addrs = if f.agents.is_empty() { file.agents.clone() } else { f.agents.clone() };
+    let agents = if addrs.is_empty() {
+        if f.insecure || f.tls_ca.is_some() {
+            return usage("--insecure/--tls-*: only meaningful with --agents");
+        }
+        Agents::Embedded
+    } else {
+        for addr in &addrs {
+            if addr.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok()).is_none() {
+                return usage(format!("--agents: {addr:?} is not HOST:PORT"));
+            }
+        }
+        let ca = f.tls_ca.clone().or(file.tls_ca);
+        let cert = f.tls_cert.clone().or(file.tls_cert);
+        let key = f.tls_key.clone().or(file.tls_key);
+        let tls = match (ca, cert, key) {
+            (Some(ca), Some(cert), Some(key)) if !f.insecure => Some(TlsPaths { ca, cert, key }),
+            (None, None, None) if f.insecure => {
+                if let Some(bad) = addrs.iter().find(|a| !is_loopback(a)) {
+                    return usage(format!("--insecure: plaintext is allowed only to loopback agents, not {bad}"));
+                }
+                None
+            }
+            _ if f.insecure => return usage("--insecure: cannot be combined with --tls-ca/--tls-cert/--tls-key"),
+            _ => {
+                return usage(
+                    "--agents: needs --tls-ca, --tls-cert and --tls-key (or --insecure for loopback agents)",
+                );
+            }
+        };
+        Agents::Remote { addrs, tls }
+    };
+    Ok(RunPlan {
+        base_url: base_url.trim_end_matches('/').to_string(),
+        endpoint,
+        backend,
+        backend_name,
+        model: a.model,
+        served_model_name: a.served_model_name,
+        dataset: d.spec,
+        dataset_name: d.name,
+        tokenizer: d.tokenizer,
+        prompts: d.prompts,
+        num_prompts: a.num_prompts,
+        duration: a.duration,
+        max_concurrency: a.max_concurrency,
+        request_rate,
+        burstiness: a.burstiness,
+        num_warmups: a.num_warmups,
+        ignore_eos: a.ignore_eos,
+        temperature: a.temperature,
+        seed: a.seed,
+        percentile_metrics: a.percentile_metrics.0,
+        metric_percentiles: a.metric_percentiles.0,
+        slo,
+        save_result: a.save_result || a.save_detailed,
+        save_detailed: a.save_detailed,
+        result_dir: a.result_dir,
+        result_filename: a.result_filename,
+        metadata: a.metadata,
+        ready_timeout: a.ready_timeout,
+        http2: a.http2,
+        headers,
+        agents,
+        tolerate_agent_loss: a.tolerate_agent_loss,
+        max_run_time: a.max_run_time,
+        verdict: VerdictLimits {
+            cpu_fraction: a.client_cpu_limit,
+            lag_p99_us: a.client_lag_limit.as_micros() as u64,
+            rate_shortfall: a.client_rate_shortfall,
+        },
+    })
+}
+
+/// `surge sweep`'s flags as a validated sweep.
+pub fn sweep_plan(mut a: SweepArgs) -> Result<SweepPlan, UsageError> {
+    if a.tag.is_empty() || a.tag.contains('/') {
+        return Err(UsageError(format!("--tag {:?}: must be a plain file-name prefix", a.tag)));
+    }
+    let rates = a.run.request_rate.0.clone();
+    let (kind, levels) = match &a.concurrency {
+        Some(c) => {
+            if rates.len() > 1 {
+                return Err(UsageError("--request-rate: give one rate with --concurrency levels".into()));
+            }
+            (Kind::Concurrency, c.0.iter().map(|&n| f64::from(n)).collect::<Vec<_>>())
+        }
+        None => {
+            let mut r = rates.clone();
+            if r.iter().any(|x| x.is_infinite()) {
+                return Err(UsageError(
+                    "--concurrency LIST or --request-rate LIST (finite rates) is required".into(),
+                ));
+            }
+            r.sort_by(f64::total_cmp);
+            r.dedup();
+            (Kind::RequestRate, r)
+        }
+    };
+    a.run.request_rate.0.truncate(1);
+    let mut base = run_plan(a.run)?;
+    base.save_result = true;
+    let dir = base.result_dir.clone().unwrap_or_else(|| PathBuf::from("surge-sweep"));
+    Ok(SweepPlan {
+        base,
+        kind,
+        levels,
+        runs: a.runs,
+        cooldown: a.cooldown,
+        find_knee: a.find_knee,
+        rule: KneeRule { efficiency: a.knee_efficiency, latency_growth: a.knee_latency_growth },
+        knee_steps: a.knee_steps,
+        resume: a.resume,
+        dir,
+        tag: a.tag,
+    })
+}
+
+/// `surge matrix`'s flags and profiles as a validated matrix.
+pub fn matrix_plan(a: MatrixArgs) -> Result<MatrixPlan, UsageError> {
+    let file = match &a.run.config {
+        Some(p) => load_file(p)?,
+        None => Default::default(),
+    };
+    let mut profiles = if a.standard { standard() } else { Vec::new() };
+    for p in &file.profiles {
+        if p.tag.is_empty()
+            || p.tag.contains('/')
+            || p.concurrency == 0
+            || p.num_prompts == 0
+            || p.input_len == 0
+            || p.output_len == 0
+        {
+            return Err(UsageError(format!(
+                "--config: profile {:?}: tag must be a file name and every number above 0",
+                p.tag
+            )));
+        }
+        if profiles.iter().any(|q| q.tag == p.tag) {
+            return Err(UsageError(format!("--config: profile {:?} defined twice", p.tag)));
+        }
+        profiles.push(p.clone());
+    }
+    if profiles.is_empty() {
+        return Err(UsageError("--standard or --config FILE with [[profile]] tables is required".into()));
+    }
+    for p in &mut profiles {
+        p.tag.push_str(&a.tag_suffix);
+    }
+    let mut base = run_plan(a.run)?;
+    base.save_result = true;
+    let labels = [
+        ("hardware", a.hardware.or(file.hardware)),
+        ("engine", a.engine.or(file.engine)),
+        ("cluster_label", a.cluster_label.or(file.cluster_label)),
+    ];
+    for (k, v) in labels {
+        if let Some(v) = v {
+            base.metadata.retain(|(key, _)| key != k);
+            base.metadata.push((k.into(), v));
+        }
+    }
+    let dir = base.result_dir.clone().unwrap_or_else(|| PathBuf::from("surge-matrix"));
+    Ok(MatrixPlan { base, profiles, dir, resume: a.resume })
+}
+
+/// `surge run`'s options with every default, as if no flag were given.
+pub fn default_run_args() -> Result<RunArgs, UsageError> {
+    let cmd = RunArgs::augment_args(clap::Command::new("surge-run").no_binary_name(true));
+    let matches = cmd.try_get_matches_from(std::iter::empty::<String>()).map_err(|e| UsageError(e.to_string()))?;
+    RunArgs::from_arg_matches(&matches).map_err(|e| UsageError(e.to_string()))
+}
+
+/// `surge validate`'s flags as a validated plan. Every level runs the same request
+/// shape: a streamed completion (`--streaming`) or a plain POST to `/echo`.
+pub fn validate_plan(a: ValidateArgs) -> Result<ValidatePlan, UsageError> {
+    if !a.fleet.agents.is_empty() && a.target.is_none() {
+        return usage("--target URL is required with --agents (remote agents cannot reach an embedded echo server)");
+    }
+    let mut r = default_run_args()?;
+    r.base_url = Some(a.target.clone().unwrap_or_else(|| "http://127.0.0.1:9".into()));
+    r.model = Some("surge-echo".into());
+    if a.streaming {
+        r.backend = BackendArg::Openai;
+        r.random_input_len = 16;
+        r.random_output_len = a.tokens_per_request;
+        r.ignore_eos = true;
+    } else {
+        r.backend = BackendArg::Http;
+        r.endpoint = Some("/echo".into());
+        r.random_input_len = a.tokens_per_request;
+    }
+    r.num_prompts = a.requests_per_level;
+    r.percentile_metrics = parse::metric_list("e2el").map_err(UsageError)?;
+    r.metric_percentiles = parse::percentile_list("50,95,99").map_err(UsageError)?;
+    r.fleet = a.fleet;
+    Ok(ValidatePlan {
+        target: a.target,
+        levels: a.levels.map(|l| l.0),
+        streaming: a.streaming,
+        requests_per_level: a.requests_per_level,
+        tokens_per_request: a.tokens_per_request,
+        result_dir: a.result_dir,
+        against: a.against,
+        min_headroom: a.min_headroom,
+        base: run_plan(r)?,
+    })
+}

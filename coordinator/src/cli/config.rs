@@ -1,0 +1,35 @@
+//! The coordinator configuration file (`--config FILE`, TOML): agents and TLS paths, and
+//! for `surge matrix` the labels and custom `[[profile]]` tables.
+
+use super::UsageError;
+use crate::plan::matrix::ProfileSpec;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// The file's keys.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct CoordinatorFile {
+    #[serde(default)]
+    pub agents: Vec<String>,
+    pub tls_ca: Option<PathBuf>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub hardware: Option<String>,
+    pub engine: Option<String>,
+    pub cluster_label: Option<String>,
+    #[serde(default, rename = "profile")]
+    pub profiles: Vec<ProfileSpec>,
+}
+
+/// Reads a coordinator configuration file.
+pub fn load_file(path: &Path) -> Result<CoordinatorFile, UsageError> {
+    if !path.exists() {
+        return Err(UsageError(format!("--config {}: file not found", path.display())));
+    }
+    config::Config::builder()
+        .add_source(config::File::from(path).format(config::FileFormat::Toml))
+        .build()
+        .and_then(|c| c.try_deserialize::<CoordinatorFile>())
+        .map_err(|e| UsageError(format!("--config {}: {e}", path.display())))
+}

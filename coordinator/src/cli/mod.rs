@@ -1,0 +1,332 @@
+//! The command line: options as clap parses them, with `vllm bench serve`'s flag names
+//! ([`Cli`]), the configuration file ([`config`]), the dataset files ([`dataset`],
+//! [`files`]), and [`build`], which turns them once into the typed plans of
+//! [`crate::plan`]. Every usage error is a [`UsageError`] naming the flag, file or key.
+
+pub mod build;
+pub mod config;
+pub mod dataset;
+pub mod files;
+pub mod parse;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A usage error: bad flags, values or configuration (exit code 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+#[derive(Debug, Parser)]
+#[command(name = "surge", version, about = "Distributed load generator for LLM serving endpoints")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Benchmark an endpoint once (flags as `vllm bench serve`).
+    Run(Box<RunArgs>),
+    /// Run a saturation sweep over concurrency or request-rate levels, repeated, with
+    /// confidence intervals and an optional knee search.
+    Sweep(Box<SweepArgs>),
+    /// Run the standard profile matrix (or the profiles of --config).
+    Matrix(Box<MatrixArgs>),
+    /// Measure the client against the echo server (the client-overhead table), or judge a
+    /// result with --against.
+    Validate(Box<ValidateArgs>),
+    /// Serve the echo / mock OpenAI server.
+    Echo(surge_echo::EchoArgs),
+    /// Create a CA and issue certificates for coordinator <-> agent mutual TLS.
+    #[command(subcommand)]
+    Certs(CertsCommand),
+    /// Start the echo server on a loopback port and run a short benchmark against it.
+    Demo,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CertsCommand {
+    /// Write DIR/ca.pem and DIR/ca.key.
+    Init {
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
+    /// Write DIR/NAME.pem and DIR/NAME.key, signed by the CA in --ca.
+    Issue {
+        #[arg(long, value_name = "DIR")]
+        ca: PathBuf,
+        #[arg(long)]
+        name: String,
+        /// Subject alternative names: host names or IP addresses (repeatable).
+        #[arg(long = "san", value_name = "HOST_OR_IP")]
+        sans: Vec<String>,
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BackendArg {
+    /// OpenAI /v1/completions, streamed.
+    Openai,
+    /// OpenAI /v1/chat/completions, streamed.
+    OpenaiChat,
+    /// A plain POST of the prompt as the body (e.g. the echo route).
+    Http,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DatasetArg {
+    /// Random tokens (exact lengths with --tokenizer, else common words).
+    Random,
+    /// The same --prompt every time.
+    Fixed,
+    /// A ShareGPT JSON file (--dataset-path): first human turn = prompt.
+    Sharegpt,
+    /// A JSONL file (--dataset-path): {"prompt": ..., "output_tokens": N} or {"messages": [...]} per line.
+    Custom,
+    /// Shared prefixes with random suffixes, for prefix-cache tests.
+    PrefixRepetition,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Server base URL, e.g. http://127.0.0.1:8000 (overrides --host/--port).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+    /// API path (default: /v1/completions, /v1/chat/completions or /echo by backend).
+    #[arg(long)]
+    pub endpoint: Option<String>,
+    #[arg(long, value_enum, default_value = "openai")]
+    pub backend: BackendArg,
+    /// Model name (default: the first model the server lists at /v1/models).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Name sent in requests when the server serves the model under another name.
+    #[arg(long)]
+    pub served_model_name: Option<String>,
+    #[arg(long, value_enum, default_value = "random")]
+    pub dataset_name: DatasetArg,
+    /// The prompt of --dataset-name fixed.
+    #[arg(long)]
+    pub prompt: Option<String>,
+    #[arg(long, default_value_t = 1024)]
+    pub random_input_len: u32,
+    #[arg(long, default_value_t = 128)]
+    pub random_output_len: u32,
+    /// Random lengths uniform in [len*(1-R), len*(1+R)], 0 <= R < 1.
+    #[arg(long, default_value_t = 0.0, value_name = "R")]
+    pub random_range_ratio: f64,
+    /// A prefix of this many tokens shared by every random prompt, before its random part.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub random_prefix_len: u32,
+    /// A local tokenizer.json (or a directory holding one): exact prompt lengths, client
+    /// token counts; sent to every agent (nothing is downloaded).
+    #[arg(long, value_name = "PATH")]
+    pub tokenizer: Option<PathBuf>,
+    /// The file of --dataset-name sharegpt (JSON) or custom (JSONL).
+    #[arg(long, value_name = "FILE")]
+    pub dataset_path: Option<PathBuf>,
+    /// ShareGPT: max_tokens for every request instead of the reply's token count.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    pub sharegpt_output_len: Option<u32>,
+    /// Custom JSONL: max_tokens of lines without "output_tokens".
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    pub custom_output_len: u32,
+    /// Prefix repetition: number of distinct shared prefixes.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    pub prefix_repetition_num_prefixes: u32,
+    /// Prefix repetition: tokens of each shared prefix.
+    #[arg(long, default_value_t = 256, value_name = "N")]
+    pub prefix_repetition_prefix_len: u32,
+    /// Prefix repetition: random tokens after the prefix, per request.
+    #[arg(long, default_value_t = 256, value_name = "N")]
+    pub prefix_repetition_suffix_len: u32,
+    /// Prefix repetition: max_tokens of every request.
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    pub prefix_repetition_output_len: u32,
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub num_prompts: u64,
+    /// Stop issuing requests after this long (e.g. 10s); in-flight requests finish.
+    #[arg(long, value_parser = parse::duration)]
+    pub duration: Option<Duration>,
+    /// Most requests in flight (closed loop when --request-rate is inf).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_concurrency: Option<u32>,
+    /// Requests per second (inf = all at once, bounded by --max-concurrency); for
+    /// `surge sweep`, a list of rate levels (e.g. 1,2,4,8).
+    #[arg(long, default_value = "inf", value_parser = parse::rate_list)]
+    pub request_rate: parse::RateList,
+    /// Gamma shape of inter-arrival gaps: 1.0 = Poisson, larger = more regular.
+    #[arg(long, default_value_t = 1.0, value_parser = parse::positive)]
+    pub burstiness: f64,
+    #[arg(long, default_value_t = 0)]
+    pub num_warmups: u32,
+    #[arg(long)]
+    pub ignore_eos: bool,
+    #[arg(long)]
+    pub temperature: Option<f64>,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    #[arg(long, default_value = "ttft,tpot,itl", value_parser = parse::metric_list)]
+    pub percentile_metrics: parse::MetricList,
+    #[arg(long, default_value = "99", value_parser = parse::percentile_list)]
+    pub metric_percentiles: parse::Percentiles,
+    /// SLOs for goodput, e.g. --goodput ttft:200 tpot:50 (ms).
+    #[arg(long, num_args = 1.., value_name = "NAME:MS")]
+    pub goodput: Vec<String>,
+    #[arg(long)]
+    pub save_result: bool,
+    /// Save per-request arrays too.
+    #[arg(long)]
+    pub save_detailed: bool,
+    #[arg(long, value_name = "DIR")]
+    pub result_dir: Option<PathBuf>,
+    #[arg(long, value_name = "FILE")]
+    pub result_filename: Option<String>,
+    /// KEY=VALUE pairs saved in the result (hardware=, engine=, cluster_label= fill run_metadata).
+    #[arg(long, num_args = 1.., value_name = "KEY=VALUE", value_parser = parse::metadata)]
+    pub metadata: Vec<(String, String)>,
+    /// Poll GET /v1/models until it answers 200, at most this long, before starting.
+    #[arg(long, value_parser = parse::duration, value_name = "DURATION")]
+    pub ready_timeout: Option<Duration>,
+    /// Use HTTP/2 to the target (prior knowledge on http://, ALPN on https://).
+    #[arg(long)]
+    pub http2: bool,
+    /// Extra request header NAME:VALUE (repeatable), e.g. an Authorization header.
+    #[arg(long = "header", value_name = "NAME:VALUE")]
+    pub headers: Vec<String>,
+    #[command(flatten)]
+    pub fleet: FleetArgs,
+    /// Coordinator config file (TOML: agents, tls-ca, tls-cert, tls-key).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// When an agent is lost, keep the others' results and mark the run partial.
+    #[arg(long)]
+    pub tolerate_agent_loss: bool,
+    /// Client-bound verdict: an agent above this fraction of its cores' CPU is saturated.
+    #[arg(long, default_value_t = 0.85, value_parser = parse::positive, value_name = "FRACTION")]
+    pub client_cpu_limit: f64,
+    /// Client-bound verdict: an open-loop send lag p99 above this means the client was late.
+    #[arg(long, default_value = "1ms", value_parser = parse::duration, value_name = "DURATION")]
+    pub client_lag_limit: Duration,
+    /// Client-bound verdict: an achieved send rate this fraction below the requested rate.
+    #[arg(long, default_value_t = 0.01, value_parser = parse::positive, value_name = "FRACTION")]
+    pub client_rate_shortfall: f64,
+    /// Hard limit on a run's length, enforced by every agent itself.
+    #[arg(long, default_value = "1h", value_parser = parse::duration, value_name = "DURATION")]
+    pub max_run_time: Duration,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct SweepArgs {
+    /// Concurrency levels (closed loop), e.g. 10,50,100,200. Without it, the levels are
+    /// the values of --request-rate.
+    #[arg(long, value_parser = parse::level_list, value_name = "LIST")]
+    pub concurrency: Option<parse::Levels>,
+    /// Independent runs per level.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub runs: u32,
+    /// Pause between runs.
+    #[arg(long, default_value = "0s", value_parser = parse::duration, value_name = "DURATION")]
+    pub cooldown: Duration,
+    /// After the coarse levels, refine between the last level that scaled and the first
+    /// that did not, and report the knee.
+    #[arg(long)]
+    pub find_knee: bool,
+    /// Knee rule: a step stops scaling when its throughput gain is below this fraction of
+    /// the ideal linear gain...
+    #[arg(long, default_value_t = 0.5, value_parser = parse::positive)]
+    pub knee_efficiency: f64,
+    /// ...or when its p99 E2EL grows by more than this fraction (1.0 = doubles).
+    #[arg(long, default_value_t = 1.0, value_parser = parse::positive)]
+    pub knee_latency_growth: f64,
+    /// Levels tried between the two coarse levels around the knee.
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub knee_steps: u32,
+    /// Skip level-runs whose result files are complete (after a crash or Ctrl-C).
+    #[arg(long)]
+    pub resume: bool,
+    /// Prefix of the result files.
+    #[arg(long, default_value = "sweep")]
+    pub tag: String,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct MatrixArgs {
+    /// The standard matrix: latency-1024x256-c1, serve-1024x256-c16, longctx-8192x256-c4.
+    #[arg(long)]
+    pub standard: bool,
+    /// Hardware label for run_metadata (e.g. "8x H200").
+    #[arg(long)]
+    pub hardware: Option<String>,
+    /// Engine label for run_metadata (e.g. "vLLM v0.19.1").
+    #[arg(long)]
+    pub engine: Option<String>,
+    #[arg(long)]
+    pub cluster_label: Option<String>,
+    /// Appended to every profile tag, e.g. -8x when the profile ran on several shapes.
+    #[arg(long, default_value = "")]
+    pub tag_suffix: String,
+    /// Skip profiles whose result files are complete.
+    #[arg(long)]
+    pub resume: bool,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// Where the load runs: remote agents and the mutual-TLS material to reach them.
+#[derive(Debug, Clone, Default, Args)]
+pub struct FleetArgs {
+    /// Agents to run the load on (HOST:PORT, comma separated); none = an embedded agent.
+    #[arg(long, value_delimiter = ',', value_name = "HOST:PORT")]
+    pub agents: Vec<String>,
+    /// CA certificate (PEM) that signed the agents' certificates.
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+    /// This coordinator's certificate (PEM), signed by the agents' CA.
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+    /// Plaintext to agents; only for agents on loopback addresses.
+    #[arg(long)]
+    pub insecure: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ValidateArgs {
+    /// An echo server elsewhere (default: one embedded in this process).
+    #[arg(long, value_name = "URL")]
+    pub target: Option<String>,
+    /// Concurrency levels (default 100,250,500,750,1000,1500,2000; with --against, the
+    /// run's own concurrency).
+    #[arg(long, value_parser = parse::level_list, value_name = "LIST")]
+    pub levels: Option<parse::Levels>,
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub requests_per_level: u64,
+    /// Stream completions (tokens counted) instead of plain POSTs to /echo.
+    #[arg(long)]
+    pub streaming: bool,
+    /// Tokens per streamed response (or words per POSTed body).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    pub tokens_per_request: u32,
+    #[arg(long, value_name = "DIR", default_value = "surge-validate")]
+    pub result_dir: PathBuf,
+    /// A result file to judge: is the client's capacity far above what that run needed?
+    #[arg(long, value_name = "FILE")]
+    pub against: Option<PathBuf>,
+    /// Headroom below which --against fails (exit code 5).
+    #[arg(long, default_value_t = crate::plan::validate::DEFAULT_MIN_HEADROOM, value_parser = parse::positive)]
+    pub min_headroom: f64,
+    #[command(flatten)]
+    pub fleet: FleetArgs,
+}

@@ -1,0 +1,189 @@
+//! Parsers for flag values: durations (`10s`, `1m30s`), request rates (`inf`, `20`),
+//! goodput SLOs (`ttft:200`), metadata (`k=v`) and percentile lists (`50,90,99`). Each
+//! returns a message clap attaches to the flag's name.
+
+use crate::plan::{METRICS, Slo};
+use std::time::Duration;
+
+/// `10s`, `500ms`, `1m30s`; a bare number means seconds.
+pub fn duration(s: &str) -> Result<Duration, String> {
+    if let Ok(secs) = s.parse::<f64>() {
+        return if secs.is_finite() && secs >= 0.0 {
+            Ok(Duration::from_secs_f64(secs))
+        } else {
+            Err(format!("{s:?} is not a duration (e.g. 10s, 500ms, 2m)"))
+        };
+    }
+    humantime::parse_duration(s).map_err(|e| format!("{s:?} is not a duration (e.g. 10s, 500ms, 2m): {e}"))
+}
+
+/// Requests per second, or `inf`.
+pub fn rate(s: &str) -> Result<f64, String> {
+    let v = if s.eq_ignore_ascii_case("inf") {
+        f64::INFINITY
+    } else {
+        s.parse::<f64>().map_err(|_| format!("{s:?} is not a number or inf"))?
+    };
+    if v > 0.0 { Ok(v) } else { Err(format!("{s:?} must be greater than 0 (or inf)")) }
+}
+
+/// `--request-rate`: one rate for `surge run`, a list of levels for `surge sweep`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RateList(pub Vec<f64>);
+
+/// `inf`, `20`, or `1,2,4,8`.
+pub fn rate_list(s: &str) -> Result<RateList, String> {
+    let v = s.split(',').map(str::trim).filter(|p| !p.is_empty()).map(rate).collect::<Result<Vec<_>, _>>()?;
+    if v.is_empty() { Err("no rate given".into()) } else { Ok(RateList(v)) }
+}
+
+/// Concurrency levels of `surge sweep --concurrency`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Levels(pub Vec<u32>);
+
+/// `10,50,100`: positive integers (concurrency levels), sorted, deduplicated.
+pub fn level_list(s: &str) -> Result<Levels, String> {
+    let mut v = Vec::new();
+    for p in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match p.parse::<u32>() {
+            Ok(n) if n > 0 => v.push(n),
+            _ => return Err(format!("{p:?} is not a positive integer")),
+        }
+    }
+    if v.is_empty() {
+        return Err("no level given".into());
+    }
+    v.sort_unstable();
+    v.dedup();
+    Ok(Levels(v))
+}
+
+/// A positive float (burstiness).
+pub fn positive(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
+        _ => Err(format!("{s:?} must be a number greater than 0")),
+    }
+}
+
+/// `ttft:200`, `tpot:50`, `e2el:1000` (ms) into one SLO set.
+pub fn goodput(items: &[String]) -> Result<Slo, String> {
+    let mut slo = Slo::default();
+    for item in items {
+        let (k, v) = item.split_once(':').ok_or_else(|| format!("{item:?} is not NAME:MS (e.g. ttft:200)"))?;
+        let ms: f64 = v
+            .parse()
+            .ok()
+            .filter(|x: &f64| *x >= 0.0 && x.is_finite())
+            .ok_or_else(|| format!("{item:?}: {v:?} is not a number of ms"))?;
+        let slot = match k {
+            "ttft" => &mut slo.ttft_ms,
+            "tpot" => &mut slo.tpot_ms,
+            "e2el" => &mut slo.e2el_ms,
+            _ => return Err(format!("{item:?}: unknown metric {k:?} (use ttft, tpot or e2el)")),
+        };
+        *slot = Some(ms);
+    }
+    Ok(slo)
+}
+
+/// `key=value`.
+pub fn metadata(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("{s:?} is not KEY=VALUE")),
+    }
+}
+
+/// Metrics named in `--percentile-metrics`, in canonical order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricList(pub Vec<&'static str>);
+
+/// Percentiles named in `--metric-percentiles`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Percentiles(pub Vec<f64>);
+
+/// `ttft,tpot,itl,e2el` (any subset, in any order; reported in the canonical order).
+pub fn metric_list(s: &str) -> Result<MetricList, String> {
+    let mut wanted = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let m = METRICS
+            .iter()
+            .find(|m| **m == part)
+            .ok_or_else(|| format!("unknown metric {part:?} (use ttft, tpot, itl, e2el)"))?;
+        wanted.push(*m);
+    }
+    if wanted.is_empty() {
+        return Err("no metric given".into());
+    }
+    Ok(MetricList(METRICS.iter().copied().filter(|m| wanted.contains(m)).collect()))
+}
+
+/// `50,90,99` (each in 0..=100).
+pub fn percentile_list(s: &str) -> Result<Percentiles, String> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let p: f64 = part.parse().map_err(|_| format!("{part:?} is not a number"))?;
+        if !(0.0..=100.0).contains(&p) {
+            return Err(format!("{part} is not between 0 and 100"));
+        }
+        out.push(p);
+    }
+    if out.is_empty() {
+        return Err("no percentile given".into());
+    }
+    Ok(Percentiles(out))
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(duration("1.5").unwrap(), Duration::from_millis(1500));
+        assert_eq!(duration("250ms").unwrap(), Duration::from_millis(250));
+        assert!(duration("soon").is_err());
+        assert!(duration("-1").is_err());
+    }
+
+    #[test]
+    fn rates() {
+        assert!(rate("inf").unwrap().is_infinite());
+        assert_eq!(rate("20").unwrap(), 20.0);
+        assert!(rate("0").is_err());
+        assert!(rate("x").is_err());
+    }
+
+    #[test]
+    fn rate_and_level_lists() {
+        assert_eq!(rate_list("1, 2,inf").unwrap().0[..2], [1.0, 2.0]);
+        assert!(rate_list("1,0").is_err());
+        assert_eq!(level_list("64,8,16,8").unwrap().0, vec![8, 16, 64]);
+        assert!(level_list("8,0").is_err());
+        assert!(level_list("x").is_err());
+    }
+
+    #[test]
+    fn goodput_slos() {
+        let s = goodput(&["ttft:200".into(), "tpot:50".into()]).unwrap();
+        assert_eq!((s.ttft_ms, s.tpot_ms, s.e2el_ms), (Some(200.0), Some(50.0), None));
+        assert!(goodput(&["ttft".into()]).is_err());
+        assert!(goodput(&["ttft:abc".into()]).is_err());
+        assert!(goodput(&["itl:5".into()]).is_err());
+    }
+
+    #[test]
+    fn lists_and_words() {
+        assert_eq!(metric_list("e2el,ttft").unwrap().0, vec!["ttft", "e2el"]);
+        assert!(metric_list("ttft,foo").is_err());
+        assert_eq!(percentile_list("50, 99.9").unwrap().0, vec![50.0, 99.9]);
+        assert!(percentile_list("101").is_err());
+        assert_eq!(crate::plan::percentile_word(99.0), "99");
+        assert_eq!(crate::plan::percentile_word(99.9), "99.9");
+        assert_eq!(metadata("a=b=c").unwrap(), ("a".into(), "b=c".into()));
+        assert!(metadata("=x").is_err());
+    }
+}

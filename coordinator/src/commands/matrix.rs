@@ -1,0 +1,58 @@
+//! `surge matrix`: a fixed set of profiles run one after the other with the same model,
+//! labels and agents, so results compare across models, engines and GPU shapes. Each
+//! profile's result goes to `DIR/TAG.json` with `run_metadata.result_tag` = TAG.
+
+use super::{open_session, resolve_model, run_on};
+use crate::exit::{self, Failure};
+use crate::output::files::complete_result;
+use crate::output::terminal::Progress;
+use crate::output::{Sink, standard};
+use crate::plan::matrix::MatrixPlan;
+use tokio_util::sync::CancellationToken;
+
+/// `surge matrix`.
+pub async fn matrix_command(plan: MatrixPlan) -> u8 {
+    let mut sinks = standard("matrix", true);
+    match matrix(&plan, &mut sinks).await {
+        Ok(code) => code,
+        Err(f) => {
+            sinks.notice(&f.message);
+            f.code
+        }
+    }
+}
+
+async fn matrix(plan: &MatrixPlan, sinks: &mut dyn Sink) -> Result<u8, Failure> {
+    let model = resolve_model(&plan.base).await?;
+    let embedded = CancellationToken::new();
+    let _stop_embedded = embedded.clone().drop_guard();
+    let mut session = open_session(&plan.base, &embedded).await?;
+    let mut code = exit::OK;
+    for profile in &plan.profiles {
+        let path = plan.file(profile);
+        if plan.resume && complete_result(&path).is_some() {
+            sinks.notice(&format!("{} complete, skipped", path.display()));
+            continue;
+        }
+        let p = plan.at(profile);
+        let progress = Progress::new(None, profile.tag.clone());
+        let (mut record, _) = match run_on(&mut session, &p, &model, &progress).await {
+            Ok(r) => r,
+            Err(f) => {
+                session.close();
+                return Err(Failure::new(f.code, format!("{}: {}", profile.tag, f.message)));
+            }
+        };
+        record.heading = Some(format!("surge matrix: {}", profile.tag));
+        record.file = Some(path);
+        sinks.run(&record).map_err(|e| Failure::run("", &e))?;
+        let c = exit::of_status(&record.status);
+        if c != exit::OK {
+            code = c;
+            break;
+        }
+    }
+    session.close();
+    sinks.notice(&format!("results in {}", plan.dir.display()));
+    Ok(code)
+}

@@ -1,0 +1,197 @@
+//! The drivers: each command runs its plan on a fleet session and hands every typed
+//! result to its sinks; none prints or exits. `run` is here; `sweep`, `matrix` and
+//! `validate` have their own files; `echo` and `demo` serve and exercise the echo server.
+
+pub mod matrix;
+pub mod sweep;
+pub mod validate;
+
+use crate::analysis::{metrics, verdict};
+use crate::cli::build;
+use crate::exit::{self, Failure};
+use crate::fleet::outcome::Outcome;
+use crate::fleet::session::{Observer, Session};
+use crate::fleet::Fleet;
+use crate::output::result::{RunResult, saved_at};
+use crate::output::summary::SummaryView;
+use crate::output::terminal::{self, Progress};
+use crate::output::{RunRecord, Sink, build as result_build};
+use crate::plan::{Agents, RunPlan};
+use crate::ready;
+use tokio_util::sync::CancellationToken;
+
+/// Readiness wait, then the model name requests carry (flag, or the server's first).
+pub async fn resolve_model(plan: &RunPlan) -> Result<String, Failure> {
+    if let Some(t) = plan.ready_timeout {
+        ready::wait_ready(&plan.base_url, t)
+            .await
+            .map_err(|e| Failure::new(exit::FAILURE, format!("--ready-timeout: {e}")))?;
+    }
+    match (&plan.served_model_name, &plan.model, plan.backend) {
+        (Some(m), _, _) | (None, Some(m), _) => Ok(m.clone()),
+        (None, None, surge_proto::Backend::Http) => Ok("none".to_string()),
+        (None, None, _) => ready::first_model(&plan.base_url).await.map_err(|e| {
+            Failure::new(exit::FAILURE, format!("--model not given and the server's model list is unavailable: {e}"))
+        }),
+    }
+}
+
+/// Sessions with the plan's agents (or an embedded one, stopped with `embedded`).
+pub async fn open_session(plan: &RunPlan, embedded: &CancellationToken) -> Result<Session, Failure> {
+    let fleet = match &plan.agents {
+        Agents::Embedded => {
+            let addr = surge_agent::daemon::spawn_embedded(embedded.clone())
+                .await
+                .map_err(|e| Failure::run("cannot start the embedded agent", &e))?;
+            Fleet::connect(&[addr.to_string()], None).await
+        }
+        Agents::Remote { addrs, tls } => Fleet::connect(addrs, tls.as_ref()).await,
+    };
+    let fleet = fleet.map_err(|e| Failure::run("", &e))?;
+    Session::open(fleet, plan).await.map_err(|e| Failure::run("", &e))
+}
+
+/// The typed result of a finished run.
+pub fn finish(plan: &RunPlan, model: &str, outcome: &Outcome) -> RunResult {
+    let m = metrics::compute(&outcome.rows, &plan.slo);
+    let v = verdict::judge(plan, &m, outcome);
+    let client = result_build::client_block(plan, outcome, v);
+    result_build::run_result(plan, model, &m, outcome, client, saved_at(chrono::Utc::now()))
+}
+
+/// One run of `plan` on `session`, its record for the sinks.
+pub async fn run_on(
+    session: &mut Session,
+    plan: &RunPlan,
+    model: &str,
+    observer: &dyn Observer,
+) -> Result<(RunRecord, Outcome), Failure> {
+    let outcome = session.run(plan, model, observer).await.map_err(|e| Failure::run("", &e))?;
+    let result = finish(plan, model, &outcome);
+    let record = RunRecord {
+        result,
+        status: outcome.status.clone(),
+        view: SummaryView::of(plan),
+        file: None,
+        heading: None,
+    };
+    Ok((record, outcome))
+}
+
+/// `surge run`: returns the process exit code.
+pub async fn run_command(plan: RunPlan) -> u8 {
+    let mut sinks = crate::output::standard("", true);
+    match run_once(plan, &mut sinks).await {
+        Ok(code) => code,
+        Err(f) => {
+            sinks.notice(&f.message);
+            f.code
+        }
+    }
+}
+
+async fn run_once(plan: RunPlan, sinks: &mut dyn Sink) -> Result<u8, Failure> {
+    let model = resolve_model(&plan).await?;
+    let embedded = CancellationToken::new();
+    let _stop_embedded = embedded.clone().drop_guard();
+    let mut session = open_session(&plan, &embedded).await?;
+    let progress = Progress::new(None, String::new());
+    let res = run_on(&mut session, &plan, &model, &progress).await;
+    session.close();
+    let (mut record, outcome) = res?;
+    if plan.save_result {
+        record.file = Some(crate::output::files::result_path(&plan, &model, outcome.started_at));
+    }
+    sinks.run(&record).map_err(|e| Failure::run("", &e))?;
+    if let Some(path) = &record.file {
+        sinks.notice(&format!("result saved to {}", path.display()));
+    }
+    Ok(exit::of_status(&record.status))
+}
+
+/// `surge echo`: serves until Ctrl-C / SIGTERM.
+pub async fn echo_command(args: surge_echo::EchoArgs) -> u8 {
+    let cfg = match args.into_config() {
+        Ok(c) => c,
+        Err(e) => {
+            terminal::say("echo", &e.to_string());
+            return exit::USAGE;
+        }
+    };
+    let listener = match tokio::net::TcpListener::bind(cfg.listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            terminal::say("echo", &format!("--listen {}: {e}", cfg.listen));
+            return exit::FAILURE;
+        }
+    };
+    match listener.local_addr() {
+        Ok(a) => terminal::out(&format!("surge echo listening on http://{a}\n")),
+        Err(e) => terminal::say("echo", &e.to_string()),
+    }
+    match surge_echo::serve(listener, cfg, shutdown_signal()).await {
+        Ok(()) => exit::OK,
+        Err(e) => {
+            terminal::say("echo", &e.to_string());
+            // A configuration the server refused (e.g. an unreadable --tokenizer).
+            if e.kind() == std::io::ErrorKind::InvalidInput { exit::USAGE } else { exit::FAILURE }
+        }
+    }
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! { _ = term.recv() => {}, _ = tokio::signal::ctrl_c() => {} }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+/// `surge demo`'s run: 500 requests, 64 in flight, 128 in / 32 out, against `base`.
+fn demo_plan(base: &str) -> Result<RunPlan, Failure> {
+    let mut a = build::default_run_args()?;
+    a.base_url = Some(base.to_string());
+    a.model = Some("surge-echo".into());
+    a.random_input_len = 128;
+    a.random_output_len = 32;
+    a.num_prompts = 500;
+    a.max_concurrency = Some(64);
+    a.ignore_eos = true;
+    a.percentile_metrics = crate::cli::parse::metric_list("ttft,tpot,itl,e2el").map_err(crate::cli::UsageError)?;
+    a.metric_percentiles = crate::cli::parse::percentile_list("50,90,99").map_err(crate::cli::UsageError)?;
+    Ok(build::run_plan(a)?)
+}
+
+/// `surge demo`: the echo server on a loopback port and a short run against it.
+pub async fn demo_command() -> u8 {
+    let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
+        Ok(l) => l,
+        Err(e) => {
+            terminal::say("demo", &e.to_string());
+            return exit::FAILURE;
+        }
+    };
+    let Ok(addr) = listener.local_addr() else { return exit::FAILURE };
+    let cfg = surge_echo::EchoConfig { ttft_ms: 50.0, itl_ms: 10.0, ..Default::default() };
+    let stop = CancellationToken::new();
+    let server_stop = stop.clone();
+    tokio::spawn(async move { surge_echo::serve(listener, cfg, async move { server_stop.cancelled().await }).await });
+    let base = format!("http://{addr}");
+    terminal::out(&format!(
+        "surge demo: echo server at {base} (TTFT 50 ms, ITL 10 ms); 500 requests, 64 in flight, 128 in / 32 out\n\n"
+    ));
+    let code = match demo_plan(&base) {
+        Ok(plan) => run_command(plan).await,
+        Err(f) => {
+            terminal::say("demo", &f.message);
+            f.code
+        }
+    };
+    stop.cancel();
+    code
+}

@@ -1,0 +1,147 @@
+//! `surge validate`: how fast is this client? Runs the echo server (embedded, or
+//! `--target` elsewhere) through concurrency levels and produces the table users publish
+//! (Concurrency | Requests/sec | Tokens/sec | p50 | p95 | p99 (ms) | Success Rate), plus
+//! each agent's CPU and send lag per level. `--against result.json` turns it into a
+//! verdict: the client's validated capacity at that run's concurrency divided by the
+//! request rate the run achieved (the headroom).
+//!
+//! Tokens/sec: with `--streaming`, streamed tokens counted from the server's `usage`.
+//! Without it, requests are plain POSTs to `/echo` and tokens are estimated from the
+//! bytes echoed back at [`BYTES_PER_TOKEN`].
+
+use super::{open_session, run_on};
+use crate::exit::{self, Failure};
+use crate::fleet::outcome::Outcome;
+use crate::output::result::{Headroom, JudgedRun, RunResult, ValidationResult, ValidationRow, saved_at};
+use crate::output::terminal::Progress;
+use crate::output::{Sink, standard};
+use crate::plan::RunPlan;
+use crate::plan::validate::{BYTES_PER_TOKEN, DEFAULT_LEVELS, ValidatePlan};
+use std::path::Path;
+use tokio_util::sync::CancellationToken;
+
+fn read_against(path: &Path) -> Result<JudgedRun, Failure> {
+    let usage = |m: String| Failure::new(exit::USAGE, format!("--against {}: {m}", path.display()));
+    let text = std::fs::read(path).map_err(|e| usage(e.to_string()))?;
+    serde_json::from_slice(&text).map_err(|e| usage(e.to_string()))
+}
+
+/// One row of the table from one level's run.
+fn row(plan: &ValidatePlan, p: &RunPlan, level: u32, r: &RunResult, o: &Outcome) -> ValidationRow {
+    let tokens_per_sec = if plan.streaming {
+        r.output_throughput
+    } else if r.duration > 0.0 {
+        let bytes: usize = o
+            .rows
+            .iter()
+            .filter(|x| x.ok())
+            .map(|x| surge_agent::dataset::prompt(&p.dataset, x.row.index).text.len())
+            .sum();
+        bytes as f64 / BYTES_PER_TOKEN / r.duration
+    } else {
+        0.0
+    };
+    let e2el = r.latency.get("e2el");
+    let at = |q: f64| e2el.and_then(|m| m.at(q)).unwrap_or(0.0);
+    let total = (r.completed + r.failed).max(1);
+    ValidationRow {
+        concurrency: level,
+        requests_per_sec: r.request_throughput,
+        tokens_per_sec,
+        p50_ms: e2el.map_or(0.0, |m| m.median_ms),
+        p95_ms: at(95.0),
+        p99_ms: at(99.0),
+        success_rate: r.completed as f64 / total as f64,
+        agents: r.client.agents.clone(),
+    }
+}
+
+/// `surge validate`.
+pub async fn validate_command(plan: ValidatePlan) -> u8 {
+    let mut sinks = standard("validate", false);
+    match validate(&plan, &mut sinks).await {
+        Ok(code) => code,
+        Err(f) => {
+            sinks.notice(&f.message);
+            f.code
+        }
+    }
+}
+
+async fn validate(plan: &ValidatePlan, sinks: &mut dyn Sink) -> Result<u8, Failure> {
+    let against = plan.against.as_deref().map(read_against).transpose()?;
+    let levels: Vec<u32> = match (&plan.levels, &against) {
+        (Some(l), _) => l.clone(),
+        (None, Some(a)) => vec![a.max_concurrency.unwrap_or(100)],
+        (None, None) => DEFAULT_LEVELS.to_vec(),
+    };
+    // The echo server: embedded unless --target.
+    let stop_echo = CancellationToken::new();
+    let _stop_echo = stop_echo.clone().drop_guard();
+    let base = match &plan.target {
+        Some(t) => t.trim_end_matches('/').to_string(),
+        None => {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .map_err(|e| Failure::run("embedded echo server", &e))?;
+            let addr = listener.local_addr().map_err(|e| Failure::run("embedded echo server", &e))?;
+            let s = stop_echo.clone();
+            tokio::spawn(surge_echo::serve(listener, surge_echo::EchoConfig::default(), async move {
+                s.cancelled().await
+            }));
+            format!("http://{addr}")
+        }
+    };
+    let embedded = CancellationToken::new();
+    let _stop_embedded = embedded.clone().drop_guard();
+    let mut session = open_session(&plan.at(&base, levels[0]), &embedded).await?;
+    let mut rows = Vec::new();
+    for &level in &levels {
+        let p = plan.at(&base, level);
+        let progress = Progress::new(None, format!("level {level}"));
+        let (record, outcome) = match run_on(&mut session, &p, "surge-echo", &progress).await {
+            Ok(r) => r,
+            Err(f) => {
+                session.close();
+                return Err(Failure::new(f.code, format!("level {level}: {}", f.message)));
+            }
+        };
+        rows.push(row(plan, &p, level, &record.result, &outcome));
+    }
+    session.close();
+    let mut code = exit::OK;
+    let against = against.zip(plan.against.as_ref()).map(|(a, path)| {
+        let c = a.max_concurrency.unwrap_or(levels[0]);
+        // Capacity at c: the smallest validated level at or above c, else the highest.
+        let row = rows.iter().find(|r| r.concurrency >= c).or(rows.last()).expect("at least one level");
+        let headroom =
+            if a.request_throughput > 0.0 { row.requests_per_sec / a.request_throughput } else { f64::INFINITY };
+        let pass = headroom >= plan.min_headroom;
+        if !pass {
+            code = exit::HEADROOM;
+        }
+        Headroom {
+            file: path.display().to_string(),
+            run_concurrency: c,
+            run_request_throughput: a.request_throughput,
+            validated_concurrency: row.concurrency,
+            validated_request_throughput: row.requests_per_sec,
+            headroom,
+            min_headroom: plan.min_headroom,
+            pass,
+        }
+    });
+    let v = ValidationResult {
+        target: plan.target.clone().unwrap_or_else(|| "embedded echo server".into()),
+        streaming: plan.streaming,
+        requests_per_level: plan.requests_per_level,
+        tokens_per_request: plan.tokens_per_request,
+        bytes_per_token_estimate: (!plan.streaming).then_some(BYTES_PER_TOKEN),
+        rows,
+        saved_at_utc: saved_at(chrono::Utc::now()),
+        against,
+    };
+    sinks.validation(&v, &plan.result_dir).map_err(|e| Failure::run("", &e))?;
+    sinks.notice(&format!("saved {}/validate.json and validate.md", plan.result_dir.display()));
+    Ok(code)
+}

@@ -1,0 +1,305 @@
+//! The collection phase of a run as a state machine: after Start, every input (an agent's
+//! message, a closed session, a quiet poll, Ctrl-C) goes through [`Collector::handle`],
+//! which changes no socket and returns the [`Action`]s to perform: acknowledge a batch,
+//! tell every agent to stop, report progress or a notice. The loop that performs them
+//! lives in `session`; the rules live here, testable without sockets.
+
+use super::outcome::{AgentReport, RunStatus, finished_requests};
+use std::time::{Duration, Instant};
+use surge_proto::{Ack, Stop, agent_msg, coordinator_msg::Msg};
+
+/// Silence after which an agent is declared lost (3 missed heartbeats).
+pub const LOSS_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// What happened.
+#[derive(Debug)]
+pub enum Input {
+    /// A message from agent `agent`.
+    Msg { agent: usize, msg: agent_msg::Msg },
+    /// Agent `agent`'s session ended.
+    Closed { agent: usize, error: Option<String> },
+    /// Nothing arrived for a while.
+    Quiet,
+    /// Ctrl-C or SIGTERM.
+    Interrupt,
+}
+
+/// What to do about it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Send `msg` to agent `agent`.
+    Send { agent: usize, msg: Msg },
+    /// Send `msg` to every agent.
+    Broadcast(Msg),
+    /// Requests finished so far, from the agents' health reports.
+    Progress(u64),
+    /// Something the user should hear about (an agent lost, the interrupt taken).
+    Notice(String),
+}
+
+/// The state of one run's collection.
+#[derive(Debug)]
+pub struct Collector {
+    run_id: u64,
+    agents: Vec<AgentReport>,
+    tolerate_loss: bool,
+    hard_stop: Instant,
+    lost: Vec<String>,
+    interrupted: bool,
+    stopping: bool,
+}
+
+impl Collector {
+    /// Starts collecting at `now` from `agents`; gives up at `hard_stop` whatever happens.
+    pub fn new(run_id: u64, mut agents: Vec<AgentReport>, tolerate_loss: bool, now: Instant, hard_stop: Instant) -> Self {
+        for a in &mut agents {
+            a.last_heard = Some(now);
+        }
+        Self { run_id, agents, tolerate_loss, hard_stop, lost: Vec::new(), interrupted: false, stopping: false }
+    }
+
+    /// Every agent is done or lost, or the hard stop passed.
+    pub fn finished(&self, now: Instant) -> bool {
+        !self.agents.iter().any(AgentReport::pending) || now > self.hard_stop
+    }
+
+    pub fn interrupted(&self) -> bool {
+        self.interrupted
+    }
+
+    /// One input in, the actions it calls for out.
+    pub fn handle(&mut self, input: Input, now: Instant) -> Vec<Action> {
+        let run_id = self.run_id;
+        let mut out = Vec::new();
+        match input {
+            Input::Interrupt => {
+                if !self.interrupted {
+                    self.interrupted = true;
+                    out.push(Action::Notice("interrupted; stopping agents and saving what arrived".into()));
+                    out.push(Action::Broadcast(Msg::Stop(Stop { run_id, reason: "interrupted".into() })));
+                }
+                return out;
+            }
+            Input::Msg { agent, msg } => {
+                if self.agents[agent].absorb(&msg, now) {
+                    out.push(Action::Progress(finished_requests(&self.agents)));
+                }
+                match msg {
+                    agent_msg::Msg::Batch(b) if b.run_id == run_id => {
+                        out.push(Action::Send { agent, msg: Msg::Ack(Ack { run_id, seq: b.seq }) });
+                        let a = &mut self.agents[agent];
+                        // A batch resent after a reconnect is acknowledged again, kept once.
+                        if a.seen.insert(b.seq) {
+                            a.started_unix_ns = Some(b.started_unix_ns);
+                            a.rows += b.rows.len() as u64;
+                            a.raw.extend(b.rows);
+                        }
+                    }
+                    agent_msg::Msg::Done(d) if d.run_id == run_id => {
+                        // An agent stopped by a signal ran only part of its share.
+                        if d.stop_reason == "signal" {
+                            self.mark_lost(agent, "stopped by a signal (its share is incomplete)".into(), &mut out);
+                        }
+                        let a = &mut self.agents[agent];
+                        a.started_unix_ns = Some(d.started_unix_ns);
+                        a.done = Some(d);
+                    }
+                    agent_msg::Msg::Error(e) => self.mark_lost(agent, format!("error: {}", e.message), &mut out),
+                    _ => {}
+                }
+            }
+            Input::Closed { agent, error } => {
+                if self.agents[agent].done.is_none() {
+                    let why = error.unwrap_or_else(|| "session closed".into());
+                    self.mark_lost(agent, format!("connection lost ({why})"), &mut out);
+                }
+            }
+            Input::Quiet => {}
+        }
+        for i in 0..self.agents.len() {
+            let a = &self.agents[i];
+            if a.pending() && a.last_heard.is_some_and(|t| now.saturating_duration_since(t) > LOSS_TIMEOUT) {
+                self.mark_lost(i, format!("silent for more than {}s", LOSS_TIMEOUT.as_secs()), &mut out);
+            }
+        }
+        if !self.lost.is_empty() && !self.tolerate_loss && !self.stopping {
+            self.stopping = true;
+            out.push(Action::Broadcast(Msg::Stop(Stop { run_id, reason: "another agent was lost".into() })));
+        }
+        out
+    }
+
+    fn mark_lost(&mut self, agent: usize, why: String, out: &mut Vec<Action>) {
+        let a = &mut self.agents[agent];
+        if !a.pending() {
+            return;
+        }
+        out.push(Action::Notice(format!("agent {} lost: {why}", a.addr)));
+        a.lost = Some(why);
+        self.lost.push(a.addr.clone());
+    }
+
+    /// The agents as collected, and how the run ended.
+    pub fn finish(self) -> (Vec<AgentReport>, RunStatus) {
+        let status = if self.interrupted {
+            RunStatus::Interrupted
+        } else if self.lost.is_empty() {
+            RunStatus::Complete
+        } else if self.tolerate_loss {
+            RunStatus::Partial { lost: self.lost }
+        } else {
+            RunStatus::Invalid { lost: self.lost }
+        };
+        (self.agents, status)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use surge_proto::{Done, Health, Heartbeat, Row, SampleBatch};
+
+    const RUN: u64 = 7;
+
+    fn collector(n: usize, tolerate: bool, t0: Instant) -> Collector {
+        let agents = (0..n).map(|i| AgentReport { addr: format!("a{i}"), ..Default::default() }).collect();
+        Collector::new(RUN, agents, tolerate, t0, t0 + Duration::from_secs(3600))
+    }
+
+    fn batch(agent: usize, seq: u64, first_index: u64, n: u64) -> Input {
+        let rows = (first_index..first_index + n).map(|index| Row { index, ..Default::default() }).collect();
+        Input::Msg { agent, msg: agent_msg::Msg::Batch(SampleBatch { run_id: RUN, seq, rows, started_unix_ns: 1 }) }
+    }
+
+    fn done(agent: usize, reason: &str) -> Input {
+        let d = Done { run_id: RUN, stop_reason: reason.into(), ..Default::default() };
+        Input::Msg { agent, msg: agent_msg::Msg::Done(d) }
+    }
+
+    fn heartbeat(agent: usize) -> Input {
+        Input::Msg { agent, msg: agent_msg::Msg::Heartbeat(Heartbeat::default()) }
+    }
+
+    fn stops(actions: &[Action]) -> usize {
+        actions.iter().filter(|a| matches!(a, Action::Broadcast(Msg::Stop(_)))).count()
+    }
+
+    #[test]
+    fn three_missed_heartbeats_lose_the_agent_and_stop_the_others() {
+        let t0 = Instant::now();
+        let mut c = collector(2, false, t0);
+        // Agent 0 keeps beating once a second; agent 1 falls silent after t0.
+        for s in 1..=3 {
+            let acts = c.handle(heartbeat(0), t0 + Duration::from_secs(s));
+            assert_eq!(stops(&acts), 0, "nobody is lost at {s} s");
+        }
+        let acts = c.handle(heartbeat(0), t0 + Duration::from_millis(3_100));
+        assert_eq!(stops(&acts), 1, "{acts:?}");
+        assert!(acts.iter().any(|a| matches!(a, Action::Notice(n) if n.contains("a1 lost: silent"))), "{acts:?}");
+        // Told once, not on every later input.
+        assert_eq!(stops(&c.handle(Input::Quiet, t0 + Duration::from_secs(4))), 0);
+        assert!(!c.finished(t0 + Duration::from_secs(4)), "agent 0 is still running");
+        c.handle(done(0, "stopped"), t0 + Duration::from_secs(5));
+        assert!(c.finished(t0 + Duration::from_secs(5)));
+        let (agents, status) = c.finish();
+        assert_eq!(status, RunStatus::Invalid { lost: vec!["a1".into()] });
+        assert!(agents[0].lost.is_none() && agents[1].lost.is_some());
+    }
+
+    #[test]
+    fn silence_shorter_than_the_timeout_is_not_a_loss() {
+        let t0 = Instant::now();
+        let mut c = collector(1, false, t0);
+        let acts = c.handle(Input::Quiet, t0 + LOSS_TIMEOUT);
+        assert!(acts.is_empty(), "{acts:?}");
+        c.handle(heartbeat(0), t0 + LOSS_TIMEOUT);
+        assert!(c.handle(Input::Quiet, t0 + LOSS_TIMEOUT * 2 - Duration::from_millis(1)).is_empty());
+    }
+
+    #[test]
+    fn a_lost_agent_with_tolerance_makes_a_partial_run_without_stopping_the_rest() {
+        let t0 = Instant::now();
+        let mut c = collector(2, true, t0);
+        let acts = c.handle(Input::Closed { agent: 1, error: Some("reset".into()) }, t0);
+        assert_eq!(stops(&acts), 0);
+        c.handle(done(0, "finished"), t0 + Duration::from_secs(1));
+        let (_, status) = c.finish();
+        assert_eq!(status, RunStatus::Partial { lost: vec!["a1".into()] });
+    }
+
+    #[test]
+    fn every_batch_is_acked_and_kept_once_in_order() {
+        let t0 = Instant::now();
+        let mut c = collector(1, false, t0);
+        for (seq, first) in [(0, 0), (1, 10), (1, 10), (2, 20)] {
+            let acts = c.handle(batch(0, seq, first, 10), t0);
+            assert_eq!(acts, vec![Action::Send { agent: 0, msg: Msg::Ack(Ack { run_id: RUN, seq }) }]);
+        }
+        // A batch of another run is neither acknowledged nor kept.
+        let stale = Input::Msg {
+            agent: 0,
+            msg: agent_msg::Msg::Batch(SampleBatch { run_id: RUN + 1, seq: 3, rows: vec![Row::default()], ..Default::default() }),
+        };
+        assert!(c.handle(stale, t0).is_empty());
+        c.handle(done(0, "finished"), t0);
+        let (agents, status) = c.finish();
+        assert_eq!(status, RunStatus::Complete);
+        assert_eq!(agents[0].rows, 30);
+        let order: Vec<u64> = agents[0].raw.iter().map(|r| r.index).collect();
+        assert_eq!(order, (0..30).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn done_after_the_last_batch_finishes_the_run() {
+        let t0 = Instant::now();
+        let mut c = collector(2, false, t0);
+        c.handle(batch(0, 0, 0, 5), t0);
+        c.handle(done(0, "finished"), t0);
+        assert!(!c.finished(t0), "agent 1 has not said Done");
+        c.handle(batch(1, 0, 5, 5), t0);
+        assert!(!c.finished(t0));
+        c.handle(done(1, "finished"), t0);
+        assert!(c.finished(t0));
+        let (agents, status) = c.finish();
+        assert_eq!(status, RunStatus::Complete);
+        assert_eq!(agents.iter().map(|a| a.rows).sum::<u64>(), 10);
+    }
+
+    #[test]
+    fn interrupt_stops_every_agent_once_and_keeps_batches_still_in_flight() {
+        let t0 = Instant::now();
+        let mut c = collector(2, false, t0);
+        c.handle(batch(0, 0, 0, 4), t0);
+        let acts = c.handle(Input::Interrupt, t0);
+        assert_eq!(stops(&acts), 1);
+        assert!(c.handle(Input::Interrupt, t0).is_empty(), "a second Ctrl-C changes nothing");
+        // Batches sent before the agents saw Stop still arrive, are acked and kept.
+        let acts = c.handle(batch(1, 0, 4, 3), t0);
+        assert_eq!(acts.len(), 1);
+        c.handle(done(0, "stopped"), t0);
+        c.handle(done(1, "stopped"), t0);
+        assert!(c.finished(t0));
+        let (agents, status) = c.finish();
+        assert_eq!(status, RunStatus::Interrupted);
+        assert_eq!(agents[0].rows + agents[1].rows, 7);
+    }
+
+    #[test]
+    fn an_agent_stopped_by_a_signal_counts_as_lost() {
+        let t0 = Instant::now();
+        let mut c = collector(1, false, t0);
+        c.handle(done(0, "signal"), t0);
+        let (_, status) = c.finish();
+        assert_eq!(status, RunStatus::Invalid { lost: vec!["a0".into()] });
+    }
+
+    #[test]
+    fn health_reports_progress() {
+        let t0 = Instant::now();
+        let mut c = collector(2, false, t0);
+        let h = |completed| agent_msg::Msg::Health(Health { completed, failed: 1, ..Default::default() });
+        c.handle(Input::Msg { agent: 0, msg: h(10) }, t0);
+        let acts = c.handle(Input::Msg { agent: 1, msg: h(5) }, t0);
+        assert_eq!(acts, vec![Action::Progress(17)]);
+    }
+}

@@ -1,0 +1,143 @@
+//! What a run across the fleet produced: how it ended, what the coordinator knows of
+//! each agent, and every row placed on one global timeline.
+
+use crate::fleet::clock::Offset;
+use crate::plan::split::Share;
+use std::collections::HashSet;
+use std::time::Instant;
+use surge_proto::{Done, ErrorKind, Health, HelloReply, Row, agent_msg};
+
+/// One row placed on the global timeline.
+#[derive(Debug, Clone)]
+pub struct GlobalRow {
+    /// Index of the agent that sent it.
+    pub agent: usize,
+    /// Send time in seconds on the coordinator's clock, relative to the planned start.
+    pub start_s: f64,
+    /// Intended send time on the same timeline (open loop only).
+    pub intended_s: Option<f64>,
+    pub row: Row,
+}
+
+impl GlobalRow {
+    pub fn ok(&self) -> bool {
+        self.row.error() == ErrorKind::None
+    }
+    pub fn ttft_s(&self) -> f64 {
+        f64::from(self.row.ttft_us) / 1e6
+    }
+    pub fn e2el_s(&self) -> f64 {
+        f64::from(self.row.latency_us) / 1e6
+    }
+    pub fn end_s(&self) -> f64 {
+        self.start_s + self.e2el_s()
+    }
+    /// (E2EL - TTFT) / (output tokens - 1), from the same float values the detailed
+    /// result saves, or `None` for a single-token output.
+    pub fn tpot_s(&self) -> Option<f64> {
+        (self.row.output_tokens > 1).then(|| (self.e2el_s() - self.ttft_s()) / f64::from(self.row.output_tokens - 1))
+    }
+}
+
+/// How the run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunStatus {
+    Complete,
+    /// Agents were lost; the run is not valid (default policy).
+    Invalid { lost: Vec<String> },
+    /// Agents were lost with `--tolerate-agent-loss`; the rest is reported.
+    Partial { lost: Vec<String> },
+    /// Ctrl-C.
+    Interrupted,
+}
+
+impl RunStatus {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            RunStatus::Complete => "complete",
+            RunStatus::Invalid { .. } => "invalid",
+            RunStatus::Partial { .. } => "partial",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// What the coordinator knows of one agent after the run.
+#[derive(Debug, Clone, Default)]
+pub struct AgentReport {
+    pub addr: String,
+    pub hello: HelloReply,
+    pub offset: Offset,
+    pub share: Option<Share>,
+    pub rows: u64,
+    pub completed: u64,
+    pub failed: u64,
+    pub done: Option<Done>,
+    pub last_health: Option<Health>,
+    pub peak_cpu_percent: f64,
+    pub lost: Option<String>,
+    pub(crate) started_unix_ns: Option<i64>,
+    pub(crate) seen: HashSet<u64>,
+    pub(crate) last_heard: Option<Instant>,
+    pub(crate) raw: Vec<Row>,
+}
+
+impl AgentReport {
+    /// Notes that the agent spoke at `now`; keeps its health. True for a Health message.
+    pub(crate) fn absorb(&mut self, msg: &agent_msg::Msg, now: Instant) -> bool {
+        self.last_heard = Some(now);
+        if let agent_msg::Msg::Health(h) = msg {
+            self.peak_cpu_percent = self.peak_cpu_percent.max(h.cpu_percent);
+            self.last_health = Some(*h);
+            return true;
+        }
+        false
+    }
+
+    /// Whether the agent is neither done nor lost.
+    pub(crate) fn pending(&self) -> bool {
+        self.done.is_none() && self.lost.is_none()
+    }
+}
+
+/// Requests finished so far across `agents`, from their latest health reports.
+pub(crate) fn finished_requests(agents: &[AgentReport]) -> u64 {
+    agents.iter().filter_map(|a| a.last_health.as_ref()).map(|h| h.completed + h.failed).sum()
+}
+
+/// Everything a finished run produced.
+#[derive(Debug)]
+pub struct Outcome {
+    pub rows: Vec<GlobalRow>,
+    pub agents: Vec<AgentReport>,
+    pub status: RunStatus,
+    pub started_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// Places every agent's rows on the coordinator's timeline (seconds from the planned start).
+pub(crate) fn assemble(
+    mut agents: Vec<AgentReport>,
+    status: RunStatus,
+    started_at: chrono::DateTime<chrono::Utc>,
+) -> Outcome {
+    let start_ns = started_at.timestamp_nanos_opt().unwrap_or(0);
+    let mut rows = Vec::new();
+    for (i, a) in agents.iter_mut().enumerate() {
+        let base_s = a.started_unix_ns.map_or(0.0, |s| (s - a.offset.offset_ns - start_ns) as f64 / 1e9);
+        for row in std::mem::take(&mut a.raw) {
+            if row.error() == surge_proto::ErrorKind::None {
+                a.completed += 1;
+            } else {
+                a.failed += 1;
+            }
+            rows.push(GlobalRow {
+                agent: i,
+                start_s: base_s + row.start_us as f64 / 1e6,
+                intended_s: (row.intended_us >= 0).then(|| base_s + row.intended_us as f64 / 1e6),
+                row,
+            });
+        }
+    }
+    rows.sort_by_key(|r| r.row.index);
+    Outcome { rows, agents, status, started_at }
+}

@@ -1,0 +1,328 @@
+//! One run across a fleet of agents: hello and version check, clock offsets, the split,
+//! two-phase start (Prepare -> Ready -> Start at one instant), then batches, acks,
+//! heartbeats and loss detection until every agent is done (or lost), and the rows
+//! placed on one global timeline.
+
+use super::clock::{self, Exchange, Offset};
+use super::collect::{Action, Collector, Input};
+use super::outcome::{AgentReport, Outcome, RunStatus, assemble, finished_requests};
+use super::{Event, Fleet, now_ns};
+use crate::plan::RunPlan;
+use crate::plan::split::{self, Share};
+use std::time::{Duration, Instant};
+use surge_proto::{
+    ClockPing, Hello, HelloReply, PROTOCOL_VERSION, Prepare, Start, Workload, agent_msg, coordinator_msg::Msg,
+};
+
+const CLOCK_PINGS: u64 = 8;
+
+/// Who hears about a run while it goes: progress and notices (an agent lost, an
+/// interrupt taken). The fleet does not know where they end up.
+pub trait Observer: Sync {
+    /// Requests finished so far.
+    fn progress(&self, _finished: u64) {}
+    /// Something the user should hear about now.
+    fn notice(&self, _message: &str) {}
+}
+
+/// An observer that ignores everything.
+pub struct Silent;
+impl Observer for Silent {}
+
+/// A failure that prevented the run (refusals, unreachable agents, timeouts).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// An agent refused or failed a step.
+    #[error("agent {addr}: {message}")]
+    Agent { addr: String, message: String },
+    /// Some agents did not answer a step in time.
+    #[error("no {what} within {timeout:?} from agent(s) {}", missing.join(", "))]
+    Timeout { what: String, timeout: Duration, missing: Vec<String> },
+}
+
+fn agent_err(addr: &str, m: impl std::fmt::Display) -> RunError {
+    RunError::Agent { addr: addr.to_string(), message: m.to_string() }
+}
+
+struct Runner<'a> {
+    fleet: &'a mut Fleet,
+    plan: &'a RunPlan,
+    agents: Vec<AgentReport>,
+    run_id: u64,
+    observer: &'a dyn Observer,
+}
+
+/// What a session learned of one agent in its handshake.
+#[derive(Debug, Clone)]
+pub struct AgentBase {
+    pub addr: String,
+    pub hello: HelloReply,
+    pub offset: Offset,
+}
+
+/// Sessions with every agent, past the handshake (versions checked, clocks measured),
+/// ready for any number of runs.
+#[derive(Debug)]
+pub struct Session {
+    fleet: Fleet,
+    pub agents: Vec<AgentBase>,
+}
+
+impl Session {
+    /// Hello and clock pings with every agent of `fleet`.
+    pub async fn open(mut fleet: Fleet, plan: &RunPlan) -> Result<Self, RunError> {
+        let agents: Vec<AgentReport> =
+            fleet.addrs.iter().map(|a| AgentReport { addr: a.clone(), ..Default::default() }).collect();
+        let mut r = Runner { fleet: &mut fleet, plan, agents, run_id: 0, observer: &Silent };
+        r.handshake().await?;
+        let agents =
+            r.agents.into_iter().map(|a| AgentBase { addr: a.addr, hello: a.hello, offset: a.offset }).collect();
+        Ok(Self { fleet, agents })
+    }
+
+    /// One run of `plan`; `observer` hears progress and notices.
+    pub async fn run(&mut self, plan: &RunPlan, model: &str, observer: &dyn Observer) -> Result<Outcome, RunError> {
+        let agents = self
+            .agents
+            .iter()
+            .map(|b| AgentReport {
+                addr: b.addr.clone(),
+                hello: b.hello.clone(),
+                offset: b.offset,
+                ..Default::default()
+            })
+            .collect();
+        let mut r = Runner { fleet: &mut self.fleet, plan, agents, run_id: now_ns() as u64, observer };
+        let (status, started_at) = r.drive(model).await?;
+        Ok(assemble(r.agents, status, started_at))
+    }
+
+    /// Ends every session.
+    pub fn close(self) {
+        self.fleet.close();
+    }
+}
+
+/// Runs `plan` once on `fleet` and closes it.
+pub async fn execute(fleet: Fleet, plan: &RunPlan, model: &str) -> Result<Outcome, RunError> {
+    let mut session = Session::open(fleet, plan).await?;
+    let res = session.run(plan, model, &Silent).await;
+    session.close();
+    res
+}
+
+impl Runner<'_> {
+    fn absorb(&mut self, agent: usize, msg: &agent_msg::Msg) {
+        if self.agents[agent].absorb(msg, Instant::now()) {
+            self.observer.progress(finished_requests(&self.agents));
+        }
+    }
+
+    /// Waits until `pick` accepted one message (with its arrival time) from every agent.
+    async fn gather<T>(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        mut pick: impl FnMut(agent_msg::Msg, i64) -> Option<T>,
+    ) -> Result<Vec<T>, RunError>
+    where
+        T: Clone,
+    {
+        let n = self.fleet.len();
+        let mut got: Vec<Option<T>> = vec![None; n];
+        let until = Instant::now() + timeout;
+        while got.iter().any(Option::is_none) {
+            let left = until.saturating_duration_since(Instant::now());
+            let Some(ev) = self.fleet.next(left).await else {
+                let missing: Vec<&str> = got
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, g)| g.is_none())
+                    .map(|(i, _)| self.fleet.addrs[i].as_str())
+                    .collect();
+                let missing = missing.into_iter().map(String::from).collect();
+                return Err(RunError::Timeout { what: what.to_string(), timeout, missing });
+            };
+            match ev {
+                Event::Closed { agent, error } => {
+                    let addr = &self.fleet.addrs[agent];
+                    return Err(agent_err(
+                        addr,
+                        format!("session ended during {what}: {}", error.unwrap_or_else(|| "closed".into())),
+                    ));
+                }
+                Event::Msg { agent, msg, recv_ns } => {
+                    self.absorb(agent, &msg);
+                    match msg {
+                        agent_msg::Msg::Error(e) => return Err(agent_err(&self.fleet.addrs[agent], e.message)),
+                        agent_msg::Msg::Heartbeat(_) | agent_msg::Msg::Health(_) => {}
+                        other => {
+                            if let Some(v) = pick(other, recv_ns) {
+                                got[agent] = Some(v);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(got.into_iter().map(|g| g.expect("all gathered")).collect())
+    }
+
+    async fn broadcast(&self, f: impl Fn(usize) -> Msg) {
+        for i in 0..self.fleet.len() {
+            self.fleet.send(i, f(i)).await;
+        }
+    }
+
+    async fn handshake(&mut self) -> Result<(), RunError> {
+        // 1. Hello: versions, capacity, allowlists.
+        self.broadcast(|_| {
+            Msg::Hello(Hello {
+                protocol_version: PROTOCOL_VERSION,
+                coordinator_version: env!("CARGO_PKG_VERSION").into(),
+                lease_ms: 0,
+            })
+        })
+        .await;
+        let hellos = self
+            .gather("Hello reply", Duration::from_secs(10), |m, _| match m {
+                agent_msg::Msg::Hello(h) => Some(h),
+                _ => None,
+            })
+            .await?;
+        for (i, h) in hellos.iter().enumerate() {
+            if h.protocol_version != PROTOCOL_VERSION {
+                return Err(agent_err(
+                    &self.fleet.addrs[i],
+                    format!(
+                        "protocol version mismatch: this coordinator speaks version {PROTOCOL_VERSION}, the agent speaks version {}",
+                        h.protocol_version
+                    ),
+                ));
+            }
+            self.agents[i].hello = h.clone();
+        }
+        // 2. Clock offsets: sequential pings, minimum round trip kept.
+        let mut exchanges: Vec<Vec<Exchange>> = vec![Vec::new(); self.fleet.len()];
+        for seq in 0..CLOCK_PINGS {
+            let t1 = now_ns();
+            self.broadcast(|_| Msg::Ping(ClockPing { seq, t1_unix_ns: t1 })).await;
+            let pongs = self
+                .gather("clock pong", Duration::from_secs(5), |m, t4| match m {
+                    agent_msg::Msg::Pong(p) if p.t1_unix_ns == t1 => {
+                        Some(Exchange { t1: p.t1_unix_ns, t2: p.t2_unix_ns, t3: p.t3_unix_ns, t4 })
+                    }
+                    _ => None,
+                })
+                .await?;
+            for (i, e) in pongs.into_iter().enumerate() {
+                exchanges[i].push(e);
+            }
+        }
+        for (i, ex) in exchanges.iter().enumerate() {
+            self.agents[i].offset = clock::estimate(ex).unwrap_or_default();
+        }
+        Ok(())
+    }
+
+    async fn drive(&mut self, model: &str) -> Result<(RunStatus, chrono::DateTime<chrono::Utc>), RunError> {
+        let plan = self.plan;
+        let hellos: Vec<HelloReply> = self.agents.iter().map(|a| a.hello.clone()).collect();
+        // 3. Split by capacity (cores) and prepare.
+        let weights: Vec<u32> = hellos.iter().map(|h| h.cores.max(1)).collect();
+        let shares = split::split(&weights, plan.num_prompts, plan.max_concurrency, plan.request_rate);
+        for (i, s) in shares.iter().enumerate() {
+            if s.max_concurrency > hellos[i].max_in_flight {
+                return Err(agent_err(
+                    &self.fleet.addrs[i],
+                    format!(
+                        "its share of --max-concurrency ({}) exceeds its max-in-flight {}",
+                        s.max_concurrency, hellos[i].max_in_flight
+                    ),
+                ));
+            }
+            self.agents[i].share = Some(s.clone());
+        }
+        let workloads: Vec<Workload> = shares.iter().enumerate().map(|(i, s)| workload(plan, model, s, i)).collect();
+        let run_id = self.run_id;
+        self.broadcast(|i| Msg::Prepare(Prepare { run_id, workload: Some(workloads[i].clone()) })).await;
+        self.gather("Ready", Duration::from_secs(120), |m, _| match m {
+            agent_msg::Msg::Ready(r) if r.run_id == run_id => Some(()),
+            _ => None,
+        })
+        .await?;
+        // 4. Start everyone at one instant of the coordinator's clock.
+        let max_rtt = self.agents.iter().map(|a| a.offset.rtt_ns).max().unwrap_or(0);
+        let lead_ns = (250_000_000i64).max(4 * max_rtt);
+        let start_ns = now_ns() + lead_ns;
+        let started_at = chrono::DateTime::from_timestamp_nanos(start_ns);
+        let limit = plan.duration.map_or(plan.max_run_time, |d| (d + Duration::from_secs(60)).min(plan.max_run_time));
+        let offsets: Vec<i64> = self.agents.iter().map(|a| a.offset.offset_ns).collect();
+        self.broadcast(|i| {
+            Msg::Start(Start {
+                run_id,
+                start_at_unix_ns: start_ns + offsets[i],
+                deadline_unix_ns: start_ns + offsets[i] + limit.as_nanos() as i64,
+            })
+        })
+        .await;
+        // 5. Collect until every agent is done or lost.
+        let status = self.collect(limit).await;
+        Ok((status, started_at))
+    }
+
+    async fn collect(&mut self, limit: Duration) -> RunStatus {
+        let now = Instant::now();
+        let agents = std::mem::take(&mut self.agents);
+        let hard_stop = now + limit + Duration::from_secs(30);
+        let mut c = Collector::new(self.run_id, agents, self.plan.tolerate_agent_loss, now, hard_stop);
+        let mut ctrl_c = std::pin::pin!(tokio::signal::ctrl_c());
+        while !c.finished(Instant::now()) {
+            let input = tokio::select! {
+                ev = self.fleet.next(Duration::from_millis(250)) => match ev {
+                    Some(Event::Msg { agent, msg, .. }) => Input::Msg { agent, msg },
+                    Some(Event::Closed { agent, error }) => Input::Closed { agent, error },
+                    None => Input::Quiet,
+                },
+                _ = &mut ctrl_c, if !c.interrupted() => Input::Interrupt,
+            };
+            for action in c.handle(input, Instant::now()) {
+                match action {
+                    Action::Send { agent, msg } => self.fleet.send(agent, msg).await,
+                    Action::Broadcast(msg) => self.broadcast(|_| msg.clone()).await,
+                    Action::Progress(n) => self.observer.progress(n),
+                    Action::Notice(m) => self.observer.notice(&m),
+                }
+            }
+        }
+        let (agents, status) = c.finish();
+        self.agents = agents;
+        status
+    }
+}
+
+fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize) -> Workload {
+    Workload {
+        base_url: plan.base_url.clone(),
+        endpoint: plan.endpoint.clone(),
+        backend: plan.backend as i32,
+        model: model.to_string(),
+        dataset: Some(plan.dataset.clone()),
+        slice_start: s.slice_start,
+        slice_len: s.num_prompts,
+        max_concurrency: s.max_concurrency,
+        request_rate: if s.request_rate.is_finite() { s.request_rate } else { 0.0 },
+        burstiness: plan.burstiness,
+        duration_ms: plan.duration.map_or(0, |d| d.as_millis() as u64),
+        num_warmups: (f64::from(plan.num_warmups) * s.fraction).ceil() as u32,
+        ignore_eos: plan.ignore_eos,
+        temperature: plan.temperature,
+        pacing_seed: plan.seed ^ ((i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+        http_version: if plan.http2 { 2 } else { 0 },
+        insecure_tls: false,
+        headers: plan.headers.iter().cloned().collect(),
+        prompts: split::slice_prompts(&plan.prompts, s.slice_start, s.num_prompts),
+        tokenizer_json: plan.tokenizer.as_ref().map(|t| t.bytes.to_vec()).unwrap_or_default(),
+        tokenizer_sha256: plan.tokenizer.as_ref().map(|t| t.sha256.clone()).unwrap_or_default(),
+    }
+}

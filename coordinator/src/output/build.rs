@@ -1,0 +1,194 @@
+//! From a finished run (plan, merged metrics, what the fleet delivered) to its typed
+//! [`RunResult`]: the one place a result is assembled.
+
+use super::result::{
+    AgentEntry, ClientBlock, Counts, Detailed, Labels, Lag, Latencies, Lateness, MetricStats, QueueLatency, RESULT_SCHEMA,
+    Rate, RunMetadata, RunResult, ShareEntry, TokenCounts, TokenizerRef,
+};
+use crate::analysis::metrics::{Dist, Metrics, kind_name};
+use crate::analysis::verdict::{self, Verdict};
+use crate::fleet::outcome::Outcome;
+use crate::plan::{METRICS, RunPlan};
+
+/// The percentiles a result carries: the plan's, plus 99 (the client-bound and sweep
+/// statistics read it).
+fn percentiles(plan: &RunPlan) -> Vec<f64> {
+    let mut p = plan.metric_percentiles.clone();
+    if !p.contains(&99.0) {
+        p.push(99.0);
+    }
+    p
+}
+
+fn stats(name: &str, d: &Dist, ps: &[f64]) -> MetricStats {
+    MetricStats {
+        name: name.to_string(),
+        mean_ms: d.mean_ms(),
+        median_ms: d.median_ms(),
+        std_ms: d.std_ms(),
+        percentiles: ps.iter().map(|&p| (p, d.percentile_ms(p))).collect(),
+    }
+}
+
+fn meta(plan: &RunPlan, key: &str) -> Option<String> {
+    plan.metadata.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
+}
+
+/// The client block: each agent's share, counts, clock, CPU and lag, and the verdict.
+pub fn client_block(plan: &RunPlan, o: &Outcome, verdict: Verdict) -> ClientBlock {
+    let open_loop = plan.request_rate.is_finite();
+    let agents = o
+        .agents
+        .iter()
+        .map(|a| {
+            let done = a.done.clone().unwrap_or_default();
+            let ((p50, p99, max), (wake_p99, wake_max)) = verdict::lag_us(a);
+            AgentEntry {
+                address: a.addr.clone(),
+                hostname: a.hello.hostname.clone(),
+                cores: a.hello.cores.max(1),
+                share: a.share.as_ref().map(|s| ShareEntry {
+                    fraction: s.fraction,
+                    slice_start: s.slice_start,
+                    num_prompts: s.num_prompts,
+                    max_concurrency: s.max_concurrency,
+                    request_rate: Rate(s.request_rate),
+                }),
+                completed: a.completed,
+                failed: a.failed,
+                rows_received: a.rows,
+                agent_reported: a.done.as_ref().map(|d| Counts { completed: d.completed, failed: d.failed }),
+                clock_offset_ms: a.offset.offset_ns as f64 / 1e6,
+                clock_offset_bound_ms: a.offset.bound_ns() as f64 / 1e6,
+                cpu_percent: verdict::cpu_percent(a),
+                cpu_seconds: done.cpu_seconds,
+                scheduling_lag_us: Lag { p50, p99, max },
+                timer_wake_lateness_us: Lateness { p99: wake_p99, max: wake_max },
+                max_in_flight: done.max_in_flight,
+                reconnects: done.reconnects,
+                stop_reason: if a.lost.is_some() && a.done.is_none() { "lost".into() } else { done.stop_reason },
+                health: a.lost.as_ref().map_or_else(|| "ok".to_string(), |why| format!("lost: {why}")),
+            }
+        })
+        .collect();
+    ClientBlock {
+        surge_version: env!("CARGO_PKG_VERSION").into(),
+        status: o.status.as_str().into(),
+        latency_mode: if open_loop {
+            "open loop: latencies from the actual send; e2el_including_client_queue from the intended send"
+        } else {
+            "closed loop: latencies from the actual send (coordinated omission applies)"
+        }
+        .into(),
+        open_loop,
+        agents,
+        verdict,
+    }
+}
+
+fn run_metadata(plan: &RunPlan, model: &str, o: &Outcome, saved_at_utc: String) -> RunMetadata {
+    let d = &plan.dataset;
+    let input_len = match plan.dataset_name {
+        "random" => Some(d.random_prefix_len + d.random_input_len),
+        "prefix_repetition" => Some(d.prefix_repetition_prefix_len + d.prefix_repetition_suffix_len),
+        _ => None,
+    };
+    let output_len = match plan.dataset_name {
+        "prefix_repetition" => Some(d.prefix_repetition_output_len),
+        "sharegpt" | "custom" => None,
+        _ => Some(d.random_output_len.max(d.fixed_output_len)),
+    };
+    RunMetadata {
+        model: plan.model.clone().unwrap_or_else(|| model.to_string()),
+        served_model_name: plan.served_model_name.clone().unwrap_or_else(|| model.to_string()),
+        benchmark_type: "serve".into(),
+        dataset_name: plan.dataset_name.into(),
+        input_len,
+        output_len,
+        random_range_ratio: d.random_range_ratio,
+        tokenizer: plan
+            .tokenizer
+            .as_ref()
+            .map(|t| TokenizerRef { path: t.path.display().to_string(), sha256: t.sha256.clone() }),
+        num_prompts: plan.num_prompts,
+        max_concurrency: plan.max_concurrency,
+        request_rate: Rate(plan.request_rate),
+        endpoint: plan.endpoint.clone(),
+        base_url: plan.base_url.clone(),
+        hardware: meta(plan, "hardware"),
+        engine: meta(plan, "engine"),
+        cluster_label: meta(plan, "cluster_label"),
+        result_tag: meta(plan, "result_tag"),
+        saved_at_utc,
+        surge_version: env!("CARGO_PKG_VERSION").into(),
+        agents: o.agents.iter().map(|a| a.addr.clone()).collect(),
+        status: o.status.as_str().into(),
+    }
+}
+
+fn detailed(o: &Outcome) -> Detailed {
+    let rows = &o.rows;
+    Detailed {
+        input_lens: rows.iter().map(|r| r.row.input_tokens).collect(),
+        output_lens: rows.iter().map(|r| r.row.output_tokens).collect(),
+        ttfts: rows.iter().map(|r| r.ttft_s()).collect(),
+        e2els: rows.iter().map(|r| r.e2el_s()).collect(),
+        itls: rows.iter().map(|r| r.row.itl_us.iter().map(|&g| f64::from(g) / 1e6).collect()).collect(),
+        start_times: rows.iter().map(|r| r.start_s).collect(),
+        agent_indices: rows.iter().map(|r| r.agent).collect(),
+        errors: rows.iter().map(|r| if r.ok() { String::new() } else { kind_name(r.row.error()) }).collect(),
+    }
+}
+
+/// The whole result of one run, stamped `saved_at_utc`.
+pub fn run_result(
+    plan: &RunPlan,
+    model: &str,
+    m: &Metrics,
+    o: &Outcome,
+    client: ClientBlock,
+    saved_at_utc: String,
+) -> RunResult {
+    let ps = percentiles(plan);
+    RunResult {
+        date: o.started_at.format("%Y%m%d-%H%M%S").to_string(),
+        backend: plan.backend_name.into(),
+        endpoint_type: plan.backend_name.into(),
+        model_id: model.into(),
+        tokenizer_id: plan.tokenizer.as_ref().map_or_else(|| model.to_string(), |t| t.path.display().to_string()),
+        num_prompts: plan.num_prompts,
+        request_rate: Rate(plan.request_rate),
+        burstiness: plan.burstiness,
+        max_concurrency: plan.max_concurrency,
+        labels: Labels(plan.metadata.clone()),
+        duration: m.duration_s,
+        completed: m.completed,
+        failed: m.failed,
+        total_input_tokens: m.total_input_tokens,
+        total_output_tokens: m.total_output_tokens,
+        request_throughput: m.request_throughput,
+        request_goodput: m.request_goodput,
+        output_throughput: m.output_throughput,
+        total_token_throughput: m.total_token_throughput,
+        max_output_tokens_per_s: m.max_output_tokens_per_s,
+        max_concurrent_requests: m.max_concurrent_requests,
+        latency: Latencies(METRICS.iter().map(|k| stats(k, m.dist(k), &ps)).collect()),
+        e2el_including_client_queue: m.e2el_incl_queue.as_ref().map(|q| QueueLatency {
+            mean_ms: q.mean_ms(),
+            median_ms: q.median_ms(),
+            percentiles: ps.iter().map(|&p| (p, q.percentile_ms(p))).collect(),
+        }),
+        errors_by_kind: m.errors_by_kind.clone(),
+        input_tokens_source: m.token_sources.input_source().into(),
+        output_tokens_source: m.token_sources.output_source().into(),
+        token_count_sources: TokenCounts {
+            input: m.token_sources.input.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            output: m.token_sources.output.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        },
+        result_schema: RESULT_SCHEMA,
+        run_metadata: run_metadata(plan, model, o, saved_at_utc),
+        client,
+        sweep: None,
+        detailed: plan.save_detailed.then(|| detailed(o)),
+    }
+}

@@ -1,0 +1,67 @@
+//! Results as files, each written atomically (a temporary file, then a rename): a run's
+//! JSON where its record says, a sweep's `summary.json` and `summary.csv`, and
+//! `validate.json` with `validate.md`.
+
+use super::result::{RunResult, SweepSummary, ValidationResult};
+use super::{OutputError, RunRecord, Sink, tables};
+use crate::plan::RunPlan;
+use std::path::{Path, PathBuf};
+
+/// Writes `bytes` to `path` atomically, creating its directory.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), OutputError> {
+    let err = |source| OutputError::Write { path: path.to_path_buf(), source };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(err)?;
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, bytes).map_err(err)?;
+    std::fs::rename(&tmp, path).map_err(err)
+}
+
+/// Writes `value` as pretty JSON.
+pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), OutputError> {
+    let bytes = serde_json::to_vec_pretty(value)
+        .map_err(|e| OutputError::Write { path: path.to_path_buf(), source: std::io::Error::other(e) })?;
+    write_atomic(path, &bytes)
+}
+
+/// A complete run result saved earlier (`--resume`), or `None`.
+pub fn complete_result(path: &Path) -> Option<RunResult> {
+    let r: RunResult = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
+    (r.client.status == "complete").then_some(r)
+}
+
+/// Where a run's result goes: `--result-dir`/`--result-filename`, or vLLM's default name.
+pub fn result_path(plan: &RunPlan, model: &str, started_at: chrono::DateTime<chrono::Utc>) -> PathBuf {
+    let name = plan.result_filename.clone().unwrap_or_else(|| {
+        let rate = if plan.request_rate.is_finite() { format!("{}", plan.request_rate) } else { "inf".into() };
+        let conc = plan.max_concurrency.map_or_else(String::new, |c| format!("-concurrency{c}"));
+        let base = model.rsplit('/').next().unwrap_or(model);
+        format!("{}-{rate}qps{conc}-{base}-{}.json", plan.backend_name, started_at.format("%Y%m%d-%H%M%S"))
+    });
+    plan.result_dir.clone().unwrap_or_else(|| PathBuf::from(".")).join(name)
+}
+
+/// The file sink.
+pub struct Files;
+
+impl Sink for Files {
+    fn run(&mut self, r: &RunRecord) -> Result<(), OutputError> {
+        match &r.file {
+            Some(path) => write_json(path, &r.result),
+            None => Ok(()),
+        }
+    }
+
+    fn sweep(&mut self, s: &SweepSummary, dir: &Path, _done: bool) -> Result<(), OutputError> {
+        write_atomic(&dir.join("summary.csv"), tables::sweep_csv(s).as_bytes())?;
+        write_json(&dir.join("summary.json"), s)
+    }
+
+    fn validation(&mut self, v: &ValidationResult, dir: &Path) -> Result<(), OutputError> {
+        write_json(&dir.join("validate.json"), v)?;
+        write_atomic(&dir.join("validate.md"), tables::validation_markdown(&v.rows).as_bytes())
+    }
+}

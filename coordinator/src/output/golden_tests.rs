@@ -1,0 +1,183 @@
+//! Golden tests: fixed rows through the whole result path (metrics, client verdict,
+//! result document, terminal summary), compared with files committed from the
+//! behaviour users already rely on. `SURGE_BLESS=1 cargo test -p surge-coordinator golden`
+//! rewrites them (review the diff before committing).
+
+use crate::cli::{Cli, Command, build};
+use crate::fleet::outcome::{AgentReport, GlobalRow, Outcome, RunStatus};
+use crate::output::result::RunResult;
+use crate::output::summary::{SummaryView, summary};
+use crate::plan::RunPlan;
+use clap::Parser;
+use std::path::PathBuf;
+use surge_proto::{Done, ErrorKind, Health, HelloReply, Row, TokenSource};
+
+fn plan(extra: &[&str]) -> RunPlan {
+    let mut argv = vec!["surge", "run", "--base-url", "http://127.0.0.1:9", "--model", "org/golden-model"];
+    argv.extend_from_slice(extra);
+    let Command::Run(args) = Cli::try_parse_from(argv).expect("flags parse").command else { panic!("not a run") };
+    build::run_plan(*args).expect("plan")
+}
+
+fn row(index: u64, start_us: i64, ttft_us: u32, itl: &[u32], error: ErrorKind) -> Row {
+    let ok = error == ErrorKind::None;
+    let latency_us = if ok { ttft_us + itl.iter().sum::<u32>() } else { ttft_us + 1_500 };
+    Row {
+        index,
+        intended_us: -1,
+        start_us,
+        ttft_us: if ok { ttft_us } else { 0 },
+        latency_us,
+        input_tokens: 100 + index as u32,
+        output_tokens: if ok { itl.len() as u32 + 1 } else { 0 },
+        http_status: if ok { 200 } else { 500 },
+        error: error as i32,
+        itl_us: if ok { itl.to_vec() } else { Vec::new() },
+        usage_from_server: ok,
+        input_source: TokenSource::Tokenizer as i32,
+        output_source: if ok { TokenSource::ServerUsage as i32 } else { TokenSource::Unspecified as i32 },
+    }
+}
+
+fn agent(i: usize, done: bool) -> AgentReport {
+    let mut a = AgentReport::default();
+    a.addr = format!("10.0.0.{}:7070", i + 1);
+    a.hello = HelloReply { cores: 4, max_in_flight: 10_000, hostname: format!("host{i}"), ..Default::default() };
+    a.offset.offset_ns = 1_250_000 * (i as i64 + 1);
+    a.offset.rtt_ns = 400_000;
+    a.completed = 3;
+    a.failed = 1;
+    a.rows = 4;
+    a.share = Some(crate::plan::split::Share {
+        fraction: 0.5,
+        slice_start: 4 * i as u64,
+        num_prompts: 4,
+        max_concurrency: if i == 0 { 1 } else { 2 },
+        request_rate: if i == 0 { 5.0 } else { f64::INFINITY },
+    });
+    a.last_health = Some(Health { cpu_percent: 42.0, lag_p99_us: 90, ..Default::default() });
+    a.peak_cpu_percent = 55.0;
+    if done {
+        a.done = Some(Done {
+            completed: 3,
+            failed: 1,
+            cpu_seconds: 0.9,
+            wall_seconds: 3.0,
+            lag_p50_us: 10,
+            lag_p99_us: 120,
+            lag_max_us: 300,
+            stop_reason: "finished".into(),
+            max_in_flight: 2,
+            wake_p99_us: 30,
+            wake_max_us: 60,
+            ..Default::default()
+        });
+    } else {
+        a.lost = Some("silent for more than 3s".into());
+    }
+    a
+}
+
+fn outcome(open_loop: bool, status: RunStatus) -> Outcome {
+    let itls: [&[u32]; 4] = [&[10_000, 12_000, 9_000], &[11_000, 30_000], &[8_000, 8_500, 9_500, 20_000], &[15_000]];
+    let mut rows = Vec::new();
+    for i in 0..8u64 {
+        let err = match i {
+            3 => ErrorKind::HttpStatus,
+            6 => ErrorKind::Timeout,
+            _ => ErrorKind::None,
+        };
+        let mut r = row(i, 100_000 * i as i64, 40_000 + 7_000 * i as u32, itls[i as usize % 4], err);
+        let start_s = r.start_us as f64 / 1e6 + 0.001 * (i % 2) as f64;
+        let intended_s = open_loop.then(|| start_s - 0.0005 * i as f64);
+        if open_loop {
+            r.intended_us = r.start_us - 500 * i as i64;
+        }
+        rows.push(GlobalRow { agent: (i % 2) as usize, start_s, intended_s, row: r });
+    }
+    let lost = matches!(status, RunStatus::Partial { .. } | RunStatus::Invalid { .. });
+    Outcome {
+        rows,
+        agents: vec![agent(0, true), agent(1, !lost)],
+        status,
+        started_at: chrono::DateTime::from_timestamp(1_790_000_000, 0).expect("date"),
+    }
+}
+
+/// The result document with the values that change from run to run fixed.
+fn document(plan: &RunPlan, o: &Outcome) -> (serde_json::Value, String) {
+    let mut r = crate::commands::finish(plan, "org/golden-model", o);
+    r.run_metadata.saved_at_utc = "SAVED_AT".into();
+    r.run_metadata.surge_version = "VERSION".into();
+    r.client.surge_version = "VERSION".into();
+    let text = summary(&r, &SummaryView::of(plan), &o.status);
+    // What is written reads back as the same value.
+    let back: RunResult = serde_json::from_slice(&serde_json::to_vec(&r).expect("serializes")).expect("reads back");
+    assert_eq!(back, r, "the result does not survive a round trip");
+    (serde_json::to_value(&r).expect("json"), text)
+}
+
+fn check(name: &str, doc: &serde_json::Value, text: &str) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    let json_path = dir.join(format!("{name}.json"));
+    let text_path = dir.join(format!("{name}.txt"));
+    if std::env::var_os("SURGE_BLESS").is_some() {
+        std::fs::create_dir_all(&dir).expect("golden dir");
+        std::fs::write(&json_path, serde_json::to_string_pretty(doc).expect("json") + "\n").expect("write");
+        std::fs::write(&text_path, text).expect("write");
+        return;
+    }
+    let want: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).expect("golden json")).expect("golden parses");
+    assert_eq!(doc, &want, "{name}.json differs from the golden file");
+    let want_text = std::fs::read_to_string(&text_path).expect("golden text");
+    assert_eq!(text, want_text, "{name}.txt (terminal summary) differs from the golden file");
+}
+
+#[test]
+fn golden_closed_loop_with_details_metadata_and_goodput() {
+    let p = plan(&[
+        "--num-prompts",
+        "8",
+        "--max-concurrency",
+        "2",
+        "--metadata",
+        "hardware=8xH100",
+        "engine=vllm",
+        "--goodput",
+        "ttft:60",
+        "e2el:100",
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--metric-percentiles",
+        "50,90,99.9",
+        "--save-detailed",
+    ]);
+    let (doc, text) = document(&p, &outcome(false, RunStatus::Complete));
+    check("closed_loop", &doc, &text);
+}
+
+#[test]
+fn golden_open_loop_partial() {
+    let p = plan(&["--num-prompts", "8", "--request-rate", "10", "--tolerate-agent-loss", "--random-input-len", "64"]);
+    let (doc, text) = document(&p, &outcome(true, RunStatus::Partial { lost: vec!["10.0.0.2:7070".into()] }));
+    check("open_loop_partial", &doc, &text);
+}
+
+/// A file written before `result_schema` existed reads as schema 1, and a file is
+/// written in vLLM's key order (the typed result's declaration order), not sorted.
+#[test]
+fn old_files_read_as_schema_one_and_keys_keep_vllm_order() {
+    let p = plan(&["--num-prompts", "8"]);
+    let mut r = crate::commands::finish(&p, "org/golden-model", &outcome(false, RunStatus::Complete));
+    let text = serde_json::to_string(&r).expect("json");
+    let pos = |k: &str| text.find(&format!("\"{k}\":")).unwrap_or_else(|| panic!("{k} missing"));
+    let order = ["date", "backend", "model_id", "num_prompts", "request_rate", "duration", "completed", "failed"];
+    assert!(order.windows(2).all(|w| pos(w[0]) < pos(w[1])), "{text}");
+    assert!(pos("mean_ttft_ms") < pos("p99_ttft_ms") && pos("p99_ttft_ms") < pos("mean_tpot_ms"));
+    let old = text.replace("\"result_schema\":1,", "");
+    assert_ne!(old, text);
+    let back: RunResult = serde_json::from_str(&old).expect("an old file reads");
+    r.result_schema = 1;
+    assert_eq!(back, r);
+}

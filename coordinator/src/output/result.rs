@@ -1,0 +1,518 @@
+//! The typed result model: what a run, a sweep and a validation produce, as values.
+//! A run's document serializes to `vllm bench serve`'s `--save-result` keys (declaration
+//! order), surge's `run_metadata` and `client` blocks, errors by kind, and with
+//! `--save-detailed` the per-request arrays; it deserializes from files written by
+//! earlier versions (a file without `result_schema` is schema 1).
+
+use crate::analysis::repeat::Summary;
+use crate::analysis::verdict::Verdict;
+use serde::de::{self, IgnoredAny, MapAccess, Visitor};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Bumped on any change of a key's meaning (D12).
+pub const RESULT_SCHEMA: u32 = 1;
+
+fn schema_one() -> u32 {
+    1
+}
+
+/// A request rate: a number, or vLLM's `"inf"` for an unpaced run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rate(pub f64);
+
+impl Serialize for Rate {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.0.is_finite() { s.serialize_f64(self.0) } else { s.serialize_str("inf") }
+    }
+}
+
+impl<'de> Deserialize<'de> for Rate {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(f64),
+            S(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::N(n) => Ok(Rate(n)),
+            Raw::S(s) if s == "inf" => Ok(Rate(f64::INFINITY)),
+            Raw::S(s) => Err(de::Error::custom(format!("request_rate {s:?}: expected a number or \"inf\""))),
+        }
+    }
+}
+
+/// One result of `surge run` (and each level-run of a sweep or matrix).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    pub date: String,
+    pub backend: String,
+    pub endpoint_type: String,
+    pub model_id: String,
+    pub tokenizer_id: String,
+    pub num_prompts: u64,
+    pub request_rate: Rate,
+    pub burstiness: f64,
+    pub max_concurrency: Option<u32>,
+    /// `--metadata KEY=VALUE`, at the top level as vLLM writes it.
+    #[serde(flatten)]
+    pub labels: Labels,
+    pub duration: f64,
+    pub completed: u64,
+    pub failed: u64,
+    pub total_input_tokens: u64,
+    pub total_output_tokens: u64,
+    pub request_throughput: f64,
+    pub request_goodput: Option<f64>,
+    pub output_throughput: f64,
+    pub total_token_throughput: f64,
+    pub max_output_tokens_per_s: f64,
+    pub max_concurrent_requests: f64,
+    /// `mean_/median_/std_/pN_{ttft,tpot,itl,e2el}_ms`.
+    #[serde(flatten)]
+    pub latency: Latencies,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e2el_including_client_queue: Option<QueueLatency>,
+    pub errors_by_kind: BTreeMap<String, u64>,
+    pub input_tokens_source: String,
+    pub output_tokens_source: String,
+    pub token_count_sources: TokenCounts,
+    #[serde(default = "schema_one")]
+    pub result_schema: u32,
+    pub run_metadata: RunMetadata,
+    pub client: ClientBlock,
+    /// Where this level-run sits in a sweep.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<SweepPosition>,
+    /// `--save-detailed`: per-request arrays in seconds, as vLLM saves them.
+    #[serde(flatten)]
+    pub detailed: Option<Detailed>,
+}
+
+/// `--metadata` labels in the order given.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Labels(pub Vec<(String, String)>);
+
+impl Serialize for Labels {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Labels {
+    /// Labels are the top-level keys left over with string values.
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Any {
+            S(String),
+            Other(IgnoredAny),
+        }
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Labels;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("metadata labels")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Labels, A::Error> {
+                let mut out = Vec::new();
+                while let Some((k, v)) = map.next_entry::<String, Any>()? {
+                    if let Any::S(v) = v {
+                        out.push((k, v));
+                    }
+                }
+                Ok(Labels(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// One metric's distribution, in ms.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricStats {
+    /// `ttft`, `tpot`, `itl` or `e2el`.
+    pub name: String,
+    pub mean_ms: f64,
+    pub median_ms: f64,
+    pub std_ms: f64,
+    /// (percentile, value) in the order of `--metric-percentiles` (plus 99).
+    pub percentiles: Vec<(f64, f64)>,
+}
+
+impl MetricStats {
+    /// The value at percentile `p`, if the result has it.
+    pub fn at(&self, p: f64) -> Option<f64> {
+        self.percentiles.iter().find(|(q, _)| *q == p).map(|(_, v)| *v)
+    }
+}
+
+/// Every metric's statistics, keyed as vLLM keys them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Latencies(pub Vec<MetricStats>);
+
+impl Latencies {
+    pub fn get(&self, name: &str) -> Option<&MetricStats> {
+        self.0.iter().find(|m| m.name == name)
+    }
+}
+
+impl Serialize for Latencies {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        for d in &self.0 {
+            let k = &d.name;
+            m.serialize_entry(&format!("mean_{k}_ms"), &d.mean_ms)?;
+            m.serialize_entry(&format!("median_{k}_ms"), &d.median_ms)?;
+            m.serialize_entry(&format!("std_{k}_ms"), &d.std_ms)?;
+            for (p, v) in &d.percentiles {
+                m.serialize_entry(&format!("p{}_{k}_ms", crate::plan::percentile_word(*p)), v)?;
+            }
+        }
+        m.end()
+    }
+}
+
+/// `(stat, metric)` of a key such as `p99.9_ttft_ms` or `mean_itl_ms`.
+fn latency_key(key: &str) -> Option<(&str, &str)> {
+    let rest = key.strip_suffix("_ms")?;
+    let (stat, metric) = rest.rsplit_once('_')?;
+    crate::plan::METRICS.contains(&metric).then_some((stat, metric))
+}
+
+impl<'de> Deserialize<'de> for Latencies {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Num {
+            N(Option<f64>),
+            Other(IgnoredAny),
+        }
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Latencies;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("latency statistics")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Latencies, A::Error> {
+                let mut out: Vec<MetricStats> = Vec::new();
+                while let Some((key, v)) = map.next_entry::<String, Num>()? {
+                    let (Some((stat, metric)), Num::N(v)) = (latency_key(&key), v) else { continue };
+                    let v = v.unwrap_or(f64::NAN);
+                    let i = match out.iter().position(|m| m.name == metric) {
+                        Some(i) => i,
+                        None => {
+                            out.push(MetricStats {
+                                name: metric.to_string(),
+                                mean_ms: f64::NAN,
+                                median_ms: f64::NAN,
+                                std_ms: f64::NAN,
+                                percentiles: Vec::new(),
+                            });
+                            out.len() - 1
+                        }
+                    };
+                    let m = &mut out[i];
+                    match stat {
+                        "mean" => m.mean_ms = v,
+                        "median" => m.median_ms = v,
+                        "std" => m.std_ms = v,
+                        p => {
+                            if let Some(p) = p.strip_prefix('p').and_then(|w| w.parse::<f64>().ok()) {
+                                m.percentiles.push((p, v));
+                            }
+                        }
+                    }
+                }
+                let rank = |n: &str| crate::plan::METRICS.iter().position(|m| *m == n);
+                out.sort_by_key(|m| rank(&m.name));
+                Ok(Latencies(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// Open loop: E2EL measured from the intended send time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueLatency {
+    pub mean_ms: f64,
+    pub median_ms: f64,
+    pub percentiles: Vec<(f64, f64)>,
+}
+
+impl Serialize for QueueLatency {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("mean_ms", &self.mean_ms)?;
+        m.serialize_entry("median_ms", &self.median_ms)?;
+        for (p, v) in &self.percentiles {
+            m.serialize_entry(&format!("p{}_ms", crate::plan::percentile_word(*p)), v)?;
+        }
+        m.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for QueueLatency {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = QueueLatency;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("queue latency statistics")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<QueueLatency, A::Error> {
+                let mut q = QueueLatency { mean_ms: f64::NAN, median_ms: f64::NAN, percentiles: Vec::new() };
+                // Percentiles stay in the order the file has them (the run's order).
+                while let Some((k, v)) = map.next_entry::<String, Option<f64>>()? {
+                    let v = v.unwrap_or(f64::NAN);
+                    match k.as_str() {
+                        "mean_ms" => q.mean_ms = v,
+                        "median_ms" => q.median_ms = v,
+                        _ => {
+                            if let Some(p) = k.strip_prefix('p').and_then(|w| w.strip_suffix("_ms")?.parse().ok()) {
+                                q.percentiles.push((p, v));
+                            }
+                        }
+                    }
+                }
+                Ok(q)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// Rows per token-count source, for input and output counts.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TokenCounts {
+    pub input: BTreeMap<String, u64>,
+    pub output: BTreeMap<String, u64>,
+}
+
+/// The tokenizer a run counted with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenizerRef {
+    pub path: String,
+    pub sha256: String,
+}
+
+/// What was run, where, on what, for later comparison.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunMetadata {
+    pub model: String,
+    pub served_model_name: String,
+    pub benchmark_type: String,
+    pub dataset_name: String,
+    pub input_len: Option<u32>,
+    pub output_len: Option<u32>,
+    pub random_range_ratio: f64,
+    pub tokenizer: Option<TokenizerRef>,
+    pub num_prompts: u64,
+    pub max_concurrency: Option<u32>,
+    pub request_rate: Rate,
+    pub endpoint: String,
+    pub base_url: String,
+    pub hardware: Option<String>,
+    pub engine: Option<String>,
+    pub cluster_label: Option<String>,
+    pub result_tag: Option<String>,
+    pub saved_at_utc: String,
+    pub surge_version: String,
+    pub agents: Vec<String>,
+    pub status: String,
+}
+
+/// The `client` block: where the load came from and whether it was the bottleneck.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClientBlock {
+    pub surge_version: String,
+    pub status: String,
+    pub latency_mode: String,
+    pub open_loop: bool,
+    pub agents: Vec<AgentEntry>,
+    pub verdict: Verdict,
+}
+
+/// One agent in `client.agents`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentEntry {
+    pub address: String,
+    pub hostname: String,
+    pub cores: u32,
+    pub share: Option<ShareEntry>,
+    pub completed: u64,
+    pub failed: u64,
+    pub rows_received: u64,
+    /// The agent's own counts in its Done message (absent when it was lost): equal to
+    /// the rows received when nothing was lost on the way.
+    pub agent_reported: Option<Counts>,
+    pub clock_offset_ms: f64,
+    pub clock_offset_bound_ms: f64,
+    /// Process CPU time over the run's wall time; 100 = one core.
+    pub cpu_percent: f64,
+    pub cpu_seconds: f64,
+    /// Intended to actual send (open loop), microseconds.
+    pub scheduling_lag_us: Lag,
+    /// Pacing-timer wake-up lateness (open loop), microseconds.
+    pub timer_wake_lateness_us: Lateness,
+    pub max_in_flight: u32,
+    pub reconnects: u64,
+    pub stop_reason: String,
+    pub health: String,
+}
+
+/// An agent's part of the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShareEntry {
+    pub fraction: f64,
+    pub slice_start: u64,
+    pub num_prompts: u64,
+    pub max_concurrency: u32,
+    pub request_rate: Rate,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Counts {
+    pub completed: u64,
+    pub failed: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Lag {
+    pub p50: u64,
+    pub p99: u64,
+    pub max: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Lateness {
+    pub p99: u64,
+    pub max: u64,
+}
+
+/// A level-run's place in its sweep.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepPosition {
+    pub kind: String,
+    pub level: f64,
+    pub run: u32,
+    pub runs: u32,
+}
+
+/// `--save-detailed`: one entry per request, in request order.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Detailed {
+    pub input_lens: Vec<u32>,
+    pub output_lens: Vec<u32>,
+    pub ttfts: Vec<f64>,
+    pub e2els: Vec<f64>,
+    pub itls: Vec<Vec<f64>>,
+    pub start_times: Vec<f64>,
+    pub agent_indices: Vec<usize>,
+    pub errors: Vec<String>,
+}
+
+/// The level a sweep summary entry is at, keyed by what the sweep varies.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LevelKey {
+    Concurrency(Option<f64>),
+    RequestRate(Option<f64>),
+}
+
+/// `summary.json` of a sweep directory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepSummary {
+    pub kind: String,
+    pub tag: String,
+    pub runs_per_level: u32,
+    pub levels: Vec<LevelSummary>,
+    pub knee: KneeEntry,
+    pub saved_at_utc: String,
+}
+
+/// One level of a sweep: statistics over its runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LevelSummary {
+    #[serde(flatten)]
+    pub level: LevelKey,
+    pub runs: usize,
+    /// Per statistic (`request_throughput`, `p99_ttft_ms`, ...) across the runs.
+    pub stats: BTreeMap<String, Summary>,
+    pub knee: bool,
+}
+
+/// The knee found (or not) and the rule that found it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KneeEntry {
+    #[serde(flatten)]
+    pub level: LevelKey,
+    pub rule: KneeRuleEntry,
+    pub searched: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct KneeRuleEntry {
+    pub efficiency: f64,
+    pub latency_growth: f64,
+}
+
+/// `validate.json`: the client-overhead table, and the verdict with `--against`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ValidationResult {
+    pub target: String,
+    pub streaming: bool,
+    pub requests_per_level: u64,
+    pub tokens_per_request: u32,
+    pub bytes_per_token_estimate: Option<f64>,
+    pub rows: Vec<ValidationRow>,
+    pub saved_at_utc: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub against: Option<Headroom>,
+}
+
+/// One concurrency level of `surge validate`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ValidationRow {
+    pub concurrency: u32,
+    pub requests_per_sec: f64,
+    pub tokens_per_sec: f64,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+    pub success_rate: f64,
+    pub agents: Vec<AgentEntry>,
+}
+
+/// `surge validate --against`: the client's capacity over what a run needed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Headroom {
+    pub file: String,
+    pub run_concurrency: u32,
+    pub run_request_throughput: f64,
+    pub validated_concurrency: u32,
+    pub validated_request_throughput: f64,
+    pub headroom: f64,
+    pub min_headroom: f64,
+    pub pass: bool,
+}
+
+/// The two numbers `--against` reads from a result file.
+#[derive(Debug, Clone, Deserialize)]
+pub struct JudgedRun {
+    pub request_throughput: f64,
+    pub max_concurrency: Option<u32>,
+}
+
+/// `now` as results stamp it.
+pub fn saved_at(now: chrono::DateTime<chrono::Utc>) -> String {
+    now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}

@@ -1,0 +1,129 @@
+//! The terminal summary, in the layout of `vllm bench serve` (users paste and parse it),
+//! followed by the lines surge adds: client health, errors by kind, agents, and the
+//! run's status when it is not complete.
+
+use super::result::RunResult;
+use crate::fleet::outcome::RunStatus;
+use crate::plan::{RunPlan, percentile_word};
+use std::fmt::Write;
+
+/// What the summary shows: vLLM's `--percentile-metrics` and `--metric-percentiles`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SummaryView {
+    pub metrics: Vec<&'static str>,
+    pub percentiles: Vec<f64>,
+}
+
+impl SummaryView {
+    pub fn of(plan: &RunPlan) -> Self {
+        Self { metrics: plan.percentile_metrics.clone(), percentiles: plan.metric_percentiles.clone() }
+    }
+}
+
+fn line(out: &mut String, label: &str, value: impl std::fmt::Display) {
+    let _ = writeln!(out, "{label:<40} {value:<10}");
+}
+
+fn fline(out: &mut String, label: &str, value: f64) {
+    let _ = writeln!(out, "{label:<40} {value:<10.2}");
+}
+
+fn header(out: &mut String, title: &str, fill: char) {
+    let _ = writeln!(out, "{}", center(title, 50, fill));
+}
+
+fn center(s: &str, width: usize, fill: char) -> String {
+    let len = s.chars().count();
+    if len >= width {
+        return s.to_string();
+    }
+    let left = (width - len) / 2;
+    let right = width - len - left;
+    format!("{}{}{}", fill.to_string().repeat(left), s, fill.to_string().repeat(right))
+}
+
+const SECTIONS: [(&str, &str, &str); 4] = [
+    ("ttft", "TTFT", "Time to First Token"),
+    ("tpot", "TPOT", "Time per Output Token (excl. 1st token)"),
+    ("itl", "ITL", "Inter-token Latency"),
+    ("e2el", "E2EL", "End-to-end Latency"),
+];
+
+/// Renders the summary block of one run.
+pub fn summary(r: &RunResult, view: &SummaryView, status: &RunStatus) -> String {
+    let mut out = String::new();
+    header(&mut out, " Serving Benchmark Result ", '=');
+    line(&mut out, "Successful requests:", r.completed);
+    line(&mut out, "Failed requests:", r.failed);
+    fline(&mut out, "Benchmark duration (s):", r.duration);
+    line(&mut out, "Total input tokens:", r.total_input_tokens);
+    line(&mut out, "Total generated tokens:", r.total_output_tokens);
+    fline(&mut out, "Request throughput (req/s):", r.request_throughput);
+    if let Some(g) = r.request_goodput {
+        fline(&mut out, "Request goodput (req/s):", g);
+    }
+    fline(&mut out, "Output token throughput (tok/s):", r.output_throughput);
+    fline(&mut out, "Peak output token throughput (tok/s):", r.max_output_tokens_per_s);
+    fline(&mut out, "Peak concurrent requests:", r.max_concurrent_requests);
+    fline(&mut out, "Total token throughput (tok/s):", r.total_token_throughput);
+    for (key, short, title) in SECTIONS {
+        if !view.metrics.contains(&key) {
+            continue;
+        }
+        let Some(d) = r.latency.get(key) else { continue };
+        header(&mut out, title, '-');
+        fline(&mut out, &format!("Mean {short} (ms):"), d.mean_ms);
+        fline(&mut out, &format!("Median {short} (ms):"), d.median_ms);
+        for &p in &view.percentiles {
+            fline(&mut out, &format!("P{} {short} (ms):", percentile_word(p)), d.at(p).unwrap_or(f64::NAN));
+        }
+    }
+    header(&mut out, "surge", '-');
+    if let Some(q) = &r.e2el_including_client_queue {
+        let p99 = q.percentiles.iter().find(|(p, _)| *p == 99.0).map_or(f64::NAN, |(_, v)| *v);
+        fline(&mut out, "P99 E2EL incl. client queue (ms):", p99);
+    } else {
+        line(&mut out, "Latency measured from:", "actual send (closed loop)");
+    }
+    let client = &r.client;
+    line(&mut out, "Agents:", client.agents.len());
+    let cpu = client.agents.iter().map(|a| a.cpu_percent).fold(0.0, f64::max);
+    fline(&mut out, "Client CPU, busiest agent (%):", cpu);
+    if client.open_loop {
+        let lag = client.agents.iter().map(|a| a.scheduling_lag_us.p99).max().unwrap_or(0);
+        fline(&mut out, "Client send lag p99 (ms):", lag as f64 / 1000.0);
+    }
+    for (kind, n) in &r.errors_by_kind {
+        line(&mut out, &format!("Errors ({kind}):"), n);
+    }
+    if client.verdict.client_bound {
+        let _ = writeln!(out, "WARNING: client-bound: {}", client.verdict.reasons.join("; "));
+    }
+    match status {
+        RunStatus::Complete => {}
+        RunStatus::Invalid { lost } => {
+            let _ = writeln!(out, "RUN INVALID: agent(s) lost: {} (partial data saved)", lost.join(", "));
+        }
+        RunStatus::Partial { lost } => {
+            let _ = writeln!(out, "RUN PARTIAL: agent(s) lost: {} (their share is missing)", lost.join(", "));
+        }
+        RunStatus::Interrupted => {
+            let _ = writeln!(out, "RUN INTERRUPTED: results cover what finished before the stop");
+        }
+    }
+    let _ = writeln!(out, "{}", "=".repeat(50));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::center;
+
+    #[test]
+    fn centers_like_python_format() {
+        // '{s:{c}^{n}}'.format(s=' Serving Benchmark Result ', n=50, c='=')
+        assert_eq!(center(" Serving Benchmark Result ", 50, '='), "============ Serving Benchmark Result ============");
+        // Python puts the extra fill on the right for odd padding.
+        assert_eq!(center("Time to First Token", 50, '-'), "---------------Time to First Token----------------");
+    }
+}

@@ -1,0 +1,127 @@
+//! Tables drawn from typed results: a sweep's terminal table and `summary.csv`, and the
+//! client-overhead table of `surge validate` in Markdown.
+
+use super::result::{LevelKey, LevelSummary, RunResult, SweepSummary, ValidationRow};
+use crate::analysis::repeat::{Summary, summarize};
+use crate::plan::percentile_word;
+use std::fmt::Write;
+
+/// The per-level statistics of a sweep, in column order.
+pub const SWEEP_STATS: [&str; 10] = [
+    "request_throughput",
+    "output_throughput",
+    "p50_ttft_ms",
+    "p99_ttft_ms",
+    "p50_tpot_ms",
+    "p99_tpot_ms",
+    "p50_itl_ms",
+    "p99_itl_ms",
+    "p50_e2el_ms",
+    "p99_e2el_ms",
+];
+
+/// One sweep statistic of one run result.
+pub fn sweep_stat(r: &RunResult, name: &str) -> Option<f64> {
+    match name {
+        "request_throughput" => Some(r.request_throughput),
+        "output_throughput" => Some(r.output_throughput),
+        _ => {
+            let (p, metric) = name.strip_suffix("_ms")?.split_once('_')?;
+            let m = r.latency.get(metric)?;
+            match p {
+                "p50" => Some(m.median_ms),
+                "p99" => m.at(99.0),
+                _ => None,
+            }
+        }
+    }
+}
+
+/// The level of a summary entry.
+pub fn level_of(l: &LevelSummary) -> f64 {
+    match l.level {
+        LevelKey::Concurrency(v) | LevelKey::RequestRate(v) => v.unwrap_or(f64::NAN),
+    }
+}
+
+fn stat(l: &LevelSummary, name: &str) -> Summary {
+    l.stats.get(name).copied().unwrap_or_else(|| summarize(&[]))
+}
+
+/// The table printed at the end of a sweep.
+pub fn sweep_table(s: &SweepSummary) -> String {
+    let mut out = format!(
+        "{:>10} {:>4} {:>22} {:>12} {:>10} {:>10} {:>10}\n",
+        s.kind, "runs", "req/s (95% CI)", "out tok/s", "p50 TTFT", "p99 TTFT", "p99 E2EL"
+    );
+    for l in &s.levels {
+        let rt = stat(l, "request_throughput");
+        let _ = writeln!(
+            out,
+            "{:>10} {:>4} {:>22} {:>12.1} {:>10.2} {:>10.2} {:>10.2}{}",
+            percentile_word(level_of(l)),
+            l.runs,
+            format!("{:.2} [{:.2}, {:.2}]", rt.mean, rt.ci95_low, rt.ci95_high),
+            stat(l, "output_throughput").mean,
+            stat(l, "p50_ttft_ms").mean,
+            stat(l, "p99_ttft_ms").mean,
+            stat(l, "p99_e2el_ms").mean,
+            if l.knee { "  <- knee" } else { "" }
+        );
+    }
+    out
+}
+
+/// `summary.csv`: a row per level, mean/std/CI/CV per statistic, the knee flag.
+pub fn sweep_csv(s: &SweepSummary) -> String {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let mut header = vec![s.kind.clone(), "runs".to_string()];
+    for name in SWEEP_STATS {
+        for part in ["mean", "std", "ci95_low", "ci95_high", "cv"] {
+            header.push(format!("{name}_{part}"));
+        }
+    }
+    header.push("knee".into());
+    let _ = w.write_record(&header);
+    for l in &s.levels {
+        let mut rec = vec![percentile_word(level_of(l)), l.runs.to_string()];
+        for name in SWEEP_STATS {
+            let v = stat(l, name);
+            rec.extend([v.mean, v.std, v.ci95_low, v.ci95_high, v.cv].map(|x| format!("{x}")));
+        }
+        rec.push(l.knee.to_string());
+        let _ = w.write_record(&rec);
+    }
+    String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
+}
+
+/// The client-overhead table users publish, then each agent's CPU and send lag.
+pub fn validation_markdown(rows: &[ValidationRow]) -> String {
+    let mut s =
+        String::from("| Concurrency | Requests/sec | Tokens/sec | p50 (ms) | p95 (ms) | p99 (ms) | Success Rate |\n");
+    s.push_str("|---|---|---|---|---|---|---|\n");
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "| {} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} | {:.1}% |",
+            r.concurrency,
+            r.requests_per_sec,
+            r.tokens_per_sec,
+            r.p50_ms,
+            r.p95_ms,
+            r.p99_ms,
+            r.success_rate * 100.0
+        );
+    }
+    s.push_str("\n| Concurrency | Agent | CPU (%) | Send lag p99 (us) |\n|---|---|---|---|\n");
+    for r in rows {
+        for a in &r.agents {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {:.1} | {} |",
+                r.concurrency, a.address, a.cpu_percent, a.scheduling_lag_us.p99
+            );
+        }
+    }
+    s
+}

@@ -1,0 +1,130 @@
+//! The terminal: summaries and tables on stdout (users paste and parse them), notices
+//! on stderr prefixed with the command (`surge sweep: ...`), and a progress bar on stderr
+//! when it is a terminal.
+
+use super::result::{SweepSummary, ValidationResult};
+use super::{OutputError, RunRecord, Sink, summary, tables};
+use crate::fleet::outcome::RunStatus;
+use crate::fleet::session::Observer;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::{IsTerminal, Write};
+
+/// Writes to stdout; a closed stdout (a pipe to `head`) is not an error worth a panic.
+pub fn out(text: &str) {
+    let _ = std::io::stdout().write_all(text.as_bytes());
+    let _ = std::io::stdout().flush();
+}
+
+/// `surge`, `surge sweep`, ...: the prefix of every stderr line.
+fn prefix(command: &str) -> String {
+    if command.is_empty() { "surge".into() } else { format!("surge {command}") }
+}
+
+/// Prints `message` on stderr as `command` says things.
+pub fn say(command: &str, message: &str) {
+    eprintln!("{}: {message}", prefix(command));
+}
+
+/// The terminal sink.
+pub struct Terminal {
+    command: &'static str,
+    /// Print each run's summary block (`surge run`, `surge matrix`), not a sweep's.
+    summaries: bool,
+}
+
+impl Terminal {
+    pub fn new(command: &'static str, summaries: bool) -> Self {
+        Self { command, summaries }
+    }
+}
+
+impl Sink for Terminal {
+    fn run(&mut self, r: &RunRecord) -> Result<(), OutputError> {
+        if self.summaries {
+            let mut text = r.heading.as_ref().map(|h| format!("{h}\n")).unwrap_or_default();
+            text.push_str(&summary::summary(&r.result, &r.view, &r.status));
+            out(&text);
+        }
+        let code = crate::exit::of_status(&r.status);
+        match &r.status {
+            RunStatus::Invalid { lost } => say("", &format!("run invalid: agent(s) {} lost (exit code {code})", lost.join(", "))),
+            RunStatus::Partial { lost } => say("", &format!("run partial: agent(s) {} lost (exit code {code})", lost.join(", "))),
+            RunStatus::Complete | RunStatus::Interrupted => {}
+        }
+        Ok(())
+    }
+
+    fn sweep(&mut self, s: &SweepSummary, _dir: &std::path::Path, done: bool) -> Result<(), OutputError> {
+        if done {
+            let mut text = tables::sweep_table(s);
+            if let (true, Some(l)) = (s.knee.searched, s.levels.iter().find(|l| l.knee)) {
+                text.push_str(&format!("knee: {} = {}\n", s.kind, crate::plan::percentile_word(tables::level_of(l))));
+            }
+            out(&text);
+        }
+        Ok(())
+    }
+
+    fn validation(&mut self, v: &ValidationResult, _dir: &std::path::Path) -> Result<(), OutputError> {
+        let mut text = tables::validation_markdown(&v.rows);
+        if let Some(a) = &v.against {
+            text.push_str(&format!(
+                "\nverdict for {}: the client sustains {:.0} req/s at concurrency {}; the run achieved {:.2} req/s at concurrency {}: headroom {:.1}x (minimum {:.1}x): {}\n",
+                a.file,
+                a.validated_request_throughput,
+                a.validated_concurrency,
+                a.run_request_throughput,
+                a.run_concurrency,
+                a.headroom,
+                a.min_headroom,
+                if a.pass { "PASS, the client was not the bottleneck" } else { "FAIL, the client may have limited that run" }
+            ));
+        }
+        out(&text);
+        Ok(())
+    }
+
+    fn notice(&mut self, message: &str) {
+        say(self.command, message);
+    }
+}
+
+/// Progress of one run on stderr, and the fleet's notices (an agent lost, an interrupt).
+pub struct Progress {
+    bar: ProgressBar,
+}
+
+impl Progress {
+    /// A bar of `total` requests when stderr is a terminal and `total` is known.
+    pub fn new(total: Option<u64>, label: String) -> Self {
+        let bar = match total {
+            Some(n) if std::io::stderr().is_terminal() => {
+                let pb = ProgressBar::new(n);
+                if let Ok(style) =
+                    ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} req  {per_sec}  ETA {eta}")
+                {
+                    pb.set_style(style.progress_chars("=> "));
+                }
+                pb.set_prefix(label);
+                pb
+            }
+            _ => ProgressBar::hidden(),
+        };
+        Self { bar }
+    }
+}
+
+impl Observer for Progress {
+    fn progress(&self, finished: u64) {
+        self.bar.set_position(finished);
+    }
+    fn notice(&self, message: &str) {
+        self.bar.suspend(|| say("", message));
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.bar.finish_and_clear();
+    }
+}

@@ -1,0 +1,134 @@
+//! What a benchmark is, as values: one run ([`RunPlan`]), and the plans derived from it
+//! by changing fields (sweep levels, matrix profiles, validation levels), plus the
+//! deterministic split of a run across agents. Plans are built once from flags and
+//! configuration by `cli`; nothing here parses or prints.
+
+pub mod matrix;
+pub mod split;
+pub mod sweep;
+pub mod validate;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use surge_proto::{Backend, DatasetSpec, PromptItem};
+
+/// The metric families of `--percentile-metrics`, in vLLM's order.
+pub const METRICS: [&str; 4] = ["ttft", "tpot", "itl", "e2el"];
+
+/// vLLM's spelling of a percentile (or a level) in keys, labels and file names: `99`, `99.9`.
+pub fn percentile_word(p: f64) -> String {
+    if p.fract() == 0.0 { format!("{}", p as i64) } else { format!("{p}") }
+}
+
+/// Service-level objectives in ms (`--goodput ttft:200 tpot:50`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Slo {
+    pub ttft_ms: Option<f64>,
+    pub tpot_ms: Option<f64>,
+    pub e2el_ms: Option<f64>,
+}
+
+impl Slo {
+    pub fn is_empty(&self) -> bool {
+        self.ttft_ms.is_none() && self.tpot_ms.is_none() && self.e2el_ms.is_none()
+    }
+}
+
+/// The run's tokenizer: the file as shipped to agents, its hash, and the parsed tokenizer.
+#[derive(Clone)]
+pub struct TokenizerFile {
+    pub path: PathBuf,
+    pub bytes: Arc<Vec<u8>>,
+    pub sha256: String,
+    pub tok: Arc<surge_agent::tokenizer::Tok>,
+}
+
+impl std::fmt::Debug for TokenizerFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenizerFile").field("path", &self.path).field("sha256", &self.sha256).finish()
+    }
+}
+
+/// Coordinator <-> agent TLS material.
+#[derive(Debug, Clone)]
+pub struct TlsPaths {
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// Where the load runs.
+#[derive(Debug, Clone)]
+pub enum Agents {
+    /// One in-process agent behind the same gRPC service remote agents serve.
+    Embedded,
+    /// Remote agents; `tls` is `None` only with `--insecure` on loopback.
+    Remote { addrs: Vec<String>, tls: Option<TlsPaths> },
+}
+
+/// A validated `surge run`.
+#[derive(Debug, Clone)]
+pub struct RunPlan {
+    pub base_url: String,
+    pub endpoint: String,
+    pub backend: Backend,
+    /// vLLM's name for the backend in results.
+    pub backend_name: &'static str,
+    pub model: Option<String>,
+    pub served_model_name: Option<String>,
+    pub dataset: DatasetSpec,
+    pub dataset_name: &'static str,
+    /// `--tokenizer`: shipped to every agent with its hash.
+    pub tokenizer: Option<TokenizerFile>,
+    /// File datasets: the parsed prompts (request i uses `prompts[i % len]`).
+    pub prompts: Arc<Vec<PromptItem>>,
+    pub num_prompts: u64,
+    pub duration: Option<Duration>,
+    pub max_concurrency: Option<u32>,
+    pub request_rate: f64,
+    pub burstiness: f64,
+    pub num_warmups: u32,
+    pub ignore_eos: bool,
+    pub temperature: Option<f64>,
+    pub seed: u64,
+    pub percentile_metrics: Vec<&'static str>,
+    pub metric_percentiles: Vec<f64>,
+    pub slo: Slo,
+    pub save_result: bool,
+    pub save_detailed: bool,
+    pub result_dir: Option<PathBuf>,
+    pub result_filename: Option<String>,
+    pub metadata: Vec<(String, String)>,
+    pub ready_timeout: Option<Duration>,
+    pub http2: bool,
+    pub headers: Vec<(String, String)>,
+    pub agents: Agents,
+    pub tolerate_agent_loss: bool,
+    pub max_run_time: Duration,
+    pub verdict: VerdictLimits,
+}
+
+/// Thresholds of the client-bound verdict (documented in `surge run --help`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct VerdictLimits {
+    /// Fraction of an agent's cores above which its CPU counts as saturated.
+    pub cpu_fraction: f64,
+    /// Send lag p99 above which an open-loop client was late.
+    pub lag_p99_us: u64,
+    /// Achieved send rate this fraction below the requested rate.
+    pub rate_shortfall: f64,
+}
+
+impl Default for VerdictLimits {
+    fn default() -> Self {
+        Self { cpu_fraction: 0.85, lag_p99_us: 1_000, rate_shortfall: 0.01 }
+    }
+}
+
+impl RunPlan {
+    /// The name sent in requests.
+    pub fn request_model(&self) -> &str {
+        self.served_model_name.as_deref().or(self.model.as_deref()).unwrap_or("")
+    }
+}

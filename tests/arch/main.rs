@@ -1,0 +1,97 @@
+//! Architecture rules of the workspace (DESIGN.md, "Layout"), checked on the
+//! source files: no import cycle between the top-level modules of
+//! `coordinator`, `agent` and `echo`; library code prints nothing and never
+//! exits the process; the coordinator builds no JSON by hand (`json!`).
+//! Test code (`#[cfg(test)]` items, `mod tests`) is exempt. Std only, no build.
+
+mod rules;
+mod scan;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use rules::Rules;
+
+/// The workspace root (the parent of this crate).
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
+}
+
+/// Every `.rs` file under `<crate>/src`, as (path under `src/`, contents), sorted.
+fn sources(krate: &str) -> Vec<(String, String)> {
+    fn walk(dir: &Path, src: &Path, out: &mut Vec<(String, String)>) {
+        let mut entries: Vec<PathBuf> = fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+            .map(|e| e.expect("directory entry").path())
+            .collect();
+        entries.sort();
+        for p in entries {
+            if p.is_dir() {
+                walk(&p, src, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let rel = p.strip_prefix(src).expect("under src").to_string_lossy().replace('\\', "/");
+                // A file moved away while we read (the tree is being restructured) is skipped.
+                if let Ok(text) = fs::read_to_string(&p) {
+                    out.push((rel, text));
+                }
+            }
+        }
+    }
+    let src = root().join(krate).join("src");
+    let mut out = Vec::new();
+    walk(&src, &src, &mut out);
+    assert!(out.iter().any(|(p, _)| p == "lib.rs"), "{}: no src/lib.rs", src.display());
+    out
+}
+
+fn assert_no_cycles(krate: &str) {
+    let files = rules::analyze(&sources(krate));
+    let g = rules::graph(krate, &files);
+    assert!(!g.modules.is_empty(), "{krate}: no `mod` items found in src/lib.rs");
+    let found = rules::cycles(krate, &g);
+    assert!(
+        found.is_empty(),
+        "import cycles between top-level modules (DESIGN.md: none allowed):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn coordinator_has_no_module_cycle() {
+    assert_no_cycles("coordinator");
+}
+
+#[test]
+fn agent_has_no_module_cycle() {
+    assert_no_cycles("agent");
+}
+
+#[test]
+fn echo_has_no_module_cycle() {
+    assert_no_cycles("echo");
+}
+
+fn violations(rules: Rules, crates: &[&str]) -> Vec<String> {
+    crates.iter().flat_map(|k| rules::output_violations(k, &rules::analyze(&sources(k)), rules)).collect()
+}
+
+/// "Library code prints nothing": output goes to sinks under `output/`, binaries under `bin/` may print.
+#[test]
+fn library_code_prints_nothing() {
+    let found = violations(Rules { print: true, exit: false, json: false }, &["coordinator", "agent", "echo"]);
+    assert!(found.is_empty(), "{} print macros outside output/ and bin/:\n{}", found.len(), found.join("\n"));
+}
+
+/// "Library code never exits the process": exit codes come from one place (`exit.rs`) and the binaries.
+#[test]
+fn library_code_never_exits() {
+    let found = violations(Rules { print: false, exit: true, json: false }, &["coordinator", "agent", "echo"]);
+    assert!(found.is_empty(), "{} process::exit outside bin/ and exit.rs:\n{}", found.len(), found.join("\n"));
+}
+
+/// The coordinator's JSON comes from its typed result model, never from `json!`.
+#[test]
+fn coordinator_builds_no_json_by_hand() {
+    let found = violations(Rules { print: false, exit: false, json: true }, &["coordinator"]);
+    assert!(found.is_empty(), "{} json! outside tests:\n{}", found.len(), found.join("\n"));
+}
