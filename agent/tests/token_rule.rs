@@ -78,7 +78,7 @@ async fn check_against_echo(chat: bool, cfg: surge_echo::EchoConfig) {
         assert_eq!(r.error(), ErrorKind::None, "{r:?}");
         assert_eq!((r.output_tokens, r.output_source()), (TOKENS, TokenSource::ServerUsage));
         assert_eq!(r.itl_us.len(), TOKENS as usize - 1, "one gap per token after the first");
-        ttft.push(f64::from(r.ttft_us) / 1e3);
+        ttft.push((r.ttft_us as f64) / 1e3);
         itl.extend(r.itl_us.iter().map(|&g| f64::from(g) / 1e3));
     }
     let (t, i) = (median(ttft), median(itl.clone()));
@@ -194,7 +194,7 @@ fn check_hand_written(rows: &[Row]) {
         // Every output chunk, empty or not, is one token event.
         assert_eq!(r.itl_us.len(), gaps, "{:?}", r.itl_us);
         // TTFT at the first output chunk (empty text), not at the role announcement.
-        let ttft_ms = f64::from(r.ttft_us) / 1e3;
+        let ttft_ms = (r.ttft_us as f64) / 1e3;
         assert!((FIRST_MS as f64..FIRST_MS as f64 + 40.0).contains(&ttft_ms), "TTFT {ttft_ms} ms");
         // No gap spans two intervals.
         for &g in &r.itl_us {
@@ -202,7 +202,7 @@ fn check_hand_written(rows: &[Row]) {
             assert!((GAP_MS as f64 - 1.0..2.0 * GAP_MS as f64 - 1.0).contains(&g), "gap {g} ms in {:?}", r.itl_us);
         }
         // E2EL ends at the last output chunk, not at the finish-only chunk FINISH_MS later.
-        let span = f64::from(r.latency_us - r.ttft_us) / 1e3;
+        let span = ((r.latency_us - r.ttft_us) as f64) / 1e3;
         let sum: f64 = r.itl_us.iter().map(|&g| f64::from(g) / 1e3).sum();
         assert!((span - sum).abs() < 0.01, "E2EL - TTFT {span} ms, gaps sum to {sum} ms");
         assert!(span < (gaps as u64 * GAP_MS + FINISH_MS / 2) as f64, "E2EL - TTFT {span} ms");

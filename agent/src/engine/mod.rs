@@ -456,7 +456,7 @@ fn cancelled_row(
         index,
         intended_us: intended.map_or(-1, |d| d.as_micros() as i64),
         start_us: started.as_micros() as i64,
-        latency_us: t0.elapsed().saturating_sub(started).as_micros() as u32,
+        latency_us: u64::try_from(t0.elapsed().saturating_sub(started).as_micros()).unwrap_or(u64::MAX),
         input_tokens,
         ..Default::default()
     };

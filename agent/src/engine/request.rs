@@ -74,7 +74,13 @@ pub struct Job {
     pub intended: Option<Duration>,
 }
 
-fn us(d: Duration) -> u32 {
+/// Microseconds of a request time (u64: ~584,000 years).
+fn us(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// Microseconds of one gap between token events, saturating (a single gap of 71 min).
+fn gap_us(d: Duration) -> u32 {
     u32::try_from(d.as_micros()).unwrap_or(u32::MAX)
 }
 
@@ -260,7 +266,7 @@ async fn read_response(
                         events += 1;
                         match last {
                             None => first = Some(now),
-                            Some(prev) => row.itl_us.push(us(now - prev)),
+                            Some(prev) => row.itl_us.push(gap_us(now - prev)),
                         }
                         last = Some(now);
                     }

@@ -172,7 +172,7 @@ mod tests {
             agent: 0,
             start_s,
             intended_s: None,
-            row: Row { ttft_us, latency_us, output_tokens: out, input_tokens: 10, itl_us: itl, ..Default::default() },
+            row: Row { ttft_us: ttft_us.into(), latency_us: latency_us.into(), output_tokens: out, input_tokens: 10, itl_us: itl, ..Default::default() },
         }
     }
 

@@ -24,10 +24,10 @@ impl GlobalRow {
         self.row.error() == ErrorKind::None
     }
     pub fn ttft_s(&self) -> f64 {
-        f64::from(self.row.ttft_us) / 1e6
+        self.row.ttft_us as f64 / 1e6
     }
     pub fn e2el_s(&self) -> f64 {
-        f64::from(self.row.latency_us) / 1e6
+        self.row.latency_us as f64 / 1e6
     }
     pub fn end_s(&self) -> f64 {
         self.start_s + self.e2el_s()
