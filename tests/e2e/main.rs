@@ -5,6 +5,7 @@ mod datasets;
 mod distributed;
 mod faults;
 mod local;
+mod longruns;
 mod sweep;
 mod usage;
 mod util;

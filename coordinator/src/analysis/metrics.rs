@@ -1,48 +1,49 @@
-//! From merged per-request rows to `vllm bench serve`'s numbers: throughput over the
-//! global timeline, goodput, peak concurrency and peak output rate, and the latency
-//! distributions (TTFT, TPOT, ITL, E2EL), computed in seconds and reported in ms as
-//! vLLM does, so a percentile recomputed from the saved per-request arrays is equal,
-//! bit for bit, to the one in the summary.
+//! From merged per-request rows to `vllm bench serve`'s numbers, folded row by row as
+//! rows arrive ([`Aggregator`]): throughput over the global timeline, goodput, peak
+//! concurrency and peak output rate, and the latency distributions (TTFT, TPOT, ITL,
+//! E2EL), computed in seconds and reported in ms as vLLM does. While a run's samples fit
+//! [`EXACT_SAMPLES`], a percentile recomputed from the saved per-request arrays is equal,
+//! bit for bit, to the one in the summary; beyond, memory stops growing and percentiles
+//! come from histograms (see `sample`).
 
-use super::stats::{mean, percentile_sorted, sort, std_dev};
+use super::sample::Sample;
+use super::timeseries::{Slice, TimeSeries};
 pub use crate::fleet::outcome::GlobalRow;
 use crate::plan::Slo;
 use std::collections::BTreeMap;
 use surge_proto::ErrorKind;
 
-/// A sorted sample of one metric, in seconds.
-#[derive(Debug, Clone, Default)]
-pub struct Dist(Vec<f64>);
-
-impl Dist {
-    pub fn new(mut values: Vec<f64>) -> Self {
-        sort(&mut values);
-        Self(values)
-    }
-    pub fn mean_ms(&self) -> f64 {
-        mean(&self.0) * 1000.0
-    }
-    pub fn median_ms(&self) -> f64 {
-        percentile_sorted(&self.0, 50.0) * 1000.0
-    }
-    pub fn std_ms(&self) -> f64 {
-        std_dev(&self.0) * 1000.0
-    }
-    pub fn percentile_ms(&self, p: f64) -> f64 {
-        percentile_sorted(&self.0, p) * 1000.0
-    }
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
 /// Whether a successful row met every objective of `slo`.
 fn meets(slo: &Slo, r: &GlobalRow) -> bool {
     let ok = |limit: Option<f64>, v_s: f64| limit.is_none_or(|ms| v_s * 1000.0 <= ms);
     ok(slo.ttft_ms, r.ttft_s()) && ok(slo.tpot_ms, r.tpot_s().unwrap_or(0.0)) && ok(slo.e2el_ms, r.e2el_s())
+}
+
+/// Latency samples (TTFT, TPOT, ITL, E2EL, queue values together) kept exactly; beyond, the run
+/// switches to histograms (D4, D23).
+pub const EXACT_SAMPLES: u64 = 10_000_000;
+
+/// Send times seen, for the client's achieved rate.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Sends {
+    pub n: u64,
+    pub first_s: f64,
+    pub last_s: f64,
+}
+
+impl Sends {
+    fn add(&mut self, t: f64) {
+        if self.n == 0 {
+            (self.first_s, self.last_s) = (t, t);
+        }
+        self.n += 1;
+        self.first_s = self.first_s.min(t);
+        self.last_s = self.last_s.max(t);
+    }
+    /// Sends per second between the first and the last.
+    pub fn rate(&self) -> f64 {
+        if self.n > 1 && self.last_s > self.first_s { (self.n - 1) as f64 / (self.last_s - self.first_s) } else { 0.0 }
+    }
 }
 
 /// Everything the summary and the result file report about one run.
@@ -59,20 +60,28 @@ pub struct Metrics {
     pub total_token_throughput: f64,
     pub max_output_tokens_per_s: f64,
     pub max_concurrent_requests: f64,
-    pub ttft: Dist,
-    pub tpot: Dist,
-    pub itl: Dist,
-    pub e2el: Dist,
+    pub ttft: Sample,
+    pub tpot: Sample,
+    pub itl: Sample,
+    pub e2el: Sample,
     /// Open loop: latency from the intended send time (includes client-side queueing).
-    pub e2el_incl_queue: Option<Dist>,
+    pub e2el_incl_queue: Option<Sample>,
     pub errors_by_kind: BTreeMap<String, u64>,
     pub server_usage_rows: u64,
     /// Where the token counts of successful rows came from.
     pub token_sources: super::token_source::Tally,
+    /// Every send, and every intended send (open loop).
+    pub sends: Sends,
+    pub intended: Sends,
+    /// Whether the percentiles are exact (the samples fit [`EXACT_SAMPLES`]).
+    pub exact: bool,
+    pub time_series: Vec<Slice>,
+    /// The rows themselves, only when asked (`--save-detailed`, `surge validate`).
+    pub rows: Vec<GlobalRow>,
 }
 
 impl Metrics {
-    pub fn dist(&self, name: &str) -> &Dist {
+    pub fn dist(&self, name: &str) -> &Sample {
         match name {
             "ttft" => &self.ttft,
             "tpot" => &self.tpot,
@@ -82,84 +91,168 @@ impl Metrics {
     }
 }
 
-/// The snake_case name of an error kind, as used in results.
-pub fn kind_name(k: ErrorKind) -> String {
-    k.as_str_name().trim_start_matches("ERROR_KIND_").to_ascii_lowercase()
+/// Folds rows into [`Metrics`] as they arrive, in memory that does not grow with the run
+/// (beyond the exact budget, the per-second peak bins and the time series' slices).
+#[derive(Debug)]
+pub struct Aggregator {
+    m: Metrics,
+    slo: Slo,
+    good: u64,
+    samples: u64,
+    first: f64,
+    last: f64,
+    queued: Sample,
+    /// (time, +1 start / -1 end) while exact.
+    events: Option<Vec<(f64, i32)>>,
+    /// Output tokens per second of the run's timeline.
+    token_bins: BTreeMap<i64, u64>,
+    keep_rows: bool,
+    series: TimeSeries,
 }
 
-/// Computes the metrics of `rows` (any order).
-pub fn compute(rows: &[GlobalRow], slo: &Slo) -> Metrics {
-    let mut m = Metrics::default();
-    if rows.is_empty() {
-        return m;
+impl Aggregator {
+    /// `keep_rows`: keep every row for the detailed arrays; `slice_s`: the time series' slice.
+    pub fn new(slo: Slo, keep_rows: bool, slice_s: f64) -> Self {
+        Self {
+            m: Metrics::default(),
+            slo,
+            good: 0,
+            samples: 0,
+            first: f64::INFINITY,
+            last: f64::NEG_INFINITY,
+            queued: Sample::new(),
+            events: Some(Vec::new()),
+            token_bins: BTreeMap::new(),
+            keep_rows,
+            series: TimeSeries::new(slice_s),
+        }
     }
-    let first = rows.iter().map(|r| r.start_s).fold(f64::INFINITY, f64::min);
-    let last = rows.iter().map(GlobalRow::end_s).fold(f64::NEG_INFINITY, f64::max);
-    m.duration_s = (last - first).max(0.0);
-    let (mut ttft, mut tpot, mut itl, mut e2el, mut queued) = (vec![], vec![], vec![], vec![], vec![]);
-    let mut good = 0u64;
-    for r in rows {
+
+    /// One finished request.
+    pub fn add(&mut self, r: &GlobalRow) {
+        let m = &mut self.m;
+        self.first = self.first.min(r.start_s);
+        self.last = self.last.max(r.end_s());
+        m.sends.add(r.start_s);
+        if let Some(i) = r.intended_s {
+            m.intended.add(i);
+        }
+        if let Some(ev) = &mut self.events {
+            ev.push((r.start_s, 1));
+            ev.push((r.end_s(), -1));
+        }
+        self.series.add(r);
+        if self.keep_rows {
+            m.rows.push(r.clone());
+        }
         if !r.ok() {
             m.failed += 1;
             *m.errors_by_kind.entry(kind_name(r.row.error())).or_default() += 1;
-            continue;
+            return;
         }
         m.completed += 1;
         m.total_input_tokens += u64::from(r.row.input_tokens);
         m.total_output_tokens += u64::from(r.row.output_tokens);
         m.server_usage_rows += u64::from(r.row.usage_from_server);
         m.token_sources.add(&r.row);
-        ttft.push(r.ttft_s());
-        e2el.push(r.e2el_s());
+        m.ttft.add(r.ttft_s());
+        m.e2el.add(r.e2el_s());
+        self.samples += 2;
         if let Some(t) = r.tpot_s() {
-            tpot.push(t);
+            m.tpot.add(t);
+            self.samples += 1;
         }
-        itl.extend(r.row.itl_us.iter().map(|&g| f64::from(g) / 1e6));
+        for &g in &r.row.itl_us {
+            m.itl.add(f64::from(g) / 1e6);
+        }
+        self.samples += r.row.itl_us.len() as u64;
         if let Some(i) = r.intended_s {
-            queued.push(r.end_s() - i);
+            self.queued.add(r.end_s() - i);
+            self.samples += 1;
         }
-        good += u64::from(!slo.is_empty() && meets(slo, r));
+        if r.row.ttft_us > 0 {
+            let mut t = r.start_s + r.ttft_s();
+            *self.token_bins.entry(t.floor() as i64).or_default() += 1;
+            for &g in &r.row.itl_us {
+                t += f64::from(g) / 1e6;
+                *self.token_bins.entry(t.floor() as i64).or_default() += 1;
+            }
+        }
+        self.good += u64::from(!self.slo.is_empty() && meets(&self.slo, r));
+        if self.samples > EXACT_SAMPLES && self.events.is_some() {
+            self.events = None;
+            for s in [&mut m.ttft, &mut m.tpot, &mut m.itl, &mut m.e2el, &mut self.queued] {
+                s.drop_exact();
+            }
+        }
     }
-    if m.duration_s > 0.0 {
-        m.request_throughput = m.completed as f64 / m.duration_s;
-        m.output_throughput = m.total_output_tokens as f64 / m.duration_s;
-        m.total_token_throughput = (m.total_input_tokens + m.total_output_tokens) as f64 / m.duration_s;
-        m.request_goodput = (!slo.is_empty()).then(|| good as f64 / m.duration_s);
+
+    /// An agent's health report `t_s` seconds into the run.
+    pub fn health(&mut self, agent: usize, h: &surge_proto::Health, t_s: f64) {
+        self.series.health(agent, h, t_s);
     }
-    m.max_concurrent_requests = peak_concurrency(rows);
-    m.max_output_tokens_per_s = peak_output_rate(rows, first);
-    m.ttft = Dist::new(ttft);
-    m.tpot = Dist::new(tpot);
-    m.itl = Dist::new(itl);
-    m.e2el = Dist::new(e2el);
-    m.e2el_incl_queue = (!queued.is_empty()).then(|| Dist::new(queued));
-    m
+
+    /// The run's metrics.
+    pub fn finish(self) -> Metrics {
+        let Self { mut m, slo, good, first, last, queued, events, token_bins, series, .. } = self;
+        m.exact = events.is_some();
+        let (slices, peak_in_flight) = series.finish();
+        m.time_series = slices;
+        if m.sends.n == 0 {
+            return m;
+        }
+        m.duration_s = (last - first).max(0.0);
+        if m.duration_s > 0.0 {
+            m.request_throughput = m.completed as f64 / m.duration_s;
+            m.output_throughput = m.total_output_tokens as f64 / m.duration_s;
+            m.total_token_throughput = (m.total_input_tokens + m.total_output_tokens) as f64 / m.duration_s;
+            m.request_goodput = (!slo.is_empty()).then(|| good as f64 / m.duration_s);
+        }
+        m.max_concurrent_requests = match events {
+            Some(mut ev) => peak_concurrency(&mut ev),
+            None => peak_in_flight as f64,
+        };
+        m.max_output_tokens_per_s = token_bins.values().copied().max().unwrap_or(0) as f64;
+        for s in [&mut m.ttft, &mut m.tpot, &mut m.itl, &mut m.e2el] {
+            s.seal();
+        }
+        if !queued.is_empty() {
+            let mut q = queued;
+            q.seal();
+            m.e2el_incl_queue = Some(q);
+        }
+        m
+    }
+}
+
+/// The snake_case name of an error kind, as used in results.
+pub fn kind_name(k: ErrorKind) -> String {
+    k.as_str_name().trim_start_matches("ERROR_KIND_").to_ascii_lowercase()
+}
+
+/// Computes the metrics of `rows` (any order) at once.
+pub fn compute(rows: &[GlobalRow], slo: &Slo) -> Metrics {
+    compute_kept(rows, slo, false)
+}
+
+/// [`compute`], keeping the rows in the metrics when `keep_rows`.
+pub fn compute_kept(rows: &[GlobalRow], slo: &Slo, keep_rows: bool) -> Metrics {
+    let mut a = Aggregator::new(slo.clone(), keep_rows, 1.0);
+    for r in rows {
+        a.add(r);
+    }
+    a.finish()
 }
 
 /// Most requests in flight at any instant (ends sort before starts at equal times).
-fn peak_concurrency(rows: &[GlobalRow]) -> f64 {
-    let mut ev: Vec<(f64, i32)> = rows.iter().flat_map(|r| [(r.start_s, 1), (r.end_s(), -1)]).collect();
+fn peak_concurrency(ev: &mut [(f64, i32)]) -> f64 {
     ev.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     let (mut cur, mut peak) = (0i64, 0i64);
-    for (_, d) in ev {
-        cur += i64::from(d);
+    for (_, d) in ev.iter() {
+        cur += i64::from(*d);
         peak = peak.max(cur);
     }
     peak as f64
-}
-
-/// Most output tokens received in any one-second bin of the run (bins from the first send).
-fn peak_output_rate(rows: &[GlobalRow], first: f64) -> f64 {
-    let mut bins: BTreeMap<i64, u64> = BTreeMap::new();
-    for r in rows.iter().filter(|r| r.ok() && r.row.ttft_us > 0) {
-        let mut t = r.start_s + r.ttft_s();
-        *bins.entry((t - first).floor() as i64).or_default() += 1;
-        for &g in &r.row.itl_us {
-            t += f64::from(g) / 1e6;
-            *bins.entry((t - first).floor() as i64).or_default() += 1;
-        }
-    }
-    bins.values().copied().max().unwrap_or(0) as f64
 }
 
 #[cfg(test)]

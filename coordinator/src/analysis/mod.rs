@@ -5,6 +5,8 @@
 pub mod knee;
 pub mod metrics;
 pub mod repeat;
+pub mod sample;
 pub mod stats;
+pub mod timeseries;
 pub mod token_source;
 pub mod verdict;

@@ -3,7 +3,7 @@
 //! out when any limit is crossed.
 
 use super::metrics::Metrics;
-use crate::fleet::outcome::{AgentReport, Outcome};
+use crate::fleet::outcome::AgentReport;
 use crate::plan::RunPlan;
 use serde::{Deserialize, Serialize};
 
@@ -50,23 +50,12 @@ pub fn lag_us(a: &AgentReport) -> ((u64, u64, u64), (u64, u64)) {
     }
 }
 
-/// Sends per second between the first and the last of `times` (seconds).
-fn send_rate(times: impl Iterator<Item = f64>) -> f64 {
-    let (mut lo, mut hi, mut n) = (f64::INFINITY, f64::NEG_INFINITY, 0usize);
-    for t in times {
-        lo = lo.min(t);
-        hi = hi.max(t);
-        n += 1;
-    }
-    if n > 1 && hi > lo { (n - 1) as f64 / (hi - lo) } else { 0.0 }
-}
-
 /// Judges one run.
-pub fn judge(plan: &RunPlan, m: &Metrics, o: &Outcome) -> Verdict {
+pub fn judge(plan: &RunPlan, m: &Metrics, agents: &[AgentReport]) -> Verdict {
     let limits = plan.verdict;
     let open_loop = plan.request_rate.is_finite();
     let mut reasons = Vec::new();
-    for a in &o.agents {
+    for a in agents {
         let cpu = cpu_percent(a);
         let cores = a.hello.cores.max(1);
         let cpu_limit = limits.cpu_fraction * 100.0 * f64::from(cores);
@@ -83,12 +72,12 @@ pub fn judge(plan: &RunPlan, m: &Metrics, o: &Outcome) -> Verdict {
             ));
         }
     }
-    let achieved_rate = send_rate(o.rows.iter().map(|r| r.start_s));
+    let achieved_rate = m.sends.rate();
     // Compared with the rate of the schedule actually drawn (a Poisson schedule of n
     // requests deviates from the nominal rate by about 1/sqrt(n) on its own).
-    let scheduled_rate = open_loop.then(|| send_rate(o.rows.iter().filter_map(|r| r.intended_s)));
+    let scheduled_rate = open_loop.then(|| m.intended.rate());
     if let Some(r) = scheduled_rate
-        && plan.max_concurrency.is_none() && o.rows.len() >= 100 && achieved_rate < r * (1.0 - limits.rate_shortfall) {
+        && plan.max_concurrency.is_none() && m.sends.n >= 100 && achieved_rate < r * (1.0 - limits.rate_shortfall) {
             reasons.push(format!(
                 "achieved send rate {achieved_rate:.1}/s is more than {:.0}% below the scheduled {r:.1}/s",
                 limits.rate_shortfall * 100.0

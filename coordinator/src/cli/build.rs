@@ -63,6 +63,21 @@ pub fn run_plan(a: RunArgs) -> Result<RunPlan, UsageError> {
         && name.contains('/') {
             return usage(format!("--result-filename {name:?}: a file name, not a path (use --result-dir)"));
         }
+    let max_run_time = match (a.max_run_time, a.duration) {
+        (Some(m), Some(d)) if m < d => {
+            return usage(format!(
+                "--max-run-time {}: shorter than --duration {} (the hard limit would cut the run)",
+                humantime::format_duration(m),
+                humantime::format_duration(d)
+            ));
+        }
+        (Some(m), _) => m,
+        (None, Some(d)) => d + crate::plan::DURATION_GRACE,
+        (None, None) => crate::plan::DEFAULT_MAX_RUN_TIME,
+    };
+    if a.timeslice.is_zero() {
+        return usage("--timeslice: must be above 0");
+    }
     let file = match &a.config {
         Some(p) => load_file(p)?,
         None => CoordinatorFile::default(),
@@ -111,7 +126,12 @@ pub fn run_plan(a: RunArgs) -> Result<RunPlan, UsageError> {
         dataset_name: d.name,
         tokenizer: d.tokenizer,
         prompts: d.prompts,
-        num_prompts: a.num_prompts,
+        num_prompts: match (a.num_prompts, a.duration) {
+            (Some(n), _) => n,
+            (None, Some(_)) => crate::plan::UNBOUNDED,
+            (None, None) => crate::plan::DEFAULT_NUM_PROMPTS,
+        },
+        timeslice: a.timeslice,
         duration: a.duration,
         max_concurrency: a.max_concurrency,
         request_rate,
@@ -125,6 +145,7 @@ pub fn run_plan(a: RunArgs) -> Result<RunPlan, UsageError> {
         slo,
         save_result: a.save_result || a.save_detailed,
         save_detailed: a.save_detailed,
+        save_rows: a.save_rows,
         result_dir: a.result_dir,
         result_filename: a.result_filename,
         metadata: a.metadata,
@@ -133,7 +154,7 @@ pub fn run_plan(a: RunArgs) -> Result<RunPlan, UsageError> {
         headers,
         agents,
         tolerate_agent_loss: a.tolerate_agent_loss,
-        max_run_time: a.max_run_time,
+        max_run_time,
         verdict: VerdictLimits {
             cpu_fraction: a.client_cpu_limit,
             lag_p99_us: a.client_lag_limit.as_micros() as u64,
@@ -260,7 +281,7 @@ pub fn validate_plan(a: ValidateArgs) -> Result<ValidatePlan, UsageError> {
         r.endpoint = Some("/echo".into());
         r.random_input_len = a.tokens_per_request;
     }
-    r.num_prompts = a.requests_per_level;
+    r.num_prompts = Some(a.requests_per_level);
     r.percentile_metrics = parse::metric_list("e2el").map_err(UsageError)?;
     r.metric_percentiles = parse::percentile_list("50,95,99").map_err(UsageError)?;
     r.fleet = a.fleet;

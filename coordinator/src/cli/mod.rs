@@ -151,11 +151,16 @@ pub struct RunArgs {
     /// Prefix repetition: max_tokens of every request.
     #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
     pub prefix_repetition_output_len: u32,
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
-    pub num_prompts: u64,
+    /// Requests to send (default 1000, as vLLM; with --duration and without this flag, no
+    /// cap: the duration ends the run; with both, whichever comes first).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub num_prompts: Option<u64>,
     /// Stop issuing requests after this long (e.g. 10s); in-flight requests finish.
     #[arg(long, value_parser = parse::duration)]
     pub duration: Option<Duration>,
+    /// Length of one slice of the result's time series.
+    #[arg(long, default_value = "1s", value_parser = parse::duration, value_name = "DURATION")]
+    pub timeslice: Duration,
     /// Most requests in flight (closed loop when --request-rate is inf).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_concurrency: Option<u32>,
@@ -186,6 +191,9 @@ pub struct RunArgs {
     /// Save per-request arrays too.
     #[arg(long)]
     pub save_detailed: bool,
+    /// Write one JSON line per request to PATH as results arrive (zstd when it ends in .zst).
+    #[arg(long, value_name = "PATH")]
+    pub save_rows: Option<std::path::PathBuf>,
     #[arg(long, value_name = "DIR")]
     pub result_dir: Option<PathBuf>,
     #[arg(long, value_name = "FILE")]
@@ -219,9 +227,10 @@ pub struct RunArgs {
     /// Client-bound verdict: an achieved send rate this fraction below the requested rate.
     #[arg(long, default_value_t = 0.01, value_parser = parse::positive, value_name = "FRACTION")]
     pub client_rate_shortfall: f64,
-    /// Hard limit on a run's length, enforced by every agent itself.
-    #[arg(long, default_value = "1h", value_parser = parse::duration, value_name = "DURATION")]
-    pub max_run_time: Duration,
+    /// Hard limit on a run's length, enforced by every agent itself (default 1h, or the
+    /// --duration plus 60s).
+    #[arg(long, value_parser = parse::duration, value_name = "DURATION")]
+    pub max_run_time: Option<Duration>,
 }
 
 #[derive(Debug, Clone, Args)]

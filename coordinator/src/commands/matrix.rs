@@ -35,8 +35,10 @@ async fn matrix(plan: &MatrixPlan, sinks: &mut dyn Sink) -> Result<u8, Failure> 
             continue;
         }
         let p = plan.at(profile);
-        let progress = Progress::new(None, profile.tag.clone());
-        let (mut record, _) = match run_on(&mut session, &p, &model, &progress).await {
+        let mut progress = Progress::new(None, profile.tag.clone());
+        let res = run_on(&mut session, &p, &model, &mut progress, false).await;
+        drop(progress);
+        let (mut record, _, _) = match res {
             Ok(r) => r,
             Err(f) => {
                 session.close();

@@ -6,7 +6,8 @@ pub mod matrix;
 pub mod sweep;
 pub mod validate;
 
-use crate::analysis::{metrics, verdict};
+use crate::analysis::metrics::{Aggregator, GlobalRow, Metrics};
+use crate::analysis::verdict;
 use crate::cli::build;
 use crate::exit::{self, Failure};
 use crate::fleet::outcome::Outcome;
@@ -15,6 +16,7 @@ use crate::fleet::Fleet;
 use crate::output::result::{RunResult, saved_at};
 use crate::output::summary::SummaryView;
 use crate::output::terminal::{self, Progress};
+use crate::output::rows::RowFile;
 use crate::output::{RunRecord, Sink, build as result_build};
 use crate::plan::{Agents, RunPlan};
 use crate::ready;
@@ -52,22 +54,65 @@ pub async fn open_session(plan: &RunPlan, embedded: &CancellationToken) -> Resul
 }
 
 /// The typed result of a finished run.
-pub fn finish(plan: &RunPlan, model: &str, outcome: &Outcome) -> RunResult {
-    let m = metrics::compute(&outcome.rows, &plan.slo);
-    let v = verdict::judge(plan, &m, outcome);
+pub fn finish(plan: &RunPlan, model: &str, outcome: &Outcome, m: &Metrics) -> RunResult {
+    let v = verdict::judge(plan, m, &outcome.agents);
     let client = result_build::client_block(plan, outcome, v);
-    result_build::run_result(plan, model, &m, outcome, client, saved_at(chrono::Utc::now()))
+    result_build::run_result(plan, model, m, outcome, client, saved_at(chrono::Utc::now()))
 }
 
-/// One run of `plan` on `session`, its record for the sinks.
+/// A run's observer: folds its rows as they arrive, streams them to `--save-rows`, and
+/// shows its progress.
+struct Watch<'a> {
+    agg: Aggregator,
+    progress: &'a mut Progress,
+    rows: Option<RowFile>,
+    row_error: Option<crate::output::OutputError>,
+}
+
+impl Observer for Watch<'_> {
+    fn rows(&mut self, rows: &[GlobalRow]) {
+        for r in rows {
+            self.agg.add(r);
+            if let Some(f) = &mut self.rows {
+                if let Err(e) = f.write(r) {
+                    self.rows = None;
+                    self.row_error = Some(e);
+                }
+            }
+        }
+    }
+    fn health(&mut self, agent: usize, h: &surge_proto::Health, t_s: f64) {
+        self.agg.health(agent, h, t_s);
+    }
+    fn progress(&mut self, finished: u64) {
+        self.progress.progress(finished);
+    }
+    fn notice(&mut self, message: &str) {
+        self.progress.notice(message);
+    }
+}
+
+/// One run of `plan` on `session`: its record for the sinks, what the fleet reported,
+/// and the merged metrics (with every row when `keep_rows`).
 pub async fn run_on(
     session: &mut Session,
     plan: &RunPlan,
     model: &str,
-    observer: &dyn Observer,
-) -> Result<(RunRecord, Outcome), Failure> {
-    let outcome = session.run(plan, model, observer).await.map_err(|e| Failure::run("", &e))?;
-    let result = finish(plan, model, &outcome);
+    progress: &mut Progress,
+    keep_rows: bool,
+) -> Result<(RunRecord, Outcome, Metrics), Failure> {
+    let agg = Aggregator::new(plan.slo.clone(), keep_rows || plan.save_detailed, plan.timeslice.as_secs_f64());
+    let rows = plan.save_rows.as_deref().map(RowFile::create).transpose().map_err(|e| Failure::run("--save-rows", &e))?;
+    let mut watch = Watch { agg, progress, rows, row_error: None };
+    let outcome = session.run(plan, model, &mut watch).await.map_err(|e| Failure::run("", &e))?;
+    if let Some(e) = watch.row_error.take() {
+        return Err(Failure::run("--save-rows", &e));
+    }
+    if let Some(f) = watch.rows.take() {
+        f.finish().map_err(|e| Failure::run("--save-rows", &e))?;
+    }
+    let m = watch.agg.finish();
+    let result = finish(plan, model, &outcome, &m);
     let record = RunRecord {
         result,
         status: outcome.status.clone(),
@@ -75,7 +120,7 @@ pub async fn run_on(
         file: None,
         heading: None,
     };
-    Ok((record, outcome))
+    Ok((record, outcome, m))
 }
 
 /// `surge run`: returns the process exit code.
@@ -95,10 +140,11 @@ async fn run_once(plan: RunPlan, sinks: &mut dyn Sink) -> Result<u8, Failure> {
     let embedded = CancellationToken::new();
     let _stop_embedded = embedded.clone().drop_guard();
     let mut session = open_session(&plan, &embedded).await?;
-    let progress = Progress::new(None, String::new());
-    let res = run_on(&mut session, &plan, &model, &progress).await;
+    let mut progress = Progress::new(None, String::new());
+    let res = run_on(&mut session, &plan, &model, &mut progress, false).await;
     session.close();
-    let (mut record, outcome) = res?;
+    drop(progress);
+    let (mut record, outcome, _) = res?;
     if plan.save_result {
         record.file = Some(crate::output::files::result_path(&plan, &model, outcome.started_at));
     }
@@ -159,7 +205,7 @@ fn demo_plan(base: &str) -> Result<RunPlan, Failure> {
     a.model = Some("surge-echo".into());
     a.random_input_len = 128;
     a.random_output_len = 32;
-    a.num_prompts = 500;
+    a.num_prompts = Some(500);
     a.max_concurrency = Some(64);
     a.ignore_eos = true;
     a.percentile_metrics = crate::cli::parse::metric_list("ttft,tpot,itl,e2el").map_err(crate::cli::UsageError)?;

@@ -117,8 +117,9 @@ impl Sweep<'_> {
                 self.first = false;
                 let p = plan.at(level, k);
                 let label = format!("{} run {k}/{}", plan.level_name(level), plan.runs);
-                let progress = Progress::new(Some(p.num_prompts), label);
-                let (mut record, _) = run_on(&mut self.session, &p, &self.model, &progress).await?;
+                let mut progress =
+                    Progress::new((p.num_prompts != crate::plan::UNBOUNDED).then_some(p.num_prompts), label);
+                let (mut record, _, _) = run_on(&mut self.session, &p, &self.model, &mut progress, false).await?;
                 drop(progress);
                 record.result.sweep =
                     Some(SweepPosition { kind: plan.kind.key().into(), level, run: k, runs: plan.runs });

@@ -11,7 +11,7 @@
 
 use super::{open_session, run_on};
 use crate::exit::{self, Failure};
-use crate::fleet::outcome::Outcome;
+use crate::analysis::metrics::Metrics;
 use crate::output::result::{Headroom, JudgedRun, RunResult, ValidationResult, ValidationRow, saved_at};
 use crate::output::terminal::Progress;
 use crate::output::{Sink, standard};
@@ -27,11 +27,11 @@ fn read_against(path: &Path) -> Result<JudgedRun, Failure> {
 }
 
 /// One row of the table from one level's run.
-fn row(plan: &ValidatePlan, p: &RunPlan, level: u32, r: &RunResult, o: &Outcome) -> ValidationRow {
+fn row(plan: &ValidatePlan, p: &RunPlan, level: u32, r: &RunResult, m: &Metrics) -> ValidationRow {
     let tokens_per_sec = if plan.streaming {
         r.output_throughput
     } else if r.duration > 0.0 {
-        let bytes: usize = o
+        let bytes: usize = m
             .rows
             .iter()
             .filter(|x| x.ok())
@@ -98,15 +98,17 @@ async fn validate(plan: &ValidatePlan, sinks: &mut dyn Sink) -> Result<u8, Failu
     let mut rows = Vec::new();
     for &level in &levels {
         let p = plan.at(&base, level);
-        let progress = Progress::new(None, format!("level {level}"));
-        let (record, outcome) = match run_on(&mut session, &p, "surge-echo", &progress).await {
+        let mut progress = Progress::new(None, format!("level {level}"));
+        let res = run_on(&mut session, &p, "surge-echo", &mut progress, !plan.streaming).await;
+        drop(progress);
+        let (record, _, m) = match res {
             Ok(r) => r,
             Err(f) => {
                 session.close();
                 return Err(Failure::new(f.code, format!("level {level}: {}", f.message)));
             }
         };
-        rows.push(row(plan, &p, level, &record.result, &outcome));
+        rows.push(row(plan, &p, level, &record.result, &m));
     }
     session.close();
     let mut code = exit::OK;

@@ -4,7 +4,7 @@
 //! tell every agent to stop, report progress or a notice. The loop that performs them
 //! lives in `session`; the rules live here, testable without sockets.
 
-use super::outcome::{AgentReport, RunStatus, finished_requests};
+use super::outcome::{AgentReport, GlobalRow, RunStatus, finished_requests};
 use std::time::{Duration, Instant};
 use surge_proto::{Ack, Stop, agent_msg, coordinator_msg::Msg};
 
@@ -33,6 +33,10 @@ pub enum Action {
     Broadcast(Msg),
     /// Requests finished so far, from the agents' health reports.
     Progress(u64),
+    /// Rows placed on the run's timeline, in arrival order.
+    Rows(Vec<GlobalRow>),
+    /// Agent `agent`'s health report.
+    Health { agent: usize, health: surge_proto::Health },
     /// Something the user should hear about (an agent lost, the interrupt taken).
     Notice(String),
 }
@@ -41,6 +45,7 @@ pub enum Action {
 #[derive(Debug)]
 pub struct Collector {
     run_id: u64,
+    run_start_ns: i64,
     agents: Vec<AgentReport>,
     tolerate_loss: bool,
     hard_stop: Instant,
@@ -50,12 +55,21 @@ pub struct Collector {
 }
 
 impl Collector {
-    /// Starts collecting at `now` from `agents`; gives up at `hard_stop` whatever happens.
-    pub fn new(run_id: u64, mut agents: Vec<AgentReport>, tolerate_loss: bool, now: Instant, hard_stop: Instant) -> Self {
+    /// Starts collecting at `now` from `agents` for the run that started at `run_start_ns`
+    /// (coordinator clock); gives up at `hard_stop` whatever happens.
+    pub fn new(
+        run_id: u64,
+        run_start_ns: i64,
+        mut agents: Vec<AgentReport>,
+        tolerate_loss: bool,
+        now: Instant,
+        hard_stop: Instant,
+    ) -> Self {
         for a in &mut agents {
             a.last_heard = Some(now);
         }
-        Self { run_id, agents, tolerate_loss, hard_stop, lost: Vec::new(), interrupted: false, stopping: false }
+        let (lost, interrupted, stopping) = (Vec::new(), false, false);
+        Self { run_id, run_start_ns, agents, tolerate_loss, hard_stop, lost, interrupted, stopping }
     }
 
     /// Every agent is done or lost, or the hard stop passed.
@@ -83,6 +97,9 @@ impl Collector {
             Input::Msg { agent, msg } => {
                 if self.agents[agent].absorb(&msg, now) {
                     out.push(Action::Progress(finished_requests(&self.agents)));
+                    if let agent_msg::Msg::Health(h) = &msg {
+                        out.push(Action::Health { agent, health: *h });
+                    }
                 }
                 match msg {
                     agent_msg::Msg::Batch(b) if b.run_id == run_id => {
@@ -90,9 +107,9 @@ impl Collector {
                         let a = &mut self.agents[agent];
                         // A batch resent after a reconnect is acknowledged again, kept once.
                         if a.seen.insert(b.seq) {
-                            a.started_unix_ns = Some(b.started_unix_ns);
                             a.rows += b.rows.len() as u64;
-                            a.raw.extend(b.rows);
+                            let rows = a.place(agent, b.rows, b.started_unix_ns, self.run_start_ns);
+                            out.push(Action::Rows(rows));
                         }
                     }
                     agent_msg::Msg::Done(d) if d.run_id == run_id => {
@@ -163,7 +180,7 @@ mod tests {
 
     fn collector(n: usize, tolerate: bool, t0: Instant) -> Collector {
         let agents = (0..n).map(|i| AgentReport { addr: format!("a{i}"), ..Default::default() }).collect();
-        Collector::new(RUN, agents, tolerate, t0, t0 + Duration::from_secs(3600))
+        Collector::new(RUN, 0, agents, tolerate, t0, t0 + Duration::from_secs(3600))
     }
 
     fn batch(agent: usize, seq: u64, first_index: u64, n: u64) -> Input {
@@ -231,9 +248,15 @@ mod tests {
     fn every_batch_is_acked_and_kept_once_in_order() {
         let t0 = Instant::now();
         let mut c = collector(1, false, t0);
-        for (seq, first) in [(0, 0), (1, 10), (1, 10), (2, 20)] {
+        let mut order = Vec::new();
+        for (seq, first, dup) in [(0, 0, false), (1, 10, false), (1, 10, true), (2, 20, false)] {
             let acts = c.handle(batch(0, seq, first, 10), t0);
-            assert_eq!(acts, vec![Action::Send { agent: 0, msg: Msg::Ack(Ack { run_id: RUN, seq }) }]);
+            assert_eq!(acts[0], Action::Send { agent: 0, msg: Msg::Ack(Ack { run_id: RUN, seq }) });
+            match &acts[1..] {
+                [Action::Rows(rows)] if !dup => order.extend(rows.iter().map(|r| r.row.index)),
+                [] if dup => {}
+                other => panic!("batch {seq}: {other:?}"),
+            }
         }
         // A batch of another run is neither acknowledged nor kept.
         let stale = Input::Msg {
@@ -245,8 +268,8 @@ mod tests {
         let (agents, status) = c.finish();
         assert_eq!(status, RunStatus::Complete);
         assert_eq!(agents[0].rows, 30);
-        let order: Vec<u64> = agents[0].raw.iter().map(|r| r.index).collect();
         assert_eq!(order, (0..30).collect::<Vec<_>>());
+        assert_eq!(agents[0].completed, 30);
     }
 
     #[test]
@@ -275,7 +298,7 @@ mod tests {
         assert!(c.handle(Input::Interrupt, t0).is_empty(), "a second Ctrl-C changes nothing");
         // Batches sent before the agents saw Stop still arrive, are acked and kept.
         let acts = c.handle(batch(1, 0, 4, 3), t0);
-        assert_eq!(acts.len(), 1);
+        assert!(matches!(&acts[..], [Action::Send { .. }, Action::Rows(r)] if r.len() == 3), "{acts:?}");
         c.handle(done(0, "stopped"), t0);
         c.handle(done(1, "stopped"), t0);
         assert!(c.finished(t0));
@@ -300,6 +323,7 @@ mod tests {
         let h = |completed| agent_msg::Msg::Health(Health { completed, failed: 1, ..Default::default() });
         c.handle(Input::Msg { agent: 0, msg: h(10) }, t0);
         let acts = c.handle(Input::Msg { agent: 1, msg: h(5) }, t0);
-        assert_eq!(acts, vec![Action::Progress(17)]);
+        assert_eq!(acts[0], Action::Progress(17));
+        assert!(matches!(acts[1], Action::Health { agent: 1, .. }));
     }
 }

@@ -8,7 +8,7 @@ use std::time::Instant;
 use surge_proto::{Done, ErrorKind, Health, HelloReply, Row, agent_msg};
 
 /// One row placed on the global timeline.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GlobalRow {
     /// Index of the agent that sent it.
     pub agent: usize,
@@ -79,7 +79,6 @@ pub struct AgentReport {
     pub(crate) started_unix_ns: Option<i64>,
     pub(crate) seen: HashSet<u64>,
     pub(crate) last_heard: Option<Instant>,
-    pub(crate) raw: Vec<Row>,
 }
 
 impl AgentReport {
@@ -94,6 +93,29 @@ impl AgentReport {
         false
     }
 
+    /// Places `rows` of this agent (index `agent`), relative to `started_unix_ns` on the
+    /// agent's clock, on the coordinator's timeline (seconds from `run_start_ns`), and
+    /// counts them.
+    pub(crate) fn place(&mut self, agent: usize, rows: Vec<Row>, started_unix_ns: i64, run_start_ns: i64) -> Vec<GlobalRow> {
+        self.started_unix_ns = Some(started_unix_ns);
+        let base_s = (started_unix_ns - self.offset.offset_ns - run_start_ns) as f64 / 1e9;
+        rows.into_iter()
+            .map(|row| {
+                if row.error() == ErrorKind::None {
+                    self.completed += 1;
+                } else {
+                    self.failed += 1;
+                }
+                GlobalRow {
+                    agent,
+                    start_s: base_s + row.start_us as f64 / 1e6,
+                    intended_s: (row.intended_us >= 0).then(|| base_s + row.intended_us as f64 / 1e6),
+                    row,
+                }
+            })
+            .collect()
+    }
+
     /// Whether the agent is neither done nor lost.
     pub(crate) fn pending(&self) -> bool {
         self.done.is_none() && self.lost.is_none()
@@ -105,39 +127,10 @@ pub(crate) fn finished_requests(agents: &[AgentReport]) -> u64 {
     agents.iter().filter_map(|a| a.last_health.as_ref()).map(|h| h.completed + h.failed).sum()
 }
 
-/// Everything a finished run produced.
+/// Everything a finished run produced (its rows went to the observer as they arrived).
 #[derive(Debug)]
 pub struct Outcome {
-    pub rows: Vec<GlobalRow>,
     pub agents: Vec<AgentReport>,
     pub status: RunStatus,
     pub started_at: chrono::DateTime<chrono::Utc>,
-}
-
-/// Places every agent's rows on the coordinator's timeline (seconds from the planned start).
-pub(crate) fn assemble(
-    mut agents: Vec<AgentReport>,
-    status: RunStatus,
-    started_at: chrono::DateTime<chrono::Utc>,
-) -> Outcome {
-    let start_ns = started_at.timestamp_nanos_opt().unwrap_or(0);
-    let mut rows = Vec::new();
-    for (i, a) in agents.iter_mut().enumerate() {
-        let base_s = a.started_unix_ns.map_or(0.0, |s| (s - a.offset.offset_ns - start_ns) as f64 / 1e9);
-        for row in std::mem::take(&mut a.raw) {
-            if row.error() == surge_proto::ErrorKind::None {
-                a.completed += 1;
-            } else {
-                a.failed += 1;
-            }
-            rows.push(GlobalRow {
-                agent: i,
-                start_s: base_s + row.start_us as f64 / 1e6,
-                intended_s: (row.intended_us >= 0).then(|| base_s + row.intended_us as f64 / 1e6),
-                row,
-            });
-        }
-    }
-    rows.sort_by_key(|r| r.row.index);
-    Outcome { rows, agents, status, started_at }
 }

@@ -5,7 +5,7 @@
 
 use super::clock::{self, Exchange, Offset};
 use super::collect::{Action, Collector, Input};
-use super::outcome::{AgentReport, Outcome, RunStatus, assemble, finished_requests};
+use super::outcome::{AgentReport, GlobalRow, Outcome, RunStatus, finished_requests};
 use super::{Event, Fleet, now_ns};
 use crate::plan::RunPlan;
 use crate::plan::split::{self, Share};
@@ -16,13 +16,18 @@ use surge_proto::{
 
 const CLOCK_PINGS: u64 = 8;
 
-/// Who hears about a run while it goes: progress and notices (an agent lost, an
-/// interrupt taken). The fleet does not know where they end up.
-pub trait Observer: Sync {
+/// Who hears about a run while it goes: its rows as they arrive, health reports,
+/// progress and notices (an agent lost, an interrupt taken). The fleet keeps no row and
+/// does not know where they end up.
+pub trait Observer: Send {
+    /// Rows placed on the run's timeline.
+    fn rows(&mut self, _rows: &[GlobalRow]) {}
+    /// Agent `agent`'s health report, `t_s` seconds after the run's start.
+    fn health(&mut self, _agent: usize, _health: &surge_proto::Health, _t_s: f64) {}
     /// Requests finished so far.
-    fn progress(&self, _finished: u64) {}
+    fn progress(&mut self, _finished: u64) {}
     /// Something the user should hear about now.
-    fn notice(&self, _message: &str) {}
+    fn notice(&mut self, _message: &str) {}
 }
 
 /// An observer that ignores everything.
@@ -49,7 +54,9 @@ struct Runner<'a> {
     plan: &'a RunPlan,
     agents: Vec<AgentReport>,
     run_id: u64,
-    observer: &'a dyn Observer,
+    observer: &'a mut dyn Observer,
+    /// The run's planned start, coordinator clock (unix ns).
+    start_ns: i64,
 }
 
 /// What a session learned of one agent in its handshake.
@@ -73,7 +80,7 @@ impl Session {
     pub async fn open(mut fleet: Fleet, plan: &RunPlan) -> Result<Self, RunError> {
         let agents: Vec<AgentReport> =
             fleet.addrs.iter().map(|a| AgentReport { addr: a.clone(), ..Default::default() }).collect();
-        let mut r = Runner { fleet: &mut fleet, plan, agents, run_id: 0, observer: &Silent };
+        let mut r = Runner { fleet: &mut fleet, plan, agents, run_id: 0, observer: &mut Silent, start_ns: 0 };
         r.handshake().await?;
         let agents =
             r.agents.into_iter().map(|a| AgentBase { addr: a.addr, hello: a.hello, offset: a.offset }).collect();
@@ -81,7 +88,7 @@ impl Session {
     }
 
     /// One run of `plan`; `observer` hears progress and notices.
-    pub async fn run(&mut self, plan: &RunPlan, model: &str, observer: &dyn Observer) -> Result<Outcome, RunError> {
+    pub async fn run(&mut self, plan: &RunPlan, model: &str, observer: &mut dyn Observer) -> Result<Outcome, RunError> {
         let agents = self
             .agents
             .iter()
@@ -92,9 +99,9 @@ impl Session {
                 ..Default::default()
             })
             .collect();
-        let mut r = Runner { fleet: &mut self.fleet, plan, agents, run_id: now_ns() as u64, observer };
+        let mut r = Runner { fleet: &mut self.fleet, plan, agents, run_id: now_ns() as u64, observer, start_ns: 0 };
         let (status, started_at) = r.drive(model).await?;
-        Ok(assemble(r.agents, status, started_at))
+        Ok(Outcome { agents: r.agents, status, started_at })
     }
 
     /// Ends every session.
@@ -106,7 +113,7 @@ impl Session {
 /// Runs `plan` once on `fleet` and closes it.
 pub async fn execute(fleet: Fleet, plan: &RunPlan, model: &str) -> Result<Outcome, RunError> {
     let mut session = Session::open(fleet, plan).await?;
-    let res = session.run(plan, model, &Silent).await;
+    let res = session.run(plan, model, &mut Silent).await;
     session.close();
     res
 }
@@ -255,8 +262,9 @@ impl Runner<'_> {
         let max_rtt = self.agents.iter().map(|a| a.offset.rtt_ns).max().unwrap_or(0);
         let lead_ns = (250_000_000i64).max(4 * max_rtt);
         let start_ns = now_ns() + lead_ns;
+        self.start_ns = start_ns;
         let started_at = chrono::DateTime::from_timestamp_nanos(start_ns);
-        let limit = plan.duration.map_or(plan.max_run_time, |d| (d + Duration::from_secs(60)).min(plan.max_run_time));
+        let limit = plan.max_run_time;
         let offsets: Vec<i64> = self.agents.iter().map(|a| a.offset.offset_ns).collect();
         self.broadcast(|i| {
             Msg::Start(Start {
@@ -275,7 +283,7 @@ impl Runner<'_> {
         let now = Instant::now();
         let agents = std::mem::take(&mut self.agents);
         let hard_stop = now + limit + Duration::from_secs(30);
-        let mut c = Collector::new(self.run_id, agents, self.plan.tolerate_agent_loss, now, hard_stop);
+        let mut c = Collector::new(self.run_id, self.start_ns, agents, self.plan.tolerate_agent_loss, now, hard_stop);
         let mut ctrl_c = std::pin::pin!(tokio::signal::ctrl_c());
         while !c.finished(Instant::now()) {
             let input = tokio::select! {
@@ -291,6 +299,10 @@ impl Runner<'_> {
                     Action::Send { agent, msg } => self.fleet.send(agent, msg).await,
                     Action::Broadcast(msg) => self.broadcast(|_| msg.clone()).await,
                     Action::Progress(n) => self.observer.progress(n),
+                    Action::Rows(rows) => self.observer.rows(&rows),
+                    Action::Health { agent, health } => {
+                        self.observer.health(agent, &health, (now_ns() - self.start_ns) as f64 / 1e9)
+                    }
                     Action::Notice(m) => self.observer.notice(&m),
                 }
             }

@@ -5,7 +5,8 @@ use super::result::{
     AgentEntry, ClientBlock, Counts, Detailed, Labels, Lag, Latencies, Lateness, MetricStats, QueueLatency, RESULT_SCHEMA,
     Rate, RunMetadata, RunResult, ShareEntry, TokenCounts, TokenizerRef,
 };
-use crate::analysis::metrics::{Dist, Metrics, kind_name};
+use crate::analysis::metrics::{Metrics, kind_name};
+use crate::analysis::sample::Sample;
 use crate::analysis::verdict::{self, Verdict};
 use crate::fleet::outcome::Outcome;
 use crate::plan::{METRICS, RunPlan};
@@ -20,7 +21,7 @@ fn percentiles(plan: &RunPlan) -> Vec<f64> {
     p
 }
 
-fn stats(name: &str, d: &Dist, ps: &[f64]) -> MetricStats {
+fn stats(name: &str, d: &Sample, ps: &[f64]) -> MetricStats {
     MetricStats {
         name: name.to_string(),
         mean_ms: d.mean_ms(),
@@ -28,6 +29,11 @@ fn stats(name: &str, d: &Dist, ps: &[f64]) -> MetricStats {
         std_ms: d.std_ms(),
         percentiles: ps.iter().map(|&p| (p, d.percentile_ms(p))).collect(),
     }
+}
+
+/// A request count, `None` when the run had no cap.
+fn cap(n: u64) -> Option<u64> {
+    (n != crate::plan::UNBOUNDED).then_some(n)
 }
 
 fn meta(plan: &RunPlan, key: &str) -> Option<String> {
@@ -50,7 +56,7 @@ pub fn client_block(plan: &RunPlan, o: &Outcome, verdict: Verdict) -> ClientBloc
                 share: a.share.as_ref().map(|s| ShareEntry {
                     fraction: s.fraction,
                     slice_start: s.slice_start,
-                    num_prompts: s.num_prompts,
+                    num_prompts: cap(s.num_prompts),
                     max_concurrency: s.max_concurrency,
                     request_rate: Rate(s.request_rate),
                 }),
@@ -110,7 +116,7 @@ fn run_metadata(plan: &RunPlan, model: &str, o: &Outcome, saved_at_utc: String) 
             .tokenizer
             .as_ref()
             .map(|t| TokenizerRef { path: t.path.display().to_string(), sha256: t.sha256.clone() }),
-        num_prompts: plan.num_prompts,
+        num_prompts: cap(plan.num_prompts),
         max_concurrency: plan.max_concurrency,
         request_rate: Rate(plan.request_rate),
         endpoint: plan.endpoint.clone(),
@@ -126,8 +132,9 @@ fn run_metadata(plan: &RunPlan, model: &str, o: &Outcome, saved_at_utc: String) 
     }
 }
 
-fn detailed(o: &Outcome) -> Detailed {
-    let rows = &o.rows;
+fn detailed(m: &Metrics) -> Detailed {
+    let mut rows: Vec<&crate::fleet::outcome::GlobalRow> = m.rows.iter().collect();
+    rows.sort_by_key(|r| r.row.index);
     Detailed {
         input_lens: rows.iter().map(|r| r.row.input_tokens).collect(),
         output_lens: rows.iter().map(|r| r.row.output_tokens).collect(),
@@ -137,6 +144,25 @@ fn detailed(o: &Outcome) -> Detailed {
         start_times: rows.iter().map(|r| r.start_s).collect(),
         agent_indices: rows.iter().map(|r| r.agent).collect(),
         errors: rows.iter().map(|r| if r.ok() { String::new() } else { kind_name(r.row.error()) }).collect(),
+    }
+}
+
+/// What ended the run.
+pub fn ended_by(o: &Outcome) -> &'static str {
+    use crate::fleet::outcome::RunStatus;
+    match &o.status {
+        RunStatus::Interrupted => "interrupt",
+        RunStatus::Invalid { .. } | RunStatus::Partial { .. } => "agent_loss",
+        RunStatus::Complete => {
+            let reasons: Vec<&str> = o.agents.iter().filter_map(|a| a.done.as_ref()).map(|d| d.stop_reason.as_str()).collect();
+            if reasons.contains(&"deadline") {
+                "max_run_time"
+            } else if reasons.contains(&"duration") {
+                "duration"
+            } else {
+                "num_prompts"
+            }
+        }
     }
 }
 
@@ -156,12 +182,13 @@ pub fn run_result(
         endpoint_type: plan.backend_name.into(),
         model_id: model.into(),
         tokenizer_id: plan.tokenizer.as_ref().map_or_else(|| model.to_string(), |t| t.path.display().to_string()),
-        num_prompts: plan.num_prompts,
+        num_prompts: cap(plan.num_prompts),
         request_rate: Rate(plan.request_rate),
         burstiness: plan.burstiness,
         max_concurrency: plan.max_concurrency,
         labels: Labels(plan.metadata.clone()),
         duration: m.duration_s,
+        ended_by: ended_by(o).into(),
         completed: m.completed,
         failed: m.failed,
         total_input_tokens: m.total_input_tokens,
@@ -185,10 +212,12 @@ pub fn run_result(
             input: m.token_sources.input.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
             output: m.token_sources.output.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
         },
+        percentiles_exact: m.exact,
         result_schema: RESULT_SCHEMA,
         run_metadata: run_metadata(plan, model, o, saved_at_utc),
         client,
         sweep: None,
-        detailed: plan.save_detailed.then(|| detailed(o)),
+        time_series: m.time_series.clone(),
+        detailed: plan.save_detailed.then(|| detailed(m)),
     }
 }

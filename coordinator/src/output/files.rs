@@ -27,6 +27,12 @@ pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), Out
     write_atomic(path, &bytes)
 }
 
+/// `r.json` → `r.timeseries.csv` (D5).
+pub fn timeseries_path(result: &Path) -> PathBuf {
+    let stem = result.file_stem().map_or_else(|| "result".into(), |s| s.to_string_lossy().into_owned());
+    result.with_file_name(format!("{stem}.timeseries.csv"))
+}
+
 /// A complete run result saved earlier (`--resume`), or `None`.
 pub fn complete_result(path: &Path) -> Option<RunResult> {
     let r: RunResult = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
@@ -49,10 +55,9 @@ pub struct Files;
 
 impl Sink for Files {
     fn run(&mut self, r: &RunRecord) -> Result<(), OutputError> {
-        match &r.file {
-            Some(path) => write_json(path, &r.result),
-            None => Ok(()),
-        }
+        let Some(path) = &r.file else { return Ok(()) };
+        write_json(path, &r.result)?;
+        write_atomic(&timeseries_path(path), tables::timeseries_csv(&r.result.time_series).as_bytes())
     }
 
     fn sweep(&mut self, s: &SweepSummary, dir: &Path, _done: bool) -> Result<(), OutputError> {

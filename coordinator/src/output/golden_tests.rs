@@ -78,7 +78,7 @@ fn agent(i: usize, done: bool) -> AgentReport {
     a
 }
 
-fn outcome(open_loop: bool, status: RunStatus) -> Outcome {
+fn outcome(open_loop: bool, status: RunStatus) -> (Outcome, Vec<GlobalRow>) {
     let itls: [&[u32]; 4] = [&[10_000, 12_000, 9_000], &[11_000, 30_000], &[8_000, 8_500, 9_500, 20_000], &[15_000]];
     let mut rows = Vec::new();
     for i in 0..8u64 {
@@ -96,17 +96,19 @@ fn outcome(open_loop: bool, status: RunStatus) -> Outcome {
         rows.push(GlobalRow { agent: (i % 2) as usize, start_s, intended_s, row: r });
     }
     let lost = matches!(status, RunStatus::Partial { .. } | RunStatus::Invalid { .. });
-    Outcome {
-        rows,
+    let o = Outcome {
         agents: vec![agent(0, true), agent(1, !lost)],
         status,
         started_at: chrono::DateTime::from_timestamp(1_790_000_000, 0).expect("date"),
-    }
+    };
+    (o, rows)
 }
 
 /// The result document with the values that change from run to run fixed.
-fn document(plan: &RunPlan, o: &Outcome) -> (serde_json::Value, String) {
-    let mut r = crate::commands::finish(plan, "org/golden-model", o);
+fn document(plan: &RunPlan, (o, rows): &(Outcome, Vec<GlobalRow>)) -> (serde_json::Value, String) {
+    let rows = rows.as_slice();
+    let m = crate::analysis::metrics::compute_kept(rows, &plan.slo, plan.save_detailed);
+    let mut r = crate::commands::finish(plan, "org/golden-model", o, &m);
     r.run_metadata.saved_at_utc = "SAVED_AT".into();
     r.run_metadata.surge_version = "VERSION".into();
     r.client.surge_version = "VERSION".into();
@@ -169,7 +171,9 @@ fn golden_open_loop_partial() {
 #[test]
 fn old_files_read_as_schema_one_and_keys_keep_vllm_order() {
     let p = plan(&["--num-prompts", "8"]);
-    let mut r = crate::commands::finish(&p, "org/golden-model", &outcome(false, RunStatus::Complete));
+    let (o, rows) = outcome(false, RunStatus::Complete);
+    let m = crate::analysis::metrics::compute(&rows, &p.slo);
+    let mut r = crate::commands::finish(&p, "org/golden-model", &o, &m);
     let text = serde_json::to_string(&r).expect("json");
     let pos = |k: &str| text.find(&format!("\"{k}\":")).unwrap_or_else(|| panic!("{k} missing"));
     let order = ["date", "backend", "model_id", "num_prompts", "request_rate", "duration", "completed", "failed"];

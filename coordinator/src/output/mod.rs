@@ -6,6 +6,7 @@
 pub mod build;
 pub mod files;
 pub mod result;
+pub mod rows;
 pub mod summary;
 pub mod tables;
 pub mod terminal;

@@ -5,6 +5,7 @@
 //! earlier versions (a file without `result_schema` is schema 1).
 
 use crate::analysis::repeat::Summary;
+use crate::analysis::timeseries::Slice;
 use crate::analysis::verdict::Verdict;
 use serde::de::{self, IgnoredAny, MapAccess, Visitor};
 use serde::ser::SerializeMap;
@@ -17,6 +18,10 @@ pub const RESULT_SCHEMA: u32 = 1;
 
 fn schema_one() -> u32 {
     1
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// A request rate: a number, or vLLM's `"inf"` for an unpaced run.
@@ -53,7 +58,8 @@ pub struct RunResult {
     pub endpoint_type: String,
     pub model_id: String,
     pub tokenizer_id: String,
-    pub num_prompts: u64,
+    /// `null` for a duration run without a request cap.
+    pub num_prompts: Option<u64>,
     pub request_rate: Rate,
     pub burstiness: f64,
     pub max_concurrency: Option<u32>,
@@ -61,6 +67,10 @@ pub struct RunResult {
     #[serde(flatten)]
     pub labels: Labels,
     pub duration: f64,
+    /// What ended the run: `num_prompts`, `duration`, `max_run_time`, `interrupt` or
+    /// `agent_loss`.
+    #[serde(default)]
+    pub ended_by: String,
     pub completed: u64,
     pub failed: u64,
     pub total_input_tokens: u64,
@@ -80,6 +90,10 @@ pub struct RunResult {
     pub input_tokens_source: String,
     pub output_tokens_source: String,
     pub token_count_sources: TokenCounts,
+    /// Whether the percentiles are exact over every row (false: from histograms, within
+    /// 0.01 % or 1 µs; the run went past the exact budget).
+    #[serde(default = "yes")]
+    pub percentiles_exact: bool,
     #[serde(default = "schema_one")]
     pub result_schema: u32,
     pub run_metadata: RunMetadata,
@@ -87,6 +101,9 @@ pub struct RunResult {
     /// Where this level-run sits in a sweep.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sweep: Option<SweepPosition>,
+    /// One entry per `--timeslice` of the run.
+    #[serde(default)]
+    pub time_series: Vec<Slice>,
     /// `--save-detailed`: per-request arrays in seconds, as vLLM saves them.
     #[serde(flatten)]
     pub detailed: Option<Detailed>,
@@ -315,7 +332,7 @@ pub struct RunMetadata {
     pub output_len: Option<u32>,
     pub random_range_ratio: f64,
     pub tokenizer: Option<TokenizerRef>,
-    pub num_prompts: u64,
+    pub num_prompts: Option<u64>,
     pub max_concurrency: Option<u32>,
     pub request_rate: Rate,
     pub endpoint: String,
@@ -374,7 +391,7 @@ pub struct AgentEntry {
 pub struct ShareEntry {
     pub fraction: f64,
     pub slice_start: u64,
-    pub num_prompts: u64,
+    pub num_prompts: Option<u64>,
     pub max_concurrency: u32,
     pub request_rate: Rate,
 }

@@ -95,6 +95,54 @@ pub fn sweep_csv(s: &SweepSummary) -> String {
     String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
 }
 
+/// `<result>.timeseries.csv`: one row per slice; errors as `kind:n` joined by `;`; the
+/// busiest agent's CPU and send lag.
+pub fn timeseries_csv(slices: &[crate::analysis::timeseries::Slice]) -> String {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let _ = w.write_record([
+        "t",
+        "started",
+        "completed",
+        "failed",
+        "in_flight",
+        "output_tokens",
+        "request_throughput",
+        "output_throughput",
+        "p50_ttft_ms",
+        "p99_ttft_ms",
+        "p50_itl_ms",
+        "p99_itl_ms",
+        "p99_e2el_ms",
+        "errors",
+        "agent_cpu_pct_max",
+        "agent_send_lag_p99_ms_max",
+    ]);
+    for s in slices {
+        let errors: Vec<String> = s.errors_by_kind.iter().map(|(k, n)| format!("{k}:{n}")).collect();
+        let cpu = s.agents.iter().map(|a| a.cpu_pct).fold(0.0, f64::max);
+        let lag = s.agents.iter().map(|a| a.send_lag_p99_ms).fold(0.0, f64::max);
+        let _ = w.write_record([
+            format!("{}", s.t),
+            s.started.to_string(),
+            s.completed.to_string(),
+            s.failed.to_string(),
+            s.in_flight.to_string(),
+            s.output_tokens.to_string(),
+            format!("{}", s.request_throughput),
+            format!("{}", s.output_throughput),
+            format!("{}", s.p50_ttft_ms),
+            format!("{}", s.p99_ttft_ms),
+            format!("{}", s.p50_itl_ms),
+            format!("{}", s.p99_itl_ms),
+            format!("{}", s.p99_e2el_ms),
+            errors.join(";"),
+            format!("{cpu}"),
+            format!("{lag}"),
+        ]);
+    }
+    String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
+}
+
 /// The client-overhead table users publish, then each agent's CPU and send lag.
 pub fn validation_markdown(rows: &[ValidationRow]) -> String {
     let mut s =

@@ -115,10 +115,10 @@ impl Progress {
 }
 
 impl Observer for Progress {
-    fn progress(&self, finished: u64) {
+    fn progress(&mut self, finished: u64) {
         self.bar.set_position(finished);
     }
-    fn notice(&self, message: &str) {
+    fn notice(&mut self, message: &str) {
         self.bar.suspend(|| say("", message));
     }
 }

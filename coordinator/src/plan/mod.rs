@@ -16,6 +16,15 @@ use surge_proto::{Backend, DatasetSpec, PromptItem};
 /// The metric families of `--percentile-metrics`, in vLLM's order.
 pub const METRICS: [&str; 4] = ["ttft", "tpot", "itl", "e2el"];
 
+/// `--num-prompts` when neither it nor `--duration` is given (vLLM's default).
+pub const DEFAULT_NUM_PROMPTS: u64 = 1000;
+/// `num_prompts` of a run without a request cap (`--duration` alone).
+pub const UNBOUNDED: u64 = u64::MAX;
+/// `--max-run-time` when not given and no `--duration` is.
+pub const DEFAULT_MAX_RUN_TIME: Duration = Duration::from_secs(3600);
+/// What `--max-run-time` adds to `--duration` when not given (D6).
+pub const DURATION_GRACE: Duration = Duration::from_secs(60);
+
 /// vLLM's spelling of a percentile (or a level) in keys, labels and file names: `99`, `99.9`.
 pub fn percentile_word(p: f64) -> String {
     if p.fract() == 0.0 { format!("{}", p as i64) } else { format!("{p}") }
@@ -83,8 +92,11 @@ pub struct RunPlan {
     pub tokenizer: Option<TokenizerFile>,
     /// File datasets: the parsed prompts (request i uses `prompts[i % len]`).
     pub prompts: Arc<Vec<PromptItem>>,
+    /// Requests to send; [`UNBOUNDED`] for a duration run without a cap.
     pub num_prompts: u64,
     pub duration: Option<Duration>,
+    /// The time series' slice.
+    pub timeslice: Duration,
     pub max_concurrency: Option<u32>,
     pub request_rate: f64,
     pub burstiness: f64,
@@ -97,6 +109,8 @@ pub struct RunPlan {
     pub slo: Slo,
     pub save_result: bool,
     pub save_detailed: bool,
+    /// `--save-rows PATH`.
+    pub save_rows: Option<PathBuf>,
     pub result_dir: Option<PathBuf>,
     pub result_filename: Option<String>,
     pub metadata: Vec<(String, String)>,

@@ -23,15 +23,17 @@ pub fn split(weights: &[u32], num_prompts: u64, max_concurrency: Option<u32>, re
     let total: u64 = weights.iter().map(|&w| u64::from(w.max(1))).sum();
     let mut acc = 0u64;
     let mut shares = Vec::with_capacity(weights.len());
-    for &w in weights {
+    // Without a cap, each agent gets its own index range, far apart.
+    let unbounded = num_prompts == super::UNBOUNDED;
+    for (i, &w) in weights.iter().enumerate() {
         let from = acc as f64 / total as f64;
         acc += u64::from(w.max(1));
         let to = acc as f64 / total as f64;
         let part = |n: u64| (n as f64 * to).round() as u64 - (n as f64 * from).round() as u64;
         shares.push(Share {
             fraction: to - from,
-            slice_start: (num_prompts as f64 * from).round() as u64,
-            num_prompts: part(num_prompts),
+            slice_start: if unbounded { (i as u64) << 56 } else { (num_prompts as f64 * from).round() as u64 },
+            num_prompts: if unbounded { super::UNBOUNDED } else { part(num_prompts) },
             max_concurrency: max_concurrency.map_or(0, |c| part(u64::from(c)) as u32),
             request_rate: if request_rate.is_finite() { request_rate * (to - from) } else { f64::INFINITY },
         });

@@ -1,0 +1,176 @@
+//! One metric's distribution, folded value by value in bounded memory: exact running
+//! count, mean and standard deviation; percentiles exact (numpy's linear interpolation
+//! over the sorted values) while the run's samples fit the exact budget, and from a
+//! mergeable HDR histogram (4 significant digits, 1 µs resolution) beyond it.
+
+use super::stats::{mean, percentile_sorted, sort, std_dev};
+use hdrhistogram::Histogram;
+
+/// Highest value a histogram holds, µs (10 hours); longer values are clamped.
+const HIGH_US: u64 = 36_000_000_000;
+
+/// A metric's values, in seconds.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    n: u64,
+    mean: f64,
+    m2: f64,
+    exact: Option<Vec<f64>>,
+    hist: Histogram<u64>,
+    sorted: bool,
+}
+
+impl Default for Sample {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn us(v_s: f64) -> u64 {
+    ((v_s * 1e6).round().max(1.0) as u64).min(HIGH_US)
+}
+
+impl Sample {
+    pub fn new() -> Self {
+        let hist = Histogram::new_with_bounds(1, HIGH_US, 4).expect("valid histogram bounds");
+        Self { n: 0, mean: 0.0, m2: 0.0, exact: Some(Vec::new()), hist, sorted: true }
+    }
+
+    /// Adds one value (seconds).
+    pub fn add(&mut self, v: f64) {
+        self.n += 1;
+        let d = v - self.mean;
+        self.mean += d / self.n as f64;
+        self.m2 += d * (v - self.mean);
+        self.hist.saturating_record(us(v));
+        if let Some(e) = &mut self.exact {
+            e.push(v);
+            self.sorted = false;
+        }
+    }
+
+    /// Stops keeping the values; percentiles come from the histogram from now on.
+    pub fn drop_exact(&mut self) {
+        self.exact = None;
+    }
+
+    pub fn is_exact(&self) -> bool {
+        self.exact.is_some()
+    }
+
+    pub fn len(&self) -> u64 {
+        self.n
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Sorts the kept values once, before percentiles are read.
+    pub fn seal(&mut self) {
+        if let (Some(e), false) = (&mut self.exact, self.sorted) {
+            sort(e);
+            self.sorted = true;
+        }
+    }
+
+    /// The mean: from the kept values (bit for bit what numpy gives) or the running mean.
+    pub fn mean_ms(&self) -> f64 {
+        match &self.exact {
+            Some(e) => mean(e) * 1000.0,
+            None if self.n == 0 => 0.0,
+            None => self.mean * 1000.0,
+        }
+    }
+
+    /// Population standard deviation, as numpy's default.
+    pub fn std_ms(&self) -> f64 {
+        match &self.exact {
+            Some(e) => std_dev(e) * 1000.0,
+            None if self.n == 0 => 0.0,
+            None => (self.m2 / self.n as f64).sqrt() * 1000.0,
+        }
+    }
+
+    pub fn median_ms(&self) -> f64 {
+        self.percentile_ms(50.0)
+    }
+
+    /// The `p`-th percentile in ms: exact when the values were kept (call [`Sample::seal`]
+    /// first), else linear interpolation between the histogram's ranked values.
+    pub fn percentile_ms(&self, p: f64) -> f64 {
+        match &self.exact {
+            Some(e) => {
+                debug_assert!(self.sorted, "seal() before percentiles");
+                percentile_sorted(e, p) * 1000.0
+            }
+            None => self.hist_percentile_s(p) * 1000.0,
+        }
+    }
+
+    /// The value of rank `k` (0-based) from the histogram, in seconds.
+    fn ranked(&self, k: u64) -> f64 {
+        let mut seen = 0u64;
+        for v in self.hist.iter_recorded() {
+            seen += v.count_at_value();
+            if seen > k {
+                return self.hist.median_equivalent(v.value_iterated_to()) as f64 / 1e6;
+            }
+        }
+        self.hist.max() as f64 / 1e6
+    }
+
+    fn hist_percentile_s(&self, p: f64) -> f64 {
+        let n = self.hist.len();
+        if n == 0 {
+            return 0.0;
+        }
+        let rank = (p / 100.0) * (n - 1) as f64;
+        let (lo, hi) = (rank.floor() as u64, rank.ceil() as u64);
+        let a = self.ranked(lo);
+        if lo == hi { a } else { a + (self.ranked(hi) - a) * (rank - lo as f64) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng, rngs::SmallRng};
+
+    fn numpy(values: &mut [f64], p: f64) -> f64 {
+        sort(values);
+        percentile_sorted(values, p) * 1000.0
+    }
+
+    #[test]
+    fn exact_while_kept_and_within_a_hundredth_of_a_percent_beyond() {
+        let mut rng = SmallRng::seed_from_u64(7);
+        // Heavy-tailed latencies from 1 ms to ~20 s.
+        let mut values: Vec<f64> = (0..200_000).map(|_| 0.001 * (1.0 / (1.0 - rng.random::<f64>() * 0.9999))).collect();
+        let (mut exact, mut approx) = (Sample::new(), Sample::new());
+        approx.drop_exact();
+        for &v in &values {
+            exact.add(v);
+            approx.add(v);
+        }
+        exact.seal();
+        for p in [1.0, 25.0, 50.0, 90.0, 99.0, 99.9, 100.0] {
+            let want = numpy(&mut values, p);
+            assert_eq!(exact.percentile_ms(p), want, "p{p} exact");
+            let got = approx.percentile_ms(p);
+            let tol = (want * 1e-4).max(0.001);
+            assert!((got - want).abs() <= tol, "p{p}: {got} vs {want} (tolerance {tol})");
+        }
+        let mean = values.iter().sum::<f64>() / values.len() as f64;
+        assert!((approx.mean_ms() - mean * 1000.0).abs() < 1e-6 * mean * 1000.0);
+    }
+
+    #[test]
+    fn empty_reads_zero() {
+        let mut s = Sample::new();
+        s.seal();
+        assert_eq!((s.mean_ms(), s.std_ms(), s.percentile_ms(99.0)), (0.0, 0.0, 0.0));
+        s.drop_exact();
+        assert_eq!(s.percentile_ms(50.0), 0.0);
+    }
+}

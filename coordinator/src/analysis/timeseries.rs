@@ -1,0 +1,221 @@
+//! The run's time dimension: per slice of `--timeslice` seconds, requests started,
+//! completed and failed, in flight at the slice's end, output tokens, throughput, TTFT,
+//! ITL and E2EL percentiles, errors by kind, and each agent's CPU and send lag. A row
+//! counts in the slice where it ended (started: where it started). Percentiles come from
+//! small per-slice histograms (3 significant digits) that are reduced to numbers once the
+//! slice is [`SETTLE_SLICES`] behind the newest one, so memory holds a few open slices and
+//! a line of numbers per closed one.
+
+use crate::fleet::outcome::GlobalRow;
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Slices this far behind the newest row are closed (rows reach the coordinator within a
+/// batch interval of ending); a later row still counts, its latencies no longer do.
+pub const SETTLE_SLICES: i64 = 10;
+
+/// One agent in one slice.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentSlice {
+    pub agent: usize,
+    pub cpu_pct: f64,
+    pub send_lag_p99_ms: f64,
+}
+
+/// One slice of the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Slice {
+    /// Slice start, seconds from the run's start.
+    pub t: f64,
+    pub started: u64,
+    pub completed: u64,
+    pub failed: u64,
+    /// Requests in flight at the slice's end.
+    pub in_flight: u64,
+    pub output_tokens: u64,
+    pub request_throughput: f64,
+    pub output_throughput: f64,
+    pub p50_ttft_ms: f64,
+    pub p99_ttft_ms: f64,
+    pub p50_itl_ms: f64,
+    pub p99_itl_ms: f64,
+    pub p99_e2el_ms: f64,
+    pub errors_by_kind: BTreeMap<String, u64>,
+    pub agents: Vec<AgentSlice>,
+}
+
+#[derive(Debug, Clone)]
+struct Hists {
+    ttft: Histogram<u32>,
+    itl: Histogram<u32>,
+    e2el: Histogram<u32>,
+}
+
+impl Hists {
+    fn new() -> Self {
+        let h = || Histogram::new_with_bounds(1, 36_000_000_000, 3).expect("valid histogram bounds");
+        Self { ttft: h(), itl: h(), e2el: h() }
+    }
+}
+
+fn us(v_s: f64) -> u64 {
+    ((v_s * 1e6).round().max(1.0) as u64).min(36_000_000_000)
+}
+
+fn ms(h: &Histogram<u32>, q: f64) -> f64 {
+    if h.is_empty() { 0.0 } else { h.value_at_quantile(q) as f64 / 1000.0 }
+}
+
+#[derive(Debug, Clone, Default)]
+struct Open {
+    started: u64,
+    ended: u64,
+    completed: u64,
+    failed: u64,
+    output_tokens: u64,
+    errors: BTreeMap<String, u64>,
+    hists: Option<Box<Hists>>,
+    closed: Option<[f64; 5]>,
+    agents: BTreeMap<usize, (f64, f64)>,
+}
+
+/// The slices of a run so far.
+#[derive(Debug)]
+pub struct TimeSeries {
+    slice_s: f64,
+    slices: BTreeMap<i64, Open>,
+    newest: i64,
+}
+
+impl TimeSeries {
+    pub fn new(slice_s: f64) -> Self {
+        Self { slice_s: if slice_s > 0.0 { slice_s } else { 1.0 }, slices: BTreeMap::new(), newest: 0 }
+    }
+
+    fn index(&self, t: f64) -> i64 {
+        (t.max(0.0) / self.slice_s).floor() as i64
+    }
+
+    fn slice(&mut self, i: i64) -> &mut Open {
+        self.slices.entry(i).or_default()
+    }
+
+    pub fn add(&mut self, r: &GlobalRow) {
+        let (s, e) = (self.index(r.start_s), self.index(r.end_s()));
+        self.slice(s).started += 1;
+        let open = self.slice(e);
+        open.ended += 1;
+        if r.ok() {
+            open.completed += 1;
+            open.output_tokens += u64::from(r.row.output_tokens);
+            if open.closed.is_none() {
+                let h = open.hists.get_or_insert_with(|| Box::new(Hists::new()));
+                h.ttft.saturating_record(us(r.ttft_s()));
+                h.e2el.saturating_record(us(r.e2el_s()));
+                for &g in &r.row.itl_us {
+                    h.itl.saturating_record(u64::from(g).max(1));
+                }
+            }
+        } else {
+            open.failed += 1;
+            *open.errors.entry(super::metrics::kind_name(r.row.error())).or_default() += 1;
+        }
+        if e > self.newest {
+            self.newest = e;
+            self.settle(e - SETTLE_SLICES);
+        }
+    }
+
+    /// Reduces the histograms of slices up to `upto` to their percentiles.
+    fn settle(&mut self, upto: i64) {
+        for (_, open) in self.slices.range_mut(..=upto) {
+            if let Some(h) = open.hists.take() {
+                open.closed = Some(close(&h));
+            }
+        }
+    }
+
+    pub fn health(&mut self, agent: usize, h: &surge_proto::Health, t_s: f64) {
+        let i = self.index(t_s);
+        self.slice(i).agents.insert(agent, (h.cpu_percent, h.lag_p99_us as f64 / 1000.0));
+    }
+
+    /// The slices, and the most requests in flight at a slice's start plus those started
+    /// within it (an upper bound of the instantaneous peak, for runs past the exact budget).
+    pub fn finish(mut self) -> (Vec<Slice>, u64) {
+        self.settle(i64::MAX);
+        let Some(&last) = self.slices.keys().next_back() else { return (Vec::new(), 0) };
+        let mut peak_in_flight = 0;
+        let mut out = Vec::with_capacity(last as usize + 1);
+        let mut in_flight = 0u64;
+        for i in 0..=last {
+            let o = self.slices.remove(&i).unwrap_or_default();
+            peak_in_flight = peak_in_flight.max(in_flight + o.started);
+            in_flight = (in_flight + o.started).saturating_sub(o.ended);
+            let [p50_ttft_ms, p99_ttft_ms, p50_itl_ms, p99_itl_ms, p99_e2el_ms] = o.closed.unwrap_or([0.0; 5]);
+            out.push(Slice {
+                t: i as f64 * self.slice_s,
+                started: o.started,
+                completed: o.completed,
+                failed: o.failed,
+                in_flight,
+                output_tokens: o.output_tokens,
+                request_throughput: o.completed as f64 / self.slice_s,
+                output_throughput: o.output_tokens as f64 / self.slice_s,
+                p50_ttft_ms,
+                p99_ttft_ms,
+                p50_itl_ms,
+                p99_itl_ms,
+                p99_e2el_ms,
+                errors_by_kind: o.errors,
+                agents: o
+                    .agents
+                    .into_iter()
+                    .map(|(agent, (cpu_pct, send_lag_p99_ms))| AgentSlice { agent, cpu_pct, send_lag_p99_ms })
+                    .collect(),
+            });
+        }
+        (out, peak_in_flight)
+    }
+}
+
+fn close(h: &Hists) -> [f64; 5] {
+    [ms(&h.ttft, 0.5), ms(&h.ttft, 0.99), ms(&h.itl, 0.5), ms(&h.itl, 0.99), ms(&h.e2el, 0.99)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use surge_proto::{ErrorKind, Row};
+
+    fn row(start_s: f64, latency_ms: u64, ok: bool) -> GlobalRow {
+        let mut row = Row { ttft_us: 1_000, latency_us: latency_ms * 1000, output_tokens: 3, ..Default::default() };
+        row.itl_us = vec![500, 700];
+        if !ok {
+            row.set_error(ErrorKind::Timeout);
+        }
+        GlobalRow { agent: 0, start_s, intended_s: None, row }
+    }
+
+    #[test]
+    fn slices_count_every_row_once_and_track_in_flight() {
+        let mut ts = TimeSeries::new(1.0);
+        let mut rows = Vec::new();
+        for k in 0..5000u64 {
+            rows.push(row(k as f64 * 0.01, 20 + (k % 7) * 300, k % 50 != 0));
+        }
+        for r in &rows {
+            ts.add(r);
+        }
+        let (s, peak) = ts.finish();
+        assert!(peak >= s.iter().map(|x| x.in_flight).max().unwrap_or(0));
+        assert!(s.len() >= 50, "{}", s.len());
+        assert_eq!(s.iter().map(|x| x.completed + x.failed).sum::<u64>(), 5000);
+        assert_eq!(s.iter().map(|x| x.failed).sum::<u64>(), 100);
+        assert_eq!(s.iter().map(|x| x.started).sum::<u64>(), 5000);
+        assert_eq!(s.last().map(|x| x.in_flight), Some(0));
+        assert!(s[10].in_flight > 0 && s[10].p99_e2el_ms > s[10].p50_ttft_ms);
+        assert_eq!(s[3].errors_by_kind.get("timeout").copied().unwrap_or(0) > 0, true);
+    }
+}

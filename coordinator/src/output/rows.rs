@@ -1,0 +1,78 @@
+//! `--save-rows PATH`: one JSON object per request, written as rows arrive (zstd when
+//! PATH ends in `.zst`), so a run of any length keeps no row in memory. Names are vLLM's
+//! detailed keys in the singular; times in seconds from the run's start.
+
+use super::OutputError;
+use crate::analysis::metrics::{GlobalRow, kind_name};
+use serde::Serialize;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// One line of the file.
+#[derive(Serialize)]
+struct Line<'a> {
+    agent: usize,
+    start_time: f64,
+    intended_start_time: Option<f64>,
+    ttft: f64,
+    latency: f64,
+    itl: Vec<f64>,
+    input_len: u32,
+    output_len: u32,
+    /// `""` when the request succeeded.
+    error: &'a str,
+    /// The agent's request sequence number (the request's global index).
+    seq: u64,
+}
+
+/// The open file.
+pub struct RowFile {
+    path: PathBuf,
+    out: Box<dyn Write + Send>,
+    written: u64,
+}
+
+impl RowFile {
+    pub fn create(path: &Path) -> Result<Self, OutputError> {
+        let err = |source| OutputError::Write { path: path.to_path_buf(), source };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(err)?;
+        }
+        let file = BufWriter::with_capacity(1 << 20, File::create(path).map_err(err)?);
+        let out: Box<dyn Write + Send> = if path.extension().is_some_and(|e| e == "zst") {
+            Box::new(zstd::Encoder::new(file, 3).map_err(err)?.auto_finish())
+        } else {
+            Box::new(file)
+        };
+        Ok(Self { path: path.to_path_buf(), out, written: 0 })
+    }
+
+    /// Appends one row.
+    pub fn write(&mut self, r: &GlobalRow) -> Result<(), OutputError> {
+        let kind = if r.ok() { String::new() } else { kind_name(r.row.error()) };
+        let line = Line {
+            agent: r.agent,
+            start_time: r.start_s,
+            intended_start_time: r.intended_s,
+            ttft: r.ttft_s(),
+            latency: r.e2el_s(),
+            itl: r.row.itl_us.iter().map(|&g| f64::from(g) / 1e6).collect(),
+            input_len: r.row.input_tokens,
+            output_len: r.row.output_tokens,
+            error: &kind,
+            seq: r.row.index,
+        };
+        let err = |source| OutputError::Write { path: self.path.clone(), source };
+        serde_json::to_writer(&mut self.out, &line).map_err(|e| err(std::io::Error::other(e)))?;
+        self.out.write_all(b"\n").map_err(err)?;
+        self.written += 1;
+        Ok(())
+    }
+
+    /// Flushes everything to disk.
+    pub fn finish(mut self) -> Result<u64, OutputError> {
+        self.out.flush().map_err(|source| OutputError::Write { path: self.path.clone(), source })?;
+        Ok(self.written)
+    }
+}
