@@ -140,6 +140,8 @@ impl Aggregator {
         if let Some(ev) = &mut self.events {
             ev.push((r.start_s, 1));
             ev.push((r.end_s(), -1));
+            // Two events weigh about one sample each in the budget.
+            self.samples += 2;
         }
         self.series.add(r);
         if self.keep_rows {
@@ -190,6 +192,11 @@ impl Aggregator {
     /// An agent's health report `t_s` seconds into the run.
     pub fn health(&mut self, agent: usize, h: &surge_proto::Health, t_s: f64) {
         self.series.health(agent, h, t_s);
+    }
+
+    /// The last finished slice (see [`TimeSeries::recent`]).
+    pub fn recent(&self) -> Option<(f64, f64, f64, u64)> {
+        self.series.recent()
     }
 
     /// The run's metrics.

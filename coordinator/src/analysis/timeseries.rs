@@ -136,6 +136,18 @@ impl TimeSeries {
         }
     }
 
+    /// The newest slice that is over (the one before the newest row's): requests/s,
+    /// output tokens/s, TTFT p99 (ms) and failures, for the live progress line.
+    pub fn recent(&self) -> Option<(f64, f64, f64, u64)> {
+        let o = self.slices.get(&(self.newest - 1))?;
+        let p99 = match (&o.hists, &o.closed) {
+            (Some(h), _) => ms(&h.ttft, 0.99),
+            (None, Some(c)) => c[1],
+            (None, None) => 0.0,
+        };
+        Some((o.completed as f64 / self.slice_s, o.output_tokens as f64 / self.slice_s, p99, o.failed))
+    }
+
     pub fn health(&mut self, agent: usize, h: &surge_proto::Health, t_s: f64) {
         let i = self.index(t_s);
         self.slice(i).agents.insert(agent, (h.cpu_percent, h.lag_p99_us as f64 / 1000.0));

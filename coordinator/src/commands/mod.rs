@@ -65,6 +65,10 @@ pub fn finish(plan: &RunPlan, model: &str, outcome: &Outcome, m: &Metrics) -> Ru
 struct Watch<'a> {
     agg: Aggregator,
     progress: &'a mut Progress,
+    /// Requests in flight per agent, from their health reports.
+    in_flight: Vec<u32>,
+    /// The run's `--duration`, for "elapsed of total".
+    duration: Option<f64>,
     rows: Option<RowFile>,
     row_error: Option<crate::output::OutputError>,
 }
@@ -83,6 +87,19 @@ impl Observer for Watch<'_> {
     }
     fn health(&mut self, agent: usize, h: &surge_proto::Health, t_s: f64) {
         self.agg.health(agent, h, t_s);
+        if self.in_flight.len() <= agent {
+            self.in_flight.resize(agent + 1, 0);
+        }
+        self.in_flight[agent] = h.in_flight;
+        if let Some((req_s, tok_s, p99, errors)) = self.agg.recent() {
+            let in_flight: u64 = self.in_flight.iter().map(|&n| u64::from(n)).sum();
+            let mut line =
+                format!("{req_s:.0} req/s  {tok_s:.0} tok/s  {in_flight} in flight  TTFT p99 {p99:.1} ms  {errors} errors");
+            if let Some(d) = self.duration {
+                line.push_str(&format!("  {:.0}/{d:.0} s", t_s.min(d)));
+            }
+            self.progress.message(line);
+        }
     }
     fn progress(&mut self, finished: u64) {
         self.progress.progress(finished);
@@ -103,7 +120,8 @@ pub async fn run_on(
 ) -> Result<(RunRecord, Outcome, Metrics), Failure> {
     let agg = Aggregator::new(plan.slo.clone(), keep_rows || plan.save_detailed, plan.timeslice.as_secs_f64());
     let rows = plan.save_rows.as_deref().map(RowFile::create).transpose().map_err(|e| Failure::run("--save-rows", &e))?;
-    let mut watch = Watch { agg, progress, rows, row_error: None };
+    let duration = plan.duration.map(|d| d.as_secs_f64());
+    let mut watch = Watch { agg, progress, in_flight: Vec::new(), duration, rows, row_error: None };
     let outcome = session.run(plan, model, &mut watch).await.map_err(|e| Failure::run("", &e))?;
     if let Some(e) = watch.row_error.take() {
         return Err(Failure::run("--save-rows", &e));

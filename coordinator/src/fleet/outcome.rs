@@ -3,7 +3,7 @@
 
 use crate::fleet::clock::Offset;
 use crate::plan::split::Share;
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 use std::time::Instant;
 use surge_proto::{Done, ErrorKind, Health, HelloReply, Row, agent_msg};
 
@@ -62,6 +62,27 @@ impl RunStatus {
     }
 }
 
+/// Batch sequence numbers received, in memory that does not grow with the run: every
+/// number below `next` arrived, and the few above it that came early.
+#[derive(Debug, Clone, Default)]
+pub struct SeenBatches {
+    next: u64,
+    early: BTreeSet<u64>,
+}
+
+impl SeenBatches {
+    /// Records `seq`; false when it was already received (a resend).
+    pub fn insert(&mut self, seq: u64) -> bool {
+        if seq < self.next || !self.early.insert(seq) {
+            return false;
+        }
+        while self.early.remove(&self.next) {
+            self.next += 1;
+        }
+        true
+    }
+}
+
 /// What the coordinator knows of one agent after the run.
 #[derive(Debug, Clone, Default)]
 pub struct AgentReport {
@@ -77,7 +98,7 @@ pub struct AgentReport {
     pub peak_cpu_percent: f64,
     pub lost: Option<String>,
     pub(crate) started_unix_ns: Option<i64>,
-    pub(crate) seen: HashSet<u64>,
+    pub(crate) seen: SeenBatches,
     pub(crate) last_heard: Option<Instant>,
 }
 
@@ -133,4 +154,23 @@ pub struct Outcome {
     pub agents: Vec<AgentReport>,
     pub status: RunStatus,
     pub started_at: chrono::DateTime<chrono::Utc>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SeenBatches;
+
+    #[test]
+    fn seen_batches_drop_duplicates_and_stay_small() {
+        let mut s = SeenBatches::default();
+        for seq in [0, 2, 1, 1, 0, 5, 3, 4, 4] {
+            let dup = matches!(seq, 1 | 0 | 4) && s.next > seq;
+            assert_eq!(s.insert(seq), !dup || seq == 5, "seq {seq}");
+        }
+        assert_eq!((s.next, s.early.len()), (6, 0));
+        for seq in 6..100_000 {
+            assert!(s.insert(seq));
+        }
+        assert!(!s.insert(99_999) && s.early.is_empty());
+    }
 }

@@ -95,22 +95,26 @@ pub struct Progress {
 }
 
 impl Progress {
-    /// A bar of `total` requests when stderr is a terminal and `total` is known.
+    /// When stderr is a terminal: a bar of `total` requests when it is known, else a
+    /// line; both followed by the last slice's numbers.
     pub fn new(total: Option<u64>, label: String) -> Self {
-        let bar = match total {
-            Some(n) if std::io::stderr().is_terminal() => {
-                let pb = ProgressBar::new(n);
-                if let Ok(style) =
-                    ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} req  {per_sec}  ETA {eta}")
-                {
-                    pb.set_style(style.progress_chars("=> "));
-                }
-                pb.set_prefix(label);
-                pb
-            }
-            _ => ProgressBar::hidden(),
+        if !std::io::stderr().is_terminal() {
+            return Self { bar: ProgressBar::hidden() };
+        }
+        let (bar, template) = match total {
+            Some(n) => (ProgressBar::new(n), "{prefix} [{bar:30}] {pos}/{len} req  ETA {eta}  {msg}"),
+            None => (ProgressBar::new_spinner(), "{prefix} {spinner} {pos} req  {msg}"),
         };
+        if let Ok(style) = ProgressStyle::with_template(template) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_prefix(label);
         Self { bar }
+    }
+
+    /// The live line after the bar (the last slice's numbers).
+    pub fn message(&mut self, line: String) {
+        self.bar.set_message(line);
     }
 }
 
