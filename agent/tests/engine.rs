@@ -108,6 +108,32 @@ async fn stop_cancels_in_flight_requests() {
     assert!(rows.iter().all(|r| r.error() == ErrorKind::Cancelled));
 }
 
+/// A slice without a request cap (`slice_len` = u64::MAX, a `--duration` run without
+/// `--num-prompts`): prepared at once, closed and open loop run until the duration, and
+/// rows carry consecutive indices from the slice's start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unbounded_slice_runs_until_the_duration() {
+    let (base, _stop) = echo(surge_echo::EchoConfig { ttft_ms: 2.0, itl_ms: 1.0, ..Default::default() }).await;
+    for (concurrency, rate) in [(8, 0.0), (0, 500.0)] {
+        let mut w = workload(&base, u64::MAX, concurrency, rate);
+        (w.slice_start, w.duration_ms, w.num_warmups) = (1 << 40, 400, 3);
+        let t = Instant::now();
+        let prepared = engine::prepare(w).await.unwrap();
+        assert!(t.elapsed() < Duration::from_secs(2), "prepared in {:?}", t.elapsed());
+        if concurrency > 0 {
+            assert_eq!(prepared.connections_open, concurrency);
+        }
+        let sink = Arc::new(VecSink::default());
+        let report = engine::run(prepared, sink.clone(), control(Duration::from_secs(30))).await;
+        assert_eq!(report.stop_reason, engine::StopReason::Duration, "c={concurrency} rate={rate}");
+        let mut idx: Vec<u64> = sink.take().iter().map(|r| r.index).collect();
+        idx.sort_unstable();
+        assert!(idx.len() > 20, "{} rows", idx.len());
+        assert_eq!(idx, ((1 << 40)..(1 << 40) + idx.len() as u64).collect::<Vec<_>>());
+        assert_eq!(report.completed, idx.len() as u64);
+    }
+}
+
 async fn agent(lease: Duration) -> (String, CancellationToken) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

@@ -92,3 +92,13 @@ fn max_run_time_below_the_duration_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("--max-run-time"), "{}", text(&out.stderr));
 }
+
+#[test]
+fn a_duration_without_any_bound_on_the_load_is_a_usage_error() {
+    let out = crate::util::surge(
+        &["run", "--base-url", "http://127.0.0.1:9", "--model", "m", "--duration", "10s"],
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("--max-concurrency"), "{}", text(&out.stderr));
+}

@@ -1,11 +1,14 @@
-//! The load engine: prepares a workload (dataset slice, request bodies, warm
-//! connections, warm-up requests) and runs it against the target, closed loop (N in
-//! flight) or open loop (a paced schedule bounded by the concurrency limit), reporting
-//! every finished request to a [`Sink`].
+//! The load engine: prepares a workload (its slice's job source, warm connections,
+//! warm-up requests) and runs it against the target, closed loop (N in flight) or open
+//! loop (a paced schedule bounded by the concurrency limit), reporting every finished
+//! request to a [`Sink`]. Request bodies are made when they are sent ([`jobs`]), so
+//! neither preparing nor running a slice holds memory in proportion to its length, and a
+//! slice may have no request cap ([`jobs::UNBOUNDED`]).
 //!
 //! The engine knows nothing of gRPC or of the coordinator: it is driven by a
 //! [`Control`] (start instant, hard deadline, stop token) and reports to a sink.
 //!
+//! - [`jobs`]: request `k` of the slice, made on demand;
 //! - [`conn`]: target resolution, TCP/TLS/HTTP connections and their pool;
 //! - [`request`]: one timed request and its row; [`sse`] and [`openai`] read its stream;
 //! - [`pacing`] (the open-loop schedule) and [`pacer`] (the thread releasing it on time);
@@ -14,6 +17,7 @@
 
 pub mod conn;
 pub mod ioclock;
+pub mod jobs;
 pub mod openai;
 pub mod pacer;
 pub mod pacing;
@@ -24,18 +28,16 @@ pub mod stats;
 
 pub use sink::{Sink, VecSink};
 
-use crate::data::dataset::{self, Prompt};
 use crate::data::tokenizer::{self, Tok, TokenizerError};
-use bytes::Bytes;
 use conn::{Connector, Pool, Target};
-use openai::BodyParams;
+use jobs::{Jobs, Planned};
 use pacing::Schedule;
-use request::{Job, Mode, RequestTemplate};
+use request::{Job, Mode, RequestTemplate, signed_us, us};
 use stats::{Lag, Stats};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
-use surge_proto::{Backend, DatasetKind, ErrorKind, Row, TokenSource, Workload};
+use surge_proto::{Backend, ErrorKind, Row, TokenSource, Workload};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -66,7 +68,10 @@ pub enum EngineError {
     MissingPrompts,
     #[error("dataset: messages: {0}")]
     Messages(#[source] serde_json::Error),
-    /// A blocking task (tokenizer parsing, prompt generation) died.
+    /// No request cap, no concurrency limit and no rate: nothing would bound the load.
+    #[error("a run without a request cap needs a concurrency limit or a request rate")]
+    Unbounded,
+    /// A blocking task (tokenizer parsing) died.
     #[error("{what}: {source}")]
     Task {
         what: &'static str,
@@ -75,19 +80,11 @@ pub enum EngineError {
     },
 }
 
-/// One request body, ready to send, with its prompt's token count.
-#[derive(Debug, Clone)]
-struct Planned {
-    body: Bytes,
-    input_tokens: u32,
-    input_source: TokenSource,
-}
-
-/// A workload ready to start: bodies built, connections open, warm-ups done.
+/// A workload ready to start: job source ready, connections open, warm-ups done.
 #[derive(Debug)]
 pub struct Prepared {
     workload: Workload,
-    jobs: Vec<Planned>,
+    jobs: Jobs,
     pool: Arc<Pool>,
     tpl: Arc<RequestTemplate>,
     stats: Arc<Stats>,
@@ -183,70 +180,27 @@ async fn load_tokenizer(w: &mut Workload) -> Result<Option<Arc<Tok>>, EngineErro
         .map_err(EngineError::Tokenizer)
 }
 
-/// This agent's prompts: shipped ones (file datasets) or its slice of the generated dataset.
-async fn prompts(w: &Workload, tok: Option<Arc<Tok>>) -> Result<Vec<Prompt>, EngineError> {
-    let spec = w.dataset.clone().unwrap_or_default();
-    if w.prompts.is_empty() {
-        if matches!(spec.kind(), DatasetKind::Sharegpt | DatasetKind::Custom) && w.slice_len > 0 {
-            return Err(EngineError::MissingPrompts);
-        }
-        let (start, len) = (w.slice_start, w.slice_len);
-        return tokio::task::spawn_blocking(move || dataset::slice(&spec, tok.as_deref(), start, len))
-            .await
-            .map_err(|source| EngineError::Task { what: "dataset", source });
-    }
-    let n = w.prompts.len();
-    Ok((0..w.slice_len as usize)
-        .map(|k| {
-            let p = &w.prompts[k % n];
-            Prompt {
-                text: p.text.clone(),
-                input_tokens: p.input_tokens,
-                output_tokens: p.output_tokens,
-                input_source: p.input_source(),
-                messages_json: p.messages_json.clone(),
-            }
-        })
-        .collect())
-}
-
-fn planned(params: &BodyParams<'_>, mode: Mode, p: Prompt) -> Result<Planned, EngineError> {
-    let body = if mode == Mode::Plain {
-        p.text.into_bytes()
-    } else if !p.messages_json.is_empty() && params.chat {
-        let messages: serde_json::Value = serde_json::from_str(&p.messages_json).map_err(EngineError::Messages)?;
-        openai::chat_body(params, &messages, p.output_tokens)
-    } else {
-        openai::body(params, &p.text, p.output_tokens)
-    };
-    Ok(Planned { body: Bytes::from(body), input_tokens: p.input_tokens, input_source: p.input_source })
-}
-
-/// Builds bodies, opens connections (one per concurrency slot, HTTP/1.1) and sends the
-/// warm-up requests, whose rows are discarded.
+/// Readies the slice's job source (no body is built for the slice: see [`jobs`]), opens
+/// connections (one per concurrency slot, HTTP/1.1) and sends the warm-up requests, whose
+/// rows are discarded. Neither its time nor its memory depends on `slice_len`.
 pub async fn prepare(mut workload: Workload) -> Result<Prepared, EngineError> {
-    let _ = Schedule::new(workload.request_rate, workload.burstiness, workload.pacing_seed)?;
+    let schedule = Schedule::new(workload.request_rate, workload.burstiness, workload.pacing_seed)?;
+    if workload.slice_len == jobs::UNBOUNDED && workload.max_concurrency == 0 && !schedule.is_open_loop() {
+        return Err(EngineError::Unbounded);
+    }
     let target = Target::resolve(&workload.base_url).await?;
     let mut tpl = template(&workload, &target)?;
     let tok = load_tokenizer(&mut workload).await?;
     tpl.tokenizer = tok.clone();
     let tpl = Arc::new(tpl);
-    let prompts = prompts(&workload, tok).await?;
-    workload.prompts = Vec::new();
-    let params = BodyParams {
-        model: &workload.model,
-        chat: workload.backend() == Backend::OpenaiChat,
-        ignore_eos: workload.ignore_eos,
-        temperature: workload.temperature,
-    };
-    let jobs = prompts.into_iter().map(|p| planned(&params, tpl.mode, p)).collect::<Result<Vec<_>, _>>()?;
+    let jobs = Jobs::new(&mut workload, tpl.mode, tok)?;
     let stats = Arc::new(Stats::default());
     // Connections opened before the start: one per concurrency slot, but never more than
     // the requests to send, nor than WARM_MAX (a huge cap is a limit, not a plan).
     // An open loop opens more on demand.
     let open_loop = workload.request_rate > 0.0;
-    let concurrency =
-        (workload.max_concurrency as usize).min(jobs.len().max(1)).min(if open_loop { WARM_MAX / 4 } else { WARM_MAX });
+    let warm_max = if open_loop { WARM_MAX / 4 } else { WARM_MAX };
+    let concurrency = u64::from(workload.max_concurrency).min(jobs.len().max(1)).min(warm_max as u64) as usize;
     let pool =
         Arc::new(Pool::new(Connector::new(target, workload.http_version == 2)?, Arc::clone(&stats), concurrency));
     let connections_open = pool.warm(concurrency, 128).await.map_err(EngineError::Connect)? as u32;
@@ -254,11 +208,11 @@ pub async fn prepare(mut workload: Workload) -> Result<Prepared, EngineError> {
     if workload.num_warmups > 0 && !jobs.is_empty() {
         let t0 = Instant::now();
         let mut set = tokio::task::JoinSet::new();
-        for k in 0..workload.num_warmups as usize {
-            let Planned { body, input_tokens, input_source } = jobs[k % jobs.len()].clone();
+        for k in 0..u64::from(workload.num_warmups) {
+            let Planned { body, input_tokens, input_source } = jobs.get(k % jobs.len());
             let (pool, tpl) = (Arc::clone(&pool), Arc::clone(&tpl));
             set.spawn(async move {
-                let job = Job { index: k as u64, body, input_tokens, input_source, intended: None };
+                let job = Job { index: k, body, input_tokens, input_source, intended: None };
                 request::execute(&pool, &tpl, job, t0).await
             });
             if set.len() >= concurrency.max(1)
@@ -285,20 +239,13 @@ pub async fn run(prepared: Prepared, sink: Arc<dyn Sink>, ctl: Control) -> Repor
     let duration = (workload.duration_ms > 0).then(|| Duration::from_millis(workload.duration_ms));
     let schedule =
         Schedule::new(workload.request_rate, workload.burstiness, workload.pacing_seed).expect("validated in prepare");
-    let ctx = Arc::new(RunCtx {
-        pool,
-        tpl,
-        sink,
-        stats: Arc::clone(&stats),
-        cancel: ctl.stop.child_token(),
-        t0,
-        first_index: workload.slice_start,
-    });
+    let jobs = Arc::new(jobs);
+    let ctx = Arc::new(RunCtx { pool, tpl, sink, stats: Arc::clone(&stats), cancel: ctl.stop.child_token(), t0, jobs });
     let tracker = TaskTracker::new();
     let mut reason = if schedule.is_open_loop() || workload.max_concurrency == 0 {
-        paced(&ctx, &tracker, jobs, schedule, workload.max_concurrency, duration, &ctl, deadline).await
+        paced(&ctx, &tracker, schedule, workload.max_concurrency, duration, &ctl, deadline).await
     } else {
-        closed_loop(&ctx, &tracker, jobs, workload.max_concurrency, duration)
+        closed_loop(&ctx, &tracker, workload.max_concurrency, duration)
     };
     tracker.close();
     tokio::select! {
@@ -336,21 +283,40 @@ struct RunCtx {
     /// Cancels in-flight requests (stop, deadline).
     cancel: CancellationToken,
     t0: Instant,
-    first_index: u64,
+    /// Request `k` of the slice, made by the task that sends it.
+    jobs: Arc<Jobs>,
 }
 
 impl RunCtx {
-    /// Sends request `i` of the slice and reports its row.
-    async fn one(&self, i: usize, job: Planned, intended: Option<Duration>) {
-        let index = self.first_index + i as u64;
+    /// Request `k`: made here when cheap, on a blocking thread when costly (a tokenizer,
+    /// long prompts), so the async workers keep reading responses meanwhile.
+    async fn make(&self, k: u64) -> Planned {
+        if !self.jobs.costly() {
+            return self.jobs.get(k);
+        }
+        let jobs = Arc::clone(&self.jobs);
+        match tokio::task::spawn_blocking(move || jobs.get(k)).await {
+            Ok(planned) => planned,
+            // The blocking pool is shutting down (the runtime ends): make it here.
+            Err(_) => self.jobs.get(k),
+        }
+    }
+
+    /// Makes request `k` of the slice, sends it and reports its row. Runs in the
+    /// request's own task (open loop) or its worker (closed loop), so bodies are made in
+    /// parallel, before `st` is taken.
+    async fn one(&self, k: u64, intended: Option<Duration>) {
+        let index = self.jobs.index(k);
+        let Planned { body, input_tokens, input_source } = self.make(k).await;
         let row = {
             let _in_flight = self.stats.request_started();
-            let Planned { body, input_tokens, input_source } = job;
             let started = self.t0.elapsed();
             let job = Job { index, body, input_tokens, input_source, intended };
             tokio::select! {
                 row = request::execute(&self.pool, &self.tpl, job, self.t0) => row,
-                _ = self.cancel.cancelled() => cancelled_row(index, intended, started, self.t0, (input_tokens, input_source)),
+                _ = self.cancel.cancelled() => {
+                    cancelled_row(index, intended, started, (self.t0, Instant::now()), (input_tokens, input_source))
+                }
             }
         };
         let counter = if row.error() == ErrorKind::None { &self.stats.completed } else { &self.stats.failed };
@@ -361,17 +327,11 @@ impl RunCtx {
 
 /// Closed loop: `concurrency` workers, each sending its next request as soon as its
 /// previous one finished (no task per request, no semaphore).
-fn closed_loop(
-    ctx: &Arc<RunCtx>,
-    tracker: &TaskTracker,
-    jobs: Vec<Planned>,
-    concurrency: u32,
-    duration: Option<Duration>,
-) -> StopReason {
-    let jobs = Arc::new(jobs);
-    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    for _ in 0..(concurrency as usize).min(jobs.len()) {
-        let (ctx, jobs, next) = (Arc::clone(ctx), Arc::clone(&jobs), Arc::clone(&next));
+fn closed_loop(ctx: &Arc<RunCtx>, tracker: &TaskTracker, concurrency: u32, duration: Option<Duration>) -> StopReason {
+    // The next request of the slice; u64, as the slice may be unbounded.
+    let next = Arc::new(AtomicU64::new(0));
+    for _ in 0..u64::from(concurrency).min(ctx.jobs.len()) {
+        let (ctx, next) = (Arc::clone(ctx), Arc::clone(&next));
         tracker.spawn(async move {
             loop {
                 if ctx.cancel.is_cancelled() {
@@ -381,9 +341,11 @@ fn closed_loop(
                     ctx.stats.duration_reached.store(true, Ordering::Relaxed);
                     return;
                 }
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(job) = jobs.get(i) else { return };
-                ctx.one(i, job.clone(), None).await;
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                if k >= ctx.jobs.len() {
+                    return;
+                }
+                ctx.one(k, None).await;
             }
         });
     }
@@ -396,7 +358,6 @@ fn closed_loop(
 async fn paced(
     ctx: &Arc<RunCtx>,
     tracker: &TaskTracker,
-    jobs: Vec<Planned>,
     schedule: Schedule,
     concurrency: u32,
     duration: Option<Duration>,
@@ -405,9 +366,9 @@ async fn paced(
 ) -> StopReason {
     let open_loop = schedule.is_open_loop();
     let mut pacer =
-        open_loop.then(|| pacer::Pacer::start(schedule, ctx.t0, jobs.len(), duration, Arc::clone(&ctx.stats)));
+        open_loop.then(|| pacer::Pacer::start(schedule, ctx.t0, ctx.jobs.len(), duration, Arc::clone(&ctx.stats)));
     let sem = (concurrency > 0).then(|| Arc::new(Semaphore::new(concurrency as usize)));
-    for (i, job) in jobs.into_iter().enumerate() {
+    for k in 0..ctx.jobs.len() {
         let intended = match &mut pacer {
             None => None,
             Some(p) => tokio::select! {
@@ -433,33 +394,98 @@ async fn paced(
             return StopReason::Duration;
         }
         if let Some(off) = intended {
-            ctx.stats.record_lag(ctx.t0.elapsed().saturating_sub(off).as_micros() as u64);
+            ctx.stats.record_lag(us(ctx.t0.elapsed().saturating_sub(off)));
         }
         let ctx = Arc::clone(ctx);
         tracker.spawn(async move {
             let _permit = permit;
-            ctx.one(i, job, intended).await;
+            ctx.one(k, intended).await;
         });
     }
     StopReason::Finished
 }
 
+/// The row of a request cancelled at `now` (stop, deadline), `started` after `t0`. All
+/// times in u64 / i64 microseconds: a request cancelled after hours keeps its true latency.
 fn cancelled_row(
     index: u64,
     intended: Option<Duration>,
     started: Duration,
-    t0: Instant,
+    (t0, now): (Instant, Instant),
     (input_tokens, input_source): (u32, TokenSource),
 ) -> Row {
     let mut row = Row {
         input_source: input_source as i32,
         index,
-        intended_us: intended.map_or(-1, |d| d.as_micros() as i64),
-        start_us: started.as_micros() as i64,
-        latency_us: u64::try_from(t0.elapsed().saturating_sub(started).as_micros()).unwrap_or(u64::MAX),
+        intended_us: intended.map_or(-1, signed_us),
+        start_us: signed_us(started),
+        latency_us: us(now.saturating_duration_since(t0).saturating_sub(started)),
         input_tokens,
         ..Default::default()
     };
     row.set_error(ErrorKind::Cancelled);
     row
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN_73: Duration = Duration::from_secs(73 * 60);
+
+    /// A request cancelled 73 minutes after it started (longer than u32 microseconds can
+    /// hold, 71.6 min): its row keeps the exact latency, start and intended times. The
+    /// engine's clocks are std `Instant`s (tokio's paused clock cannot move them), so the
+    /// instants are constructed.
+    #[test]
+    fn a_request_cancelled_after_73_minutes_keeps_its_exact_latency() {
+        let now = Instant::now();
+        let Some(t0) = now.checked_sub(MIN_73 + MIN_73 + Duration::from_micros(5)) else {
+            return eprintln!("skipped: the monotonic clock is younger than 146 minutes");
+        };
+        let started = MIN_73 + Duration::from_micros(5);
+        let row = cancelled_row(9, Some(MIN_73), started, (t0, now), (16, TokenSource::Tokenizer));
+        let expected = 73 * 60 * 1_000_000;
+        assert!(expected > u64::from(u32::MAX));
+        assert_eq!(row.latency_us, expected);
+        assert_eq!((row.start_us, row.intended_us), (expected as i64 + 5, expected as i64));
+        assert_eq!((row.error(), row.index, row.input_tokens), (ErrorKind::Cancelled, 9, 16));
+        // A clock read before the start (never by construction) gives 0, not a wrap.
+        assert_eq!(cancelled_row(0, None, started, (now, t0), (0, TokenSource::Tokenizer)).latency_us, 0);
+    }
+
+    #[test]
+    fn microseconds_saturate_instead_of_wrapping() {
+        assert_eq!(us(MIN_73), 4_380_000_000);
+        assert_eq!(signed_us(MIN_73), 4_380_000_000);
+        assert_eq!(us(Duration::MAX), u64::MAX);
+        assert_eq!(signed_us(Duration::MAX), i64::MAX);
+    }
+
+    /// Send lag and timer lateness of hours are recorded as they are (the histograms grow
+    /// past their preset hour).
+    #[test]
+    fn lag_of_73_minutes_is_not_clamped() {
+        let stats = Stats::default();
+        stats.record_lag(1_000);
+        stats.record_lag(us(MIN_73));
+        stats.record_wake(us(MIN_73));
+        let (lag, wake) = (stats.lag(), stats.wake());
+        for max in [lag.max_us, wake.max_us] {
+            assert!(max.abs_diff(4_380_000_000) < 4_380_000, "{max}");
+        }
+    }
+
+    /// No cap on requests, no concurrency limit, no rate: refused before anything starts.
+    #[tokio::test]
+    async fn an_unbounded_slice_needs_a_bound_on_the_load() {
+        let w = Workload {
+            base_url: "http://127.0.0.1:9".into(),
+            slice_len: jobs::UNBOUNDED,
+            max_concurrency: 0,
+            request_rate: 0.0,
+            ..Default::default()
+        };
+        assert!(matches!(prepare(w).await, Err(EngineError::Unbounded)));
+    }
 }

@@ -26,14 +26,9 @@ pub struct Pacer {
 }
 
 impl Pacer {
-    /// Releases up to `count` offsets of `schedule` relative to `t0`, none at or after `limit`.
-    pub fn start(
-        mut schedule: Schedule,
-        t0: Instant,
-        count: usize,
-        limit: Option<Duration>,
-        stats: Arc<Stats>,
-    ) -> Self {
+    /// Releases up to `count` offsets of `schedule` relative to `t0` (`u64::MAX`: no cap),
+    /// none at or after `limit`.
+    pub fn start(mut schedule: Schedule, t0: Instant, count: u64, limit: Option<Duration>, stats: Arc<Stats>) -> Self {
         let (tx, rx) = mpsc::channel(1024);
         let stop = Arc::new(AtomicBool::new(false));
         let hit_limit = Arc::new(AtomicBool::new(false));
@@ -45,14 +40,15 @@ impl Pacer {
                     hit2.store(true, Ordering::Relaxed);
                     return;
                 }
-                let target = t0 + off;
+                // An offset past what an Instant can hold is never due: the schedule ends.
+                let Some(target) = t0.checked_add(off) else { return };
                 loop {
                     if stop2.load(Ordering::Relaxed) {
                         return;
                     }
                     let now = Instant::now();
                     if now >= target {
-                        stats.record_wake(now.duration_since(target).as_micros() as u64);
+                        stats.record_wake(super::request::us(now.duration_since(target)));
                         break;
                     }
                     std::thread::sleep((target - now).min(MAX_NAP));
@@ -104,5 +100,15 @@ mod tests {
         assert!(got.windows(2).all(|w| w[0] <= w[1]));
         assert!(p.hit_limit());
         assert!(stats.wake().max_us < 100_000);
+    }
+
+    /// An offset no `Instant` can hold is never due: the schedule ends, the thread lives.
+    #[tokio::test]
+    async fn an_offset_past_the_end_of_time_ends_the_schedule() {
+        let s = Schedule::new(1e-300, 1.0, 3).unwrap();
+        let mut p = Pacer::start(s, Instant::now(), u64::MAX, None, Arc::new(Stats::default()));
+        // The first gap is drawn with a mean of 1e300 s, beyond Duration and Instant.
+        assert_eq!(tokio::time::timeout(Duration::from_secs(5), p.next()).await.unwrap(), None);
+        assert!(!p.hit_limit());
     }
 }

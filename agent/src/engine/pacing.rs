@@ -54,13 +54,14 @@ impl Schedule {
         self.gamma.is_some()
     }
 
-    /// The intended offset of the next request.
+    /// The intended offset of the next request (saturating at `Duration::MAX`: a rate so
+    /// low that the offset leaves `Duration`'s range never panics the pacing thread).
     pub fn next_offset(&mut self) -> Duration {
         let at = self.next_s;
         if let Some(g) = &self.gamma {
             self.next_s += g.sample(&mut self.rng);
         }
-        Duration::from_secs_f64(at)
+        Duration::try_from_secs_f64(at).unwrap_or(Duration::MAX)
     }
 }
 
@@ -94,6 +95,15 @@ mod tests {
         };
         let mut s = Schedule::new(10.0, 0.5, 9).unwrap();
         assert_eq!(a, (0..50).map(|_| s.next_offset()).collect::<Vec<_>>());
+    }
+
+    /// A rate so low that the second offset leaves `Duration`'s range saturates (the
+    /// pacing thread used to panic in `Duration::from_secs_f64`).
+    #[test]
+    fn offsets_past_durations_range_saturate() {
+        let mut s = Schedule::new(1e-300, 1.0, 3).unwrap();
+        let _ = s.next_offset();
+        assert_eq!(s.next_offset(), Duration::MAX);
     }
 
     #[test]

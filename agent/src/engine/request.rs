@@ -75,8 +75,14 @@ pub struct Job {
 }
 
 /// Microseconds of a request time (u64: ~584,000 years).
-fn us(d: Duration) -> u64 {
+pub(crate) fn us(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// Microseconds of a time since the run's start, for the signed row fields (`start_us`,
+/// `intended_us`; i64: ~292,000 years, saturating rather than wrapping).
+pub(crate) fn signed_us(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }
 
 /// Microseconds of one gap between token events, saturating (a single gap of 71 min).
@@ -114,7 +120,7 @@ fn kind_of(err: &hyper::Error) -> ErrorKind {
 pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Instant) -> Row {
     let mut row = Row {
         index: job.index,
-        intended_us: job.intended.map_or(-1, |d| d.as_micros() as i64),
+        intended_us: job.intended.map_or(-1, signed_us),
         input_tokens: job.input_tokens,
         input_source: job.input_source as i32,
         ..Default::default()
@@ -128,7 +134,7 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
             Ok(c) => c,
             Err(e) => {
                 let now = Instant::now();
-                row.start_us = now.saturating_duration_since(t0).as_micros() as i64;
+                row.start_us = signed_us(now.saturating_duration_since(t0));
                 row.set_error(e.kind());
                 return row;
             }
@@ -139,7 +145,7 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
                 pool.stats().reconnects.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            row.start_us = t0.elapsed().as_micros() as i64;
+            row.start_us = signed_us(t0.elapsed());
             row.set_error(ErrorKind::ConnectionReset);
             return row;
         }
@@ -160,7 +166,7 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
         };
         // st: just before the request's first byte went to the socket (see ioclock.rs).
         let st = conn.clock.take_write().filter(|_| !h2).map_or(handed, |w| w.max(handed));
-        row.start_us = st.saturating_duration_since(t0).as_micros() as i64;
+        row.start_us = signed_us(st.saturating_duration_since(t0));
         let resp = match sent {
             Ok(r) => r,
             Err(kind) => {

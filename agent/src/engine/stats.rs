@@ -34,9 +34,26 @@ impl Default for Stats {
             completed: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             duration_reached: std::sync::atomic::AtomicBool::new(false),
-            lag_us: Mutex::new(Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("static bounds")),
-            wake_us: Mutex::new(Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("static bounds")),
+            lag_us: Mutex::new(histogram()),
+            wake_us: Mutex::new(histogram()),
         }
+    }
+}
+
+/// A microsecond histogram (3 significant digits) that grows to the largest value seen:
+/// a lag of hours is recorded as it is, not clamped to a preset top.
+fn histogram() -> Histogram<u64> {
+    let mut h = Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("static bounds");
+    h.auto(true);
+    h
+}
+
+/// Records `v` (at least 1), growing the histogram past its preset hour if needed
+/// (`saturating_record` would clamp instead); saturates only if growing fails.
+fn record(h: &mut Histogram<u64>, v: u64) {
+    let v = v.max(1);
+    if h.record(v).is_err() {
+        h.saturating_record(v);
     }
 }
 
@@ -63,12 +80,11 @@ impl Stats {
     }
 
     pub fn record_lag(&self, lag_us: u64) {
-        let mut h = self.lag_us.lock().expect("lag lock");
-        h.saturating_record(lag_us.max(1));
+        record(&mut self.lag_us.lock().expect("lag lock"), lag_us);
     }
 
     pub fn record_wake(&self, late_us: u64) {
-        self.wake_us.lock().expect("wake lock").saturating_record(late_us.max(1));
+        record(&mut self.wake_us.lock().expect("wake lock"), late_us);
     }
 
     /// Send lag: intended send time to the moment the request task is started.

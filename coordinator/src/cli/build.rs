@@ -75,6 +75,15 @@ pub fn run_plan(a: RunArgs) -> Result<RunPlan, UsageError> {
         (None, Some(d)) => d + crate::plan::DURATION_GRACE,
         (None, None) => crate::plan::DEFAULT_MAX_RUN_TIME,
     };
+    if a.num_prompts.is_none()
+        && a.duration.is_some()
+        && a.max_concurrency.is_none()
+        && a.request_rate.0.iter().all(|r| r.is_infinite())
+    {
+        return usage(
+            "--duration without --num-prompts: give --max-concurrency or a finite --request-rate (otherwise nothing bounds the load)",
+        );
+    }
     if a.timeslice.is_zero() {
         return usage("--timeslice: must be above 0");
     }

@@ -1,0 +1,288 @@
+//! The requests of an agent's slice, made when they are sent (DESIGN.md D20).
+//!
+//! Request `k` of the slice (global index `slice_start + k`) is a pure function of the
+//! workload and `k`, so nothing is built for the whole slice: preparing a run costs the
+//! same, in time and memory, for ten requests as for a hundred million, and a run without
+//! a request cap ([`UNBOUNDED`]) is no different.
+//!
+//! - Generated datasets (`random`, `prefix-repetition`): [`Jobs::get`] draws prompt
+//!   `slice_start + k` with [`dataset::build`] and serializes its body, in the task that
+//!   sends the request (never in a loop every request waits for). Same seed and index,
+//!   same prompt and body as when the slice was built up front. Cost per request
+//!   (`benches/jobs.rs`, one core): ~0.65 us for 16 words, ~18 us for 1024 words, ~28 us
+//!   for 16 exact tokens and ~2.2 ms for 1024 exact tokens with the fixture tokenizer;
+//!   [`Jobs::costly`] says when a build belongs on a blocking thread rather than on the
+//!   runtime's workers.
+//! - The `fixed` prompt and shipped prompts (file datasets, `Workload.prompts`, bounded by
+//!   the file): their bodies are built once at prepare and request `k` takes body
+//!   `k % n` (a reference-counted [`Bytes`], no copy).
+
+use super::EngineError;
+use super::openai::{self, BodyParams};
+use super::request::Mode;
+use crate::data::dataset::{self, Prompt};
+use crate::data::tokenizer::Tok;
+use bytes::Bytes;
+use std::sync::Arc;
+use surge_proto::{Backend, DatasetKind, DatasetSpec, TokenSource, Workload};
+
+/// `Workload.slice_len` meaning "no request cap": a `--duration` run without
+/// `--num-prompts`, which ends at the duration, a Stop or the deadline.
+pub const UNBOUNDED: u64 = u64::MAX;
+
+/// One request body, ready to send, with its prompt's token count.
+#[derive(Debug, Clone)]
+pub struct Planned {
+    pub body: Bytes,
+    pub input_tokens: u32,
+    pub input_source: TokenSource,
+}
+
+/// The requests of one slice: how many, and how to make request `k`.
+#[derive(Debug)]
+pub struct Jobs {
+    /// Requests to send; [`UNBOUNDED`] for no cap.
+    len: u64,
+    /// Whether making one request takes long enough (tens of microseconds and up) to
+    /// keep it off the async workers, which also read the responses.
+    costly: bool,
+    /// Global index of request 0 (`Workload.slice_start`): rows carry `first + k`.
+    first: u64,
+    source: Source,
+}
+
+#[derive(Debug)]
+enum Source {
+    /// Bodies made once (shipped prompts, the fixed prompt), cycled; never empty.
+    Built(Vec<Planned>),
+    /// Prompts drawn per request from the seeded dataset.
+    Generated { spec: DatasetSpec, tok: Option<Arc<Tok>>, shape: Shape },
+}
+
+/// What a body holds besides its prompt, owned so that jobs outlive the workload.
+#[derive(Debug)]
+struct Shape {
+    mode: Mode,
+    model: String,
+    chat: bool,
+    ignore_eos: bool,
+    temperature: Option<f64>,
+}
+
+impl Shape {
+    fn params(&self) -> BodyParams<'_> {
+        BodyParams { model: &self.model, chat: self.chat, ignore_eos: self.ignore_eos, temperature: self.temperature }
+    }
+
+    /// The body of one prompt (fails only on a shipped chat prompt whose messages do not parse).
+    fn planned(&self, p: Prompt) -> Result<Planned, EngineError> {
+        let body = if self.mode == Mode::Plain {
+            p.text.into_bytes()
+        } else if !p.messages_json.is_empty() && self.chat {
+            let messages: serde_json::Value = serde_json::from_str(&p.messages_json).map_err(EngineError::Messages)?;
+            openai::chat_body(&self.params(), &messages, p.output_tokens)
+        } else {
+            openai::body(&self.params(), &p.text, p.output_tokens)
+        };
+        Ok(Planned { body: Bytes::from(body), input_tokens: p.input_tokens, input_source: p.input_source })
+    }
+}
+
+impl Jobs {
+    /// The jobs of `w`'s slice; takes the shipped prompts out of the workload. Costs the
+    /// shipped prompts (bounded by the file) or one prompt, never the slice length.
+    pub fn new(w: &mut Workload, mode: Mode, tok: Option<Arc<Tok>>) -> Result<Self, EngineError> {
+        let spec = w.dataset.clone().unwrap_or_default();
+        let shape = Shape {
+            mode,
+            model: w.model.clone(),
+            chat: w.backend() == Backend::OpenaiChat,
+            ignore_eos: w.ignore_eos,
+            temperature: w.temperature,
+        };
+        let (len, first) = (w.slice_len, w.slice_start);
+        let mut shipped = std::mem::take(&mut w.prompts);
+        let built = if !shipped.is_empty() {
+            // Prompts past the slice's length are never sent.
+            shipped.truncate(usize::try_from(len).unwrap_or(usize::MAX));
+            shipped
+                .into_iter()
+                .map(|p| {
+                    let input_source = p.input_source();
+                    let prompt = Prompt {
+                        text: p.text,
+                        input_tokens: p.input_tokens,
+                        output_tokens: p.output_tokens,
+                        input_source,
+                        messages_json: p.messages_json,
+                    };
+                    shape.planned(prompt)
+                })
+                .collect::<Result<Vec<_>, _>>()?
+        } else {
+            match spec.kind() {
+                DatasetKind::Sharegpt | DatasetKind::Custom if len > 0 => return Err(EngineError::MissingPrompts),
+                // The same prompt for every index: counted (tokenizer) and serialized once.
+                DatasetKind::Fixed => vec![shape.planned(dataset::build(&spec, tok.as_deref(), first))?],
+                _ => {
+                    let costly = tok.is_some() || prompt_tokens(&spec) > COSTLY_WORDS;
+                    return Ok(Self { len, first, costly, source: Source::Generated { spec, tok, shape } });
+                }
+            }
+        };
+        let len = if built.is_empty() { 0 } else { len };
+        Ok(Self { len, first, costly: false, source: Source::Built(built) })
+    }
+
+    /// Whether [`get`](Self::get) is expensive (a tokenizer re-encodes every prompt, or
+    /// prompts are long): callers then run it with `spawn_blocking`.
+    pub fn costly(&self) -> bool {
+        self.costly
+    }
+
+    /// Requests to send ([`UNBOUNDED`]: no cap).
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether the slice has no request cap.
+    pub fn is_unbounded(&self) -> bool {
+        self.len == UNBOUNDED
+    }
+
+    /// The global request index of request `k` of the slice.
+    pub fn index(&self, k: u64) -> u64 {
+        // Wrapping: an unbounded slice that started near the top of the index space
+        // keeps distinct, seeded indices instead of panicking.
+        self.first.wrapping_add(k)
+    }
+
+    /// Request `k` of the slice (`k < len`), made now: a prompt drawn and serialized
+    /// (generated datasets, a few microseconds without a tokenizer), or a shared body.
+    pub fn get(&self, k: u64) -> Planned {
+        match &self.source {
+            Source::Built(bodies) => bodies[(k % bodies.len() as u64) as usize].clone(),
+            Source::Generated { spec, tok, shape } => {
+                let prompt = dataset::build(spec, tok.as_deref(), self.index(k));
+                // A generated prompt has no messages to parse: serializing cannot fail.
+                shape.planned(prompt).expect("a generated prompt has no messages")
+            }
+        }
+    }
+}
+
+/// Prompt length (words, without a tokenizer) above which building is costly (~20 us).
+const COSTLY_WORDS: u64 = 1024;
+
+/// The largest prompt a generated spec asks for, in tokens.
+fn prompt_tokens(spec: &DatasetSpec) -> u64 {
+    match spec.kind() {
+        DatasetKind::PrefixRepetition => {
+            u64::from(spec.prefix_repetition_prefix_len) + u64::from(spec.prefix_repetition_suffix_len)
+        }
+        _ => {
+            let spread = 1.0 + spec.random_range_ratio.clamp(0.0, 1.0);
+            (f64::from(spec.random_input_len) * spread).ceil() as u64 + u64::from(spec.random_prefix_len)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::tokenizer::fixture;
+    use surge_proto::PromptItem;
+
+    fn workload(len: u64) -> Workload {
+        Workload {
+            backend: Backend::Openai as i32,
+            model: "m".into(),
+            dataset: Some(DatasetSpec {
+                kind: DatasetKind::Random as i32,
+                seed: 11,
+                random_input_len: 32,
+                random_output_len: 4,
+                random_range_ratio: 0.5,
+                ..Default::default()
+            }),
+            slice_start: 1_000,
+            slice_len: len,
+            ignore_eos: true,
+            ..Default::default()
+        }
+    }
+
+    /// The bodies made one at a time equal those the old up-front path made from
+    /// `dataset::slice` (same prompts, same order, same bytes), with and without a tokenizer.
+    #[test]
+    fn bodies_on_the_fly_equal_the_materialized_slice() {
+        for tok in [None, Some(fixture())] {
+            let mut w = workload(300);
+            let spec = w.dataset.clone().unwrap();
+            let jobs = Jobs::new(&mut w, Mode::Stream, tok.clone()).unwrap();
+            assert_eq!((jobs.len(), jobs.costly()), (300, tok.is_some()));
+            let params = BodyParams { model: "m", chat: false, ignore_eos: true, temperature: None };
+            for (k, p) in dataset::slice(&spec, tok.as_deref(), 1_000, 300).into_iter().enumerate() {
+                let job = jobs.get(k as u64);
+                assert_eq!(job.body, Bytes::from(openai::body(&params, &p.text, p.output_tokens)), "request {k}");
+                assert_eq!((job.input_tokens, job.input_source), (p.input_tokens, p.input_source));
+                assert_eq!(jobs.index(k as u64), 1_000 + k as u64);
+            }
+        }
+    }
+
+    /// A slice of 100 million, or no cap at all, costs nothing to prepare: no prompt is made
+    /// until asked for, and request 99,999,999 is the dataset's prompt at that index.
+    #[test]
+    fn preparing_does_not_depend_on_the_slice_length() {
+        for len in [100_000_000, UNBOUNDED] {
+            let mut w = workload(len);
+            let spec = w.dataset.clone().unwrap();
+            let t = std::time::Instant::now();
+            let jobs = Jobs::new(&mut w, Mode::Stream, None).unwrap();
+            assert!(t.elapsed() < std::time::Duration::from_millis(50), "{:?}", t.elapsed());
+            assert_eq!((jobs.len(), jobs.is_unbounded()), (len, len == UNBOUNDED));
+            let last = dataset::build(&spec, None, 1_000 + 99_999_999);
+            assert_eq!(jobs.get(99_999_999).input_tokens, last.input_tokens);
+            let body: serde_json::Value = serde_json::from_slice(&jobs.get(99_999_999).body).unwrap();
+            assert_eq!(body["prompt"], last.text.as_str());
+        }
+    }
+
+    #[test]
+    fn shipped_prompts_cycle_and_fixed_is_built_once() {
+        let mut w = workload(5);
+        w.backend = Backend::OpenaiChat as i32;
+        w.dataset.as_mut().unwrap().kind = DatasetKind::Custom as i32;
+        w.prompts = vec![
+            PromptItem { text: "a".into(), input_tokens: 1, output_tokens: 2, ..Default::default() },
+            PromptItem {
+                messages_json: r#"[{"role":"user","content":"b"}]"#.into(),
+                input_tokens: 3,
+                output_tokens: 4,
+                ..Default::default()
+            },
+        ];
+        let jobs = Jobs::new(&mut w, Mode::Stream, None).unwrap();
+        assert!(w.prompts.is_empty(), "the prompts moved into the jobs");
+        let tokens: Vec<u32> = (0..5).map(|k| jobs.get(k).input_tokens).collect();
+        assert_eq!(tokens, [1, 3, 1, 3, 1]);
+        let chat: serde_json::Value = serde_json::from_slice(&jobs.get(1).body).unwrap();
+        assert_eq!(chat["messages"][0]["content"], "b");
+
+        let mut bad = workload(1);
+        bad.dataset.as_mut().unwrap().kind = DatasetKind::Sharegpt as i32;
+        assert!(matches!(Jobs::new(&mut bad, Mode::Stream, None), Err(EngineError::MissingPrompts)));
+
+        let mut fixed = workload(UNBOUNDED);
+        let spec = fixed.dataset.as_mut().unwrap();
+        (spec.kind, spec.prompt, spec.fixed_output_len) = (DatasetKind::Fixed as i32, "hello there".into(), 3);
+        let jobs = Jobs::new(&mut fixed, Mode::Stream, None).unwrap();
+        let (a, b) = (jobs.get(0), jobs.get(u64::MAX - 1));
+        assert_eq!((a.body.as_ptr(), a.input_tokens), (b.body.as_ptr(), 2), "one shared body");
+    }
+}
