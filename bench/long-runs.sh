@@ -158,7 +158,7 @@ pid=$!; PIDS+=("$pid")
 sleep $(( OPEN_S / 4 )); o_rss1=$(rss_kib "$pid")
 wait "$pid" || die "open loop failed"
 stop_echo
-o_line=$(json "$OUT/open.json" 'f"completed {d[\"completed\"]}, failed {d[\"failed\"]}, {d[\"request_throughput\"]:.0f} req/s, ended_by {d[\"ended_by\"]}, client_bound {d[\"client\"][\"verdict\"][\"client_bound\"]}"')
+o_line=$(json "$OUT/open.json" '"completed %d, failed %d, %.0f req/s, ended_by %s, client_bound %s" % (d["completed"], d["failed"], d["request_throughput"], d["ended_by"], d["client"]["verdict"]["client_bound"])')
 
 md=$OUT/section.md
 {

@@ -8,10 +8,9 @@
 
 use super::sample::Sample;
 use super::timeseries::{Slice, TimeSeries};
-pub use crate::fleet::outcome::GlobalRow;
+pub use crate::fleet::outcome::{GlobalRow, kind_name};
 use crate::plan::Slo;
 use std::collections::BTreeMap;
-use surge_proto::ErrorKind;
 
 /// Whether a successful row met every objective of `slo`.
 fn meets(slo: &Slo, r: &GlobalRow) -> bool {
@@ -232,10 +231,6 @@ impl Aggregator {
     }
 }
 
-/// The snake_case name of an error kind, as used in results.
-pub fn kind_name(k: ErrorKind) -> String {
-    k.as_str_name().trim_start_matches("ERROR_KIND_").to_ascii_lowercase()
-}
 
 /// Computes the metrics of `rows` (any order) at once.
 pub fn compute(rows: &[GlobalRow], slo: &Slo) -> Metrics {
@@ -265,7 +260,7 @@ fn peak_concurrency(ev: &mut [(f64, i32)]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use surge_proto::Row;
+    use surge_proto::{ErrorKind, Row};
 
     fn row(start_s: f64, ttft_us: u32, latency_us: u32, out: u32, itl: Vec<u32>) -> GlobalRow {
         GlobalRow {

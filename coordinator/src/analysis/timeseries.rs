@@ -6,7 +6,7 @@
 //! slice is [`SETTLE_SLICES`] behind the newest one, so memory holds a few open slices and
 //! a line of numbers per closed one.
 
-use crate::fleet::outcome::GlobalRow;
+use crate::fleet::outcome::{GlobalRow, kind_name};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -119,7 +119,7 @@ impl TimeSeries {
             }
         } else {
             open.failed += 1;
-            *open.errors.entry(super::metrics::kind_name(r.row.error())).or_default() += 1;
+            *open.errors.entry(kind_name(r.row.error())).or_default() += 1;
         }
         if e > self.newest {
             self.newest = e;

@@ -39,6 +39,11 @@ impl GlobalRow {
     }
 }
 
+/// The snake_case name of an error kind, as used in results.
+pub fn kind_name(k: ErrorKind) -> String {
+    k.as_str_name().trim_start_matches("ERROR_KIND_").to_ascii_lowercase()
+}
+
 /// How the run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RunStatus {
