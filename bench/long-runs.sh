@@ -143,11 +143,15 @@ for m in $(seq 1 "$SOAK_MIN"); do
     sleep 60
     soak_rows+="| $m | $(( $(rss_kib "$pid") / 1024 )) | $(fds "$pid") |"$'\n'
     [[ $m == 1 ]] && rss1=$(rss_kib "$pid")
+    [[ $m == 2 ]] && rss2=$(rss_kib "$pid")
     rsslast=$(rss_kib "$pid")
 done
 wait "$pid" || die "soak failed"
 stop_echo
 soak_growth=$(python3 -c "print(f'{100 * ($rsslast - $rss1) / max($rss1, 1):+.1f}')")
+# From minute 2: after the run left the exact phase (10,000,000 samples, D23), which at
+# 2000 in flight against a fast echo ends within the first minute.
+soak_growth2=$(python3 -c "print(f'{100 * ($rsslast - ${rss2:-$rsslast}) / max(${rss2:-$rsslast}, 1):+.1f}')")
 
 # 5. Open loop.
 log "5. open loop ${RATE}/s for ${OPEN_S}s"
@@ -172,8 +176,10 @@ md=$OUT/section.md
     echo "| 1. --duration 120s, 2000 in flight | wall ${wall} s, ended_by ${d_ended}, ${d_completed} completed, ${d_slices} slices, sum of completed = completed: ${d_sum_ok}; RSS $((rss30 / 1024)) MiB at 30 s, $((rss110 / 1024)) MiB at 110 s (${d_growth} %) | 120 +- 2 s, duration, >= 118 slices, within 5 % |"
     echo "| 2. --num-prompts 1e8 --duration 5s | first request at the echo ${first:-never} s after launch, peak RSS $((hwm / 1024)) MiB, ended_by ${h_ended} | <= 1 s, <= 256 MiB, duration |"
     echo "| 3. 200,000 requests, --save-rows | ${accuracy} | <= 1x |"
-    echo "| 4. soak ${SOAK_MIN} min, 2000 in flight | RSS growth after minute 1: ${soak_growth} % | <= 5 % |"
+    echo "| 4. soak ${SOAK_MIN} min, 2000 in flight | RSS growth after minute 1: ${soak_growth} %; after minute 2 (past the exact phase): ${soak_growth2} % | <= 5 % |"
     echo "| 5. open loop ${RATE}/s for ${OPEN_S} s | ${o_line}; RSS $((o_rss1 / 1024)) MiB at a quarter | |"
+    echo
+    echo "RSS falls, never grows, when a run leaves the exact phase: percentiles are exact while a run holds up to 10,000,000 samples (D23) and the kept values are freed when it passes that (\\`percentiles_exact: false\\` in the result); from then on memory is flat."
     echo
     echo "Soak, per minute:"
     echo
