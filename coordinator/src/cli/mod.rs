@@ -28,14 +28,18 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Benchmark an endpoint once (flags as `vllm bench serve`).
+    #[command(args_override_self = true)]
     Run(Box<RunArgs>),
     /// Run a saturation sweep over concurrency or request-rate levels, repeated, with
     /// confidence intervals and an optional knee search.
+    #[command(args_override_self = true)]
     Sweep(Box<SweepArgs>),
     /// Run the standard profile matrix (or the profiles of --config).
+    #[command(args_override_self = true)]
     Matrix(Box<MatrixArgs>),
     /// Measure the client against the echo server (the client-overhead table), or judge a
     /// result with --against.
+    #[command(args_override_self = true)]
     Validate(Box<ValidateArgs>),
     /// Serve the echo / mock OpenAI server.
     Echo(surge_echo::EchoArgs),
@@ -184,7 +188,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "99", value_parser = parse::percentile_list)]
     pub metric_percentiles: parse::Percentiles,
     /// SLOs for goodput, e.g. --goodput ttft:200 tpot:50 (ms).
-    #[arg(long, num_args = 1.., value_name = "NAME:MS")]
+    #[arg(long, num_args = 1.., action = clap::ArgAction::Set, value_name = "NAME:MS")]
     pub goodput: Vec<String>,
     #[arg(long)]
     pub save_result: bool,
@@ -199,7 +203,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub result_filename: Option<String>,
     /// KEY=VALUE pairs saved in the result (hardware=, engine=, cluster_label= fill run_metadata).
-    #[arg(long, num_args = 1.., value_name = "KEY=VALUE", value_parser = parse::metadata)]
+    #[arg(long, num_args = 1.., action = clap::ArgAction::Set, value_name = "KEY=VALUE", value_parser = parse::metadata)]
     pub metadata: Vec<(String, String)>,
     /// Poll GET /v1/models until it answers 200, at most this long, before starting.
     #[arg(long, value_parser = parse::duration, value_name = "DURATION")]

@@ -187,3 +187,33 @@ mod tests {
         assert!(metadata("=x").is_err());
     }
 }
+
+#[cfg(test)]
+mod repeated_flags {
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    fn run(extra: &[&str]) -> crate::cli::RunArgs {
+        let mut argv = vec!["surge", "run"];
+        argv.extend_from_slice(extra);
+        match Cli::try_parse_from(argv).expect("parses").command {
+            Command::Run(a) => *a,
+            _ => panic!("not a run"),
+        }
+    }
+
+    /// D9: as argparse, a later occurrence of a flag replaces the earlier one (scripts
+    /// append overrides to a base command line), list flags included; `--header` appends.
+    #[test]
+    fn later_occurrences_replace_earlier_ones_but_headers_append() {
+        let a = run(&["--percentile-metrics", "ttft", "--percentile-metrics", "ttft,itl", "--num-prompts", "5", "--num-prompts", "7"]);
+        assert_eq!(a.percentile_metrics.0, vec!["ttft", "itl"]);
+        assert_eq!(a.num_prompts, Some(7));
+        let a = run(&["--goodput", "ttft:1", "tpot:2", "--goodput", "e2el:3"]);
+        assert_eq!(a.goodput, vec!["e2el:3"]);
+        let a = run(&["--metadata", "hardware=a", "engine=b", "--metadata", "hardware=c"]);
+        assert_eq!(a.metadata, vec![("hardware".to_string(), "c".to_string())]);
+        let a = run(&["--header", "a:1", "--header", "b:2"]);
+        assert_eq!(a.headers, vec!["a:1", "b:2"]);
+    }
+}
