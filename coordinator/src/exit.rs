@@ -13,6 +13,8 @@ pub const AGENT_LOST: u8 = 3;
 pub const PARTIAL: u8 = 4;
 /// Interrupted by Ctrl-C; what finished was saved.
 pub const INTERRUPTED: u8 = 130;
+/// Stopped by SIGTERM; what finished was saved.
+pub const TERMINATED: u8 = 143;
 /// `surge validate --against`: the client's headroom over that run is below the minimum.
 pub const HEADROOM: u8 = 5;
 
@@ -58,5 +60,6 @@ pub fn of_status(status: &crate::fleet::outcome::RunStatus) -> u8 {
         RunStatus::Invalid { .. } => AGENT_LOST,
         RunStatus::Partial { .. } => PARTIAL,
         RunStatus::Interrupted => INTERRUPTED,
+        RunStatus::Terminated => TERMINATED,
     }
 }

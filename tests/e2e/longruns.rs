@@ -102,3 +102,31 @@ fn a_duration_without_any_bound_on_the_load_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("--max-concurrency"), "{}", text(&out.stderr));
 }
+
+/// Ctrl-C or SIGTERM mid-run: the load stops, what was measured is written, marked.
+#[test]
+fn an_interrupt_keeps_what_was_measured() {
+    for (sig, code) in [("INT", 130), ("TERM", 143)] {
+        let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "20", "--itl-ms", "5"]);
+        let dir = TempDir::new("interrupt");
+        let d = dir.path("");
+        let bg = surge_bg(&[
+            "run", "--base-url", &base, "--model", "m", "--random-input-len", "16", "--random-output-len", "8",
+            "--ignore-eos", "--max-concurrency", "200", "--duration", "60s", "--save-result", "--result-dir", &d,
+            "--result-filename", "r.json",
+        ]);
+        wait_for(Duration::from_secs(20), "requests at the echo", || {
+            echo_metric(&base, "surge_echo_requests_total") >= 500.0
+        });
+        bg.proc.signal(sig);
+        let t0 = Instant::now();
+        let out = bg.finish(Duration::from_secs(20));
+        assert!(t0.elapsed() < Duration::from_secs(5), "SIG{sig}: exit took {:?}", t0.elapsed());
+        assert_eq!(out.status.code(), Some(code), "SIG{sig}: {}", text(&out.stderr));
+        let r = crate::util::read_json(&dir.path("r.json"));
+        assert_eq!(r["ended_by"], "interrupt", "SIG{sig}");
+        assert_eq!(r["client"]["status"], "interrupted");
+        assert!(r["completed"].as_u64().unwrap() >= 300, "SIG{sig}: {}", r["completed"]);
+        assert!(text(&out.stdout).contains("RUN INTERRUPTED"), "{}", text(&out.stdout));
+    }
+}

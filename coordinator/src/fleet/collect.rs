@@ -20,8 +20,10 @@ pub enum Input {
     Closed { agent: usize, error: Option<String> },
     /// Nothing arrived for a while.
     Quiet,
-    /// Ctrl-C or SIGTERM.
+    /// Ctrl-C.
     Interrupt,
+    /// SIGTERM.
+    Terminate,
 }
 
 /// What to do about it.
@@ -51,6 +53,7 @@ pub struct Collector {
     hard_stop: Instant,
     lost: Vec<String>,
     interrupted: bool,
+    terminated: bool,
     stopping: bool,
 }
 
@@ -68,8 +71,8 @@ impl Collector {
         for a in &mut agents {
             a.last_heard = Some(now);
         }
-        let (lost, interrupted, stopping) = (Vec::new(), false, false);
-        Self { run_id, run_start_ns, agents, tolerate_loss, hard_stop, lost, interrupted, stopping }
+        let (lost, interrupted, terminated, stopping) = (Vec::new(), false, false, false);
+        Self { run_id, run_start_ns, agents, tolerate_loss, hard_stop, lost, interrupted, terminated, stopping }
     }
 
     /// Every agent is done or lost, or the hard stop passed.
@@ -86,7 +89,8 @@ impl Collector {
         let run_id = self.run_id;
         let mut out = Vec::new();
         match input {
-            Input::Interrupt => {
+            Input::Interrupt | Input::Terminate => {
+                self.terminated |= matches!(input, Input::Terminate);
                 if !self.interrupted {
                     self.interrupted = true;
                     out.push(Action::Notice("interrupted; stopping agents and saving what arrived".into()));
@@ -158,7 +162,9 @@ impl Collector {
 
     /// The agents as collected, and how the run ended.
     pub fn finish(self) -> (Vec<AgentReport>, RunStatus) {
-        let status = if self.interrupted {
+        let status = if self.terminated {
+            RunStatus::Terminated
+        } else if self.interrupted {
             RunStatus::Interrupted
         } else if self.lost.is_empty() {
             RunStatus::Complete

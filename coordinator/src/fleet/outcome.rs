@@ -52,8 +52,10 @@ pub enum RunStatus {
     Invalid { lost: Vec<String> },
     /// Agents were lost with `--tolerate-agent-loss`; the rest is reported.
     Partial { lost: Vec<String> },
-    /// Ctrl-C.
+    /// Ctrl-C (SIGINT).
     Interrupted,
+    /// SIGTERM.
+    Terminated,
 }
 
 impl RunStatus {
@@ -62,7 +64,7 @@ impl RunStatus {
             RunStatus::Complete => "complete",
             RunStatus::Invalid { .. } => "invalid",
             RunStatus::Partial { .. } => "partial",
-            RunStatus::Interrupted => "interrupted",
+            RunStatus::Interrupted | RunStatus::Terminated => "interrupted",
         }
     }
 }

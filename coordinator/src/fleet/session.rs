@@ -285,6 +285,7 @@ impl Runner<'_> {
         let hard_stop = now + limit + Duration::from_secs(30);
         let mut c = Collector::new(self.run_id, self.start_ns, agents, self.plan.tolerate_agent_loss, now, hard_stop);
         let mut ctrl_c = std::pin::pin!(tokio::signal::ctrl_c());
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
         while !c.finished(Instant::now()) {
             let input = tokio::select! {
                 ev = self.fleet.next(Duration::from_millis(250)) => match ev {
@@ -293,6 +294,7 @@ impl Runner<'_> {
                     None => Input::Quiet,
                 },
                 _ = &mut ctrl_c, if !c.interrupted() => Input::Interrupt,
+                Some(_) = async { match term.as_mut() { Some(t) => t.recv().await, None => std::future::pending().await } }, if !c.interrupted() => Input::Terminate,
             };
             for action in c.handle(input, Instant::now()) {
                 match action {

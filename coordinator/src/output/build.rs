@@ -151,7 +151,7 @@ fn detailed(m: &Metrics) -> Detailed {
 pub fn ended_by(o: &Outcome) -> &'static str {
     use crate::fleet::outcome::RunStatus;
     match &o.status {
-        RunStatus::Interrupted => "interrupt",
+        RunStatus::Interrupted | RunStatus::Terminated => "interrupt",
         RunStatus::Invalid { .. } | RunStatus::Partial { .. } => "agent_loss",
         RunStatus::Complete => {
             let reasons: Vec<&str> = o.agents.iter().filter_map(|a| a.done.as_ref()).map(|d| d.stop_reason.as_str()).collect();

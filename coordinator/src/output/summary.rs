@@ -110,7 +110,7 @@ pub fn summary(r: &RunResult, view: &SummaryView, status: &RunStatus) -> String 
         RunStatus::Partial { lost } => {
             let _ = writeln!(out, "RUN PARTIAL: agent(s) lost: {} (their share is missing)", lost.join(", "));
         }
-        RunStatus::Interrupted => {
+        RunStatus::Interrupted | RunStatus::Terminated => {
             let _ = writeln!(out, "RUN INTERRUPTED: results cover what finished before the stop");
         }
     }

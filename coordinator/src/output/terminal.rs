@@ -49,7 +49,7 @@ impl Sink for Terminal {
         match &r.status {
             RunStatus::Invalid { lost } => say("", &format!("run invalid: agent(s) {} lost (exit code {code})", lost.join(", "))),
             RunStatus::Partial { lost } => say("", &format!("run partial: agent(s) {} lost (exit code {code})", lost.join(", "))),
-            RunStatus::Complete | RunStatus::Interrupted => {}
+            RunStatus::Complete | RunStatus::Interrupted | RunStatus::Terminated => {}
         }
         Ok(())
     }
