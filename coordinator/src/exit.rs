@@ -1,9 +1,10 @@
 //! Exit codes of `surge`, mapped in one place, and the failure type that carries one.
 
-/// The run finished (failed requests are reported in the results, not by the exit code).
+/// The run finished (failed requests are counted in the results; see [`of_run`]).
 pub const OK: u8 = 0;
-/// The run could not happen: an agent refused (TLS, allowlist, protocol version), the
-/// target or an agent was unreachable, a file could not be written.
+/// The run could not happen (an agent refused: TLS, allowlist, protocol version; the
+/// target or an agent was unreachable; a file could not be written), no request
+/// succeeded, or too many failed (`--max-failure-rate`).
 pub const FAILURE: u8 = 1;
 /// Bad flags, values or configuration.
 pub const USAGE: u8 = 2;
@@ -52,6 +53,36 @@ impl From<crate::cli::UsageError> for Failure {
     }
 }
 
+/// The exit code of a finished run (D8): its status first (interrupt, agent loss), then
+/// exit 1 when no request succeeded or the failure rate (cancelled requests excluded) is
+/// above `max_failure_rate`, with the reason.
+pub fn of_run(
+    status: &crate::fleet::outcome::RunStatus,
+    completed: u64,
+    errors_by_kind: &std::collections::BTreeMap<String, u64>,
+    max_failure_rate: f64,
+) -> (u8, Option<String>) {
+    let code = of_status(status);
+    if code != OK {
+        return (code, None);
+    }
+    let failed: u64 = errors_by_kind.iter().filter(|(k, _)| k.as_str() != "cancelled").map(|(_, n)| n).sum();
+    let kinds = || errors_by_kind.iter().map(|(k, n)| format!("{k}: {n}")).collect::<Vec<_>>().join(", ");
+    if completed == 0 && failed > 0 {
+        return (FAILURE, Some(format!("no request succeeded ({failed} failed: {}) (exit code {FAILURE})", kinds())));
+    }
+    let rate = if completed + failed > 0 { failed as f64 / (completed + failed) as f64 } else { 0.0 };
+    if rate > max_failure_rate {
+        let msg = format!(
+            "{:.1}% of requests failed ({}), above --max-failure-rate {max_failure_rate} (exit code {FAILURE})",
+            rate * 100.0,
+            kinds()
+        );
+        return (FAILURE, Some(msg));
+    }
+    (OK, None)
+}
+
 /// The exit code of a finished run's status.
 pub fn of_status(status: &crate::fleet::outcome::RunStatus) -> u8 {
     use crate::fleet::outcome::RunStatus;
@@ -61,5 +92,34 @@ pub fn of_status(status: &crate::fleet::outcome::RunStatus) -> u8 {
         RunStatus::Partial { .. } => PARTIAL,
         RunStatus::Interrupted => INTERRUPTED,
         RunStatus::Terminated => TERMINATED,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fleet::outcome::RunStatus;
+    use std::collections::BTreeMap;
+
+    fn errors(v: &[(&str, u64)]) -> BTreeMap<String, u64> {
+        v.iter().map(|(k, n)| (k.to_string(), *n)).collect()
+    }
+
+    #[test]
+    fn failures_and_precedence() {
+        let ok = RunStatus::Complete;
+        assert_eq!(of_run(&ok, 10, &errors(&[]), 1.0).0, OK);
+        assert_eq!(of_run(&ok, 0, &errors(&[("http_status", 20)]), 1.0).0, FAILURE);
+        assert!(of_run(&ok, 0, &errors(&[("http_status", 20)]), 1.0).1.unwrap().contains("http_status: 20"));
+        // 30 % failed: fine by default, not with --max-failure-rate 0.2.
+        let e = errors(&[("http_status", 3)]);
+        assert_eq!(of_run(&ok, 7, &e, 1.0).0, OK);
+        assert_eq!(of_run(&ok, 7, &e, 0.2).0, FAILURE);
+        assert_eq!(of_run(&ok, 7, &e, 0.3).0, OK);
+        // Cancelled requests are not failures.
+        assert_eq!(of_run(&ok, 7, &errors(&[("cancelled", 50)]), 0.0).0, OK);
+        // Status first: an interrupt or a lost agent wins over the failure rate.
+        assert_eq!(of_run(&RunStatus::Interrupted, 0, &e, 0.0).0, INTERRUPTED);
+        assert_eq!(of_run(&RunStatus::Invalid { lost: vec![] }, 0, &e, 0.0).0, AGENT_LOST);
     }
 }

@@ -32,6 +32,11 @@ pub(crate) async fn handle(
         "/metrics" if method == Method::GET => {
             Ok(with_type(ResBody::full(state.metrics.render()), METRICS_CONTENT_TYPE))
         }
+        // Load balancer and Kubernetes probes, as vLLM's server answers them.
+        "/health" if method == Method::GET => Ok(Response::new(ResBody::full(bytes::Bytes::new()))),
+        "/ping" if method == Method::GET || method == Method::POST => {
+            Ok(Response::new(ResBody::full(bytes::Bytes::new())))
+        }
         _ => Ok(json_error(StatusCode::NOT_FOUND, "not found")),
     }
 }

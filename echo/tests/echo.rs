@@ -139,6 +139,17 @@ async fn models_lists_configured_model() {
 }
 
 #[tokio::test]
+async fn health_and_ping_answer_probes() {
+    let server = Server::start(EchoConfig::default()).await;
+    for (method, path) in [(Method::GET, "/health"), (Method::GET, "/ping"), (Method::POST, "/ping")] {
+        let r = server.call(method, path, None).await;
+        assert_eq!(r.status, StatusCode::OK, "{path}");
+    }
+    assert_eq!(server.call(Method::POST, "/health", None).await.status, StatusCode::NOT_FOUND);
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn streamed_completion_follows_schedule_with_usage_and_done() {
     let server = Server::start(EchoConfig { ttft_ms: 30.0, itl_ms: 5.0, ..EchoConfig::default() }).await;
     let started = Instant::now();

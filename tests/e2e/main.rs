@@ -3,6 +3,7 @@
 
 mod datasets;
 mod distributed;
+mod failures;
 mod faults;
 mod local;
 mod longruns;

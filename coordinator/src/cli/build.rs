@@ -163,6 +163,7 @@ pub fn run_plan(a: RunArgs) -> Result<RunPlan, UsageError> {
         headers,
         agents,
         tolerate_agent_loss: a.tolerate_agent_loss,
+        max_failure_rate: a.max_failure_rate,
         max_run_time,
         verdict: VerdictLimits {
             cpu_fraction: a.client_cpu_limit,

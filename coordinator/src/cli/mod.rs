@@ -231,6 +231,10 @@ pub struct RunArgs {
     /// Client-bound verdict: an achieved send rate this fraction below the requested rate.
     #[arg(long, default_value_t = 0.01, value_parser = parse::positive, value_name = "FRACTION")]
     pub client_rate_shortfall: f64,
+    /// Exit code 1 when more than this fraction of requests failed (cancelled ones
+    /// excluded); a run where no request succeeded always exits 1.
+    #[arg(long, default_value_t = 1.0, value_parser = parse::fraction, value_name = "FRACTION")]
+    pub max_failure_rate: f64,
     /// Hard limit on a run's length, enforced by every agent itself (default 1h, or the
     /// --duration plus 60s).
     #[arg(long, value_parser = parse::duration, value_name = "DURATION")]

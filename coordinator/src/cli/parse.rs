@@ -59,6 +59,14 @@ pub fn level_list(s: &str) -> Result<Levels, String> {
 }
 
 /// A positive float (burstiness).
+/// A fraction from 0 to 1 inclusive.
+pub fn fraction(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
+        _ => Err(format!("{s:?}: expected a number from 0 to 1")),
+    }
+}
+
 pub fn positive(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v > 0.0 && v.is_finite() => Ok(v),

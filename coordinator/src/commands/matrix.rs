@@ -48,7 +48,11 @@ async fn matrix(plan: &MatrixPlan, sinks: &mut dyn Sink) -> Result<u8, Failure> 
         record.heading = Some(format!("surge matrix: {}", profile.tag));
         record.file = Some(path);
         sinks.run(&record).map_err(|e| Failure::run("", &e))?;
-        let c = exit::of_status(&record.status);
+        let r = &record.result;
+        let (c, why) = exit::of_run(&record.status, r.completed, &r.errors_by_kind, p.max_failure_rate);
+        if let Some(why) = why {
+            sinks.notice(&format!("{}: {why}", profile.tag));
+        }
         if c != exit::OK {
             code = c;
             break;

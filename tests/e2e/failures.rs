@@ -1,0 +1,36 @@
+//! Failures a CI job can trust (D8): a run where nothing succeeded exits 1 with the
+//! errors by kind; `--max-failure-rate` turns a failure rate into exit 1; the default
+//! lets a partly failing server finish with exit 0.
+
+use crate::util::{echo, surge, text};
+use std::time::Duration;
+
+fn run(base: &str, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "run", "--base-url", base, "--model", "m", "--random-input-len", "16", "--random-output-len", "4",
+        "--num-prompts", "200", "--max-concurrency", "8",
+    ];
+    args.extend_from_slice(extra);
+    surge(&args, Duration::from_secs(60))
+}
+
+#[test]
+fn nothing_succeeded_exits_1_naming_the_errors() {
+    let (_echo, base) = echo("127.0.0.1", &[]);
+    let out = run(&base, &["--endpoint", "/v1/nothing"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("no request succeeded") && err.contains("http_status: 200"), "{err}");
+}
+
+#[test]
+fn the_failure_rate_gate_is_opt_in() {
+    let (_echo, base) = echo("127.0.0.1", &["--fault-500-rate", "0.3", "--seed", "1"]);
+    let out = run(&base, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = run(&base, &["--max-failure-rate", "0.1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("--max-failure-rate 0.1"), "{}", text(&out.stderr));
+    let out = run(&base, &["--max-failure-rate", "1.5"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}
