@@ -34,3 +34,12 @@ fn the_failure_rate_gate_is_opt_in() {
     let out = run(&base, &["--max-failure-rate", "1.5"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
 }
+
+#[test]
+fn a_dead_target_is_named_without_the_embedded_agents_address() {
+    let out = run("http://127.0.0.1:9", &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("cannot connect to the target") && err.contains("127.0.0.1:9"), "{err}");
+    assert!(!err.contains("agent 127.0.0.1:"), "{err}");
+}

@@ -11,7 +11,7 @@ use crate::analysis::verdict;
 use crate::cli::build;
 use crate::exit::{self, Failure};
 use crate::fleet::outcome::Outcome;
-use crate::fleet::session::{Observer, Session};
+use crate::fleet::session::{Observer, RunError, Session};
 use crate::fleet::Fleet;
 use crate::output::result::{RunResult, saved_at};
 use crate::output::summary::SummaryView;
@@ -50,7 +50,16 @@ pub async fn open_session(plan: &RunPlan, embedded: &CancellationToken) -> Resul
         Agents::Remote { addrs, tls } => Fleet::connect(addrs, tls.as_ref()).await,
     };
     let fleet = fleet.map_err(|e| Failure::run("", &e))?;
-    Session::open(fleet, plan).await.map_err(|e| Failure::run("", &e))
+    Session::open(fleet, plan).await.map_err(|e| run_failure(plan, &e))
+}
+
+/// A run that could not happen. With the embedded agent its address is noise: the
+/// message is the agent's own.
+fn run_failure(plan: &RunPlan, e: &RunError) -> Failure {
+    match (e, &plan.agents) {
+        (RunError::Agent { message, .. }, Agents::Embedded) => Failure::new(exit::FAILURE, message.clone()),
+        _ => Failure::run("", e),
+    }
 }
 
 /// The typed result of a finished run.
@@ -122,7 +131,7 @@ pub async fn run_on(
     let rows = plan.save_rows.as_deref().map(RowFile::create).transpose().map_err(|e| Failure::run("--save-rows", &e))?;
     let duration = plan.duration.map(|d| d.as_secs_f64());
     let mut watch = Watch { agg, progress, in_flight: Vec::new(), duration, rows, row_error: None };
-    let outcome = session.run(plan, model, &mut watch).await.map_err(|e| Failure::run("", &e))?;
+    let outcome = session.run(plan, model, &mut watch).await.map_err(|e| run_failure(plan, &e))?;
     if let Some(e) = watch.row_error.take() {
         return Err(Failure::run("--save-rows", &e));
     }
