@@ -215,6 +215,9 @@ async fn dead_man_switch_stops_load_after_the_lease() {
     let mut w = workload(&base, 1_000_000_000, 20, 0.0);
     w.dataset.as_mut().unwrap().random_output_len = 1000;
     w.slice_len = 200_000;
+    // This coordinator says nothing, not even during Prepare: a 20 s initial test request
+    // (1000 tokens at 20 ms) would outlast the lease before the load starts.
+    w.skip_initial_test = true;
     tx.send(send(Msg::Prepare(Prepare { run_id: 7, workload: Some(w) }))).await.unwrap();
     assert!(matches!(next_non_heartbeat(&mut inbound).await, agent_msg::Msg::Ready(_)));
     let now_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64;

@@ -25,6 +25,7 @@ fn row(i: u64, tokens: usize) -> Row {
         usage_from_server: true,
         input_source: surge_proto::TokenSource::ServerUsage as i32,
         output_source: surge_proto::TokenSource::ServerUsage as i32,
+        error_message: String::new(),
     }
 }
 

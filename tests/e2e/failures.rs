@@ -14,10 +14,24 @@ fn run(base: &str, extra: &[&str]) -> std::process::Output {
     surge(&args, Duration::from_secs(60))
 }
 
+/// A typo in the endpoint stops the run before the load, with the server's own words.
+#[test]
+fn the_initial_test_request_stops_a_wrong_setup_with_the_servers_words() {
+    let (_echo, base) = echo("127.0.0.1", &[]);
+    let t0 = std::time::Instant::now();
+    let out = run(&base, &["--endpoint", "/v1/nothing"]);
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("initial test request") && err.contains("/v1/nothing"), "{err}");
+    assert!(err.contains("HTTP 404") && err.contains("not found"), "{err}");
+    assert!(text(&out.stdout).is_empty(), "no summary for a run that did not happen");
+}
+
 #[test]
 fn nothing_succeeded_exits_1_naming_the_errors() {
     let (_echo, base) = echo("127.0.0.1", &[]);
-    let out = run(&base, &["--endpoint", "/v1/nothing"]);
+    let out = run(&base, &["--endpoint", "/v1/nothing", "--no-initial-test"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     let err = text(&out.stderr);
     assert!(err.contains("no request succeeded") && err.contains("http_status: 200"), "{err}");

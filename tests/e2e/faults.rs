@@ -28,6 +28,8 @@ fn errors_are_counted_by_kind_and_the_run_finishes() {
     let out = surge(
         &[
             "run",
+            // Faults would stop the run at its initial test request; these tests measure the load.
+            "--no-initial-test",
             "--base-url",
             &base,
             "--model",
@@ -73,6 +75,8 @@ fn a_stalling_server_is_cut_off_by_the_run_time_limit() {
     let out = surge(
         &[
             "run",
+            // Faults would stop the run at its initial test request; these tests measure the load.
+            "--no-initial-test",
             "--base-url",
             &base,
             "--model",

@@ -69,6 +69,8 @@ pub enum EngineError {
     #[error("dataset: messages: {0}")]
     Messages(#[source] serde_json::Error),
     /// No request cap, no concurrency limit and no rate: nothing would bound the load.
+    #[error("the initial test request to {url} failed: {message} (--no-initial-test skips it)")]
+    InitialTest { url: String, message: String },
     #[error("a run without a request cap needs a concurrency limit or a request rate")]
     Unbounded,
     /// A blocking task (tokenizer parsing) died.
@@ -204,6 +206,9 @@ pub async fn prepare(mut workload: Workload) -> Result<Prepared, EngineError> {
     let pool =
         Arc::new(Pool::new(Connector::new(target, workload.http_version == 2)?, Arc::clone(&stats), concurrency));
     let connections_open = pool.warm(concurrency, 128).await.map_err(EngineError::Connect)? as u32;
+    if !workload.skip_initial_test && !jobs.is_empty() {
+        initial_test(&workload, &pool, &tpl, &jobs).await?;
+    }
     let mut warmups_completed = 0;
     if workload.num_warmups > 0 && !jobs.is_empty() {
         let t0 = Instant::now();
@@ -226,6 +231,26 @@ pub async fn prepare(mut workload: Workload) -> Result<Prepared, EngineError> {
         }
     }
     Ok(Prepared { workload, jobs, pool, tpl, stats, connections_open, warmups_completed })
+}
+
+/// How long the initial test request may take (the coordinator waits 120 s for Ready).
+const INITIAL_TEST_LIMIT: Duration = Duration::from_secs(100);
+
+/// One request before the load, as the first of the run will be (D7): a wrong endpoint,
+/// model or key stops the run here with the server's own words.
+async fn initial_test(w: &Workload, pool: &Arc<Pool>, tpl: &Arc<RequestTemplate>, jobs: &Jobs) -> Result<(), EngineError> {
+    let Planned { body, input_tokens, input_source } = jobs.get(0);
+    let job = Job { index: jobs.index(0), body, input_tokens, input_source, intended: None };
+    let url = format!("{}{}", w.base_url, w.endpoint);
+    let row = tokio::time::timeout(INITIAL_TEST_LIMIT, request::execute(pool, tpl, job, Instant::now()))
+        .await
+        .map_err(|_| EngineError::InitialTest { url: url.clone(), message: format!("no answer within {}s", INITIAL_TEST_LIMIT.as_secs()) })?;
+    if row.error() == ErrorKind::None {
+        return Ok(());
+    }
+    let kind = row.error().as_str_name().trim_start_matches("ERROR_KIND_").to_ascii_lowercase();
+    let message = if row.error_message.is_empty() { kind } else { format!("{kind}: {}", row.error_message) };
+    Err(EngineError::InitialTest { url, message })
 }
 
 /// Runs a prepared workload; every request ends as one row in `sink`.

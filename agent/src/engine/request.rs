@@ -74,6 +74,18 @@ pub struct Job {
     pub intended: Option<Duration>,
 }
 
+/// Most bytes of a row's error message (D1).
+pub const MESSAGE_MAX: usize = 300;
+
+/// `text` cut to [`MESSAGE_MAX`] bytes at a character boundary.
+pub fn message(text: &str) -> String {
+    let mut end = text.len().min(MESSAGE_MAX);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
+}
+
 /// Microseconds of a request time (u64: ~584,000 years).
 pub(crate) fn us(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
@@ -136,6 +148,7 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
                 let now = Instant::now();
                 row.start_us = signed_us(now.saturating_duration_since(t0));
                 row.set_error(e.kind());
+                row.error_message = message(&e.to_string());
                 return row;
             }
         };
@@ -207,6 +220,8 @@ async fn read_response(
     let mut usage: Option<(u32, u32)> = None;
     let mut done = false;
     let mut error: Option<ErrorKind> = None;
+    // What the server said when it refused (the start of the body), for the message.
+    let mut refusal: Vec<u8> = Vec::new();
     let gone = conn.gone.clone();
     let gone = gone.cancelled();
     tokio::pin!(gone);
@@ -232,6 +247,8 @@ async fn read_response(
                 // Dated by the socket read that brought it (see ioclock.rs).
                 let now = conn.clock.arrival().max(st);
                 if !ok {
+                    let room = MESSAGE_MAX.saturating_sub(refusal.len());
+                    refusal.extend_from_slice(&data[..data.len().min(room)]);
                     continue;
                 }
                 if mode == Mode::Plain {
@@ -290,6 +307,9 @@ async fn read_response(
     }
     if error.is_none() && !ok {
         error = Some(ErrorKind::HttpStatus);
+    }
+    if !ok {
+        row.error_message = message(&format!("HTTP {}: {}", status.as_u16(), String::from_utf8_lossy(&refusal).trim()));
     }
     if error.is_none() && mode == Mode::Stream && events == 0 {
         error = Some(ErrorKind::NoTokens);

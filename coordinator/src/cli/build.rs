@@ -164,6 +164,7 @@ pub fn run_plan(a: RunArgs) -> Result<RunPlan, UsageError> {
         agents,
         tolerate_agent_loss: a.tolerate_agent_loss,
         max_failure_rate: a.max_failure_rate,
+        no_initial_test: a.no_initial_test,
         max_run_time,
         verdict: VerdictLimits {
             cpu_fraction: a.client_cpu_limit,

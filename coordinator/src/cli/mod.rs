@@ -231,6 +231,10 @@ pub struct RunArgs {
     /// Client-bound verdict: an achieved send rate this fraction below the requested rate.
     #[arg(long, default_value_t = 0.01, value_parser = parse::positive, value_name = "FRACTION")]
     pub client_rate_shortfall: f64,
+    /// Skip the one request each agent sends before the load to check the endpoint,
+    /// model and key (vLLM 0.32+ skips it by default; surge sends it).
+    #[arg(long)]
+    pub no_initial_test: bool,
     /// Exit code 1 when more than this fraction of requests failed (cancelled ones
     /// excluded); a run where no request succeeded always exits 1.
     #[arg(long, default_value_t = 1.0, value_parser = parse::fraction, value_name = "FRACTION")]

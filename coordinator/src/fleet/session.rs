@@ -338,5 +338,6 @@ fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize) -> Workload {
         prompts: split::slice_prompts(&plan.prompts, s.slice_start, s.num_prompts),
         tokenizer_json: plan.tokenizer.as_ref().map(|t| t.bytes.to_vec()).unwrap_or_default(),
         tokenizer_sha256: plan.tokenizer.as_ref().map(|t| t.sha256.clone()).unwrap_or_default(),
+        skip_initial_test: plan.no_initial_test,
     }
 }

@@ -119,6 +119,8 @@ pub struct RunPlan {
     pub headers: Vec<(String, String)>,
     pub agents: Agents,
     pub tolerate_agent_loss: bool,
+    /// `--no-initial-test`.
+    pub no_initial_test: bool,
     /// `--max-failure-rate`.
     pub max_failure_rate: f64,
     pub max_run_time: Duration,
