@@ -40,12 +40,26 @@ fn nothing_succeeded_exits_1_naming_the_errors() {
 #[test]
 fn the_failure_rate_gate_is_opt_in() {
     let (_echo, base) = echo("127.0.0.1", &["--fault-500-rate", "0.3", "--seed", "1"]);
-    let out = run(&base, &[]);
+    let dir = crate::util::TempDir::new("examples");
+    let d = dir.path("");
+    let out = run(&base, &["--no-initial-test", "--save-result", "--result-dir", &d, "--result-filename", "r.json"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let out = run(&base, &["--max-failure-rate", "0.1"]);
+    // The 500s are counted, with the server's words and how often it said them.
+    let r = crate::util::read_json(&dir.path("r.json"));
+    let failed = r["errors_by_kind"]["http_status"].as_u64().unwrap();
+    assert!(failed > 20, "{failed}");
+    let examples = r["error_examples"]["http_status"].as_array().unwrap();
+    assert!(!examples.is_empty() && examples.len() <= 3, "{examples:?}");
+    let total: u64 = examples.iter().map(|e| e["count"].as_u64().unwrap()).sum();
+    assert_eq!(total, failed, "one message for every 500: {examples:?}");
+    assert_eq!(examples[0]["http_status"], 500);
+    assert!(examples[0]["message"].as_str().unwrap().starts_with("HTTP 500: "), "{examples:?}");
+    assert!(!examples[0]["agent"].as_str().unwrap().is_empty());
+    assert!(text(&out.stdout).contains("  e.g. HTTP 500: "), "{}", text(&out.stdout));
+    let out = run(&base, &["--no-initial-test", "--max-failure-rate", "0.1"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("--max-failure-rate 0.1"), "{}", text(&out.stderr));
-    let out = run(&base, &["--max-failure-rate", "1.5"]);
+    let out = run(&base, &["--no-initial-test", "--max-failure-rate", "1.5"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
 }
 

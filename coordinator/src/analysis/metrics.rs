@@ -22,6 +22,20 @@ fn meets(slo: &Slo, r: &GlobalRow) -> bool {
 /// switches to histograms (D4, D23).
 pub const EXACT_SAMPLES: u64 = 10_000_000;
 
+/// Distinct messages tracked per error kind while folding (the top 3 are reported).
+const TRACKED_MESSAGES: usize = 16;
+/// Examples reported per error kind.
+pub const EXAMPLES_PER_KIND: usize = 3;
+
+/// One distinct failure message and how often it was seen.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ErrorSeen {
+    pub message: String,
+    pub http_status: u32,
+    pub count: u64,
+    pub agent: usize,
+}
+
 /// Send times seen, for the client's achieved rate.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Sends {
@@ -66,6 +80,9 @@ pub struct Metrics {
     /// Open loop: latency from the intended send time (includes client-side queueing).
     pub e2el_incl_queue: Option<Sample>,
     pub errors_by_kind: BTreeMap<String, u64>,
+    /// Per error kind, the most frequent distinct messages: (message, HTTP status, count,
+    /// index of the first agent that saw it), most frequent first, at most 3.
+    pub error_examples: BTreeMap<String, Vec<ErrorSeen>>,
     pub server_usage_rows: u64,
     /// Where the token counts of successful rows came from.
     pub token_sources: super::token_source::Tally,
@@ -148,7 +165,19 @@ impl Aggregator {
         }
         if !r.ok() {
             m.failed += 1;
-            *m.errors_by_kind.entry(kind_name(r.row.error())).or_default() += 1;
+            let kind = kind_name(r.row.error());
+            let seen = m.error_examples.entry(kind.clone()).or_default();
+            match seen.iter().position(|e| e.message == r.row.error_message) {
+                Some(i) => seen[i].count += 1,
+                None if seen.len() < TRACKED_MESSAGES => seen.push(ErrorSeen {
+                    message: r.row.error_message.clone(),
+                    http_status: r.row.http_status,
+                    count: 1,
+                    agent: r.agent,
+                }),
+                None => {}
+            }
+            *m.errors_by_kind.entry(kind).or_default() += 1;
             return;
         }
         m.completed += 1;
@@ -202,6 +231,10 @@ impl Aggregator {
     pub fn finish(self) -> Metrics {
         let Self { mut m, slo, good, first, last, queued, events, token_bins, series, .. } = self;
         m.exact = events.is_some();
+        for seen in m.error_examples.values_mut() {
+            seen.sort_by(|a, b| b.count.cmp(&a.count));
+            seen.truncate(EXAMPLES_PER_KIND);
+        }
         let (slices, peak_in_flight) = series.finish();
         m.time_series = slices;
         if m.sends.n == 0 {
@@ -230,7 +263,6 @@ impl Aggregator {
         m
     }
 }
-
 
 /// Computes the metrics of `rows` (any order) at once.
 pub fn compute(rows: &[GlobalRow], slo: &Slo) -> Metrics {
@@ -267,7 +299,14 @@ mod tests {
             agent: 0,
             start_s,
             intended_s: None,
-            row: Row { ttft_us: ttft_us.into(), latency_us: latency_us.into(), output_tokens: out, input_tokens: 10, itl_us: itl, ..Default::default() },
+            row: Row {
+                ttft_us: ttft_us.into(),
+                latency_us: latency_us.into(),
+                output_tokens: out,
+                input_tokens: 10,
+                itl_us: itl,
+                ..Default::default()
+            },
         }
     }
 

@@ -77,12 +77,15 @@ pub fn judge(plan: &RunPlan, m: &Metrics, agents: &[AgentReport]) -> Verdict {
     // requests deviates from the nominal rate by about 1/sqrt(n) on its own).
     let scheduled_rate = open_loop.then(|| m.intended.rate());
     if let Some(r) = scheduled_rate
-        && plan.max_concurrency.is_none() && m.sends.n >= 100 && achieved_rate < r * (1.0 - limits.rate_shortfall) {
-            reasons.push(format!(
-                "achieved send rate {achieved_rate:.1}/s is more than {:.0}% below the scheduled {r:.1}/s",
-                limits.rate_shortfall * 100.0
-            ));
-        }
+        && plan.max_concurrency.is_none()
+        && m.sends.n >= 100
+        && achieved_rate < r * (1.0 - limits.rate_shortfall)
+    {
+        reasons.push(format!(
+            "achieved send rate {achieved_rate:.1}/s is more than {:.0}% below the scheduled {r:.1}/s",
+            limits.rate_shortfall * 100.0
+        ));
+    }
     let socket_errors =
         ["connect", "connection_reset", "timeout", "tls"].iter().filter_map(|k| m.errors_by_kind.get(*k)).sum();
     Verdict {

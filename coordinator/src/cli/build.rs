@@ -60,9 +60,10 @@ pub fn run_plan(a: RunArgs) -> Result<RunPlan, UsageError> {
         }
     }
     if let Some(name) = &a.result_filename
-        && name.contains('/') {
-            return usage(format!("--result-filename {name:?}: a file name, not a path (use --result-dir)"));
-        }
+        && name.contains('/')
+    {
+        return usage(format!("--result-filename {name:?}: a file name, not a path (use --result-dir)"));
+    }
     let max_run_time = match (a.max_run_time, a.duration) {
         (Some(m), Some(d)) if m < d => {
             return usage(format!(
@@ -117,9 +118,7 @@ pub fn run_plan(a: RunArgs) -> Result<RunPlan, UsageError> {
             }
             _ if f.insecure => return usage("--insecure: cannot be combined with --tls-ca/--tls-cert/--tls-key"),
             _ => {
-                return usage(
-                    "--agents: needs --tls-ca, --tls-cert and --tls-key (or --insecure for loopback agents)",
-                );
+                return usage("--agents: needs --tls-ca, --tls-cert and --tls-key (or --insecure for loopback agents)");
             }
         };
         Agents::Remote { addrs, tls }
@@ -190,9 +189,7 @@ pub fn sweep_plan(mut a: SweepArgs) -> Result<SweepPlan, UsageError> {
         None => {
             let mut r = rates.clone();
             if r.iter().any(|x| x.is_infinite()) {
-                return Err(UsageError(
-                    "--concurrency LIST or --request-rate LIST (finite rates) is required".into(),
-                ));
+                return Err(UsageError("--concurrency LIST or --request-rate LIST (finite rates) is required".into()));
             }
             r.sort_by(f64::total_cmp);
             r.dedup();

@@ -96,8 +96,14 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
         }
         DatasetArg::Sharegpt => {
             let p = path.as_deref().unwrap_or(Path::new(""));
-            prompts = dataset_files::sharegpt(p, tok, a.seed, a.num_prompts.unwrap_or(crate::plan::DEFAULT_NUM_PROMPTS), a.sharegpt_output_len)
-                .map_err(|e| UsageError(format!("--dataset-path {e}")))?;
+            prompts = dataset_files::sharegpt(
+                p,
+                tok,
+                a.seed,
+                a.num_prompts.unwrap_or(crate::plan::DEFAULT_NUM_PROMPTS),
+                a.sharegpt_output_len,
+            )
+            .map_err(|e| UsageError(format!("--dataset-path {e}")))?;
             spec.set_kind(DatasetKind::Sharegpt);
             "sharegpt"
         }

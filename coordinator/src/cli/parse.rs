@@ -143,7 +143,6 @@ pub fn percentile_list(s: &str) -> Result<Percentiles, String> {
     Ok(Percentiles(out))
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,7 +213,16 @@ mod repeated_flags {
     /// append overrides to a base command line), list flags included; `--header` appends.
     #[test]
     fn later_occurrences_replace_earlier_ones_but_headers_append() {
-        let a = run(&["--percentile-metrics", "ttft", "--percentile-metrics", "ttft,itl", "--num-prompts", "5", "--num-prompts", "7"]);
+        let a = run(&[
+            "--percentile-metrics",
+            "ttft",
+            "--percentile-metrics",
+            "ttft,itl",
+            "--num-prompts",
+            "5",
+            "--num-prompts",
+            "7",
+        ]);
         assert_eq!(a.percentile_metrics.0, vec!["ttft", "itl"]);
         assert_eq!(a.num_prompts, Some(7));
         let a = run(&["--goodput", "ttft:1", "tpot:2", "--goodput", "e2el:3"]);

@@ -10,13 +10,13 @@ use crate::analysis::metrics::{Aggregator, GlobalRow, Metrics};
 use crate::analysis::verdict;
 use crate::cli::build;
 use crate::exit::{self, Failure};
+use crate::fleet::Fleet;
 use crate::fleet::outcome::Outcome;
 use crate::fleet::session::{Observer, RunError, Session};
-use crate::fleet::Fleet;
 use crate::output::result::{RunResult, saved_at};
+use crate::output::rows::RowFile;
 use crate::output::summary::SummaryView;
 use crate::output::terminal::{self, Progress};
-use crate::output::rows::RowFile;
 use crate::output::{RunRecord, Sink, build as result_build};
 use crate::plan::{Agents, RunPlan};
 use crate::ready;
@@ -102,8 +102,9 @@ impl Observer for Watch<'_> {
         self.in_flight[agent] = h.in_flight;
         if let Some((req_s, tok_s, p99, errors)) = self.agg.recent() {
             let in_flight: u64 = self.in_flight.iter().map(|&n| u64::from(n)).sum();
-            let mut line =
-                format!("{req_s:.0} req/s  {tok_s:.0} tok/s  {in_flight} in flight  TTFT p99 {p99:.1} ms  {errors} errors");
+            let mut line = format!(
+                "{req_s:.0} req/s  {tok_s:.0} tok/s  {in_flight} in flight  TTFT p99 {p99:.1} ms  {errors} errors"
+            );
             if let Some(d) = self.duration {
                 line.push_str(&format!("  {:.0}/{d:.0} s", t_s.min(d)));
             }
@@ -128,7 +129,8 @@ pub async fn run_on(
     keep_rows: bool,
 ) -> Result<(RunRecord, Outcome, Metrics), Failure> {
     let agg = Aggregator::new(plan.slo.clone(), keep_rows || plan.save_detailed, plan.timeslice.as_secs_f64());
-    let rows = plan.save_rows.as_deref().map(RowFile::create).transpose().map_err(|e| Failure::run("--save-rows", &e))?;
+    let rows =
+        plan.save_rows.as_deref().map(RowFile::create).transpose().map_err(|e| Failure::run("--save-rows", &e))?;
     let duration = plan.duration.map(|d| d.as_secs_f64());
     let mut watch = Watch { agg, progress, in_flight: Vec::new(), duration, rows, row_error: None };
     let outcome = session.run(plan, model, &mut watch).await.map_err(|e| run_failure(plan, &e))?;
@@ -140,13 +142,8 @@ pub async fn run_on(
     }
     let m = watch.agg.finish();
     let result = finish(plan, model, &outcome, &m);
-    let record = RunRecord {
-        result,
-        status: outcome.status.clone(),
-        view: SummaryView::of(plan),
-        file: None,
-        heading: None,
-    };
+    let record =
+        RunRecord { result, status: outcome.status.clone(), view: SummaryView::of(plan), file: None, heading: None };
     Ok((record, outcome, m))
 }
 

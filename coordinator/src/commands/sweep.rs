@@ -106,11 +106,12 @@ impl Sweep<'_> {
             for k in 1..=plan.runs {
                 let path = plan.file(level, k);
                 if plan.resume
-                    && let Some(r) = complete_result(&path) {
-                        self.sinks.notice(&format!("{} complete, skipped", path.display()));
-                        self.results.push(level, r);
-                        continue;
-                    }
+                    && let Some(r) = complete_result(&path)
+                {
+                    self.sinks.notice(&format!("{} complete, skipped", path.display()));
+                    self.results.push(level, r);
+                    continue;
+                }
                 if !self.first && !plan.cooldown.is_zero() {
                     tokio::time::sleep(plan.cooldown).await;
                 }

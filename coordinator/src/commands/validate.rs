@@ -10,8 +10,8 @@
 //! bytes echoed back at [`BYTES_PER_TOKEN`].
 
 use super::{open_session, run_on};
-use crate::exit::{self, Failure};
 use crate::analysis::metrics::Metrics;
+use crate::exit::{self, Failure};
 use crate::output::result::{Headroom, JudgedRun, RunResult, ValidationResult, ValidationRow, saved_at};
 use crate::output::terminal::Progress;
 use crate::output::{Sink, standard};
@@ -78,20 +78,21 @@ async fn validate(plan: &ValidatePlan, sinks: &mut dyn Sink) -> Result<u8, Failu
     // The echo server: embedded unless --target.
     let stop_echo = CancellationToken::new();
     let _stop_echo = stop_echo.clone().drop_guard();
-    let base = match &plan.target {
-        Some(t) => t.trim_end_matches('/').to_string(),
-        None => {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                .await
-                .map_err(|e| Failure::run("embedded echo server", &e))?;
-            let addr = listener.local_addr().map_err(|e| Failure::run("embedded echo server", &e))?;
-            let s = stop_echo.clone();
-            tokio::spawn(surge_echo::serve(listener, surge_echo::EchoConfig::default(), async move {
-                s.cancelled().await
-            }));
-            format!("http://{addr}")
-        }
-    };
+    let base =
+        match &plan.target {
+            Some(t) => t.trim_end_matches('/').to_string(),
+            None => {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                    .await
+                    .map_err(|e| Failure::run("embedded echo server", &e))?;
+                let addr = listener.local_addr().map_err(|e| Failure::run("embedded echo server", &e))?;
+                let s = stop_echo.clone();
+                tokio::spawn(surge_echo::serve(listener, surge_echo::EchoConfig::default(), async move {
+                    s.cancelled().await
+                }));
+                format!("http://{addr}")
+            }
+        };
     let embedded = CancellationToken::new();
     let _stop_embedded = embedded.clone().drop_guard();
     let mut session = open_session(&plan.at(&base, levels[0]), &embedded).await?;

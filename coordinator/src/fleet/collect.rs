@@ -267,7 +267,12 @@ mod tests {
         // A batch of another run is neither acknowledged nor kept.
         let stale = Input::Msg {
             agent: 0,
-            msg: agent_msg::Msg::Batch(SampleBatch { run_id: RUN + 1, seq: 3, rows: vec![Row::default()], ..Default::default() }),
+            msg: agent_msg::Msg::Batch(SampleBatch {
+                run_id: RUN + 1,
+                seq: 3,
+                rows: vec![Row::default()],
+                ..Default::default()
+            }),
         };
         assert!(c.handle(stale, t0).is_empty());
         c.handle(done(0, "finished"), t0);

@@ -94,9 +94,11 @@ fn is_tls_failure(e: &(dyn std::error::Error + 'static), tls: bool) -> bool {
             }
         }
         if let Some(h) = c.downcast_ref::<hyper::Error>()
-            && tls && (h.is_incomplete_message() || h.is_canceled()) {
-                return true;
-            }
+            && tls
+            && (h.is_incomplete_message() || h.is_canceled())
+        {
+            return true;
+        }
         cur = c.source();
     }
     false

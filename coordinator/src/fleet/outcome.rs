@@ -49,9 +49,13 @@ pub fn kind_name(k: ErrorKind) -> String {
 pub enum RunStatus {
     Complete,
     /// Agents were lost; the run is not valid (default policy).
-    Invalid { lost: Vec<String> },
+    Invalid {
+        lost: Vec<String>,
+    },
     /// Agents were lost with `--tolerate-agent-loss`; the rest is reported.
-    Partial { lost: Vec<String> },
+    Partial {
+        lost: Vec<String>,
+    },
     /// Ctrl-C (SIGINT).
     Interrupted,
     /// SIGTERM.
@@ -124,7 +128,13 @@ impl AgentReport {
     /// Places `rows` of this agent (index `agent`), relative to `started_unix_ns` on the
     /// agent's clock, on the coordinator's timeline (seconds from `run_start_ns`), and
     /// counts them.
-    pub(crate) fn place(&mut self, agent: usize, rows: Vec<Row>, started_unix_ns: i64, run_start_ns: i64) -> Vec<GlobalRow> {
+    pub(crate) fn place(
+        &mut self,
+        agent: usize,
+        rows: Vec<Row>,
+        started_unix_ns: i64,
+        run_start_ns: i64,
+    ) -> Vec<GlobalRow> {
         self.started_unix_ns = Some(started_unix_ns);
         let base_s = (started_unix_ns - self.offset.offset_ns - run_start_ns) as f64 / 1e9;
         rows.into_iter()

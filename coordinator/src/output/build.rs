@@ -2,8 +2,8 @@
 //! [`RunResult`]: the one place a result is assembled.
 
 use super::result::{
-    AgentEntry, ClientBlock, Counts, Detailed, Labels, Lag, Latencies, Lateness, MetricStats, QueueLatency, RESULT_SCHEMA,
-    Rate, RunMetadata, RunResult, ShareEntry, TokenCounts, TokenizerRef,
+    AgentEntry, ClientBlock, Counts, Detailed, ErrorExample, Labels, Lag, Latencies, Lateness, MetricStats,
+    QueueLatency, RESULT_SCHEMA, Rate, RunMetadata, RunResult, ShareEntry, TokenCounts, TokenizerRef,
 };
 use crate::analysis::metrics::{Metrics, kind_name};
 use crate::analysis::sample::Sample;
@@ -154,7 +154,8 @@ pub fn ended_by(o: &Outcome) -> &'static str {
         RunStatus::Interrupted | RunStatus::Terminated => "interrupt",
         RunStatus::Invalid { .. } | RunStatus::Partial { .. } => "agent_loss",
         RunStatus::Complete => {
-            let reasons: Vec<&str> = o.agents.iter().filter_map(|a| a.done.as_ref()).map(|d| d.stop_reason.as_str()).collect();
+            let reasons: Vec<&str> =
+                o.agents.iter().filter_map(|a| a.done.as_ref()).map(|d| d.stop_reason.as_str()).collect();
             if reasons.contains(&"deadline") {
                 "max_run_time"
             } else if reasons.contains(&"duration") {
@@ -206,6 +207,22 @@ pub fn run_result(
             percentiles: ps.iter().map(|&p| (p, q.percentile_ms(p))).collect(),
         }),
         errors_by_kind: m.errors_by_kind.clone(),
+        error_examples: m
+            .error_examples
+            .iter()
+            .map(|(kind, seen)| {
+                let examples = seen
+                    .iter()
+                    .map(|e| ErrorExample {
+                        http_status: e.http_status,
+                        message: e.message.clone(),
+                        count: e.count,
+                        agent: o.agents.get(e.agent).map_or_else(String::new, |a| a.addr.clone()),
+                    })
+                    .collect();
+                (kind.clone(), examples)
+            })
+            .collect(),
         input_tokens_source: m.token_sources.input_source().into(),
         output_tokens_source: m.token_sources.output_source().into(),
         token_count_sources: TokenCounts {

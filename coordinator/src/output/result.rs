@@ -87,6 +87,9 @@ pub struct RunResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub e2el_including_client_queue: Option<QueueLatency>,
     pub errors_by_kind: BTreeMap<String, u64>,
+    /// Per error kind, up to 3 distinct messages, most frequent first.
+    #[serde(default)]
+    pub error_examples: BTreeMap<String, Vec<ErrorExample>>,
     pub input_tokens_source: String,
     pub output_tokens_source: String,
     pub token_count_sources: TokenCounts,
@@ -305,6 +308,19 @@ impl<'de> Deserialize<'de> for QueueLatency {
         }
         d.deserialize_map(V)
     }
+}
+
+/// One kind of failure as the server (or the connection) put it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorExample {
+    /// The HTTP status, 0 when there was none.
+    pub http_status: u32,
+    /// The status and the start of the body, or the error's text (at most 300 bytes).
+    pub message: String,
+    /// Requests that failed with this message.
+    pub count: u64,
+    /// The first agent that saw it.
+    pub agent: String,
 }
 
 /// Rows per token-count source, for input and output counts.

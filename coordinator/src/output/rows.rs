@@ -20,8 +20,10 @@ struct Line<'a> {
     itl: Vec<f64>,
     input_len: u32,
     output_len: u32,
-    /// `""` when the request succeeded.
+    /// What the server (or the connection) said; `""` when the request succeeded.
     error: &'a str,
+    /// The error kind (`http_status`, `timeout`, ...); `""` when it succeeded.
+    error_kind: &'a str,
     /// The agent's request sequence number (the request's global index).
     seq: u64,
 }
@@ -60,7 +62,14 @@ impl RowFile {
             itl: r.row.itl_us.iter().map(|&g| f64::from(g) / 1e6).collect(),
             input_len: r.row.input_tokens,
             output_len: r.row.output_tokens,
-            error: &kind,
+            error: if r.ok() {
+                ""
+            } else if r.row.error_message.is_empty() {
+                &kind
+            } else {
+                &r.row.error_message
+            },
+            error_kind: &kind,
             seq: r.row.index,
         };
         let err = |source| OutputError::Write { path: self.path.clone(), source };

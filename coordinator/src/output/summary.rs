@@ -98,6 +98,9 @@ pub fn summary(r: &RunResult, view: &SummaryView, status: &RunStatus) -> String 
     }
     for (kind, n) in &r.errors_by_kind {
         line(&mut out, &format!("Errors ({kind}):"), n);
+        if let Some(e) = r.error_examples.get(kind).and_then(|v| v.first()).filter(|e| !e.message.is_empty()) {
+            let _ = writeln!(out, "  e.g. {} ({} requests)", e.message, e.count);
+        }
     }
     if client.verdict.client_bound {
         let _ = writeln!(out, "WARNING: client-bound: {}", client.verdict.reasons.join("; "));

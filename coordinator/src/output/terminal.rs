@@ -47,8 +47,12 @@ impl Sink for Terminal {
         }
         let code = crate::exit::of_status(&r.status);
         match &r.status {
-            RunStatus::Invalid { lost } => say("", &format!("run invalid: agent(s) {} lost (exit code {code})", lost.join(", "))),
-            RunStatus::Partial { lost } => say("", &format!("run partial: agent(s) {} lost (exit code {code})", lost.join(", "))),
+            RunStatus::Invalid { lost } => {
+                say("", &format!("run invalid: agent(s) {} lost (exit code {code})", lost.join(", ")))
+            }
+            RunStatus::Partial { lost } => {
+                say("", &format!("run partial: agent(s) {} lost (exit code {code})", lost.join(", ")))
+            }
             RunStatus::Complete | RunStatus::Interrupted | RunStatus::Terminated => {}
         }
         Ok(())
