@@ -170,6 +170,9 @@ pub(crate) async fn handle(
         Ok(p) => p,
         Err(msg) => return Ok(json_error(StatusCode::BAD_REQUEST, &msg)),
     };
+    if let Some(m) = parsed.model.as_deref().filter(|m| state.config.reject_unknown_model && *m != state.config.model) {
+        return Ok(json_error(StatusCode::NOT_FOUND, &format!("The model `{m}` does not exist.")));
+    }
     let n = match state.config.output_tokens.or(parsed.max_tokens) {
         None => DEFAULT_OUTPUT_TOKENS,
         Some(n) if (1..=MAX_OUTPUT_TOKENS).contains(&n) => n,

@@ -27,6 +27,10 @@ pub struct EchoArgs {
     #[arg(long, value_name = "NAME", default_value = "surge-echo")]
     pub model: String,
 
+    /// Answer a completion that names another model than --model with vLLM's 404 error.
+    #[arg(long)]
+    pub reject_unknown_model: bool,
+
     /// Time to first token in milliseconds, counted from when the request arrived (the
     /// kernel's receive stamp), or got its slot if it had to wait for one.
     #[arg(long = "ttft-ms", value_name = "MS", default_value_t = 0.0)]
@@ -111,6 +115,7 @@ impl EchoArgs {
         let config = EchoConfig {
             listen: self.listen,
             model: self.model,
+            reject_unknown_model: self.reject_unknown_model,
             ttft_ms: self.ttft_ms,
             itl_ms: self.itl_ms,
             output_tokens: self.output_tokens,
@@ -143,6 +148,8 @@ pub struct EchoConfig {
     pub listen: SocketAddr,
     /// Model name listed by `/v1/models`.
     pub model: String,
+    /// Refuse completions for any other model (404, as vLLM).
+    pub reject_unknown_model: bool,
     /// Time to first token, milliseconds.
     pub ttft_ms: f64,
     /// Inter-token latency, milliseconds.
@@ -184,6 +191,7 @@ impl Default for EchoConfig {
         Self {
             listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 8000)),
             model: "surge-echo".to_owned(),
+            reject_unknown_model: false,
             ttft_ms: 0.0,
             itl_ms: 0.0,
             output_tokens: None,

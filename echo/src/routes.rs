@@ -37,6 +37,12 @@ pub(crate) async fn handle(
         "/ping" if method == Method::GET || method == Method::POST => {
             Ok(Response::new(ResBody::full(bytes::Bytes::new())))
         }
+        "/version" if method == Method::GET => {
+            let body = format!("{{\"version\":\"surge-echo {}\"}}", env!("CARGO_PKG_VERSION"));
+            Ok(with_type(ResBody::full(body), "application/json"))
+        }
+        // Nothing is cached; accepted so scripts that reset between runs work.
+        "/reset_prefix_cache" if method == Method::POST => Ok(Response::new(ResBody::full(bytes::Bytes::new()))),
         _ => Ok(json_error(StatusCode::NOT_FOUND, "not found")),
     }
 }

@@ -146,6 +146,23 @@ async fn health_and_ping_answer_probes() {
         assert_eq!(r.status, StatusCode::OK, "{path}");
     }
     assert_eq!(server.call(Method::POST, "/health", None).await.status, StatusCode::NOT_FOUND);
+    assert_eq!(server.call(Method::POST, "/reset_prefix_cache", None).await.status, StatusCode::OK);
+    let v = server.call(Method::GET, "/version", None).await;
+    assert_eq!(v.status, StatusCode::OK);
+    assert!(v.json()["version"].as_str().unwrap().starts_with("surge-echo "));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn unknown_models_are_refused_when_asked() {
+    let cfg = EchoConfig { model: "a".into(), reject_unknown_model: true, ..EchoConfig::default() };
+    let server = Server::start(cfg).await;
+    let body = json!({"model": "b", "prompt": "hi", "max_tokens": 2});
+    let r = server.call(Method::POST, "/v1/completions", Some(body)).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert_eq!(r.json()["error"]["message"], "The model `b` does not exist.");
+    let ok = json!({"model": "a", "prompt": "hi", "max_tokens": 2});
+    assert_eq!(server.call(Method::POST, "/v1/completions", Some(ok)).await.status, StatusCode::OK);
     server.stop().await;
 }
 

@@ -71,3 +71,15 @@ fn a_dead_target_is_named_without_the_embedded_agents_address() {
     assert!(err.contains("cannot connect to the target") && err.contains("127.0.0.1:9"), "{err}");
     assert!(!err.contains("agent 127.0.0.1:"), "{err}");
 }
+
+/// A wrong model name is stopped by the initial test with the server's message.
+#[test]
+fn a_wrong_model_is_named_by_the_server() {
+    let (_echo, base) = echo("127.0.0.1", &["--reject-unknown-model", "--model", "a"]);
+    let out = surge(
+        &["run", "--base-url", &base, "--model", "b", "--num-prompts", "10", "--max-concurrency", "2"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("The model `b` does not exist."), "{}", text(&out.stderr));
+}
