@@ -47,6 +47,10 @@ pub struct AgentArgs {
     /// Plaintext gRPC without TLS; refused unless listening on loopback.
     #[arg(long)]
     pub insecure: bool,
+    /// Source IP address of connections to the target (pick a NIC or a source address
+    /// the target's firewall expects; default: the kernel's choice).
+    #[arg(long, value_name = "IP")]
+    pub local_address: Option<String>,
 }
 
 /// The configuration file / environment keys.
@@ -61,6 +65,7 @@ struct FileConfig {
     max_in_flight: Option<u32>,
     lease: Option<String>,
     insecure: Option<bool>,
+    local_address: Option<String>,
 }
 
 /// A validated agent configuration.
@@ -123,6 +128,12 @@ pub enum ConfigError {
     },
     #[error("lease: must be at least 100ms")]
     LeaseTooShort,
+    #[error("local-address {value:?} is not an IP address: {source}")]
+    LocalAddress {
+        value: String,
+        #[source]
+        source: std::net::AddrParseError,
+    },
     /// A TLS file cannot be read; `what` is its key (`tls-ca`, ...).
     #[error("{what} {}: {source}", path.display())]
     Read {
@@ -190,7 +201,13 @@ impl AgentConfig {
         if lease < Duration::from_millis(100) {
             return Err(ConfigError::LeaseTooShort);
         }
-        Ok(Self { listen, tls, settings: AgentSettings { max_in_flight, lease, allowed } })
+        let local_address = match args.local_address.clone().or(f.local_address) {
+            None => None,
+            Some(value) => {
+                Some(value.parse().map_err(|source| ConfigError::LocalAddress { value: value.clone(), source })?)
+            }
+        };
+        Ok(Self { listen, tls, settings: AgentSettings { max_in_flight, lease, allowed, local_address } })
     }
 }
 
@@ -238,7 +255,7 @@ pub async fn serve(
 pub async fn spawn_embedded(shutdown: CancellationToken) -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
-    let settings = AgentSettings { max_in_flight: 1_000_000, lease: DEFAULT_LEASE, allowed: Allowlist::any() };
+    let settings = AgentSettings { max_in_flight: 1_000_000, lease: DEFAULT_LEASE, allowed: Allowlist::any(), local_address: None };
     tokio::spawn(async move {
         if let Err(e) = serve(listener, None, settings, shutdown).await {
             tracing::error!("embedded agent: {e}");

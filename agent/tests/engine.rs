@@ -138,7 +138,7 @@ async fn agent(lease: Duration) -> (String, CancellationToken) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();
-    let settings = AgentSettings { max_in_flight: 1000, lease, allowed: Allowlist::parse(&["127.0.0.1"]).unwrap() };
+    let settings = AgentSettings { max_in_flight: 1000, lease, allowed: Allowlist::parse(&["127.0.0.1"]).unwrap(), local_address: None };
     tokio::spawn(surge_agent::daemon::serve(listener, None, settings, shutdown.clone()));
     (format!("http://{addr}"), shutdown)
 }

@@ -55,16 +55,24 @@ impl From<crate::cli::UsageError> for Failure {
 
 /// The exit code of a finished run (D8): its status first (interrupt, agent loss), then
 /// exit 1 when no request succeeded or the failure rate (cancelled requests excluded) is
-/// above `max_failure_rate`, with the reason.
+/// above `max_failure_rate`; with the reason for every code but 0.
 pub fn of_run(
     status: &crate::fleet::outcome::RunStatus,
     completed: u64,
     errors_by_kind: &std::collections::BTreeMap<String, u64>,
     max_failure_rate: f64,
 ) -> (u8, Option<String>) {
+    use crate::fleet::outcome::RunStatus;
     let code = of_status(status);
-    if code != OK {
-        return (code, None);
+    let why = match status {
+        RunStatus::Complete => None,
+        RunStatus::Invalid { lost } => Some(format!("agent(s) {} lost: the run is invalid", lost.join(", "))),
+        RunStatus::Partial { lost } => Some(format!("agent(s) {} lost: the result is partial", lost.join(", "))),
+        RunStatus::Interrupted => Some("interrupted by Ctrl-C".to_owned()),
+        RunStatus::Terminated => Some("stopped by SIGTERM".to_owned()),
+    };
+    if let Some(why) = why {
+        return (code, Some(format!("{why} (exit code {code})")));
     }
     let failed: u64 = errors_by_kind.iter().filter(|(k, _)| k.as_str() != "cancelled").map(|(_, n)| n).sum();
     let kinds = || errors_by_kind.iter().map(|(k, n)| format!("{k}: {n}")).collect::<Vec<_>>().join(", ");
@@ -121,5 +129,8 @@ mod tests {
         // Status first: an interrupt or a lost agent wins over the failure rate.
         assert_eq!(of_run(&RunStatus::Interrupted, 0, &e, 0.0).0, INTERRUPTED);
         assert_eq!(of_run(&RunStatus::Invalid { lost: vec![] }, 0, &e, 0.0).0, AGENT_LOST);
+        let why = of_run(&RunStatus::Partial { lost: vec!["a:1".into()] }, 7, &e, 1.0).1.unwrap();
+        assert_eq!(why, "agent(s) a:1 lost: the result is partial (exit code 4)");
+        assert_eq!(of_run(&ok, 7, &e, 1.0).1, None);
     }
 }

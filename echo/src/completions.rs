@@ -149,6 +149,12 @@ pub(crate) async fn handle(
     kind: Kind,
 ) -> Result<Response<ResBody>, BoxError> {
     let index = state.completions.fetch_add(1, Relaxed);
+    if let Some(ip) = conn.peer.filter(|ip| state.config.deny_peer.contains(ip)) {
+        return Ok(json_error(StatusCode::FORBIDDEN, &format!("requests from {ip} are not allowed")));
+    }
+    if index < state.config.unready_requests {
+        return Ok(json_error(StatusCode::SERVICE_UNAVAILABLE, "not ready: the model is still loading"));
+    }
     let faults = FaultPlan::for_request(&state.config, index);
     if faults.reset {
         return Err(Box::new(InjectedReset));

@@ -106,6 +106,16 @@ pub struct EchoArgs {
     /// Chat streams send their output as the arguments of one tool call (`delta.tool_calls`).
     #[arg(long = "tool-call")]
     pub tool_call: bool,
+
+    /// Answer the first N completion requests with 503 (a server still loading, or a
+    /// gateway whose upstream is not ready yet).
+    #[arg(long = "unready-requests", value_name = "N", default_value_t = 0)]
+    pub unready_requests: u64,
+
+    /// Answer completion requests from this client address with 403 (a firewall or
+    /// gateway that denies one host); repeatable.
+    #[arg(long = "deny-peer", value_name = "IP")]
+    pub deny_peer: Vec<std::net::IpAddr>,
 }
 
 impl EchoArgs {
@@ -133,6 +143,8 @@ impl EchoArgs {
             partial_tokens: self.partial_tokens,
             reasoning_tokens: self.reasoning_tokens,
             tool_call: self.tool_call,
+            unready_requests: self.unready_requests,
+            deny_peer: self.deny_peer,
         };
         config.validate()?;
         Ok(config)
@@ -184,6 +196,10 @@ pub struct EchoConfig {
     pub reasoning_tokens: u64,
     /// Chat: output sent as one tool call's arguments.
     pub tool_call: bool,
+    /// The first this many completion requests are answered 503.
+    pub unready_requests: u64,
+    /// Client addresses whose completion requests are answered 403.
+    pub deny_peer: Vec<std::net::IpAddr>,
 }
 
 impl Default for EchoConfig {
@@ -209,6 +225,8 @@ impl Default for EchoConfig {
             partial_tokens: 0.0,
             reasoning_tokens: 0,
             tool_call: false,
+            unready_requests: 0,
+            deny_peer: Vec::new(),
         }
     }
 }

@@ -99,6 +99,7 @@ async fn connection(
     mut stop: watch::Receiver<()>,
 ) {
     let close_notify = state.config.close_after_stream.then(|| Arc::new(Notify::new()));
+    let peer = stream.peer_addr().ok().map(|a| a.ip());
     let (stream, arrival) = match Arrival::new(stream) {
         Ok(s) => s,
         Err(e) => {
@@ -107,7 +108,7 @@ async fn connection(
         }
     };
     let service = {
-        let ctx = ConnCtx { close_notify: close_notify.clone(), arrival };
+        let ctx = ConnCtx { close_notify: close_notify.clone(), arrival, peer };
         service_fn(move |req| routes::handle(req, state.clone(), ctx.clone()))
     };
     let conn = builder.serve_connection(TokioIo::new(stream), service);

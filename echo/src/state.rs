@@ -57,6 +57,8 @@ pub(crate) struct ConnCtx {
     pub close_notify: Option<Arc<Notify>>,
     /// When the connection's latest bytes arrived (the kernel's stamp).
     pub arrival: ArrivalClock,
+    /// The client's address.
+    pub peer: Option<std::net::IpAddr>,
 }
 
 #[cfg(test)]

@@ -333,3 +333,48 @@ fn sigterm_to_an_agent_flushes_its_rows_and_ends_its_session() {
     );
     assert!(a0["completed"].as_u64().unwrap() > 0);
 }
+
+/// One agent's path to the target fails (the target denies its source address): under
+/// load its errors are counted and the examples name it; the initial test stops the run
+/// naming it.
+#[test]
+fn one_agents_failing_path_is_named() {
+    let pki = Pki::new("path");
+    let (_echo, base) = echo("127.0.0.1", &["--deny-peer", "127.0.0.3"]);
+    let mut procs = Vec::new();
+    let mut addrs = Vec::new();
+    for ip in ["127.0.0.2", "127.0.0.3"] {
+        let mut args = pki.agent_args();
+        args.extend(["--allowed-targets".into(), "127.0.0.1".into(), "--local-address".into(), ip.into()]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (p, a) = crate::util::agent(ip, &args);
+        procs.push(p);
+        addrs.push(a);
+    }
+    let agents = addrs.join(",");
+    let tls = pki.coordinator_args(false);
+    let d = pki.dir.path("");
+    let load = ["--num-prompts", "200", "--max-concurrency", "8", "--random-input-len", "16", "--random-output-len", "4"];
+    let mut extra = load.to_vec();
+    extra.extend(["--no-initial-test", "--result-dir", &d, "--result-filename", "r.json", "--save-result"]);
+    let out = surge(&run_args(&base, &agents, &tls, &extra), Duration::from_secs(120));
+    assert_eq!(out.status.code(), Some(0), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    let r = read_json(&pki.dir.path("r.json"));
+    let failed = r["errors_by_kind"]["http_status"].as_u64().unwrap();
+    assert_eq!(r["completed"].as_u64().unwrap() + failed, 200);
+    let examples = r["error_examples"]["http_status"].as_array().unwrap();
+    assert_eq!(examples.len(), 1, "{examples:?}");
+    assert_eq!(examples[0]["count"].as_u64().unwrap(), failed);
+    assert_eq!(examples[0]["http_status"], 403);
+    assert_eq!(examples[0]["agent"], addrs[1].as_str(), "{examples:?}");
+    assert!(examples[0]["message"].as_str().unwrap().contains("127.0.0.3 are not allowed"), "{examples:?}");
+    let by_agent = r["client"]["agents"].as_array().unwrap();
+    assert!(by_agent.iter().any(|a| a["address"] == addrs[0].as_str() && a["completed"].as_u64().unwrap() > 0));
+
+    // With the initial test, the run stops before the load and names the agent.
+    let out = surge(&run_args(&base, &agents, &tls, &load), Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains(&addrs[1]) && err.contains("HTTP 403") && err.contains("initial test"), "{err}");
+    drop(procs);
+}

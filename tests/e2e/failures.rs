@@ -33,8 +33,11 @@ fn nothing_succeeded_exits_1_naming_the_errors() {
     let (_echo, base) = echo("127.0.0.1", &[]);
     let out = run(&base, &["--endpoint", "/v1/nothing", "--no-initial-test"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
-    let err = text(&out.stderr);
-    assert!(err.contains("no request succeeded") && err.contains("http_status: 200"), "{err}");
+    // The summary's last line says why the code is not 0.
+    let stdout = text(&out.stdout);
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(last.starts_with("no request succeeded") && last.contains("http_status: 200"), "{stdout}");
+    assert!(last.ends_with("(exit code 1)"), "{last}");
 }
 
 #[test]
@@ -58,7 +61,8 @@ fn the_failure_rate_gate_is_opt_in() {
     assert!(text(&out.stdout).contains("  e.g. HTTP 500: "), "{}", text(&out.stdout));
     let out = run(&base, &["--no-initial-test", "--max-failure-rate", "0.1"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("--max-failure-rate 0.1"), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.lines().last().unwrap_or_default().contains("above --max-failure-rate 0.1"), "{stdout}");
     let out = run(&base, &["--no-initial-test", "--max-failure-rate", "1.5"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
 }
@@ -82,4 +86,27 @@ fn a_wrong_model_is_named_by_the_server() {
     );
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("The model `b` does not exist."), "{}", text(&out.stderr));
+}
+
+/// A server that answers 503 while it loads is waited for up to
+/// `--ready-check-timeout-sec` (vLLM's name); without it the first 503 stops the run.
+#[test]
+fn a_loading_server_is_waited_for_within_the_ready_timeout() {
+    let (_echo, base) = echo("127.0.0.1", &["--unready-requests", "3"]);
+    let dir = crate::util::TempDir::new("ready");
+    let d = dir.path("");
+    let out = run(
+        &base,
+        &["--ready-check-timeout-sec", "20", "--save-result", "--result-dir", &d, "--result-filename", "r.json"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let r = crate::util::read_json(&dir.path("r.json"));
+    assert_eq!(r["completed"], 200, "the retried initial test is not part of the load");
+    assert_eq!(r["failed"], 0);
+
+    let (_echo, base) = echo("127.0.0.1", &["--unready-requests", "3"]);
+    let out = run(&base, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("HTTP 503") && err.contains("still loading") && err.contains("--ready-check-timeout-sec"), "{err}");
 }

@@ -127,6 +127,8 @@ fn an_interrupt_keeps_what_was_measured() {
         assert_eq!(r["ended_by"], "interrupt", "SIG{sig}");
         assert_eq!(r["client"]["status"], "interrupted");
         assert!(r["completed"].as_u64().unwrap() >= 300, "SIG{sig}: {}", r["completed"]);
-        assert!(text(&out.stdout).contains("RUN INTERRUPTED"), "{}", text(&out.stdout));
+        let stdout = text(&out.stdout);
+        assert!(stdout.contains("RUN INTERRUPTED"), "{stdout}");
+        assert!(stdout.lines().last().unwrap_or_default().ends_with(&format!("(exit code {code})")), "{stdout}");
     }
 }

@@ -208,6 +208,8 @@ pub struct Connector {
     tls: Option<tokio_rustls::TlsConnector>,
     server_name: Option<rustls::pki_types::ServerName<'static>>,
     h2: bool,
+    /// Source address of every connection (`None`: the kernel's choice).
+    local: Option<std::net::IpAddr>,
 }
 
 impl std::fmt::Debug for Connector {
@@ -243,13 +245,27 @@ impl Connector {
         } else {
             (None, None)
         };
-        Ok(Self { target, tls, server_name, h2 })
+        Ok(Self { target, tls, server_name, h2, local: None })
+    }
+
+    /// Connections opened from `local` (an address of this host) when given.
+    pub fn from_address(mut self, local: Option<std::net::IpAddr>) -> Self {
+        self.local = local;
+        self
+    }
+
+    async fn tcp(&self) -> std::io::Result<TcpStream> {
+        let addr = self.target.addr;
+        let Some(ip) = self.local else { return TcpStream::connect(addr).await };
+        let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+        socket.bind(std::net::SocketAddr::new(ip, 0))?;
+        socket.connect(addr).await
     }
 
     /// Opens one connection.
     pub async fn connect(&self, stats: &Arc<Stats>) -> Result<Conn, ConnectError> {
         let addr = self.target.addr;
-        let tcp = TcpStream::connect(addr).await.map_err(|source| ConnectError::Tcp { addr, source })?;
+        let tcp = self.tcp().await.map_err(|source| ConnectError::Tcp { addr, source })?;
         let _ = tcp.set_nodelay(true);
         // Stamped under TLS: bytes are dated when they reach or leave the socket.
         let (tcp, clock) = Stamped::new(tcp).map_err(|source| ConnectError::Tcp { addr, source })?;

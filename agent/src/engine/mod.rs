@@ -185,7 +185,13 @@ async fn load_tokenizer(w: &mut Workload) -> Result<Option<Arc<Tok>>, EngineErro
 /// Readies the slice's job source (no body is built for the slice: see [`jobs`]), opens
 /// connections (one per concurrency slot, HTTP/1.1) and sends the warm-up requests, whose
 /// rows are discarded. Neither its time nor its memory depends on `slice_len`.
-pub async fn prepare(mut workload: Workload) -> Result<Prepared, EngineError> {
+pub async fn prepare(workload: Workload) -> Result<Prepared, EngineError> {
+    prepare_on(workload, None).await
+}
+
+/// As [`prepare`], with connections to the target opened from `local` (an address of
+/// this host) when given.
+pub async fn prepare_on(mut workload: Workload, local: Option<std::net::IpAddr>) -> Result<Prepared, EngineError> {
     let schedule = Schedule::new(workload.request_rate, workload.burstiness, workload.pacing_seed)?;
     if workload.slice_len == jobs::UNBOUNDED && workload.max_concurrency == 0 && !schedule.is_open_loop() {
         return Err(EngineError::Unbounded);
@@ -204,7 +210,7 @@ pub async fn prepare(mut workload: Workload) -> Result<Prepared, EngineError> {
     let warm_max = if open_loop { WARM_MAX / 4 } else { WARM_MAX };
     let concurrency = u64::from(workload.max_concurrency).min(jobs.len().max(1)).min(warm_max as u64) as usize;
     let pool =
-        Arc::new(Pool::new(Connector::new(target, workload.http_version == 2)?, Arc::clone(&stats), concurrency));
+        Arc::new(Pool::new(Connector::new(target, workload.http_version == 2)?.from_address(local), Arc::clone(&stats), concurrency));
     let connections_open = pool.warm(concurrency, 128).await.map_err(EngineError::Connect)? as u32;
     if !workload.skip_initial_test && !jobs.is_empty() {
         initial_test(&workload, &pool, &tpl, &jobs).await?;
@@ -233,7 +239,7 @@ pub async fn prepare(mut workload: Workload) -> Result<Prepared, EngineError> {
     Ok(Prepared { workload, jobs, pool, tpl, stats, connections_open, warmups_completed })
 }
 
-/// How long the initial test request may take (the coordinator waits 120 s for Ready).
+/// How long the initial test request may take when the workload names no --max-run-time.
 const INITIAL_TEST_LIMIT: Duration = Duration::from_secs(100);
 
 /// One request before the load, as the first of the run will be (D7): a wrong endpoint,
@@ -242,14 +248,33 @@ async fn initial_test(w: &Workload, pool: &Arc<Pool>, tpl: &Arc<RequestTemplate>
     let Planned { body, input_tokens, input_source } = jobs.get(0);
     let job = Job { index: jobs.index(0), body, input_tokens, input_source, intended: None };
     let url = format!("{}{}", w.base_url, w.endpoint);
-    let row = tokio::time::timeout(INITIAL_TEST_LIMIT, request::execute(pool, tpl, job, Instant::now()))
-        .await
-        .map_err(|_| EngineError::InitialTest { url: url.clone(), message: format!("no answer within {}s", INITIAL_TEST_LIMIT.as_secs()) })?;
+    let ready_until = Instant::now() + Duration::from_millis(w.ready_timeout_ms);
+    let limit = match w.max_run_time_ms {
+        0 => INITIAL_TEST_LIMIT,
+        ms => Duration::from_millis(ms),
+    };
+    let (row, not_ready) = loop {
+        let attempt = request::execute(pool, tpl, job.clone(), Instant::now());
+        let row = tokio::time::timeout(limit, attempt).await.map_err(|_| EngineError::InitialTest {
+            url: url.clone(),
+            message: format!("no answer within {:.1}s (--max-run-time)", limit.as_secs_f64()),
+        })?;
+        // Not ready yet: refused, or a gateway/overload answer; retried while allowed.
+        let not_ready = row.error() == ErrorKind::Connect || matches!(row.http_status, 502 | 503 | 429);
+        if !not_ready || Instant::now() >= ready_until {
+            break (row, not_ready);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
     if row.error() == ErrorKind::None {
         return Ok(());
     }
     let kind = row.error().as_str_name().trim_start_matches("ERROR_KIND_").to_ascii_lowercase();
-    let message = if row.error_message.is_empty() { kind } else { format!("{kind}: {}", row.error_message) };
+    let mut message = if row.error_message.is_empty() { kind } else { format!("{kind}: {}", row.error_message) };
+    if not_ready {
+        let waited = w.ready_timeout_ms as f64 / 1000.0;
+        message.push_str(&format!("; not ready after waiting {waited}s (--ready-check-timeout-sec waits longer)"));
+    }
     Err(EngineError::InitialTest { url, message })
 }
 

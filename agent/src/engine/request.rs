@@ -64,7 +64,7 @@ impl RequestTemplate {
 }
 
 /// One request to send.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Job {
     pub index: u64,
     pub body: Bytes,

@@ -154,9 +154,9 @@ impl Driver {
                     });
                 }
                 Action::Prepare { run_id, workload } => {
-                    let tx = self.internal_tx.clone();
+                    let (tx, local) = (self.internal_tx.clone(), self.settings.local_address);
                     tokio::spawn(async move {
-                        let res = engine::prepare(workload).await;
+                        let res = engine::prepare_on(workload, local).await;
                         let _ = tx.send(Internal::Prepared(run_id, res)).await;
                     });
                 }
@@ -207,7 +207,7 @@ mod tests {
 
     /// A session on channels (no socket): what the coordinator sends, what it receives.
     fn open(lease: Duration) -> (ToAgent, FromAgent) {
-        let settings = Arc::new(AgentSettings { max_in_flight: 10, lease, allowed: Allowlist::any() });
+        let settings = Arc::new(AgentSettings { max_in_flight: 10, lease, allowed: Allowlist::any(), local_address: None });
         let (in_tx, in_rx) = mpsc::channel(16);
         let (tx, rx) = mpsc::channel(1024);
         let inbound = tokio_stream::wrappers::ReceiverStream::new(in_rx);

@@ -29,4 +29,6 @@ pub struct AgentSettings {
     pub lease: Duration,
     /// Targets this agent may load.
     pub allowed: Allowlist,
+    /// Source address of connections to the target (`None`: the kernel's choice).
+    pub local_address: Option<std::net::IpAddr>,
 }

@@ -450,7 +450,7 @@ mod tests {
     }
 
     fn session(c: &Clock) -> Session {
-        let settings = AgentSettings { max_in_flight: 100, lease: LEASE, allowed: Allowlist::any() };
+        let settings = AgentSettings { max_in_flight: 100, lease: LEASE, allowed: Allowlist::any(), local_address: None };
         Session::new(Arc::new(settings), c.t0)
     }
 

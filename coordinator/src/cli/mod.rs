@@ -205,8 +205,11 @@ pub struct RunArgs {
     /// KEY=VALUE pairs saved in the result (hardware=, engine=, cluster_label= fill run_metadata).
     #[arg(long, num_args = 1.., action = clap::ArgAction::Set, value_name = "KEY=VALUE", value_parser = parse::metadata)]
     pub metadata: Vec<(String, String)>,
-    /// Poll GET /v1/models until it answers 200, at most this long, before starting.
-    #[arg(long, value_parser = parse::duration, value_name = "DURATION")]
+    /// Wait this long for the server to be ready before starting: GET /v1/models polled
+    /// until it answers 200, and the initial test request retried while the server
+    /// refuses connections or answers 502, 503 or 429 (vLLM's --ready-check-timeout-sec,
+    /// in seconds, is the same flag; 0 = the first answer decides).
+    #[arg(long, alias = "ready-check-timeout-sec", value_parser = parse::duration, value_name = "DURATION")]
     pub ready_timeout: Option<Duration>,
     /// Use HTTP/2 to the target (prior knowledge on http://, ALPN on https://).
     #[arg(long)]

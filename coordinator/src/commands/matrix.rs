@@ -50,7 +50,7 @@ async fn matrix(plan: &MatrixPlan, sinks: &mut dyn Sink) -> Result<u8, Failure> 
         sinks.run(&record).map_err(|e| Failure::run("", &e))?;
         let r = &record.result;
         let (c, why) = exit::of_run(&record.status, r.completed, &r.errors_by_kind, p.max_failure_rate);
-        if let Some(why) = why {
+        if let (exit::FAILURE, Some(why)) = (c, why) {
             sinks.notice(&format!("{}: {why}", profile.tag));
         }
         if c != exit::OK {

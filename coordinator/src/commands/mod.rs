@@ -176,12 +176,9 @@ async fn run_once(plan: RunPlan, sinks: &mut dyn Sink) -> Result<u8, Failure> {
     if let Some(path) = &record.file {
         sinks.notice(&format!("result saved to {}", path.display()));
     }
+    // The reason for a non-zero code is the summary's last line.
     let r = &record.result;
-    let (code, why) = exit::of_run(&record.status, r.completed, &r.errors_by_kind, plan.max_failure_rate);
-    if let Some(why) = why {
-        sinks.notice(&why);
-    }
-    Ok(code)
+    Ok(exit::of_run(&record.status, r.completed, &r.errors_by_kind, plan.max_failure_rate).0)
 }
 
 /// `surge echo`: serves until Ctrl-C / SIGTERM.

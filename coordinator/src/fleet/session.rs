@@ -253,7 +253,10 @@ impl Runner<'_> {
         let workloads: Vec<Workload> = shares.iter().enumerate().map(|(i, s)| workload(plan, model, s, i)).collect();
         let run_id = self.run_id;
         self.broadcast(|i| Msg::Prepare(Prepare { run_id, workload: Some(workloads[i].clone()) })).await;
-        self.gather("Ready", Duration::from_secs(120), |m, _| match m {
+        // Agents answer Ready after their initial test: it waits for a loading server, and
+        // each attempt is bounded by --max-run-time.
+        let ready_wait = Duration::from_secs(120) + plan.ready_timeout.unwrap_or_default() + plan.max_run_time;
+        self.gather("Ready", ready_wait, |m, _| match m {
             agent_msg::Msg::Ready(r) if r.run_id == run_id => Some(()),
             _ => None,
         })
@@ -339,5 +342,7 @@ fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize) -> Workload {
         tokenizer_json: plan.tokenizer.as_ref().map(|t| t.bytes.to_vec()).unwrap_or_default(),
         tokenizer_sha256: plan.tokenizer.as_ref().map(|t| t.sha256.clone()).unwrap_or_default(),
         skip_initial_test: plan.no_initial_test,
+        ready_timeout_ms: plan.ready_timeout.map_or(0, |d| d.as_millis() as u64),
+        max_run_time_ms: plan.max_run_time.as_millis() as u64,
     }
 }

@@ -12,11 +12,17 @@ use std::fmt::Write;
 pub struct SummaryView {
     pub metrics: Vec<&'static str>,
     pub percentiles: Vec<f64>,
+    /// `--max-failure-rate`, for the line that explains a non-zero exit code.
+    pub max_failure_rate: f64,
 }
 
 impl SummaryView {
     pub fn of(plan: &RunPlan) -> Self {
-        Self { metrics: plan.percentile_metrics.clone(), percentiles: plan.metric_percentiles.clone() }
+        Self {
+            metrics: plan.percentile_metrics.clone(),
+            percentiles: plan.metric_percentiles.clone(),
+            max_failure_rate: plan.max_failure_rate,
+        }
     }
 }
 
@@ -118,6 +124,10 @@ pub fn summary(r: &RunResult, view: &SummaryView, status: &RunStatus) -> String 
         }
     }
     let _ = writeln!(out, "{}", "=".repeat(50));
+    // The last line says why the exit code is not 0 (D8).
+    if let (_, Some(why)) = crate::exit::of_run(status, r.completed, &r.errors_by_kind, view.max_failure_rate) {
+        let _ = writeln!(out, "{why}");
+    }
     out
 }
 
