@@ -143,7 +143,9 @@ async fn agent(lease: Duration) -> (String, CancellationToken) {
     (format!("http://{addr}"), shutdown)
 }
 
-async fn session(addr: &str) -> (tokio::sync::mpsc::Sender<CoordinatorMsg>, tonic::Streaming<AgentMsg>) {
+/// A session stream whose first message (the agent waits for it before answering) is a
+/// Hello speaking `version`.
+async fn session(addr: &str, version: u32) -> (tokio::sync::mpsc::Sender<CoordinatorMsg>, tonic::Streaming<AgentMsg>) {
     let mut client = None;
     for _ in 0..100 {
         if let Ok(c) = AgentClient::connect(addr.to_string()).await {
@@ -153,6 +155,7 @@ async fn session(addr: &str) -> (tokio::sync::mpsc::Sender<CoordinatorMsg>, toni
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let (tx, rx) = tokio::sync::mpsc::channel(16);
+    tx.send(send(Msg::Hello(Hello { protocol_version: version, ..Default::default() }))).await.unwrap();
     let inbound =
         client.expect("agent up").session(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap().into_inner();
     (tx, inbound)
@@ -175,8 +178,7 @@ fn send(m: Msg) -> CoordinatorMsg {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn protocol_mismatch_is_refused_naming_both_versions() {
     let (addr, _shutdown) = agent(Duration::from_secs(3)).await;
-    let (tx, mut inbound) = session(&addr).await;
-    tx.send(send(Msg::Hello(Hello { protocol_version: 99, ..Default::default() }))).await.unwrap();
+    let (_tx, mut inbound) = session(&addr, 99).await;
     let agent_msg::Msg::Error(e) = next_non_heartbeat(&mut inbound).await else { panic!("expected an error") };
     assert_eq!(e.code, ErrorCode::ProtocolMismatch as i32);
     assert!(
@@ -189,10 +191,7 @@ async fn protocol_mismatch_is_refused_naming_both_versions() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn targets_outside_the_allowlist_are_refused() {
     let (addr, _shutdown) = agent(Duration::from_secs(3)).await;
-    let (tx, mut inbound) = session(&addr).await;
-    tx.send(send(Msg::Hello(Hello { protocol_version: surge_proto::PROTOCOL_VERSION, ..Default::default() })))
-        .await
-        .unwrap();
+    let (tx, mut inbound) = session(&addr, surge_proto::PROTOCOL_VERSION).await;
     assert!(matches!(next_non_heartbeat(&mut inbound).await, agent_msg::Msg::Hello(_)));
     let w = workload("http://10.1.2.3:8000", 1, 1, 0.0);
     tx.send(send(Msg::Prepare(Prepare { run_id: 1, workload: Some(w) }))).await.unwrap();
@@ -207,10 +206,7 @@ async fn targets_outside_the_allowlist_are_refused() {
 async fn dead_man_switch_stops_load_after_the_lease() {
     let (base, _stop) = echo(surge_echo::EchoConfig { ttft_ms: 20.0, itl_ms: 20.0, ..Default::default() }).await;
     let (addr, _shutdown) = agent(Duration::from_millis(1500)).await;
-    let (tx, mut inbound) = session(&addr).await;
-    tx.send(send(Msg::Hello(Hello { protocol_version: surge_proto::PROTOCOL_VERSION, ..Default::default() })))
-        .await
-        .unwrap();
+    let (tx, mut inbound) = session(&addr, surge_proto::PROTOCOL_VERSION).await;
     assert!(matches!(next_non_heartbeat(&mut inbound).await, agent_msg::Msg::Hello(_)));
     let mut w = workload(&base, 1_000_000_000, 20, 0.0);
     w.dataset.as_mut().unwrap().random_output_len = 1000;
@@ -235,9 +231,6 @@ async fn dead_man_switch_stops_load_after_the_lease() {
     assert!(t.elapsed() < Duration::from_secs(5), "stopped after {:?}", t.elapsed());
     drop(tx);
     // The agent still serves a new session.
-    let (tx2, mut inbound2) = session(&addr).await;
-    tx2.send(send(Msg::Hello(Hello { protocol_version: surge_proto::PROTOCOL_VERSION, ..Default::default() })))
-        .await
-        .unwrap();
+    let (_tx2, mut inbound2) = session(&addr, surge_proto::PROTOCOL_VERSION).await;
     assert!(matches!(next_non_heartbeat(&mut inbound2).await, agent_msg::Msg::Hello(_)));
 }

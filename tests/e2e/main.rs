@@ -1,12 +1,14 @@
 //! End-to-end tests: real `surge`, `surge-agent` and `surge echo` processes on loopback
 //! addresses (127.0.0.0/8 only), every one killed by PID when its test ends.
 
+mod blackhole;
 mod datasets;
 mod distributed;
 mod failures;
 mod faults;
 mod local;
 mod longruns;
+mod resume;
 mod sweep;
 mod usage;
 mod util;

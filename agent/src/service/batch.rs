@@ -1,8 +1,7 @@
 //! Rows on their way to the coordinator: the engine records them into a [`BatchSink`];
 //! the session cuts them into [`SampleBatch`]es of at most [`BATCH_ROWS`] rows with
 //! consecutive sequence numbers ([`Outbox`]) and keeps each batch until the coordinator
-//! acknowledges it (resending unacknowledged batches on resume comes with the
-//! reliability work; the set is kept for it).
+//! acknowledges it; a session resumed on a fresh stream resends them all (D2).
 
 use crate::engine::Sink;
 use std::collections::BTreeMap;
@@ -79,8 +78,12 @@ impl Outbox {
         self.next_seq
     }
 
-    /// Sequence numbers sent and not yet acknowledged, in order (read by tests; resume
-    /// will resend these batches).
+    /// The batches sent and not yet acknowledged, in order (resent on resume).
+    pub(crate) fn pending(&self) -> impl Iterator<Item = &SampleBatch> + '_ {
+        self.unacked.values()
+    }
+
+    /// Sequence numbers sent and not yet acknowledged, in order.
     #[cfg(test)]
     pub(crate) fn unacked(&self) -> impl Iterator<Item = u64> + '_ {
         self.unacked.keys().copied()

@@ -1,9 +1,10 @@
-//! A session's I/O loop: `select!` turns each input (a coordinator message, the end of
-//! the stream, the heartbeat and lease timers, the batch-flush tick or a full batch, the
-//! end of a target check, a prepare or a run, the daemon's shutdown) into one
-//! [`Event`], [`Session::handle`] decides, and the loop performs the [`Action`]s in
-//! order. It owns what the state machine must not: the outbound channel, the engine's
-//! prepared workload and running task, the run's sink and counters, the CPU meter.
+//! A session's I/O loop: `select!` turns each input (a coordinator message, the end or
+//! failure of the stream, a resumed stream, the heartbeat and lease timers, the
+//! batch-flush tick or a full batch, the end of a target check, a prepare or a run, the
+//! daemon's shutdown) into one [`Event`], [`Session::handle`] decides, and the loop
+//! performs the [`Action`]s in order. It owns what the state machine must not: the
+//! current stream pair, the engine's prepared workload and running task, the run's sink
+//! and counters, the CPU meter.
 
 use super::AgentSettings;
 use super::allowlist::Refused;
@@ -12,6 +13,7 @@ use super::session::{Action, End, Event, Live, Now, PrepInfo, Session};
 use crate::cpu::{self, CpuMeter};
 use crate::engine::stats::Stats;
 use crate::engine::{self, Control, EngineError, Prepared, Report};
+use std::pin::Pin;
 use std::sync::Arc;
 use surge_proto::{AgentMsg, CoordinatorMsg, Row, Workload};
 use tokio::sync::mpsc;
@@ -19,6 +21,26 @@ use tokio::time::{Instant, sleep_until};
 use tokio_stream::{Stream, StreamExt};
 use tokio_util::sync::CancellationToken;
 use tonic::Status;
+
+/// The coordinator's messages on the session's current stream.
+pub(crate) type Inbound = Pin<Box<dyn Stream<Item = Result<CoordinatorMsg, Status>> + Send>>;
+/// The session's messages to the coordinator on its current stream.
+pub(crate) type Outbound = mpsc::UnboundedSender<Result<AgentMsg, Status>>;
+
+/// A fresh stream that resumes the session (D2).
+pub(crate) struct Attach {
+    pub inbound: Inbound,
+    pub tx: Outbound,
+    pub peer: String,
+}
+
+/// A session's id, its first stream, and where resuming streams arrive.
+pub(crate) struct Link {
+    pub id: u64,
+    pub inbound: Inbound,
+    pub tx: Outbound,
+    pub attach: mpsc::Receiver<Attach>,
+}
 
 /// Results of the session's background tasks.
 enum Internal {
@@ -37,7 +59,7 @@ struct RunHandle {
 struct Driver {
     session: Session,
     settings: Arc<AgentSettings>,
-    tx: mpsc::Sender<Result<AgentMsg, Status>>,
+    tx: Outbound,
     cpu: CpuMeter,
     internal_tx: mpsc::Sender<Internal>,
     /// The workload prepared for the session's `prepared` run.
@@ -45,21 +67,15 @@ struct Driver {
     run: Option<RunHandle>,
 }
 
-/// Runs one session until it ends: `inbound` from the coordinator, `tx` to it.
-pub(crate) async fn run<S>(
-    settings: Arc<AgentSettings>,
-    shutdown: CancellationToken,
-    mut inbound: S,
-    tx: mpsc::Sender<Result<AgentMsg, Status>>,
-    peer: String,
-) where
-    S: Stream<Item = Result<CoordinatorMsg, Status>> + Unpin,
-{
-    tracing::info!(%peer, "session opened");
+/// Runs one session until it ends, on `link`'s stream and then on each stream that
+/// resumes it.
+pub(crate) async fn run(settings: Arc<AgentSettings>, shutdown: CancellationToken, link: Link, peer: String) {
+    let Link { id, mut inbound, tx, mut attach } = link;
+    tracing::info!(%peer, id, "session opened");
     // Small: each task sends one result and waits its turn.
     let (internal_tx, mut internal_rx) = mpsc::channel(4);
     let mut d = Driver {
-        session: Session::new(Arc::clone(&settings), Instant::now()),
+        session: Session::new(Arc::clone(&settings), id, Instant::now()),
         settings,
         tx,
         cpu: CpuMeter::default(),
@@ -81,10 +97,23 @@ pub(crate) async fn run<S>(
         let event = tokio::select! {
             m = inbound.next(), if inbound_open => match m {
                 Some(Ok(m)) => Event::Message(m),
-                Some(Err(_)) | None => {
+                // A broken stream, or one that ended without a Bye, may be resumed on a
+                // fresh one within the lease.
+                Some(Err(status)) => {
                     inbound_open = false;
-                    Event::CoordinatorGone
+                    tracing::warn!(%peer, error = %status.message(), "control stream broken; waiting for a resume");
+                    Event::Detached
                 }
+                None => {
+                    inbound_open = false;
+                    tracing::info!(%peer, "control stream ended without a Bye; waiting for a resume");
+                    Event::Detached
+                }
+            },
+            Some(a) = attach.recv() => {
+                tracing::info!(peer = %a.peer, id, "session resumed on a new stream");
+                (inbound, d.tx, inbound_open) = (a.inbound, a.tx, true);
+                Event::Resumed
             },
             Some(ev) = internal_rx.recv() => d.internal(ev),
             _ = sleep_until(d.session.next_heartbeat()) => Event::HeartbeatDue {
@@ -143,8 +172,9 @@ impl Driver {
         for action in actions {
             match action {
                 Action::Send(m) => {
-                    // A closed channel means the coordinator is gone; the lease ends the session.
-                    let _ = self.tx.send(Ok(AgentMsg { msg: Some(m) })).await;
+                    // A closed stream means the coordinator is gone: the lease ends the
+                    // session unless it resumes, and what was not acknowledged is resent.
+                    let _ = self.tx.send(Ok(AgentMsg { msg: Some(m) }));
                 }
                 Action::CheckTarget { run_id, workload } => {
                     let (settings, tx) = (Arc::clone(&self.settings), self.internal_tx.clone());
@@ -203,15 +233,17 @@ mod tests {
     use surge_proto::{Hello, PROTOCOL_VERSION, agent_msg, coordinator_msg};
 
     type ToAgent = mpsc::Sender<Result<CoordinatorMsg, Status>>;
-    type FromAgent = mpsc::Receiver<Result<AgentMsg, Status>>;
+    type FromAgent = mpsc::UnboundedReceiver<Result<AgentMsg, Status>>;
 
     /// A session on channels (no socket): what the coordinator sends, what it receives.
     fn open(lease: Duration) -> (ToAgent, FromAgent) {
-        let settings = Arc::new(AgentSettings { max_in_flight: 10, lease, allowed: Allowlist::any(), local_address: None });
+        let settings =
+            Arc::new(AgentSettings { max_in_flight: 10, lease, allowed: Allowlist::any(), local_address: None });
         let (in_tx, in_rx) = mpsc::channel(16);
-        let (tx, rx) = mpsc::channel(1024);
-        let inbound = tokio_stream::wrappers::ReceiverStream::new(in_rx);
-        tokio::spawn(run(settings, CancellationToken::new(), inbound, tx, "test".into()));
+        let (tx, rx) = mpsc::unbounded_channel();
+        let inbound: Inbound = Box::pin(tokio_stream::wrappers::ReceiverStream::new(in_rx));
+        let (_attach_tx, attach) = mpsc::channel(1);
+        tokio::spawn(run(settings, CancellationToken::new(), Link { id: 1, inbound, tx, attach }, "test".into()));
         (in_tx, rx)
     }
 
@@ -220,7 +252,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn heartbeats_leave_every_second_and_silence_ends_the_session() {
+    async fn heartbeats_leave_every_100ms_and_silence_ends_the_session() {
         let t0 = Instant::now();
         let (coordinator, mut rx) = open(Duration::from_secs(3));
         let hello = Hello { protocol_version: PROTOCOL_VERSION, ..Default::default() };
@@ -247,9 +279,11 @@ mod tests {
         let ended = t0.elapsed();
         let _coordinator = talk.await.unwrap();
         assert!(hello_reply);
-        let secs: Vec<u64> = (0..=8).map(|s| s * 1000).collect();
-        assert_eq!(beats.iter().map(|d| d.as_millis() as u64).collect::<Vec<_>>(), secs);
-        assert_eq!(healths, beats.len());
+        // A heartbeat every 100 ms (the last one at the instant the lease ran out), a
+        // health report with every tenth.
+        let every: Vec<u64> = (0..=85).map(|k| k * 100).collect();
+        assert_eq!(beats.iter().map(|d| d.as_millis() as u64).collect::<Vec<_>>(), every);
+        assert_eq!(healths, 9);
         assert_eq!(ended, Duration::from_millis(8500));
     }
 }

@@ -1,18 +1,26 @@
-//! The tonic glue: the `Agent` service hands each `Session` stream to a new session
-//! driver task and returns the driver's outbound channel as the response stream.
+//! The tonic glue: the `Agent` service reads each `Session` stream's first message (the
+//! coordinator's Hello). A Hello that resumes a session hands the stream to that
+//! session's driver (D2); any other starts a new session driver task. The response
+//! stream is the driver's outbound channel.
 
 use super::AgentSettings;
-use super::driver;
+use super::driver::{self, Attach, Inbound};
+use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::Arc;
-use surge_proto::{AgentMsg, CoordinatorMsg};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use surge_proto::{AgentMsg, CoordinatorMsg, coordinator_msg};
 use tokio::sync::mpsc;
-use tokio_stream::Stream;
+use tokio_stream::{Stream, StreamExt};
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 
-/// Outbound messages of one session queued at most (see [`AgentService`]'s `session`).
-const OUTBOUND_QUEUE: usize = 1024;
+/// How long a new stream may take to send its Hello.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Live sessions by id: where a resuming stream is handed over.
+type Registry = Arc<Mutex<HashMap<u64, mpsc::Sender<Attach>>>>;
 
 /// The tonic service.
 #[derive(Debug, Clone)]
@@ -20,11 +28,20 @@ pub struct AgentService {
     settings: Arc<AgentSettings>,
     /// Cancelled on SIGTERM: sessions stop load, flush and close.
     shutdown: CancellationToken,
+    sessions: Registry,
+    next_id: Arc<AtomicU64>,
 }
 
 impl AgentService {
     pub fn new(settings: AgentSettings, shutdown: CancellationToken) -> Self {
-        Self { settings: Arc::new(settings), shutdown }
+        // Ids differ across agent restarts, so a coordinator never resumes a stranger.
+        let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64);
+        Self {
+            settings: Arc::new(settings),
+            shutdown,
+            sessions: Registry::default(),
+            next_id: Arc::new(AtomicU64::new(seed | 1)),
+        }
     }
 
     /// The tonic server wrapper.
@@ -46,11 +63,38 @@ impl surge_proto::agent_server::Agent for AgentService {
         request: Request<Streaming<CoordinatorMsg>>,
     ) -> Result<Response<Self::SessionStream>, Status> {
         let peer = request.remote_addr().map_or_else(|| "in-process".to_string(), |a| a.to_string());
-        let inbound = request.into_inner();
-        // Bounded: a coordinator that stops reading slows the batch flushes, which then
-        // hold rows in memory; the run itself never waits on it.
-        let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE);
-        tokio::spawn(driver::run(Arc::clone(&self.settings), self.shutdown.clone(), inbound, tx, peer));
-        Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))))
+        let mut inbound = request.into_inner();
+        let first = match tokio::time::timeout(HELLO_TIMEOUT, inbound.message()).await {
+            Err(_) => return Err(Status::deadline_exceeded("no Hello within 10s")),
+            Ok(Err(s)) => return Err(s),
+            Ok(Ok(None)) => return Err(Status::cancelled("the stream ended before its Hello")),
+            Ok(Ok(Some(m))) => m,
+        };
+        // Never blocks the session: its lease timer must fire whatever the coordinator
+        // reads; what waits here is bounded by the lease (the stream is replaced or the
+        // session ends).
+        let (tx, rx) = mpsc::unbounded_channel();
+        let resume = match &first.msg {
+            Some(coordinator_msg::Msg::Hello(h)) => h.resume_session_id,
+            _ => 0,
+        };
+        if resume != 0 {
+            let attach = self.sessions.lock().expect("sessions lock").get(&resume).cloned();
+            let gone = || Status::not_found(format!("session {resume} is over (its lease expired)"));
+            let attach = attach.ok_or_else(gone)?;
+            let inbound: Inbound = Box::pin(inbound);
+            attach.send(Attach { inbound, tx, peer }).await.map_err(|_| gone())?;
+        } else {
+            let id = self.next_id.fetch_add(2, Ordering::Relaxed);
+            let (attach_tx, attach_rx) = mpsc::channel(4);
+            self.sessions.lock().expect("sessions lock").insert(id, attach_tx);
+            let inbound: Inbound = Box::pin(tokio_stream::once(Ok(first)).chain(inbound));
+            let (settings, shutdown, sessions) = (Arc::clone(&self.settings), self.shutdown.clone(), self.sessions.clone());
+            tokio::spawn(async move {
+                driver::run(settings, shutdown, driver::Link { id, inbound, tx, attach: attach_rx }, peer).await;
+                sessions.lock().expect("sessions lock").remove(&id);
+            });
+        }
+        Ok(Response::new(Box::pin(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))))
     }
 }

@@ -4,9 +4,11 @@
 //! driver (`driver.rs`) gathers the events and performs the actions.
 //!
 //! Rules enforced here (DESIGN.md, protocol): the protocol version must match; targets
-//! outside the allowlist are refused; a heartbeat and a health report go out every
-//! second; a coordinator silent for the lease stops all load at once (dead-man switch)
-//! and the session ends once the run's last batch and its Done are out; Start needs the
+//! outside the allowlist are refused; a heartbeat goes out every 100 ms and a health
+//! report every second; a coordinator silent for the lease stops all load at once
+//! (dead-man switch) and the session ends once the run's last batch and its Done are
+//! out; a broken stream is not the end: a stream that resumes the session within the
+//! lease gets every unacknowledged batch again, and the run's Done (D2); Start needs the
 //! run it names to be prepared, and carries the deadline the engine enforces; rows leave
 //! in numbered batches, kept until acknowledged; Done follows the run's last batch.
 
@@ -25,8 +27,10 @@ use surge_proto::{
 };
 use tokio::time::Instant;
 
-/// How often a heartbeat (and a health report) goes out.
-pub(crate) const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
+/// How often a heartbeat goes out (D2: liveness every 100 ms both ways).
+pub(crate) const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(100);
+/// A health report goes out with every this many heartbeats (every second).
+const HEALTH_EVERY: u64 = 10;
 
 /// The time an event is handled at: monotonic for deadlines, the agent's wall clock
 /// (unix ns) for what goes on the wire.
@@ -86,8 +90,11 @@ pub(crate) struct PrepInfo {
 pub(crate) enum Event {
     /// A message from the coordinator (any message renews the lease).
     Message(CoordinatorMsg),
-    /// The coordinator's stream ended or failed.
-    CoordinatorGone,
+    /// The stream broke or ended without a Bye; the session waits for a resume within
+    /// its lease.
+    Detached,
+    /// A fresh stream resumed the session.
+    Resumed,
     /// The heartbeat is due; the process CPU and the run's counters were just read.
     HeartbeatDue { cpu_percent: f64, live: Option<Live> },
     /// The lease deadline ([`Session::lease_deadline`]) has come.
@@ -165,6 +172,12 @@ struct Running {
 #[derive(Debug)]
 pub(crate) struct Session {
     settings: Arc<AgentSettings>,
+    /// The id a coordinator resumes the session by.
+    id: u64,
+    /// Heartbeats sent so far (every [`HEALTH_EVERY`]th carries a health report).
+    beats: u64,
+    /// The last run's Done, resent on resume until the next Prepare.
+    last_done: Option<Done>,
     cores: u32,
     hostname: String,
     /// The agent's lease, or the coordinator's when its Hello names one.
@@ -185,10 +198,13 @@ fn error(code: ErrorCode, message: String) -> agent_msg::Msg {
 
 impl Session {
     /// A session opened at `now`: the first heartbeat is due at once.
-    pub(crate) fn new(settings: Arc<AgentSettings>, now: Instant) -> Self {
+    pub(crate) fn new(settings: Arc<AgentSettings>, id: u64, now: Instant) -> Self {
         Self {
             lease: settings.lease,
             settings,
+            id,
+            beats: 0,
+            last_done: None,
             cores: cpu::cores(),
             hostname: cpu::hostname(),
             last_heard: now,
@@ -225,7 +241,11 @@ impl Session {
                     self.on_message(m, now, &mut out);
                 }
             }
-            Event::CoordinatorGone => self.abandon(End::CoordinatorClosed, &mut out),
+            Event::Detached => {}
+            Event::Resumed => {
+                self.last_heard = now.at;
+                self.on_resumed(&mut out);
+            }
             Event::HeartbeatDue { cpu_percent, live } => self.on_heartbeat(cpu_percent, live, now, &mut out),
             Event::LeaseDeadline => {
                 if self.lease_deadline().is_some_and(|d| now.at >= d) {
@@ -268,6 +288,10 @@ impl Session {
             self.next_heartbeat = now.at + HEARTBEAT_INTERVAL;
         }
         out.push(Action::Send(agent_msg::Msg::Heartbeat(Heartbeat { sent_unix_ns: now.unix_ns })));
+        self.beats += 1;
+        if (self.beats - 1) % HEALTH_EVERY != 0 {
+            return;
+        }
         let mut h = Health { sent_unix_ns: now.unix_ns, cpu_percent, ..Default::default() };
         if let Some(l) = live.filter(|_| self.running.is_some()) {
             h.in_flight = l.in_flight;
@@ -304,14 +328,7 @@ impl Session {
                 if h.lease_ms > 0 {
                     self.lease = Duration::from_millis(u64::from(h.lease_ms));
                 }
-                out.push(Action::Send(agent_msg::Msg::Hello(HelloReply {
-                    protocol_version: PROTOCOL_VERSION,
-                    agent_version: env!("CARGO_PKG_VERSION").to_string(),
-                    cores: self.cores,
-                    max_in_flight: self.settings.max_in_flight,
-                    allowed_targets: self.settings.allowed.raw().to_vec(),
-                    hostname: self.hostname.clone(),
-                })));
+                out.push(Action::Send(agent_msg::Msg::Hello(self.hello_reply(false))));
             }
             Msg::Ping(p) => out.push(Action::Send(agent_msg::Msg::Pong(ClockPong {
                 seq: p.seq,
@@ -320,6 +337,7 @@ impl Session {
                 t3_unix_ns: now.unix_ns,
             }))),
             Msg::Prepare(p) => {
+                self.last_done = None;
                 if self.running.is_some() {
                     let text = "a run is already in progress on this session".to_string();
                     out.push(Action::Send(error(ErrorCode::Busy, text)));
@@ -353,6 +371,7 @@ impl Session {
                 }
             }
             Msg::Heartbeat(_) => {}
+            Msg::Bye(_) => self.abandon(End::CoordinatorClosed, out),
             Msg::Ack(a) => {
                 self.outbox.ack(a.seq);
             }
@@ -406,9 +425,33 @@ impl Session {
             wake_max_us: report.wake.max_us,
         };
         tracing::info!(completed = done.completed, failed = done.failed, reason = stop_reason, "run finished");
+        self.last_done = Some(done.clone());
         out.push(Action::Send(agent_msg::Msg::Done(done)));
         if let Some(end) = self.closing {
             out.push(Action::Close(end));
+        }
+    }
+
+    fn hello_reply(&self, resumed: bool) -> HelloReply {
+        HelloReply {
+            protocol_version: PROTOCOL_VERSION,
+            agent_version: env!("CARGO_PKG_VERSION").to_string(),
+            cores: self.cores,
+            max_in_flight: self.settings.max_in_flight,
+            allowed_targets: self.settings.allowed.raw().to_vec(),
+            hostname: self.hostname.clone(),
+            session_id: self.id,
+            resumed,
+        }
+    }
+
+    /// A fresh stream took over: say so, then resend what the coordinator may not have.
+    fn on_resumed(&mut self, out: &mut Vec<Action>) {
+        out.push(Action::Send(agent_msg::Msg::Hello(self.hello_reply(true))));
+        let resent = self.outbox.pending().cloned().map(agent_msg::Msg::Batch).map(Action::Send);
+        out.extend(resent);
+        if let Some(done) = &self.last_done {
+            out.push(Action::Send(agent_msg::Msg::Done(done.clone())));
         }
     }
 
@@ -451,7 +494,7 @@ mod tests {
 
     fn session(c: &Clock) -> Session {
         let settings = AgentSettings { max_in_flight: 100, lease: LEASE, allowed: Allowlist::any(), local_address: None };
-        Session::new(Arc::new(settings), c.t0)
+        Session::new(Arc::new(settings), 42, c.t0)
     }
 
     fn msg(m: coordinator_msg::Msg) -> Event {
@@ -526,22 +569,29 @@ mod tests {
             sent(&s.handle(Event::HeartbeatDue { cpu_percent: 1.0, live: None }, c.at(d)))
         };
         assert_eq!(beat(&mut s, ms(0)), ["heartbeat", "health"], "the first beat leaves at once");
-        assert_eq!(s.next_heartbeat(), c.t0 + ms(1000));
-        assert!(beat(&mut s, ms(999)).is_empty(), "not due yet");
+        assert_eq!(s.next_heartbeat(), c.t0 + ms(100));
+        assert!(beat(&mut s, ms(99)).is_empty(), "not due yet");
+        // Every 100 ms a heartbeat; every tenth carries a health report.
+        for k in 1..10 {
+            assert_eq!(beat(&mut s, ms(100 * k)), ["heartbeat"], "beat {k}");
+        }
         assert_eq!(beat(&mut s, ms(1000)), ["heartbeat", "health"]);
         // A late wake-up does not shift the schedule...
-        assert_eq!(beat(&mut s, ms(2030)), ["heartbeat", "health"]);
-        assert_eq!(s.next_heartbeat(), c.t0 + ms(3000));
+        assert_eq!(beat(&mut s, ms(1130)), ["heartbeat"]);
+        assert_eq!(s.next_heartbeat(), c.t0 + ms(1200));
         // ...and after a stall, beats resume one interval after the late one, without a burst.
-        assert_eq!(beat(&mut s, ms(7500)), ["heartbeat", "health"]);
+        assert_eq!(beat(&mut s, ms(7550)), ["heartbeat"]);
         assert!(beat(&mut s, ms(7600)).is_empty());
-        assert_eq!(s.next_heartbeat(), c.t0 + ms(8500));
+        assert_eq!(s.next_heartbeat(), c.t0 + ms(7650));
+        for k in 0..7 {
+            assert_eq!(beat(&mut s, ms(7650 + 100 * k)), ["heartbeat"]);
+        }
         // The beat carries the clock; health carries the CPU.
-        let a = s.handle(Event::HeartbeatDue { cpu_percent: 42.0, live: None }, c.at(ms(8500)));
+        let a = s.handle(Event::HeartbeatDue { cpu_percent: 42.0, live: None }, c.at(ms(8350)));
         let [Action::Send(agent_msg::Msg::Heartbeat(h)), Action::Send(agent_msg::Msg::Health(health))] = &a[..] else {
             panic!("{a:?}")
         };
-        assert_eq!(h.sent_unix_ns, c.at(ms(8500)).unix_ns);
+        assert_eq!(h.sent_unix_ns, c.at(ms(8350)).unix_ns);
         assert_eq!(health.cpu_percent, 42.0);
     }
 
@@ -637,6 +687,39 @@ mod tests {
     }
 
     #[test]
+    fn a_resumed_session_resends_what_was_not_acknowledged_then_done() {
+        let c = Clock::new();
+        let mut s = session(&c);
+        start_run(&mut s, c.at(ms(0)));
+        let a = s.handle(Event::Rows(rows(2 * BATCH_ROWS + 1)), c.at(ms(100)));
+        assert_eq!(sent(&a), ["batch 0", "batch 1", "batch 2"]);
+        s.handle(msg(coordinator_msg::Msg::Ack(Ack { run_id: 1, seq: 1 })), c.at(ms(150)));
+        // The stream breaks: the load goes on within the lease, rows keep being numbered.
+        assert!(s.handle(Event::Detached, c.at(ms(200))).is_empty(), "a broken stream is not the end");
+        assert_eq!(sent(&s.handle(Event::Rows(rows(1)), c.at(ms(300)))), ["batch 3"]);
+        let a = s.handle(
+            Event::EngineFinished { report: report(StopReason::Finished), cpu_seconds: 0.1, rows: rows(1) },
+            c.at(ms(2000)),
+        );
+        assert_eq!(sent(&a), ["batch 4", "done finished 5"]);
+        // 2.5 s after the last word a fresh stream resumes: every unacknowledged batch
+        // again, in order, then Done; the lease runs from now.
+        let a = s.handle(Event::Resumed, c.at(ms(2650)));
+        assert_eq!(sent(&a), ["hello", "batch 0", "batch 2", "batch 3", "batch 4", "done finished 5"]);
+        let [Action::Send(agent_msg::Msg::Hello(h)), ..] = &a[..] else { panic!("{a:?}") };
+        assert!(h.resumed && h.session_id == 42, "{h:?}");
+        assert_eq!(s.lease_deadline(), Some(c.t0 + ms(2650) + LEASE));
+        for seq in [0, 2, 3, 4] {
+            s.handle(msg(coordinator_msg::Msg::Ack(Ack { run_id: 1, seq })), c.at(ms(2700)));
+        }
+        assert_eq!(sent(&s.handle(Event::Resumed, c.at(ms(2800)))), ["hello", "done finished 5"]);
+        // The next run's Prepare forgets the old Done.
+        let prepare = Prepare { run_id: 2, workload: Some(Workload::default()) };
+        s.handle(msg(coordinator_msg::Msg::Prepare(prepare)), c.at(ms(2900)));
+        assert_eq!(sent(&s.handle(Event::Resumed, c.at(ms(3000)))), ["hello"]);
+    }
+
+    #[test]
     fn shutdown_and_a_closed_stream_end_the_session_after_the_run() {
         let c = Clock::new();
         let mut s = session(&c);
@@ -649,7 +732,8 @@ mod tests {
         );
         assert_eq!(sent(&a), ["done signal 0", "close: agent shutting down"]);
         let mut s = session(&c);
-        assert_eq!(sent(&s.handle(Event::CoordinatorGone, c.at(ms(0)))), ["close: coordinator closed the session"]);
+        let bye = msg(coordinator_msg::Msg::Bye(surge_proto::Bye {}));
+        assert_eq!(sent(&s.handle(bye, c.at(ms(0)))), ["close: coordinator closed the session"]);
     }
 
     #[test]

@@ -8,8 +8,9 @@ use super::outcome::{AgentReport, GlobalRow, RunStatus, finished_requests};
 use std::time::{Duration, Instant};
 use surge_proto::{Ack, Stop, agent_msg, coordinator_msg::Msg};
 
-/// Silence after which an agent is declared lost (3 missed heartbeats).
-pub const LOSS_TIMEOUT: Duration = Duration::from_secs(3);
+/// Silence after which an agent is declared lost (D2: reported within 3.0 s of a cut,
+/// while a shorter blip is resumed in time).
+pub const LOSS_TIMEOUT: Duration = Duration::from_millis(2900);
 
 /// What happened.
 #[derive(Debug)]
@@ -18,6 +19,8 @@ pub enum Input {
     Msg { agent: usize, msg: agent_msg::Msg },
     /// Agent `agent`'s session ended.
     Closed { agent: usize, error: Option<String> },
+    /// Agent `agent`'s session resumed on a fresh connection after `after` of silence.
+    Resumed { agent: usize, after: Duration },
     /// Nothing arrived for a while.
     Quiet,
     /// Ctrl-C.
@@ -135,12 +138,26 @@ impl Collector {
                     self.mark_lost(agent, format!("connection lost ({why})"), &mut out);
                 }
             }
+            Input::Resumed { agent, after } => {
+                let a = &mut self.agents[agent];
+                a.last_heard = Some(now);
+                let addr = a.addr.clone();
+                out.push(Action::Notice(format!(
+                    "agent {addr}: control connection resumed after {:.1}s; unacknowledged batches resent",
+                    after.as_secs_f64()
+                )));
+                // A Stop sent into the broken connection may never have arrived.
+                if self.interrupted || self.stopping {
+                    let reason = if self.interrupted { "interrupted" } else { "another agent was lost" };
+                    out.push(Action::Send { agent, msg: Msg::Stop(Stop { run_id, reason: reason.into() }) });
+                }
+            }
             Input::Quiet => {}
         }
         for i in 0..self.agents.len() {
             let a = &self.agents[i];
             if a.pending() && a.last_heard.is_some_and(|t| now.saturating_duration_since(t) > LOSS_TIMEOUT) {
-                self.mark_lost(i, format!("silent for more than {}s", LOSS_TIMEOUT.as_secs()), &mut out);
+                self.mark_lost(i, format!("silent for more than {:.1}s", LOSS_TIMEOUT.as_secs_f64()), &mut out);
             }
         }
         if !self.lost.is_empty() && !self.tolerate_loss && !self.stopping {

@@ -10,9 +10,7 @@ use super::{Event, Fleet, now_ns};
 use crate::plan::RunPlan;
 use crate::plan::split::{self, Share};
 use std::time::{Duration, Instant};
-use surge_proto::{
-    ClockPing, Hello, HelloReply, PROTOCOL_VERSION, Prepare, Start, Workload, agent_msg, coordinator_msg::Msg,
-};
+use surge_proto::{ClockPing, HelloReply, PROTOCOL_VERSION, Prepare, Start, Workload, agent_msg, coordinator_msg::Msg};
 
 const CLOCK_PINGS: u64 = 8;
 
@@ -151,6 +149,10 @@ impl Runner<'_> {
                 return Err(RunError::Timeout { what: what.to_string(), timeout, missing });
             };
             match ev {
+                Event::Resumed { agent, after } => {
+                    let addr = &self.fleet.addrs[agent];
+                    self.observer.notice(&format!("agent {addr}: control connection resumed after {:.1}s", after.as_secs_f64()));
+                }
                 Event::Closed { agent, error } => {
                     let addr = &self.fleet.addrs[agent];
                     return Err(agent_err(
@@ -182,15 +184,7 @@ impl Runner<'_> {
     }
 
     async fn handshake(&mut self) -> Result<(), RunError> {
-        // 1. Hello: versions, capacity, allowlists.
-        self.broadcast(|_| {
-            Msg::Hello(Hello {
-                protocol_version: PROTOCOL_VERSION,
-                coordinator_version: env!("CARGO_PKG_VERSION").into(),
-                lease_ms: 0,
-            })
-        })
-        .await;
+        // 1. Hello (sent as each stream opened): versions, capacity, allowlists.
         let hellos = self
             .gather("Hello reply", Duration::from_secs(10), |m, _| match m {
                 agent_msg::Msg::Hello(h) => Some(h),
@@ -291,9 +285,10 @@ impl Runner<'_> {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
         while !c.finished(Instant::now()) {
             let input = tokio::select! {
-                ev = self.fleet.next(Duration::from_millis(250)) => match ev {
+                ev = self.fleet.next(Duration::from_millis(50)) => match ev {
                     Some(Event::Msg { agent, msg, .. }) => Input::Msg { agent, msg },
                     Some(Event::Closed { agent, error }) => Input::Closed { agent, error },
+                    Some(Event::Resumed { agent, after }) => Input::Resumed { agent, after },
                     None => Input::Quiet,
                 },
                 _ = &mut ctrl_c, if !c.interrupted() => Input::Interrupt,
