@@ -85,7 +85,8 @@ mod tests {
         let mut m = CpuMeter::default();
         assert!(burn(Duration::from_millis(50)));
         let pct = m.sample();
-        assert!(pct > 0.0, "{pct}");
+        // 50 ms of CPU burnt on one thread in a short while: well above idle.
+        assert!(pct > 10.0 && pct <= 100.0 * f64::from(cores()) + 5.0, "{pct}");
         assert!(cores() >= 1 && !hostname().is_empty());
     }
 }

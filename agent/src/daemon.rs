@@ -207,7 +207,7 @@ impl AgentConfig {
                 Some(value.parse().map_err(|source| ConfigError::LocalAddress { value: value.clone(), source })?)
             }
         };
-        Ok(Self { listen, tls, settings: AgentSettings { max_in_flight, lease, allowed, local_address } })
+        Ok(Self { listen, tls, settings: AgentSettings { local_address, ..AgentSettings::new(max_in_flight, lease, allowed) } })
     }
 }
 
@@ -255,7 +255,7 @@ pub async fn serve(
 pub async fn spawn_embedded(shutdown: CancellationToken) -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
-    let settings = AgentSettings { max_in_flight: 1_000_000, lease: DEFAULT_LEASE, allowed: Allowlist::any(), local_address: None };
+    let settings = AgentSettings::new(1_000_000, DEFAULT_LEASE, Allowlist::any());
     tokio::spawn(async move {
         if let Err(e) = serve(listener, None, settings, shutdown).await {
             tracing::error!("embedded agent: {e}");

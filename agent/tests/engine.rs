@@ -85,7 +85,12 @@ async fn open_loop_records_intended_times_and_lag() {
     let rows = sink.take();
     assert_eq!(rows.len(), 200);
     assert!(rows.iter().all(|r| r.intended_us >= 0 && r.start_us >= r.intended_us));
-    assert!(report.lag.max_us >= report.lag.p50_us);
+    // Poisson arrivals at 400/s: 199 gaps averaging 2.5 ms (standard error 0.18 ms).
+    let (first, last) = rows.iter().fold((i64::MAX, i64::MIN), |(a, b), r| (a.min(r.intended_us), b.max(r.intended_us)));
+    let mean_gap_ms = (last - first) as f64 / 199.0 / 1000.0;
+    assert!((1.75..3.25).contains(&mean_gap_ms), "mean gap {mean_gap_ms} ms");
+    // The echo answers at once, so sends keep up with the schedule.
+    assert!(report.lag.p50_us < 20_000, "send lag p50 {} us", report.lag.p50_us);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -138,7 +143,7 @@ async fn agent(lease: Duration) -> (String, CancellationToken) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();
-    let settings = AgentSettings { max_in_flight: 1000, lease, allowed: Allowlist::parse(&["127.0.0.1"]).unwrap(), local_address: None };
+    let settings = AgentSettings::new(1000, lease, Allowlist::parse(&["127.0.0.1"]).unwrap());
     tokio::spawn(surge_agent::daemon::serve(listener, None, settings, shutdown.clone()));
     (format!("http://{addr}"), shutdown)
 }

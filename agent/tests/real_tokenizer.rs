@@ -1,6 +1,8 @@
-//! Exactness with a real model's tokenizer, which is not committed: set
-//! `SURGE_REAL_TOKENIZER=/path/to/tokenizer.json` (e.g. SmolLM2's, extracted from its GGUF
-//! as docs/tokenizers.md describes) to run it; without it the test passes at once.
+//! Exactness with a real model's tokenizer, which is not committed: run it with
+//! `SURGE_REAL_TOKENIZER=/path/to/tokenizer.json cargo test -p surge-agent --test
+//! real_tokenizer -- --ignored` (e.g. SmolLM2's tokenizer, extracted from its GGUF as
+//! docs/tokenizers.md describes). It is ignored by default, and fails when asked to run
+//! without the variable: it never passes without checking anything.
 //! Prints the distribution of re-encoded lengths of 1,000 seeded prompts at 1024 tokens.
 
 use std::collections::BTreeMap;
@@ -10,11 +12,9 @@ use surge_agent::tokenizer;
 use surge_proto::{DatasetKind, DatasetSpec};
 
 #[test]
+#[ignore = "needs SURGE_REAL_TOKENIZER=/path/to/tokenizer.json"]
 fn thousand_prompts_at_1024_with_a_real_tokenizer() {
-    let Some(path) = std::env::var_os("SURGE_REAL_TOKENIZER") else {
-        eprintln!("SURGE_REAL_TOKENIZER not set: skipped");
-        return;
-    };
+    let path = std::env::var_os("SURGE_REAL_TOKENIZER").expect("set SURGE_REAL_TOKENIZER=/path/to/tokenizer.json");
     let t0 = Instant::now();
     let (_, tok) = tokenizer::load_path(std::path::Path::new(&path)).unwrap();
     let loaded = t0.elapsed();

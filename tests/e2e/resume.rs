@@ -91,3 +91,27 @@ fn a_partition_longer_than_the_lease_is_a_loss_and_the_load_stops() {
     assert!(cut.elapsed() < Duration::from_secs(8));
     drop(proxy);
 }
+
+/// An agent whose open-file limit is 1024 (hard, so it cannot raise it) asked for 2,000
+/// in flight refuses before any request, naming the limit and how to raise it.
+#[test]
+fn an_agent_refuses_more_than_its_open_file_limit() {
+    let (_echo, base) = echo("127.0.0.1", &[]);
+    let bin = crate::util::bin("surge-agent").display().to_string();
+    let script = "ulimit -n 1024 && exec \"$0\" \"$@\"";
+    let args = [
+        "-c", script, &bin, "--listen", "127.0.0.2:0", "--insecure", "--allowed-targets", "127.0.0.1",
+    ];
+    let (_agent, addr) = crate::util::spawn_until(std::path::Path::new("bash"), &args, "listening on ", "agent");
+    let out = crate::util::surge(
+        &[
+            "run", "--base-url", &base, "--model", "m", "--agents", &addr, "--insecure", "--max-concurrency", "2000",
+            "--num-prompts", "4000",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("open-file limit 1024") && err.contains("ulimit -n"), "{err}");
+    assert_eq!(echo_metric(&base, "surge_echo_tokens_total"), 0.0, "no request was sent");
+}

@@ -10,14 +10,17 @@
 //! - [`allowlist`]: which targets this agent may load.
 
 pub mod allowlist;
+mod capacity;
 mod batch;
 mod driver;
 mod grpc;
 mod session;
 
 pub use allowlist::{Allowlist, AllowlistError, Refused};
+pub use capacity::{Capacity, HostLimits};
 pub use grpc::AgentService;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What every session of this agent obeys.
@@ -31,4 +34,22 @@ pub struct AgentSettings {
     pub allowed: Allowlist,
     /// Source address of connections to the target (`None`: the kernel's choice).
     pub local_address: Option<std::net::IpAddr>,
+    /// The host's open-file and source-port limits.
+    pub limits: HostLimits,
+    /// `max_in_flight`, shared by every session.
+    pub capacity: Arc<Capacity>,
+}
+
+impl AgentSettings {
+    /// Settings with the host's limits (the open-file soft limit raised to the hard one).
+    pub fn new(max_in_flight: u32, lease: Duration, allowed: Allowlist) -> Self {
+        Self {
+            max_in_flight,
+            lease,
+            allowed,
+            local_address: None,
+            limits: HostLimits::raise_and_read(),
+            capacity: Capacity::new(max_in_flight),
+        }
+    }
 }

@@ -15,6 +15,7 @@
 use super::AgentSettings;
 use super::allowlist::Refused;
 use super::batch::Outbox;
+use super::capacity::Reservation;
 use crate::cpu;
 use crate::engine::stats::{Lag, Stats};
 use crate::engine::{EngineError, Report};
@@ -178,6 +179,8 @@ pub(crate) struct Session {
     beats: u64,
     /// The last run's Done, resent on resume until the next Prepare.
     last_done: Option<Done>,
+    /// This session's share of the agent's max-in-flight, held from Prepare to the run's end.
+    reservation: Option<Reservation>,
     cores: u32,
     hostname: String,
     /// The agent's lease, or the coordinator's when its Hello names one.
@@ -205,6 +208,7 @@ impl Session {
             id,
             beats: 0,
             last_done: None,
+            reservation: None,
             cores: cpu::cores(),
             hostname: cpu::hostname(),
             last_heard: now,
@@ -262,6 +266,7 @@ impl Session {
                 out.push(Action::Send(agent_msg::Msg::Ready(ready)));
             }
             Event::Prepared { result: Err(e), .. } => {
+                self.reservation = None;
                 out.push(Action::Send(error(ErrorCode::BadRequest, e.to_string())));
             }
             Event::EngineFinished { report, cpu_seconds, rows } => {
@@ -351,6 +356,7 @@ impl Session {
                 let prepared = self.prepared.take();
                 if prepared != Some(s.run_id) {
                     if prepared.is_some() {
+                        self.reservation = None;
                         out.push(Action::DiscardPrepared);
                     }
                     let text = format!("Start for run {} that is not prepared", s.run_id);
@@ -390,8 +396,23 @@ impl Session {
             out.push(Action::Send(error(ErrorCode::OverCapacity, text)));
             return;
         }
-        if w.max_concurrency == 0 {
-            w.max_concurrency = cap;
+        let h2 = w.http_version == 2;
+        if let Err(text) = self.settings.limits.check(w.max_concurrency, h2) {
+            out.push(Action::Send(error(ErrorCode::OverCapacity, text)));
+            return;
+        }
+        // A run held before (prepared, never started) gives its share back first.
+        self.reservation = None;
+        let want = (w.max_concurrency > 0).then_some(w.max_concurrency);
+        match self.settings.capacity.reserve(want, self.settings.limits.max_concurrency(h2)) {
+            Ok(r) => {
+                w.max_concurrency = r.amount();
+                self.reservation = Some(r);
+            }
+            Err(text) => {
+                out.push(Action::Send(error(ErrorCode::OverCapacity, text)));
+                return;
+            }
         }
         out.push(Action::Prepare { run_id, workload: w });
     }
@@ -406,6 +427,7 @@ impl Session {
     fn on_finished(&mut self, report: Report, cpu_seconds: f64, rows: Vec<Row>, out: &mut Vec<Action>) {
         self.send_rows(rows, out);
         let Some(running) = self.running.take() else { return };
+        self.reservation = None;
         let stop_reason = self.closing.map_or(report.stop_reason.as_str(), End::stop_reason);
         let done = Done {
             run_id: running.run_id,
@@ -466,8 +488,8 @@ impl Session {
 mod tests {
     use super::*;
     use crate::engine::StopReason;
-    use crate::service::Allowlist;
     use crate::service::batch::BATCH_ROWS;
+    use crate::service::{Allowlist, HostLimits};
     use surge_proto::{Ack, Hello, Prepare, Start, Stop};
 
     const LEASE: Duration = Duration::from_secs(3);
@@ -493,7 +515,7 @@ mod tests {
     }
 
     fn session(c: &Clock) -> Session {
-        let settings = AgentSettings { max_in_flight: 100, lease: LEASE, allowed: Allowlist::any(), local_address: None };
+        let settings = AgentSettings::new(100, LEASE, Allowlist::any());
         Session::new(Arc::new(settings), 42, c.t0)
     }
 
@@ -734,6 +756,31 @@ mod tests {
         let mut s = session(&c);
         let bye = msg(coordinator_msg::Msg::Bye(surge_proto::Bye {}));
         assert_eq!(sent(&s.handle(bye, c.at(ms(0)))), ["close: coordinator closed the session"]);
+    }
+
+    #[test]
+    fn max_in_flight_is_shared_across_sessions_and_host_limits_refuse() {
+        let c = Clock::new();
+        let settings = Arc::new(AgentSettings::new(100, LEASE, Allowlist::any()));
+        let (mut a, mut b) = (Session::new(Arc::clone(&settings), 1, c.t0), Session::new(settings, 2, c.t0));
+        let check = |s: &mut Session, n: u32| {
+            let workload = Workload { max_concurrency: n, ..Default::default() };
+            sent(&s.handle(Event::TargetChecked { run_id: 1, workload, verdict: Ok(()) }, c.at(ms(0))))
+        };
+        let over = format!("error {}", ErrorCode::OverCapacity as i32);
+        assert_eq!(check(&mut a, 70), ["prepare"]);
+        assert_eq!(check(&mut b, 40), [over.clone()], "70 of 100 are held by the other session");
+        assert_eq!(check(&mut b, 30), ["prepare"]);
+        drop(a);
+        assert_eq!(check(&mut b, 100), ["prepare"], "a session's end gives its share back");
+        // An agent whose open-file limit is 1024 refuses 2000 in flight over HTTP/1.1.
+        let limits = HostLimits { open_files: 1024, source_ports: 28232 };
+        let settings = Arc::new(AgentSettings { limits, ..AgentSettings::new(5000, LEASE, Allowlist::any()) });
+        let mut s = Session::new(settings, 3, c.t0);
+        let workload = Workload { max_concurrency: 2000, ..Default::default() };
+        let a = s.handle(Event::TargetChecked { run_id: 1, workload, verdict: Ok(()) }, c.at(ms(0)));
+        let [Action::Send(agent_msg::Msg::Error(e))] = &a[..] else { panic!("{a:?}") };
+        assert!(e.message.contains("open-file limit 1024"), "{}", e.message);
     }
 
     #[test]

@@ -225,15 +225,15 @@ mod tests {
     }
 
     #[test]
-    fn three_missed_heartbeats_lose_the_agent_and_stop_the_others() {
+    fn silence_of_2_9_s_loses_the_agent_and_stops_the_others() {
         let t0 = Instant::now();
         let mut c = collector(2, false, t0);
-        // Agent 0 keeps beating once a second; agent 1 falls silent after t0.
-        for s in 1..=3 {
-            let acts = c.handle(heartbeat(0), t0 + Duration::from_secs(s));
-            assert_eq!(stops(&acts), 0, "nobody is lost at {s} s");
+        // Agent 0 keeps beating every 100 ms; agent 1 falls silent after t0.
+        for k in 1..=29 {
+            let acts = c.handle(heartbeat(0), t0 + Duration::from_millis(100 * k));
+            assert_eq!(stops(&acts), 0, "nobody is lost at {k}00 ms");
         }
-        let acts = c.handle(heartbeat(0), t0 + Duration::from_millis(3_100));
+        let acts = c.handle(heartbeat(0), t0 + Duration::from_millis(2_950));
         assert_eq!(stops(&acts), 1, "{acts:?}");
         assert!(acts.iter().any(|a| matches!(a, Action::Notice(n) if n.contains("a1 lost: silent"))), "{acts:?}");
         // Told once, not on every later input.
@@ -244,6 +244,21 @@ mod tests {
         let (agents, status) = c.finish();
         assert_eq!(status, RunStatus::Invalid { lost: vec!["a1".into()] });
         assert!(agents[0].lost.is_none() && agents[1].lost.is_some());
+    }
+
+    #[test]
+    fn a_resumed_agent_is_heard_again_and_told_a_stop_it_may_have_missed() {
+        let t0 = Instant::now();
+        let mut c = collector(2, false, t0);
+        c.handle(heartbeat(0), t0 + Duration::from_millis(2_500));
+        // Agent 1 resumes after 2.5 s of silence: not lost, and its silence starts over.
+        let acts = c.handle(Input::Resumed { agent: 1, after: Duration::from_millis(2_500) }, t0 + Duration::from_millis(2_500));
+        assert!(acts.iter().any(|a| matches!(a, Action::Notice(n) if n.contains("a1: control connection resumed"))));
+        assert!(!acts.iter().any(|a| matches!(a, Action::Send { .. })), "nothing to repeat: {acts:?}");
+        assert_eq!(stops(&c.handle(heartbeat(0), t0 + Duration::from_millis(5_000))), 0, "a1 heard at 2.5 s");
+        c.handle(Input::Interrupt, t0 + Duration::from_millis(5_100));
+        let acts = c.handle(Input::Resumed { agent: 1, after: Duration::from_millis(600) }, t0 + Duration::from_millis(5_200));
+        assert!(acts.contains(&Action::Send { agent: 1, msg: Msg::Stop(Stop { run_id: RUN, reason: "interrupted".into() }) }), "{acts:?}");
     }
 
     #[test]

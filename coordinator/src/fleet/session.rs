@@ -331,7 +331,6 @@ fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize) -> Workload {
         temperature: plan.temperature,
         pacing_seed: plan.seed ^ ((i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
         http_version: if plan.http2 { 2 } else { 0 },
-        insecure_tls: false,
         headers: plan.headers.iter().cloned().collect(),
         prompts: split::slice_prompts(&plan.prompts, s.slice_start, s.num_prompts),
         tokenizer_json: plan.tokenizer.as_ref().map(|t| t.bytes.to_vec()).unwrap_or_default(),
