@@ -8,31 +8,20 @@
 
 pub mod clock;
 pub mod collect;
+mod link;
 pub mod outcome;
 pub mod session;
 
 use crate::plan::TlsPaths;
 use std::time::Duration;
-use surge_proto::agent_client::AgentClient;
-use surge_proto::{AgentMsg, CoordinatorMsg, Heartbeat, Hello, PROTOCOL_VERSION, agent_msg, coordinator_msg};
+use link::{Link, RESUME_CONNECT_TIMEOUT, hello, open_stream};
+use surge_proto::{CoordinatorMsg, agent_msg, coordinator_msg};
 use tokio::sync::mpsc;
-use tokio::task::JoinSet;
-use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_util::sync::CancellationToken;
-use tonic::Streaming;
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
 
 /// How long opening a session may take before the agent counts as unreachable.
 const SESSION_OPEN_TIMEOUT: Duration = Duration::from_secs(10);
-/// Liveness both ways (D2).
-const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(100);
-/// Silence after which the coordinator dials a fresh connection to resume (D2).
-const REDIAL_AFTER: Duration = Duration::from_millis(500);
-/// TCP connect timeout of a resume attempt, and the whole attempt's bound.
-const RESUME_CONNECT_TIMEOUT: Duration = Duration::from_millis(100);
-const RESUME_ATTEMPT: Duration = Duration::from_millis(500);
-/// Past this silence the agent's lease (3 s) has run out: no more attempts.
-const RESUME_WINDOW: Duration = Duration::from_millis(3500);
 
 /// Something one agent did.
 #[derive(Debug)]
@@ -145,182 +134,6 @@ fn endpoint(addr: &str, tls: Option<&TlsPaths>, connect_timeout: Duration) -> Re
         ep = ep.tls_config(cfg).map_err(|e| err(format!("TLS configuration: {}", chain(&e))))?;
     }
     Ok(ep)
-}
-
-fn client(channel: Channel) -> AgentClient<Channel> {
-    AgentClient::new(channel).max_decoding_message_size(64 << 20).max_encoding_message_size(64 << 20)
-}
-
-fn hello(resume_session_id: u64) -> CoordinatorMsg {
-    CoordinatorMsg {
-        msg: Some(coordinator_msg::Msg::Hello(Hello {
-            protocol_version: PROTOCOL_VERSION,
-            coordinator_version: env!("CARGO_PKG_VERSION").into(),
-            lease_ms: 0,
-            resume_session_id,
-        })),
-    }
-}
-
-/// One stream of a session: what goes to the agent, what comes back.
-struct Stream {
-    tx: mpsc::UnboundedSender<CoordinatorMsg>,
-    inbound: Streaming<AgentMsg>,
-}
-
-/// Opens a session stream on `channel`; its first message is `first` (a Hello).
-async fn open_stream(channel: Channel, first: CoordinatorMsg) -> Result<Stream, tonic::Status> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    // The agent answers the stream once it has read the Hello.
-    let _ = tx.send(first);
-    let inbound = client(channel).session(UnboundedReceiverStream::new(rx)).await?.into_inner();
-    Ok(Stream { tx, inbound })
-}
-
-/// One attempt to resume session `id` on a fresh connection (D2): connect, Hello with
-/// the id, and the agent's HelloReply saying it resumed.
-async fn resume(ep: Endpoint, id: u64) -> Result<Stream, ResumeError> {
-    let attempt = async {
-        let channel = ep.connect().await.map_err(|e| {
-            // Nobody listens: the agent process is gone, and its session with it.
-            if refused(&e) { ResumeError::Gone(chain(&e)) } else { ResumeError::Retry(chain(&e)) }
-        })?;
-        let mut s = open_stream(channel, hello(id)).await.map_err(|s| match s.code() {
-            tonic::Code::NotFound => ResumeError::Gone(s.message().to_string()),
-            _ => ResumeError::Retry(format!("{}: {}", s.code(), s.message())),
-        })?;
-        match s.inbound.message().await {
-            Ok(Some(AgentMsg { msg: Some(agent_msg::Msg::Hello(h)) })) if h.resumed => Ok(s),
-            other => Err(ResumeError::Retry(format!("unexpected answer to a resume: {other:?}"))),
-        }
-    };
-    tokio::time::timeout(RESUME_ATTEMPT, attempt).await.map_err(|_| ResumeError::Retry("timed out".into()))?
-}
-
-/// Whether `e` is a refused TCP connection.
-fn refused(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cur = Some(e);
-    while let Some(c) = cur {
-        if c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused) {
-            return true;
-        }
-        cur = c.source();
-    }
-    false
-}
-
-#[derive(Debug)]
-enum ResumeError {
-    /// Worth another attempt (unreachable, timed out).
-    Retry(String),
-    /// The agent has no such session any more.
-    Gone(String),
-}
-
-/// A session's link to one agent: forwards the fleet's messages to the current stream,
-/// the agent's messages to the fleet's events, sends a heartbeat every 100 ms, and when
-/// the agent falls silent for [`REDIAL_AFTER`] or the stream breaks, resumes the session
-/// on a fresh connection, one attempt at a time (two would race to attach), 100 ms
-/// apart, until the agent's lease has surely run out (D2). Ends the session with Bye.
-struct Link {
-    agent: usize,
-    ep: Endpoint,
-    tls: bool,
-    rx: mpsc::Receiver<CoordinatorMsg>,
-    events: mpsc::Sender<Event>,
-    stop: CancellationToken,
-}
-
-impl Link {
-    async fn run(mut self, mut cur: Stream) {
-        let agent = self.agent;
-        let (mut session_id, mut heard, mut broken) = (0u64, false, false);
-        let mut last_heard = tokio::time::Instant::now();
-        let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut attempts: JoinSet<Result<Stream, ResumeError>> = JoinSet::new();
-        let mut last_error = String::new();
-        loop {
-            tokio::select! {
-                _ = self.stop.cancelled() => {
-                    let _ = cur.tx.send(CoordinatorMsg { msg: Some(coordinator_msg::Msg::Bye(surge_proto::Bye {})) });
-                    return;
-                }
-                m = self.rx.recv() => match m {
-                    Some(m) => { let _ = cur.tx.send(m); }
-                    None => return,
-                },
-                m = cur.inbound.message(), if !broken => match m {
-                    Ok(Some(m)) => {
-                        heard = true;
-                        last_heard = tokio::time::Instant::now();
-                        let Some(msg) = m.msg else { continue };
-                        if let agent_msg::Msg::Hello(h) = &msg {
-                            session_id = h.session_id;
-                        }
-                        if self.events.send(Event::Msg { agent, msg, recv_ns: now_ns() }).await.is_err() {
-                            return;
-                        }
-                    }
-                    Ok(None) if session_id == 0 => {
-                        let _ = self.events.send(Event::Closed { agent, error: None }).await;
-                        return;
-                    }
-                    // The agent closes a session it ends; a resume attempt says whether
-                    // it did (NotFound) or the connection did.
-                    Ok(None) => {
-                        broken = true;
-                        last_error = "the stream ended".into();
-                    }
-                    Err(s) => {
-                        let m = format!("{}: {}", s.code(), s.message());
-                        if session_id == 0 {
-                            // With TLS 1.3 a refused client certificate can surface only
-                            // as a stream that dies before its first message.
-                            let hint = tls_hint((self.tls && !heard) || is_tls_failure(&s, self.tls));
-                            let _ = self.events.send(Event::Closed { agent, error: Some(format!("{m}{hint}")) }).await;
-                            return;
-                        }
-                        broken = true;
-                        last_error = m;
-                    }
-                },
-                _ = tick.tick() => {
-                    let _ = cur.tx.send(CoordinatorMsg { msg: Some(coordinator_msg::Msg::Heartbeat(Heartbeat { sent_unix_ns: now_ns() })) });
-                    let silent = last_heard.elapsed();
-                    if session_id == 0 || (silent < REDIAL_AFTER && !broken) {
-                        continue;
-                    }
-                    if silent > RESUME_WINDOW {
-                        let error = format!("no answer for {:.1}s and no resume ({last_error})", silent.as_secs_f64());
-                        let _ = self.events.send(Event::Closed { agent, error: Some(error) }).await;
-                        return;
-                    }
-                    if attempts.is_empty() {
-                        attempts.spawn(resume(self.ep.clone(), session_id));
-                    }
-                },
-                Some(res) = attempts.join_next(), if !attempts.is_empty() => match res {
-                    Ok(Ok(fresh)) => {
-                        let after = last_heard.elapsed();
-                        cur = fresh;
-                        broken = false;
-                        last_heard = tokio::time::Instant::now();
-                        if self.events.send(Event::Resumed { agent, after }).await.is_err() {
-                            return;
-                        }
-                    }
-                    Ok(Err(ResumeError::Gone(m))) => {
-                        let error = format!("the agent ended the session ({m})");
-                        let _ = self.events.send(Event::Closed { agent, error: Some(error) }).await;
-                        return;
-                    }
-                    Ok(Err(ResumeError::Retry(m))) => last_error = m,
-                    Err(_) => {}
-                },
-            }
-        }
-    }
 }
 
 impl Fleet {

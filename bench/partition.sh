@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# Control-path partitions between the coordinator and one agent (issue 18, D2, D13), in
+# network namespaces with nft drops, at 2,000 requests in flight:
+#   1. a 2.5 s drop (both directions) in the middle of the level: the level completes
+#      valid, the agents' counts add up to what the target served, no row twice;
+#   2. a 10 s drop: the loss is reported <= 3.0 s after the cut and the agent's requests
+#      at the target stop within its lease (3 s).
+# Needs root, iproute2 and nftables (apt-installed when missing). Exit 77 = cannot run here.
+# Usage: [BIN=debug] bench/partition.sh   (appends a table to bench/RESULTS.md; BIN=debug
+# uses the optimized dev profile without a release build)
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+[[ $(id -u) == 0 ]] || { echo "partition: needs root (network namespaces)"; exit 77; }
+if ! command -v nft >/dev/null; then
+    apt-get install -y -qq nftables >/dev/null 2>&1 || { echo "partition: cannot install nftables"; exit 77; }
+fi
+ip netns list >/dev/null 2>&1 || { echo "partition: no network namespaces here"; exit 77; }
+
+P=surgepart NET=10.78.0
+WORK=$(mktemp -d /tmp/surge-partition.XXXXXX)
+if [[ ${BIN:-release} == debug ]]; then
+    (cd "$ROOT" && cargo build --bins -q) || die "cargo build failed"
+    mkdir -p "$WORK/bin"
+    cp "$ROOT/target/debug/surge" "$ROOT/target/debug/surge-agent" "$WORK/bin/"
+    SURGE=$WORK/bin/surge SURGE_AGENT=$WORK/bin/surge-agent BINS_BUILT="(dev profile)"
+else
+    prepare_bins "$WORK"
+fi
+PIDS=()
+cleanup() {
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for ns in $(ip netns list | awk '{print $1}' | grep "^${P}-" || true); do ip netns del "$ns"; done
+    ip route del unreachable $NET.0/24 2>/dev/null || true
+}
+trap cleanup EXIT
+
+# The root namespace must never route the test subnet out of this machine.
+ip route replace unreachable $NET.0/24
+ip netns add ${P}-sw
+ip -n ${P}-sw link add br0 type bridge
+ip -n ${P}-sw link set br0 up
+host() { # name ip
+    ip netns add ${P}-$1
+    ip -n ${P}-$1 link set lo up
+    ip -n ${P}-$1 link add eth0 type veth peer name v-$1 netns ${P}-sw
+    ip -n ${P}-$1 addr add $2/24 dev eth0
+    ip -n ${P}-$1 link set eth0 up
+    ip -n ${P}-sw link set v-$1 master br0 up
+}
+host coord $NET.1; host a1 $NET.11; host a2 $NET.12; host target $NET.20
+
+PKI=$WORK/pki
+"$SURGE" certs init --out "$PKI" >/dev/null
+"$SURGE" certs issue --ca "$PKI" --name agent --san $NET.11 --san $NET.12 --out "$PKI" >/dev/null
+"$SURGE" certs issue --ca "$PKI" --name coordinator --out "$PKI" >/dev/null
+
+ip netns exec ${P}-target "$SURGE" echo --listen $NET.20:8000 --ttft-ms 500 --itl-ms 50 >"$WORK/echo.log" 2>&1 &
+PIDS+=($!)
+for a in a1 a2; do
+    ip=$([[ $a == a1 ]] && echo $NET.11 || echo $NET.12)
+    ip netns exec ${P}-$a "$SURGE_AGENT" --listen $ip:7171 --tls-ca "$PKI/ca.pem" --tls-cert "$PKI/agent.pem" \
+        --tls-key "$PKI/agent.key" --allowed-targets $NET.20 >"$WORK/$a.log" 2>&1 &
+    PIDS+=($!)
+done
+served() { ip netns exec ${P}-target curl -fsS http://$NET.20:8000/metrics | awk '/^surge_echo_tokens_total/ {print int($2/8)}'; }
+running() { ip netns exec ${P}-target curl -fsS http://$NET.20:8000/metrics | awk '/^surge_echo_requests_running/ {print int($2)}'; }
+for _ in $(seq 100); do [[ -n $(served 2>/dev/null) ]] && break; sleep 0.1; done
+
+# One level: 2,000 in flight for D seconds; the control path of a1 is cut at 5 s for CUT s.
+level() { # name duration cut
+    local name=$1 d=$2 cut=$3 dir=$WORK/$1
+    mkdir -p "$dir"
+    local before; before=$(served)
+    ip netns exec ${P}-coord env SURGE_LOG=${SURGE_LOG:-warn} "$SURGE" run --base-url http://$NET.20:8000 --model m --agents $NET.11:7171,$NET.12:7171 \
+        --tls-ca "$PKI/ca.pem" --tls-cert "$PKI/coordinator.pem" --tls-key "$PKI/coordinator.key" \
+        --random-input-len 16 --random-output-len 8 --ignore-eos --max-concurrency 2000 --duration "${d}s" \
+        --no-initial-test --save-rows "$dir/rows.jsonl" --save-result --result-dir "$dir" --result-filename r.json \
+        >"$dir/out.txt" 2> >(while IFS= read -r line; do printf '%s %s\n' "$(date +%s.%N)" "$line"; done >"$dir/err.txt") &
+    local pid=$!
+    sleep 5
+    # The drop and its removal run in one high-priority shell inside a1's namespace, so
+    # that process start-up on a loaded host does not stretch the cut.
+    cat >"$dir/cut.nft" <<NFT
+table inet cut {
+    chain in {
+        type filter hook input priority 0; policy accept;
+        ip saddr $NET.1 drop
+    }
+    chain out {
+        type filter hook output priority 0; policy accept;
+        ip daddr $NET.1 drop
+    }
+}
+NFT
+    nice -n -20 ip netns exec ${P}-a1 bash -c "nft -f '$dir/cut.nft' && date +%s.%N >'$dir/cut.at' && sleep $cut && nft delete table inet cut && date +%s.%N >'$dir/release.at'" &
+    local cutter=$!
+    for _ in $(seq 100); do [[ -s $dir/cut.at ]] && break; sleep 0.01; done
+    local t_cut; t_cut=$(cat "$dir/cut.at")
+    local stopped=""
+    if [[ ${cut%.*} -ge 10 ]]; then
+        # Watch the target: a1's share stops within its lease (a2 is stopped by the coordinator).
+        for _ in $(seq 200); do
+            [[ $(running) == 0 ]] && { stopped=$(date +%s.%N); break; }
+            sleep 0.05
+        done
+    fi
+    wait $cutter
+    echo "cut $t_cut released $(cat "$dir/release.at")" >"$dir/cut.txt"
+    local rc=0; wait $pid || rc=$?
+    sleep 1
+    local after; after=$(served)
+    python3 - "$dir" "$name" "$rc" "$t_cut" "${stopped:-}" "$((after - before))" >>"$WORK/table.md" <<'PY'
+import json, sys
+d, name, rc, t_cut, stopped, served = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5], int(sys.argv[6])
+r = json.load(open(f"{d}/r.json"))
+seen, dups = set(), 0
+for line in open(f"{d}/rows.jsonl"):
+    v = json.loads(line)
+    k = (v["agent"], v["seq"])
+    dups += k in seen
+    seen.add(k)
+lost_at = next((float(l.split()[0]) for l in open(f"{d}/err.txt") if " lost" in l), None)
+resumed = next((l.split(" ", 1)[1].strip() for l in open(f"{d}/err.txt") if "resumed after" in l), "")
+fin = r["completed"] + r["failed"]
+print(f"| {name} | {rc} | {r['client']['status']} | {r['completed']} | {r['failed']} | {served} | {fin - served:+d} | {dups} | "
+      f"{'' if lost_at is None else f'{lost_at - t_cut:.2f} s'} | {'' if not stopped else f'{float(stopped) - t_cut:.2f} s'} | {resumed} |")
+PY
+}
+{
+    echo "| level | exit | status | completed | failed | served by the target | result - served | rows twice | loss reported after the cut | target idle after the cut | resume |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|"
+} >"$WORK/table.md"
+level blip-2.5s 15 2.5
+level cut-10s 20 10
+cat "$WORK/table.md"
+{
+    echo
+    echo "## partition ($START_DATE, bench/partition.sh, binaries built $BINS_BUILT)"
+    echo
+    echo "Two agents and the echo target in network namespaces, 2,000 in flight (echo TTFT 500 ms, ITL 50 ms, 8 tokens);"
+    echo "an nft drop of everything between the coordinator and agent a1, both directions, 5 s into the level."
+    echo "\"served by the target\" counts the target's completed requests (tokens / 8) during the level."
+    echo
+    cat "$WORK/table.md"
+} >>"$BENCH_DIR/RESULTS.md"
+# The must-show bounds: the blip completes with every row once; the cut is reported
+# within 3.0 s and the target is idle within the lease (+ 0.2 s for polling).
+python3 - "$WORK/table.md" <<'PY'
+import sys
+rows = [l.split("|")[1:-1] for l in open(sys.argv[1]) if l.startswith("| blip") or l.startswith("| cut")]
+ok = True
+for r in rows:
+    r = [c.strip() for c in r]
+    if r[0].startswith("blip"):
+        ok &= r[1] == "0" and r[6] == "+0" and r[7] == "0"
+    else:
+        ok &= r[1] == "3" and float(r[8].split()[0]) <= 3.0 and float(r[9].split()[0]) <= 3.2
+print("partition bounds:", "held" if ok else "NOT held")
+sys.exit(0 if ok else 1)
+PY
