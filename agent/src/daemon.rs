@@ -166,6 +166,23 @@ fn load_layers(path: Option<&Path>) -> Result<FileConfig, ConfigError> {
     cfg.try_deserialize::<FileConfig>().map_err(|source| ConfigError::Keys { origin, source })
 }
 
+/// The keys of a configuration file's text (TOML), as `--config` reads them.
+#[doc(hidden)]
+pub fn parse_config_text(text: &str) -> Result<(), String> {
+    let cfg = config::Config::builder()
+        .add_source(config::File::from_str(text, config::FileFormat::Toml))
+        .build()
+        .map_err(|e| e.to_string())?;
+    let f = cfg.try_deserialize::<FileConfig>().map_err(|e| e.to_string())?;
+    if let Some(list) = &f.allowed_targets {
+        Allowlist::parse(list).map_err(|e| e.to_string())?;
+    }
+    if let Some(lease) = &f.lease {
+        humantime::parse_duration(lease).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
 impl AgentConfig {
     /// File, then environment, then flags.
     pub fn load(args: &AgentArgs) -> Result<Self, ConfigError> {

@@ -21,6 +21,8 @@ pub mod cpu;
 pub mod daemon;
 pub mod data;
 pub mod engine;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod service;
 
 // Paths the coordinator and the tests have used since before `data/`.

@@ -16,6 +16,8 @@ pub mod cli;
 pub mod commands;
 pub mod exit;
 pub mod fleet;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod output;
 pub mod plan;
 pub mod ready;

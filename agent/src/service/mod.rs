@@ -14,7 +14,7 @@ mod capacity;
 mod batch;
 mod driver;
 mod grpc;
-mod session;
+pub(crate) mod session;
 
 pub use allowlist::{Allowlist, AllowlistError, Refused};
 pub use capacity::{Capacity, HostLimits};

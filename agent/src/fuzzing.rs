@@ -1,0 +1,58 @@
+//! Entry points for the fuzz targets (`fuzz/`) and for the corpus replay tests that run
+//! on stable: each takes untrusted bytes as they reach the agent and must never panic.
+//! Not an API; each function is what one fuzz target calls.
+
+use crate::engine::openai;
+use crate::engine::sse::SseParser;
+use crate::service::session::{Event, Now, Session};
+use crate::service::{AgentSettings, Allowlist};
+use prost::Message;
+use std::sync::Arc;
+use std::time::Duration;
+use surge_proto::CoordinatorMsg;
+
+/// A target's response stream, in chunks whose sizes the first bytes choose: SSE framing,
+/// then every event's payload classified as a token, usage, error or malformed chunk.
+pub fn sse_stream(data: &[u8]) {
+    let (sizes, body) = data.split_at(data.len().min(4));
+    let mut parser = SseParser::new(1 << 16);
+    let mut text = String::new();
+    let mut rest = body;
+    let mut k = 0;
+    while !rest.is_empty() {
+        let n = usize::from(sizes.get(k % sizes.len().max(1)).copied().unwrap_or(255)).max(1).min(rest.len());
+        let (chunk, tail) = rest.split_at(n);
+        let fed = parser.feed(chunk, |payload| {
+            let _ = openai::classify(payload);
+            let _ = openai::classify_text(payload, &mut text);
+        });
+        if fed.is_err() {
+            return;
+        }
+        assert!(parser.buffered() <= 1 << 16, "the parser holds at most its limit");
+        rest = tail;
+        k += 1;
+    }
+}
+
+/// A coordinator's session messages (length-delimited protobuf), each handled by a
+/// fresh agent session state machine as it arrives.
+pub fn coordinator_msgs(data: &[u8]) {
+    let settings = Arc::new(AgentSettings::new(1000, Duration::from_secs(3), Allowlist::any()));
+    let t0 = tokio::time::Instant::now();
+    let mut session = Session::new(settings, 1, t0);
+    let mut buf = data;
+    let mut k = 0u64;
+    while !buf.is_empty() {
+        let Ok(msg) = CoordinatorMsg::decode_length_delimited(&mut buf) else { return };
+        let now = Now { at: t0 + Duration::from_millis(k * 10), unix_ns: 1_800_000_000_000_000_000 + (k as i64) * 10_000_000 };
+        let _ = session.handle(Event::Message(msg), now);
+        k += 1;
+    }
+}
+
+/// An agent configuration file (TOML), as `--config` reads it.
+pub fn agent_config(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let _ = crate::daemon::parse_config_text(text);
+}

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Coverage-guided fuzzing of every parser of untrusted input (issue 18): SSE framing and
+# chunk classification, the coordinator's and the agents' session messages, dataset
+# files, agent and coordinator configuration. libFuzzer via cargo-fuzz on nightly.
+# Usage: bench/fuzz.sh [SECONDS per target, default 60]   (appends a table to bench/RESULTS.md)
+# Crashes land in fuzz/artifacts/TARGET/; copy each into fuzz/corpus/TARGET/ once fixed,
+# where the stable replay tests (agent/tests/fuzz_corpus.rs, coordinator/tests/fuzz_corpus.rs)
+# keep it fixed. Exit 77 when nightly or cargo-fuzz cannot be had here.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+SECS=${1:-60}
+TARGETS=(sse_stream coordinator_msgs agent_config agent_msgs sharegpt custom_jsonl coordinator_config)
+
+rustup toolchain list | grep -q nightly || { echo "fuzz: no nightly toolchain"; exit 77; }
+if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
+    cargo install cargo-fuzz --locked >/dev/null 2>&1 || { echo "fuzz: cannot install cargo-fuzz"; exit 77; }
+fi
+cd "$ROOT/fuzz"
+cargo +nightly fuzz build -O >/dev/null 2>&1 || cargo +nightly fuzz build -O
+TABLE=$(mktemp)
+echo "| target | seconds | executions | exec/s | corpus files | crashes |" >"$TABLE"
+echo "|---|---|---|---|---|---|" >>"$TABLE"
+crashed=0
+for t in "${TARGETS[@]}"; do
+    log "fuzzing $t for ${SECS}s"
+    work=$(mktemp -d)   # new inputs go here; the committed corpus stays as it is
+    out=$(mktemp)
+    rc=0
+    cargo +nightly fuzz run -O "$t" "$work" "corpus/$t" -- -max_total_time="$SECS" -rss_limit_mb=2048 >"$out" 2>&1 || rc=$?
+    runs=$(grep -oE '^#[0-9]+' "$out" | tail -1 | tr -d '#')
+    n=$(ls "$work" | wc -l)
+    crashes=$(ls "artifacts/$t" 2>/dev/null | wc -l)
+    [[ $rc == 0 ]] || crashed=1
+    echo "| $t | $SECS | ${runs:-?} | $(( ${runs:-0} / SECS )) | $n new | $crashes (exit $rc) |" >>"$TABLE"
+    rm -rf "$work" "$out"
+done
+cat "$TABLE"
+{
+    echo
+    echo "## fuzz ($START_DATE, bench/fuzz.sh $SECS, cargo-fuzz $(cargo +nightly fuzz --version 2>/dev/null | awk '{print $2}'), $(rustc +nightly --version))"
+    echo
+    cat "$TABLE"
+} >>"$BENCH_DIR/RESULTS.md"
+exit $crashed

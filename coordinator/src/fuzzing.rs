@@ -1,0 +1,67 @@
+//! Entry points for the fuzz targets (`fuzz/`) and for the corpus replay tests that run
+//! on stable: each takes untrusted bytes as they reach the coordinator and must never
+//! panic. Not an API; each function is what one fuzz target calls.
+
+use crate::fleet::collect::{Collector, Input};
+use crate::fleet::outcome::AgentReport;
+use prost::Message;
+use std::io::Write;
+use std::time::{Duration, Instant};
+use surge_proto::AgentMsg;
+
+/// Agents' session messages (length-delimited protobuf; the first byte of each picks
+/// which of three agents sent it), each handled by the run's collector as it arrives.
+pub fn agent_msgs(data: &[u8]) {
+    let t0 = Instant::now();
+    let agents = (0..3).map(|i| AgentReport { addr: format!("a{i}"), ..Default::default() }).collect();
+    let mut c = Collector::new(7, 1_800_000_000_000_000_000, agents, false, t0, t0 + Duration::from_secs(3600));
+    let mut buf = data;
+    let mut k = 0u64;
+    while let Some((&who, rest)) = buf.split_first() {
+        buf = rest;
+        let Ok(msg) = AgentMsg::decode_length_delimited(&mut buf) else { return };
+        let Some(msg) = msg.msg else { continue };
+        let now = t0 + Duration::from_millis(k * 10);
+        let _ = c.handle(Input::Msg { agent: usize::from(who % 3), msg }, now);
+        k += 1;
+    }
+    let _ = c.finish();
+}
+
+/// A file in a temporary directory holding `data`, removed when dropped.
+struct TempFile(std::path::PathBuf);
+
+impl TempFile {
+    fn new(data: &[u8], ext: &str) -> Option<Self> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("surge-fuzz-{}-{k}.{ext}", std::process::id()));
+        std::fs::File::create(&path).and_then(|mut f| f.write_all(data)).ok()?;
+        Some(Self(path))
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// A ShareGPT file (`--dataset-name sharegpt`).
+pub fn sharegpt(data: &[u8]) {
+    let Some(f) = TempFile::new(data, "json") else { return };
+    let _ = crate::cli::files::sharegpt(&f.0, None, 0, 1000, None);
+}
+
+/// A custom JSONL file (`--dataset-name custom`), for both backends.
+pub fn custom_jsonl(data: &[u8]) {
+    let Some(f) = TempFile::new(data, "jsonl") else { return };
+    let _ = crate::cli::files::custom(&f.0, None, 128, false);
+    let _ = crate::cli::files::custom(&f.0, None, 128, true);
+}
+
+/// A coordinator configuration file (`--config`, TOML).
+pub fn coordinator_config(data: &[u8]) {
+    let Some(f) = TempFile::new(data, "toml") else { return };
+    let _ = crate::cli::config::load_file(&f.0);
+}
