@@ -1,13 +1,61 @@
 //! CPU and host signals of this agent (DESIGN.md D24: the one module that reads them).
 //!
-//! Today: the process's CPU time (user + system, all threads) from `getrusage(2)`, the
-//! number of usable cores and the host name. Health reports read the CPU time once per
-//! second; nothing here is on the request path. Later issues add engine-only thread CPU,
-//! host-wide busy time and CPU pressure here, not elsewhere.
+//! The process's CPU time (user + system, all threads) from `getrusage(2)`; the CPU time
+//! of the engine's own threads (the runtime every run's requests are driven on, so the
+//! client's CPU is the same whether the agent is embedded in `surge run` beside the
+//! coordinator and an echo server, or runs alone); the number of usable cores and the
+//! host name. Health reports read the CPU time once per second; nothing here is on the
+//! request path. Host-wide busy time and CPU pressure belong here too.
 
 use nix::sys::resource::{UsageWho, getrusage};
 use nix::sys::time::{TimeVal, TimeValLike};
+use nix::time::{ClockId, clock_gettime};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
+
+/// The engine's threads: their kernel thread ids, the CPU time each had when last read,
+/// and the CPU time of those that have exited (blocking-pool threads come and go).
+#[derive(Debug, Default)]
+struct EngineThreads {
+    live: Vec<(i32, Duration)>,
+    retired: Duration,
+}
+
+fn engine_threads() -> &'static Mutex<EngineThreads> {
+    static THREADS: OnceLock<Mutex<EngineThreads>> = OnceLock::new();
+    THREADS.get_or_init(Mutex::default)
+}
+
+/// Counts the calling thread as one of the engine's (call it when the thread starts).
+pub fn register_engine_thread() {
+    let tid = nix::unistd::gettid().as_raw();
+    engine_threads().lock().expect("cpu lock").live.push((tid, Duration::ZERO));
+}
+
+/// CPU time of thread `tid` of this process: Linux's per-thread CPU clock, the id glibc's
+/// `pthread_getcpuclockid` computes (`MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)`).
+fn thread_cpu_time(tid: i32) -> Option<Duration> {
+    let id = ((!tid) << 3) | 6;
+    let t = clock_gettime(ClockId::from_raw(id)).ok()?;
+    Some(Duration::new(u64::try_from(t.tv_sec()).ok()?, u32::try_from(t.tv_nsec()).ok()?))
+}
+
+/// CPU time used so far by the engine's threads (zero before any ran).
+pub fn engine_cpu_time() -> Duration {
+    let mut threads = engine_threads().lock().expect("cpu lock");
+    let EngineThreads { live, retired } = &mut *threads;
+    live.retain_mut(|(tid, last)| match thread_cpu_time(*tid) {
+        Some(t) => {
+            *last = t;
+            true
+        }
+        None => {
+            *retired += *last;
+            false
+        }
+    });
+    *retired + live.iter().map(|(_, t)| *t).sum::<Duration>()
+}
 
 /// Process CPU time used so far (all threads, user + system), or zero where the kernel
 /// does not say.
@@ -30,23 +78,29 @@ pub fn hostname() -> String {
     gethostname::gethostname().to_string_lossy().into_owned()
 }
 
-/// CPU use between two readings, in percent of one core.
+/// CPU use of the engine's threads between two readings, in percent of one core.
 #[derive(Debug, Clone, Copy)]
 pub struct CpuMeter {
     cpu: Duration,
     wall: Instant,
+    read: fn() -> Duration,
 }
 
 impl Default for CpuMeter {
     fn default() -> Self {
-        Self { cpu: process_cpu_time(), wall: Instant::now() }
+        Self::of(engine_cpu_time)
     }
 }
 
 impl CpuMeter {
+    /// A meter reading `read` (a CPU time so far).
+    pub fn of(read: fn() -> Duration) -> Self {
+        Self { cpu: read(), wall: Instant::now(), read }
+    }
+
     /// Percent of one core used since the last call (or creation).
     pub fn sample(&mut self) -> f64 {
-        let now = Self::default();
+        let now = Self::of(self.read);
         let wall = now.wall.duration_since(self.wall).as_secs_f64();
         let cpu = now.cpu.saturating_sub(self.cpu).as_secs_f64();
         *self = now;
@@ -81,8 +135,32 @@ mod tests {
     }
 
     #[test]
+    fn engine_threads_are_counted_even_after_they_exit() {
+        let before = engine_cpu_time();
+        let burnt = std::thread::spawn(move || {
+            register_engine_thread();
+            let tid = nix::unistd::gettid().as_raw();
+            let mut x = 0u64;
+            while thread_cpu_time(tid).unwrap() < Duration::from_millis(50) {
+                for i in 0..100_000u64 {
+                    x = x.wrapping_add(std::hint::black_box(i * i));
+                }
+            }
+            assert!(x > 0);
+            let t = thread_cpu_time(tid).unwrap();
+            assert!(engine_cpu_time() >= before + t, "read while it runs");
+            t
+        })
+        .join()
+        .unwrap();
+        // The thread is gone; what it used stays in the total.
+        assert!(engine_cpu_time() >= before + burnt, "kept after it exited");
+        assert!(thread_cpu_time(100_000_000).is_none(), "no such thread (pid_max is at most 2^22)");
+    }
+
+    #[test]
     fn meter_sees_a_busy_thread() {
-        let mut m = CpuMeter::default();
+        let mut m = CpuMeter::of(process_cpu_time);
         assert!(burn(Duration::from_millis(50)));
         let pct = m.sample();
         // 50 ms of CPU burnt on one thread in a short while: well above idle.

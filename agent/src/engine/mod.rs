@@ -28,6 +28,22 @@ pub mod stats;
 
 pub use sink::{Sink, VecSink};
 
+/// The runtime a session's workloads are prepared and run on: threads of its own (one
+/// per core, named `surge-engine`), counted by `cpu::engine_cpu_time`, so the client's
+/// CPU excludes the coordinator, the gRPC service and an embedded echo server.
+pub fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(crate::cpu::cores() as usize)
+            .thread_name("surge-engine")
+            .on_thread_start(crate::cpu::register_engine_thread)
+            .enable_all()
+            .build()
+            .expect("the engine's runtime starts (threads and an epoll instance)")
+    })
+}
+
 use crate::data::tokenizer::{self, Tok, TokenizerError};
 use conn::{Connector, Pool, Target};
 use jobs::{Jobs, Planned};

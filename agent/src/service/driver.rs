@@ -186,7 +186,11 @@ impl Driver {
                 Action::Prepare { run_id, workload } => {
                     let (tx, local) = (self.internal_tx.clone(), self.settings.local_address);
                     tokio::spawn(async move {
-                        let res = engine::prepare_on(workload, local).await;
+                        // On the engine's runtime: the connections it opens are driven there.
+                        let res = match engine::runtime().spawn(engine::prepare_on(workload, local)).await {
+                            Ok(res) => res,
+                            Err(source) => Err(EngineError::Task { what: "prepare", source }),
+                        };
                         let _ = tx.send(Internal::Prepared(run_id, res)).await;
                     });
                 }
@@ -217,9 +221,13 @@ impl Driver {
         let tx = self.internal_tx.clone();
         let sink: Arc<dyn engine::Sink> = sink;
         tokio::spawn(async move {
-            let cpu_at_start = cpu::process_cpu_time();
-            let report = engine::run(prepared, sink, ctl).await;
-            let cpu_seconds = cpu::process_cpu_time().saturating_sub(cpu_at_start).as_secs_f64();
+            let cpu_at_start = cpu::engine_cpu_time();
+            let report = match engine::runtime().spawn(engine::run(prepared, sink, ctl)).await {
+                Ok(report) => report,
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Err(_) => return,
+            };
+            let cpu_seconds = cpu::engine_cpu_time().saturating_sub(cpu_at_start).as_secs_f64();
             let _ = tx.send(Internal::Finished { report, cpu_seconds }).await;
         });
     }
