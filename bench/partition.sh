@@ -12,9 +12,15 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 [[ $(id -u) == 0 ]] || { echo "partition: needs root (network namespaces)"; exit 77; }
-if ! command -v nft >/dev/null; then
-    apt-get install -y -qq nftables >/dev/null 2>&1 || { echo "partition: cannot install nftables"; exit 77; }
+need=()
+command -v nft >/dev/null || need+=(nftables)
+command -v ip >/dev/null || need+=(iproute2)
+command -v curl >/dev/null || need+=(curl)
+if ((${#need[@]})); then
+    { apt-get update -qq && apt-get install -y -qq "${need[@]}"; } >/dev/null 2>&1 \
+        || { echo "partition: cannot install ${need[*]}"; exit 77; }
 fi
+command -v python3 >/dev/null || { echo "partition: needs python3"; exit 77; }
 ip netns list >/dev/null 2>&1 || { echo "partition: no network namespaces here"; exit 77; }
 
 P=surgepart NET=10.78.0
