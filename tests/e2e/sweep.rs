@@ -140,3 +140,27 @@ fn standard_matrix_writes_three_tagged_results() {
         assert_eq!(r["total_input_tokens"], n * input);
     }
 }
+
+/// Ctrl-C in the middle of a sweep: exit 130, finished level-runs kept, the interrupted
+/// one saved marked `ended_by: interrupt`, and `--resume` runs it again (and the rest).
+#[test]
+fn an_interrupted_sweep_keeps_its_levels_and_resume_finishes_it() {
+    let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "5", "--itl-ms", "2"]);
+    let dir = TempDir::new("sweepint");
+    let d = dir.path("");
+    let levels = "2,4,8";
+    let bg = surge_bg(&sweep_args(&base, &d, levels, &[]));
+    wait_for(Duration::from_secs(120), "the first level to finish", || dir.0.join("sweep-c2-run1.json").exists());
+    std::thread::sleep(Duration::from_millis(300));
+    bg.proc.signal("INT");
+    let out = bg.finish(Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    assert_eq!(read_json(&dir.path("sweep-c2-run1.json"))["ended_by"], "num_prompts");
+    let cut = read_json(&dir.path("sweep-c4-run1.json"));
+    assert_eq!(cut["ended_by"], "interrupt", "the level in progress is saved, marked");
+    let out = surge(&sweep_args(&base, &d, levels, &["--resume"]), Duration::from_secs(300));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("sweep-c2-run1.json complete, skipped"), "{}", text(&out.stderr));
+    assert_eq!(read_json(&dir.path("sweep-c4-run1.json"))["ended_by"], "num_prompts", "re-run by --resume");
+    assert_eq!(read_json(&dir.path("summary.json"))["levels"].as_array().unwrap().len(), 3);
+}

@@ -58,6 +58,8 @@ pub struct Collector {
     interrupted: bool,
     terminated: bool,
     stopping: bool,
+    /// A second interrupt: stop waiting for the agents.
+    abandoned: bool,
 }
 
 impl Collector {
@@ -74,13 +76,13 @@ impl Collector {
         for a in &mut agents {
             a.last_heard = Some(now);
         }
-        let (lost, interrupted, terminated, stopping) = (Vec::new(), false, false, false);
-        Self { run_id, run_start_ns, agents, tolerate_loss, hard_stop, lost, interrupted, terminated, stopping }
+        let (lost, interrupted, terminated, stopping, abandoned) = (Vec::new(), false, false, false, false);
+        Self { run_id, run_start_ns, agents, tolerate_loss, hard_stop, lost, interrupted, terminated, stopping, abandoned }
     }
 
-    /// Every agent is done or lost, or the hard stop passed.
+    /// Every agent is done or lost, the hard stop passed, or a second interrupt came.
     pub fn finished(&self, now: Instant) -> bool {
-        !self.agents.iter().any(AgentReport::pending) || now > self.hard_stop
+        !self.agents.iter().any(AgentReport::pending) || now > self.hard_stop || self.abandoned
     }
 
     pub fn interrupted(&self) -> bool {
@@ -98,6 +100,9 @@ impl Collector {
                     self.interrupted = true;
                     out.push(Action::Notice("interrupted; stopping agents and saving what arrived".into()));
                     out.push(Action::Broadcast(Msg::Stop(Stop { run_id, reason: "interrupted".into() })));
+                } else if !self.abandoned {
+                    self.abandoned = true;
+                    out.push(Action::Notice("interrupted again; saving what arrived without waiting".into()));
                 }
                 return out;
             }
@@ -262,6 +267,19 @@ mod tests {
     }
 
     #[test]
+    fn a_second_interrupt_stops_waiting_for_the_agents() {
+        let t0 = Instant::now();
+        let mut c = collector(2, false, t0);
+        let acts = c.handle(Input::Interrupt, t0);
+        assert_eq!(stops(&acts), 1);
+        assert!(!c.finished(t0), "the agents flush their last rows first");
+        let acts = c.handle(Input::Interrupt, t0 + Duration::from_millis(100));
+        assert_eq!(stops(&acts), 0, "{acts:?}");
+        assert!(c.finished(t0 + Duration::from_millis(100)), "a second Ctrl-C leaves at once");
+        assert_eq!(c.finish().1, RunStatus::Interrupted);
+    }
+
+    #[test]
     fn silence_shorter_than_the_timeout_is_not_a_loss() {
         let t0 = Instant::now();
         let mut c = collector(1, false, t0);
@@ -338,7 +356,6 @@ mod tests {
         c.handle(batch(0, 0, 0, 4), t0);
         let acts = c.handle(Input::Interrupt, t0);
         assert_eq!(stops(&acts), 1);
-        assert!(c.handle(Input::Interrupt, t0).is_empty(), "a second Ctrl-C changes nothing");
         // Batches sent before the agents saw Stop still arrive, are acked and kept.
         let acts = c.handle(batch(1, 0, 4, 3), t0);
         assert!(matches!(&acts[..], [Action::Send { .. }, Action::Rows(r)] if r.len() == 3), "{acts:?}");

@@ -281,8 +281,16 @@ impl Runner<'_> {
         let agents = std::mem::take(&mut self.agents);
         let hard_stop = now + limit + Duration::from_secs(30);
         let mut c = Collector::new(self.run_id, self.start_ns, agents, self.plan.tolerate_agent_loss, now, hard_stop);
-        let mut ctrl_c = std::pin::pin!(tokio::signal::ctrl_c());
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        use tokio::signal::unix::{Signal, SignalKind, signal};
+        // Every SIGINT counts: the first stops the agents, a second leaves at once.
+        let mut int = signal(SignalKind::interrupt()).ok();
+        let mut term = signal(SignalKind::terminate()).ok();
+        async fn next(s: Option<&mut Signal>) -> Option<()> {
+            match s {
+                Some(s) => s.recv().await,
+                None => std::future::pending().await,
+            }
+        }
         while !c.finished(Instant::now()) {
             let input = tokio::select! {
                 ev = self.fleet.next(Duration::from_millis(50)) => match ev {
@@ -291,8 +299,8 @@ impl Runner<'_> {
                     Some(Event::Resumed { agent, after }) => Input::Resumed { agent, after },
                     None => Input::Quiet,
                 },
-                _ = &mut ctrl_c, if !c.interrupted() => Input::Interrupt,
-                Some(_) = async { match term.as_mut() { Some(t) => t.recv().await, None => std::future::pending().await } }, if !c.interrupted() => Input::Terminate,
+                Some(_) = next(int.as_mut()) => Input::Interrupt,
+                Some(_) = next(term.as_mut()), if !c.interrupted() => Input::Terminate,
             };
             for action in c.handle(input, Instant::now()) {
                 match action {
