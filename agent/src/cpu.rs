@@ -108,6 +108,66 @@ impl CpuMeter {
     }
 }
 
+/// The host's CPU between two readings: the busy share of all its CPUs (`/proc/stat`)
+/// and the share of wall time some task waited for a CPU (`/proc/pressure/cpu` "some",
+/// from its `total` counter, so a reading covers exactly its own interval; D14).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct HostSample {
+    /// 0..100: time all CPUs were busy over time they existed.
+    pub busy_pct: f64,
+    /// 0..100, or `None` where the kernel has no pressure stall information.
+    pub pressure_pct: Option<f64>,
+}
+
+/// Reads [`HostSample`]s, each over the time since the previous one.
+#[derive(Debug, Clone, Copy)]
+pub struct HostMeter {
+    busy: u64,
+    total: u64,
+    stalled_us: Option<u64>,
+    wall: Instant,
+}
+
+/// Busy and total CPU ticks of the host, and microseconds some task stalled for a CPU.
+fn host_counters() -> (u64, u64, Option<u64>) {
+    use procfs::{Current, CurrentSI};
+    let (busy, total) = match procfs::KernelStats::current() {
+        Ok(k) => {
+            let t = k.total;
+            let idle = t.idle + t.iowait.unwrap_or(0);
+            let all = t.user + t.nice + t.system + t.idle
+                + [t.iowait, t.irq, t.softirq, t.steal].iter().map(|v| v.unwrap_or(0)).sum::<u64>();
+            (all.saturating_sub(idle), all)
+        }
+        Err(_) => (0, 0),
+    };
+    let stalled = procfs::CpuPressure::current().ok().map(|p| p.some.total);
+    (busy, total, stalled)
+}
+
+impl Default for HostMeter {
+    fn default() -> Self {
+        let (busy, total, stalled_us) = host_counters();
+        Self { busy, total, stalled_us, wall: Instant::now() }
+    }
+}
+
+impl HostMeter {
+    /// The host since the last call (or creation).
+    pub fn sample(&mut self) -> HostSample {
+        let now = Self::default();
+        let ticks = now.total.saturating_sub(self.total);
+        let busy_pct = if ticks > 0 { 100.0 * now.busy.saturating_sub(self.busy) as f64 / ticks as f64 } else { 0.0 };
+        let wall_us = now.wall.duration_since(self.wall).as_micros() as f64;
+        let pressure_pct = match (self.stalled_us, now.stalled_us) {
+            (Some(a), Some(b)) if wall_us > 0.0 => Some((100.0 * b.saturating_sub(a) as f64 / wall_us).min(100.0)),
+            _ => None,
+        };
+        *self = now;
+        HostSample { busy_pct: busy_pct.min(100.0), pressure_pct }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,6 +216,19 @@ mod tests {
         // The thread is gone; what it used stays in the total.
         assert!(engine_cpu_time() >= before + burnt, "kept after it exited");
         assert!(thread_cpu_time(100_000_000).is_none(), "no such thread (pid_max is at most 2^22)");
+    }
+
+    #[test]
+    fn host_meter_sees_this_process_burn() {
+        let mut m = HostMeter::default();
+        assert!(burn(Duration::from_millis(100)));
+        let s = m.sample();
+        // One thread busy for most of the interval, out of cores() CPUs (others may be busy too).
+        let floor = 100.0 / f64::from(cores()) * 0.3;
+        assert!(s.busy_pct >= floor && s.busy_pct <= 100.0, "{s:?}");
+        if let Some(p) = s.pressure_pct {
+            assert!((0.0..=100.0).contains(&p), "{s:?}");
+        }
     }
 
     #[test]

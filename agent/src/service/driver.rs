@@ -9,8 +9,8 @@
 use super::AgentSettings;
 use super::allowlist::Refused;
 use super::batch::{BATCH_INTERVAL, BatchSink};
-use super::session::{Action, End, Event, Live, Now, PrepInfo, Session};
-use crate::cpu::{self, CpuMeter};
+use super::session::{Action, End, Event, Live, Now, PrepInfo, Reading, Session};
+use crate::cpu::{self, CpuMeter, HostMeter};
 use crate::engine::stats::Stats;
 use crate::engine::{self, Control, EngineError, Prepared, Report};
 use std::pin::Pin;
@@ -46,7 +46,7 @@ pub(crate) struct Link {
 enum Internal {
     Checked { run_id: u64, workload: Workload, verdict: Result<(), Refused> },
     Prepared(u64, Result<Prepared, EngineError>),
-    Finished { report: Report, cpu_seconds: f64 },
+    Finished { report: Report, cpu_seconds: f64, host: cpu::HostSample },
 }
 
 /// The engine side of the run in progress.
@@ -61,6 +61,7 @@ struct Driver {
     settings: Arc<AgentSettings>,
     tx: Outbound,
     cpu: CpuMeter,
+    host: HostMeter,
     internal_tx: mpsc::Sender<Internal>,
     /// The workload prepared for the session's `prepared` run.
     prepared: Option<(u64, Prepared)>,
@@ -79,6 +80,7 @@ pub(crate) async fn run(settings: Arc<AgentSettings>, shutdown: CancellationToke
         settings,
         tx,
         cpu: CpuMeter::default(),
+        host: HostMeter::default(),
         internal_tx,
         prepared: None,
         run: None,
@@ -117,8 +119,11 @@ pub(crate) async fn run(settings: Arc<AgentSettings>, shutdown: CancellationToke
             },
             Some(ev) = internal_rx.recv() => d.internal(ev),
             _ = sleep_until(d.session.next_heartbeat()) => Event::HeartbeatDue {
-                cpu_percent: d.cpu.sample(),
-                live: d.run.as_ref().map(|r| Live::read(&r.stats)),
+                health: d.session.health_due().then(|| Reading {
+                    cpu_percent: d.cpu.sample(),
+                    host: d.host.sample(),
+                    live: d.run.as_ref().map(|r| Live::read(&r.stats)),
+                }),
             },
             _ = sleep_until(lease.unwrap_or_else(Instant::now)), if lease.is_some() => Event::LeaseDeadline,
             _ = flush.tick() => match d.drain() {
@@ -160,9 +165,9 @@ impl Driver {
                 Event::Prepared { run_id, result: Ok(info) }
             }
             Internal::Prepared(run_id, Err(e)) => Event::Prepared { run_id, result: Err(e) },
-            Internal::Finished { report, cpu_seconds } => {
+            Internal::Finished { report, cpu_seconds, host } => {
                 let rows = self.run.take().map(|r| r.sink.drain()).unwrap_or_default();
-                Event::EngineFinished { report, cpu_seconds, rows }
+                Event::EngineFinished { report, cpu_seconds, host, rows }
             }
         }
     }
@@ -222,13 +227,15 @@ impl Driver {
         let sink: Arc<dyn engine::Sink> = sink;
         tokio::spawn(async move {
             let cpu_at_start = cpu::engine_cpu_time();
+            let mut host = HostMeter::default();
             let report = match engine::runtime().spawn(engine::run(prepared, sink, ctl)).await {
                 Ok(report) => report,
                 Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
                 Err(_) => return,
             };
             let cpu_seconds = cpu::engine_cpu_time().saturating_sub(cpu_at_start).as_secs_f64();
-            let _ = tx.send(Internal::Finished { report, cpu_seconds }).await;
+            let host = host.sample();
+            let _ = tx.send(Internal::Finished { report, cpu_seconds, host }).await;
         });
     }
 }
@@ -289,8 +296,10 @@ mod tests {
         assert!(hello_reply);
         // A heartbeat every 100 ms (the last one at the instant the lease ran out), a
         // health report with every tenth.
-        let every: Vec<u64> = (0..=85).map(|k| k * 100).collect();
-        assert_eq!(beats.iter().map(|d| d.as_millis() as u64).collect::<Vec<_>>(), every);
+        let got: Vec<u64> = beats.iter().map(|d| d.as_millis() as u64).collect();
+        // The beat due at 8.5 s and the lease's end are due at once: either may go first.
+        let every = |last: u64| (0..=last).map(|k| k * 100).collect::<Vec<u64>>();
+        assert!(got == every(85) || got == every(84), "{got:?}");
         assert_eq!(healths, 9);
         assert_eq!(ended, Duration::from_millis(8500));
     }

@@ -79,6 +79,14 @@ impl Live {
     }
 }
 
+/// What a health report carries, read by the driver.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Reading {
+    pub cpu_percent: f64,
+    pub host: cpu::HostSample,
+    pub live: Option<Live>,
+}
+
 /// What a prepared workload reports in Ready.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct PrepInfo {
@@ -96,8 +104,9 @@ pub(crate) enum Event {
     Detached,
     /// A fresh stream resumed the session.
     Resumed,
-    /// The heartbeat is due; the process CPU and the run's counters were just read.
-    HeartbeatDue { cpu_percent: f64, live: Option<Live> },
+    /// The heartbeat is due; with a health report due too ([`Session::health_due`]), the
+    /// engine's CPU, the host's and the run's counters were just read.
+    HeartbeatDue { health: Option<Reading> },
     /// The lease deadline ([`Session::lease_deadline`]) has come.
     LeaseDeadline,
     /// Rows the engine finished since the last flush (flush tick or a full batch).
@@ -106,8 +115,9 @@ pub(crate) enum Event {
     TargetChecked { run_id: u64, workload: Workload, verdict: Result<(), Refused> },
     /// The engine prepared a workload (or could not).
     Prepared { run_id: u64, result: Result<PrepInfo, EngineError> },
-    /// The run ended; `rows` are those recorded after the last flush.
-    EngineFinished { report: Report, cpu_seconds: f64, rows: Vec<Row> },
+    /// The run ended; `rows` are those recorded after the last flush; `host` is the
+    /// host's CPU over the run.
+    EngineFinished { report: Report, cpu_seconds: f64, host: cpu::HostSample, rows: Vec<Row> },
     /// The agent is shutting down (SIGTERM).
     Shutdown,
 }
@@ -250,7 +260,7 @@ impl Session {
                 self.last_heard = now.at;
                 self.on_resumed(&mut out);
             }
-            Event::HeartbeatDue { cpu_percent, live } => self.on_heartbeat(cpu_percent, live, now, &mut out),
+            Event::HeartbeatDue { health } => self.on_heartbeat(health, now, &mut out),
             Event::LeaseDeadline => {
                 if self.lease_deadline().is_some_and(|d| now.at >= d) {
                     tracing::warn!(lease_ms = self.lease.as_millis() as u64, "lease expired: stopping load");
@@ -269,8 +279,8 @@ impl Session {
                 self.reservation = None;
                 out.push(Action::Send(error(ErrorCode::BadRequest, e.to_string())));
             }
-            Event::EngineFinished { report, cpu_seconds, rows } => {
-                self.on_finished(report, cpu_seconds, rows, &mut out)
+            Event::EngineFinished { report, cpu_seconds, host, rows } => {
+                self.on_finished(report, cpu_seconds, host, rows, &mut out)
             }
             Event::Shutdown => self.abandon(End::ShuttingDown, &mut out),
         }
@@ -283,7 +293,12 @@ impl Session {
         out.push(if self.running.is_some() { Action::StopEngine } else { Action::Close(why) });
     }
 
-    fn on_heartbeat(&mut self, cpu_percent: f64, live: Option<Live>, now: Now, out: &mut Vec<Action>) {
+    /// Whether the next heartbeat carries a health report (every [`HEALTH_EVERY`]th).
+    pub(crate) fn health_due(&self) -> bool {
+        self.beats % HEALTH_EVERY == 0
+    }
+
+    fn on_heartbeat(&mut self, health: Option<Reading>, now: Now, out: &mut Vec<Action>) {
         if now.at < self.next_heartbeat {
             return;
         }
@@ -293,11 +308,16 @@ impl Session {
             self.next_heartbeat = now.at + HEARTBEAT_INTERVAL;
         }
         out.push(Action::Send(agent_msg::Msg::Heartbeat(Heartbeat { sent_unix_ns: now.unix_ns })));
+        let due = self.health_due();
         self.beats += 1;
-        if (self.beats - 1) % HEALTH_EVERY != 0 {
-            return;
-        }
-        let mut h = Health { sent_unix_ns: now.unix_ns, cpu_percent, ..Default::default() };
+        let Some(Reading { cpu_percent, host, live }) = health.filter(|_| due) else { return };
+        let mut h = Health {
+            sent_unix_ns: now.unix_ns,
+            cpu_percent,
+            host_busy_pct: host.busy_pct,
+            cpu_pressure_pct: host.pressure_pct,
+            ..Default::default()
+        };
         if let Some(l) = live.filter(|_| self.running.is_some()) {
             h.in_flight = l.in_flight;
             h.open_connections = l.open_connections;
@@ -424,7 +444,14 @@ impl Session {
         }
     }
 
-    fn on_finished(&mut self, report: Report, cpu_seconds: f64, rows: Vec<Row>, out: &mut Vec<Action>) {
+    fn on_finished(
+        &mut self,
+        report: Report,
+        cpu_seconds: f64,
+        host: cpu::HostSample,
+        rows: Vec<Row>,
+        out: &mut Vec<Action>,
+    ) {
         self.send_rows(rows, out);
         let Some(running) = self.running.take() else { return };
         self.reservation = None;
@@ -445,6 +472,8 @@ impl Session {
             reconnects: report.reconnects,
             wake_p99_us: report.wake.p99_us,
             wake_max_us: report.wake.max_us,
+            host_busy_pct: host.busy_pct,
+            cpu_pressure_pct: host.pressure_pct,
         };
         tracing::info!(completed = done.completed, failed = done.failed, reason = stop_reason, "run finished");
         self.last_done = Some(done.clone());
@@ -588,7 +617,7 @@ mod tests {
         let c = Clock::new();
         let mut s = session(&c);
         let beat = |s: &mut Session, d: Duration| {
-            sent(&s.handle(Event::HeartbeatDue { cpu_percent: 1.0, live: None }, c.at(d)))
+            sent(&s.handle(Event::HeartbeatDue { health: Some(Reading { cpu_percent: 1.0, ..Default::default() }) }, c.at(d)))
         };
         assert_eq!(beat(&mut s, ms(0)), ["heartbeat", "health"], "the first beat leaves at once");
         assert_eq!(s.next_heartbeat(), c.t0 + ms(100));
@@ -609,7 +638,7 @@ mod tests {
             assert_eq!(beat(&mut s, ms(7650 + 100 * k)), ["heartbeat"]);
         }
         // The beat carries the clock; health carries the CPU.
-        let a = s.handle(Event::HeartbeatDue { cpu_percent: 42.0, live: None }, c.at(ms(8350)));
+        let a = s.handle(Event::HeartbeatDue { health: Some(Reading { cpu_percent: 42.0, ..Default::default() }) }, c.at(ms(8350)));
         let [Action::Send(agent_msg::Msg::Heartbeat(h)), Action::Send(agent_msg::Msg::Health(health))] = &a[..] else {
             panic!("{a:?}")
         };
@@ -632,7 +661,7 @@ mod tests {
         assert_eq!(s.lease_deadline(), None, "expired once");
         // The session ends after the run's last rows and its Done, which says why.
         let a = s.handle(
-            Event::EngineFinished { report: report(StopReason::Stopped), cpu_seconds: 0.5, rows: rows(3) },
+            Event::EngineFinished { report: report(StopReason::Stopped), cpu_seconds: 0.5, host: Default::default(), rows: rows(3) },
             c.at(ms(5100)),
         );
         assert_eq!(sent(&a), ["batch 0", "done lease 1", "close: lease expired"]);
@@ -675,6 +704,7 @@ mod tests {
             Event::EngineFinished {
                 report: report(StopReason::Finished),
                 cpu_seconds: 0.5,
+                host: Default::default(),
                 rows: rows(BATCH_ROWS + 1),
             },
             c.at(ms(200)),
@@ -701,7 +731,7 @@ mod tests {
         let a = s.handle(Event::Rows(rows(2)), c.at(ms(250)));
         assert_eq!(sent(&a), ["batch 2"]);
         let a = s.handle(
-            Event::EngineFinished { report: report(StopReason::Stopped), cpu_seconds: 0.5, rows: rows(3) },
+            Event::EngineFinished { report: report(StopReason::Stopped), cpu_seconds: 0.5, host: Default::default(), rows: rows(3) },
             c.at(ms(300)),
         );
         assert_eq!(sent(&a), ["batch 3", "done stopped 4"], "the session stays open for the next run");
@@ -720,7 +750,7 @@ mod tests {
         assert!(s.handle(Event::Detached, c.at(ms(200))).is_empty(), "a broken stream is not the end");
         assert_eq!(sent(&s.handle(Event::Rows(rows(1)), c.at(ms(300)))), ["batch 3"]);
         let a = s.handle(
-            Event::EngineFinished { report: report(StopReason::Finished), cpu_seconds: 0.1, rows: rows(1) },
+            Event::EngineFinished { report: report(StopReason::Finished), cpu_seconds: 0.1, host: Default::default(), rows: rows(1) },
             c.at(ms(2000)),
         );
         assert_eq!(sent(&a), ["batch 4", "done finished 5"]);
@@ -749,7 +779,7 @@ mod tests {
         assert_eq!(sent(&s.handle(Event::Shutdown, c.at(ms(10)))), ["stop engine"]);
         assert!(s.is_closing());
         let a = s.handle(
-            Event::EngineFinished { report: report(StopReason::Stopped), cpu_seconds: 0.0, rows: Vec::new() },
+            Event::EngineFinished { report: report(StopReason::Stopped), cpu_seconds: 0.0, host: Default::default(), rows: Vec::new() },
             c.at(ms(20)),
         );
         assert_eq!(sent(&a), ["done signal 0", "close: agent shutting down"]);

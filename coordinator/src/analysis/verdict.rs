@@ -27,6 +27,27 @@ pub struct Thresholds {
     pub cpu_fraction_of_cores: f64,
     pub send_lag_p99_us: u64,
     pub rate_shortfall: f64,
+    #[serde(default = "default_host_busy")]
+    pub host_busy_pct: f64,
+    #[serde(default = "default_pressure")]
+    pub cpu_pressure_pct: f64,
+}
+
+fn default_host_busy() -> f64 {
+    crate::plan::VerdictLimits::default().host_busy_pct
+}
+
+fn default_pressure() -> f64 {
+    crate::plan::VerdictLimits::default().cpu_pressure_pct
+}
+
+/// The agent host's CPU over the run: busy share of all CPUs and CPU pressure (0..100),
+/// from its Done message, else its last health report.
+pub fn host(a: &AgentReport) -> (f64, Option<f64>) {
+    match &a.done {
+        Some(d) => (d.host_busy_pct, d.cpu_pressure_pct),
+        None => a.last_health.map_or((0.0, None), |h| (h.host_busy_pct, h.cpu_pressure_pct)),
+    }
 }
 
 /// An agent's CPU over the run: process CPU time over wall time (100 = one core), or
@@ -61,6 +82,19 @@ pub fn judge(plan: &RunPlan, m: &Metrics, agents: &[AgentReport]) -> Verdict {
         let cpu_limit = limits.cpu_fraction * 100.0 * f64::from(cores);
         if cpu > cpu_limit {
             reasons.push(format!("agent {} used {cpu:.0}% CPU of {cores} core(s) (limit {cpu_limit:.0}%)", a.addr));
+        }
+        let (busy, pressure) = host(a);
+        if busy > limits.host_busy_pct {
+            reasons.push(format!(
+                "agent {}'s host CPUs were {busy:.0}% busy (limit {:.0}%): other processes compete with the client",
+                a.addr, limits.host_busy_pct
+            ));
+        }
+        if let Some(p) = pressure.filter(|p| *p > limits.cpu_pressure_pct) {
+            reasons.push(format!(
+                "agent {}'s host had tasks waiting for a CPU {p:.0}% of the time (CPU pressure limit {:.0}%)",
+                a.addr, limits.cpu_pressure_pct
+            ));
         }
         let ((_, lag_p99, _), _) = lag_us(a);
         if open_loop && lag_p99 > limits.lag_p99_us {
@@ -99,6 +133,8 @@ pub fn judge(plan: &RunPlan, m: &Metrics, agents: &[AgentReport]) -> Verdict {
             cpu_fraction_of_cores: limits.cpu_fraction,
             send_lag_p99_us: limits.lag_p99_us,
             rate_shortfall: limits.rate_shortfall,
+            host_busy_pct: limits.host_busy_pct,
+            cpu_pressure_pct: limits.cpu_pressure_pct,
         },
     }
 }

@@ -169,6 +169,7 @@ pub fn run_plan(a: RunArgs) -> Result<RunPlan, UsageError> {
             cpu_fraction: a.client_cpu_limit,
             lag_p99_us: a.client_lag_limit.as_micros() as u64,
             rate_shortfall: a.client_rate_shortfall,
+            ..VerdictLimits::default()
         },
     })
 }

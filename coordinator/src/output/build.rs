@@ -68,6 +68,8 @@ pub fn client_block(plan: &RunPlan, o: &Outcome, verdict: Verdict) -> ClientBloc
                 clock_offset_bound_ms: a.offset.bound_ns() as f64 / 1e6,
                 cpu_percent: verdict::cpu_percent(a),
                 cpu_seconds: done.cpu_seconds,
+                host_busy_pct: verdict::host(a).0,
+                cpu_pressure_pct: verdict::host(a).1,
                 scheduling_lag_us: Lag { p50, p99, max },
                 timer_wake_lateness_us: Lateness { p99: wake_p99, max: wake_max },
                 max_in_flight: done.max_in_flight,

@@ -392,6 +392,12 @@ pub struct AgentEntry {
     /// Process CPU time over the run's wall time; 100 = one core.
     pub cpu_percent: f64,
     pub cpu_seconds: f64,
+    /// The agent host's CPUs over the run: busy share of all of them, and the share of
+    /// time some task waited for one (`/proc/pressure/cpu`; absent without PSI), 0..100.
+    #[serde(default)]
+    pub host_busy_pct: f64,
+    #[serde(default)]
+    pub cpu_pressure_pct: Option<f64>,
     /// Intended to actual send (open loop), microseconds.
     pub scheduling_lag_us: Lag,
     /// Pacing-timer wake-up lateness (open loop), microseconds.

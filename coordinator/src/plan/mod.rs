@@ -136,11 +136,16 @@ pub struct VerdictLimits {
     pub lag_p99_us: u64,
     /// Achieved send rate this fraction below the requested rate.
     pub rate_shortfall: f64,
+    /// Busy share of all the agent host's CPUs (0..100) above which the host is saturated.
+    pub host_busy_pct: f64,
+    /// Share of wall time some task waited for a CPU (PSI "some", 0..100) above which the
+    /// client competed for CPUs.
+    pub cpu_pressure_pct: f64,
 }
 
 impl Default for VerdictLimits {
     fn default() -> Self {
-        Self { cpu_fraction: 0.85, lag_p99_us: 1_000, rate_shortfall: 0.01 }
+        Self { cpu_fraction: 0.85, lag_p99_us: 1_000, rate_shortfall: 0.01, host_busy_pct: 90.0, cpu_pressure_pct: 50.0 }
     }
 }
 

@@ -1,0 +1,64 @@
+//! The client-bound verdict sees a starved client (issue 21, D15): its own test binary,
+//! one test, so no other test's CPU use enters its measurements. Against `surge echo`
+//! (TTFT 20 ms, ITL 20 ms, 32 tokens, 500 in flight): alone the verdict is false; with a
+//! busy loop on every core for the whole level it is true and names the host.
+
+#[path = "../e2e/util.rs"]
+#[allow(dead_code)]
+mod util;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use util::{TempDir, echo, run_saved};
+
+fn level(base: &str, tag: &str) -> serde_json::Value {
+    let dir = TempDir::new(tag);
+    let r = run_saved(
+        &dir,
+        &[
+            "run", "--base-url", base, "--model", "m", "--random-input-len", "16", "--random-output-len", "32",
+            "--ignore-eos", "--max-concurrency", "500", "--duration", "6s",
+        ],
+        Duration::from_secs(120),
+    );
+    let a = &r["client"]["agents"][0];
+    eprintln!(
+        "{tag}: completed {}, engine CPU {:.0}%, host busy {:.0}%, CPU pressure {}, client_bound {}, reasons {}",
+        r["completed"], a["cpu_percent"].as_f64().unwrap(), a["host_busy_pct"].as_f64().unwrap(),
+        a["cpu_pressure_pct"], r["client"]["verdict"]["client_bound"], r["client"]["verdict"]["reasons"]
+    );
+    r
+}
+
+#[test]
+fn a_starved_client_is_called_client_bound() {
+    let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "20", "--itl-ms", "20", "--output-tokens", "32"]);
+    let alone = level(&base, "alone");
+    assert_eq!(alone["client"]["verdict"]["client_bound"], false, "{}", alone["client"]["verdict"]);
+    // A busy loop on every core, for the whole level.
+    let stop = Arc::new(AtomicBool::new(false));
+    let hogs: Vec<_> = (0..std::thread::available_parallelism().map_or(2, |n| n.get()))
+        .map(|_| {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut x = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    for i in 0..10_000u64 {
+                        x = x.wrapping_add(std::hint::black_box(i * i));
+                    }
+                }
+                x
+            })
+        })
+        .collect();
+    let hogged = level(&base, "hogged");
+    stop.store(true, Ordering::Relaxed);
+    for h in hogs {
+        h.join().unwrap();
+    }
+    let v = &hogged["client"]["verdict"];
+    assert_eq!(v["client_bound"], true, "{v}");
+    let reasons = v["reasons"].to_string();
+    assert!(reasons.contains("busy") || reasons.contains("waiting for a CPU"), "{reasons}");
+}
