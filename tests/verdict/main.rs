@@ -24,9 +24,11 @@ fn level(base: &str, tag: &str) -> serde_json::Value {
     );
     let a = &r["client"]["agents"][0];
     eprintln!(
-        "{tag}: completed {}, engine CPU {:.0}%, host busy {:.0}%, CPU pressure {}, client_bound {}, reasons {}",
+        "{tag}: completed {}, engine CPU {:.0}%, host busy {:.0}%, CPU pressure {}, coalesced token fraction {}, \
+         client_bound {}, reasons {}",
         r["completed"], a["cpu_percent"].as_f64().unwrap(), a["host_busy_pct"].as_f64().unwrap(),
-        a["cpu_pressure_pct"], r["client"]["verdict"]["client_bound"], r["client"]["verdict"]["reasons"]
+        a["cpu_pressure_pct"], a["coalesced_token_fraction"], r["client"]["verdict"]["client_bound"],
+        r["client"]["verdict"]["reasons"]
     );
     r
 }
@@ -36,6 +38,8 @@ fn a_starved_client_is_called_client_bound() {
     let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "20", "--itl-ms", "20", "--output-tokens", "32"]);
     let alone = level(&base, "alone");
     assert_eq!(alone["client"]["verdict"]["client_bound"], false, "{}", alone["client"]["verdict"]);
+    let coalesced = alone["client"]["agents"][0]["coalesced_token_fraction"].as_f64().unwrap();
+    assert!(coalesced < 0.01, "a client that keeps up reads one token per read: {coalesced}");
     // A busy loop on every core, for the whole level.
     let stop = Arc::new(AtomicBool::new(false));
     let hogs: Vec<_> = (0..std::thread::available_parallelism().map_or(2, |n| n.get()))
@@ -59,6 +63,7 @@ fn a_starved_client_is_called_client_bound() {
     }
     let v = &hogged["client"]["verdict"];
     assert_eq!(v["client_bound"], true, "{v}");
+    assert!(hogged["client"]["agents"][0]["coalesced_token_fraction"].is_number(), "reported when hogged too");
     let reasons = v["reasons"].to_string();
     assert!(reasons.contains("busy") || reasons.contains("waiting for a CPU"), "{reasons}");
 }

@@ -94,9 +94,20 @@ pub struct Metrics {
     pub time_series: Vec<Slice>,
     /// The rows themselves, only when asked (`--save-detailed`, `surge validate`).
     pub rows: Vec<GlobalRow>,
+    /// Per agent: token events that arrived in the same socket read as the previous
+    /// token event of their stream (an ITL gap of exactly 0: one kernel stamp), and all
+    /// token events of successful streamed requests.
+    pub coalesced: Vec<(u64, u64)>,
 }
 
 impl Metrics {
+    /// Agent `agent`'s `coalesced_token_fraction`: token events read together with an
+    /// earlier one of their stream, over all its token events (`None`: none streamed).
+    pub fn coalesced_fraction(&self, agent: usize) -> Option<f64> {
+        let &(c, t) = self.coalesced.get(agent)?;
+        (t > 0).then(|| c as f64 / t as f64)
+    }
+
     pub fn dist(&self, name: &str) -> &Sample {
         match name {
             "ttft" => &self.ttft,
@@ -194,6 +205,14 @@ impl Aggregator {
         }
         for &g in &r.row.itl_us {
             m.itl.add(f64::from(g) / 1e6);
+        }
+        if r.row.ttft_us > 0 {
+            if m.coalesced.len() <= r.agent {
+                m.coalesced.resize(r.agent + 1, (0, 0));
+            }
+            let (c, t) = &mut m.coalesced[r.agent];
+            *c += r.row.itl_us.iter().filter(|&&g| g == 0).count() as u64;
+            *t += r.row.itl_us.len() as u64 + 1;
         }
         self.samples += r.row.itl_us.len() as u64;
         if let Some(i) = r.intended_s {
@@ -308,6 +327,20 @@ mod tests {
                 ..Default::default()
             },
         }
+    }
+
+    #[test]
+    fn coalesced_token_events_are_counted_per_agent() {
+        let mut b = row(0.0, 1000, 9000, 4, vec![0, 5000, 0]);
+        b.agent = 1;
+        let mut c = row(0.0, 1000, 2000, 2, vec![1000]);
+        c.agent = 1;
+        let no_tokens = row(0.0, 0, 2000, 0, vec![]);
+        let m = compute(&[row(0.0, 1000, 3000, 3, vec![1000, 1000]), b, c, no_tokens], &Slo::default());
+        assert_eq!(m.coalesced, vec![(0, 3), (2, 6)]);
+        assert_eq!(m.coalesced_fraction(0), Some(0.0));
+        assert_eq!(m.coalesced_fraction(1), Some(2.0 / 6.0));
+        assert_eq!(m.coalesced_fraction(2), None);
     }
 
     #[test]

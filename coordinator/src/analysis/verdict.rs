@@ -31,6 +31,12 @@ pub struct Thresholds {
     pub host_busy_pct: f64,
     #[serde(default = "default_pressure")]
     pub cpu_pressure_pct: f64,
+    #[serde(default = "default_coalesced")]
+    pub coalesced_token_fraction: f64,
+}
+
+fn default_coalesced() -> f64 {
+    crate::plan::VerdictLimits::default().coalesced_fraction
 }
 
 fn default_host_busy() -> f64 {
@@ -76,7 +82,16 @@ pub fn judge(plan: &RunPlan, m: &Metrics, agents: &[AgentReport]) -> Verdict {
     let limits = plan.verdict;
     let open_loop = plan.request_rate.is_finite();
     let mut reasons = Vec::new();
-    for a in agents {
+    for (i, a) in agents.iter().enumerate() {
+        if let Some(f) = m.coalesced_fraction(i).filter(|f| *f > limits.coalesced_fraction) {
+            reasons.push(format!(
+                "agent {} read {:.1}% of token events in the same read as the previous one of their stream (limit \
+                 {:.1}%): it read late, so those tokens are dated late",
+                a.addr,
+                f * 100.0,
+                limits.coalesced_fraction * 100.0
+            ));
+        }
         let cpu = cpu_percent(a);
         let cores = a.hello.cores.max(1);
         let cpu_limit = limits.cpu_fraction * 100.0 * f64::from(cores);
@@ -135,6 +150,7 @@ pub fn judge(plan: &RunPlan, m: &Metrics, agents: &[AgentReport]) -> Verdict {
             rate_shortfall: limits.rate_shortfall,
             host_busy_pct: limits.host_busy_pct,
             cpu_pressure_pct: limits.cpu_pressure_pct,
+            coalesced_token_fraction: limits.coalesced_fraction,
         },
     }
 }

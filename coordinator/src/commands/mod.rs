@@ -65,7 +65,7 @@ fn run_failure(plan: &RunPlan, e: &RunError) -> Failure {
 /// The typed result of a finished run.
 pub fn finish(plan: &RunPlan, model: &str, outcome: &Outcome, m: &Metrics) -> RunResult {
     let v = verdict::judge(plan, m, &outcome.agents);
-    let client = result_build::client_block(plan, outcome, v);
+    let client = result_build::client_block(plan, outcome, m, v);
     result_build::run_result(plan, model, m, outcome, client, saved_at(chrono::Utc::now()))
 }
 

@@ -41,12 +41,13 @@ fn meta(plan: &RunPlan, key: &str) -> Option<String> {
 }
 
 /// The client block: each agent's share, counts, clock, CPU and lag, and the verdict.
-pub fn client_block(plan: &RunPlan, o: &Outcome, verdict: Verdict) -> ClientBlock {
+pub fn client_block(plan: &RunPlan, o: &Outcome, m: &Metrics, verdict: Verdict) -> ClientBlock {
     let open_loop = plan.request_rate.is_finite();
     let agents = o
         .agents
         .iter()
-        .map(|a| {
+        .enumerate()
+        .map(|(i, a)| {
             let done = a.done.clone().unwrap_or_default();
             let ((p50, p99, max), (wake_p99, wake_max)) = verdict::lag_us(a);
             AgentEntry {
@@ -70,6 +71,7 @@ pub fn client_block(plan: &RunPlan, o: &Outcome, verdict: Verdict) -> ClientBloc
                 cpu_seconds: done.cpu_seconds,
                 host_busy_pct: verdict::host(a).0,
                 cpu_pressure_pct: verdict::host(a).1,
+                coalesced_token_fraction: m.coalesced_fraction(i),
                 scheduling_lag_us: Lag { p50, p99, max },
                 timer_wake_lateness_us: Lateness { p99: wake_p99, max: wake_max },
                 max_in_flight: done.max_in_flight,

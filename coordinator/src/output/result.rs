@@ -398,6 +398,11 @@ pub struct AgentEntry {
     pub host_busy_pct: f64,
     #[serde(default)]
     pub cpu_pressure_pct: Option<f64>,
+    /// Token events read in the same socket read as the previous one of their stream,
+    /// over all token events (near 0 when the client keeps up with a server that writes
+    /// one token at a time); absent when nothing was streamed.
+    #[serde(default)]
+    pub coalesced_token_fraction: Option<f64>,
     /// Intended to actual send (open loop), microseconds.
     pub scheduling_lag_us: Lag,
     /// Pacing-timer wake-up lateness (open loop), microseconds.

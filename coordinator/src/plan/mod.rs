@@ -141,11 +141,13 @@ pub struct VerdictLimits {
     /// Share of wall time some task waited for a CPU (PSI "some", 0..100) above which the
     /// client competed for CPUs.
     pub cpu_pressure_pct: f64,
+    /// Share of token events read together with an earlier one of their stream.
+    pub coalesced_fraction: f64,
 }
 
 impl Default for VerdictLimits {
     fn default() -> Self {
-        Self { cpu_fraction: 0.85, lag_p99_us: 1_000, rate_shortfall: 0.01, host_busy_pct: 90.0, cpu_pressure_pct: 50.0 }
+        Self { cpu_fraction: 0.85, lag_p99_us: 1_000, rate_shortfall: 0.01, host_busy_pct: 90.0, cpu_pressure_pct: 50.0, coalesced_fraction: 0.01 }
     }
 }
 
