@@ -115,8 +115,9 @@ fn an_interrupt_keeps_what_was_measured() {
             "--ignore-eos", "--max-concurrency", "200", "--duration", "60s", "--save-result", "--result-dir", &d,
             "--result-filename", "r.json",
         ]);
-        wait_for(Duration::from_secs(20), "requests at the echo", || {
-            echo_metric(&base, "surge_echo_requests_total") >= 500.0
+        // 500 requests' worth of tokens served (8 each) before the signal.
+        wait_for(Duration::from_secs(20), "requests served by the echo", || {
+            echo_metric(&base, "surge_echo_tokens_total") >= 4000.0
         });
         bg.proc.signal(sig);
         let t0 = Instant::now();
