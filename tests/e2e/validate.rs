@@ -1,7 +1,6 @@
 //! `surge validate` and the client-bound verdict.
 
-use crate::util::{TempDir, bin, echo, read_json, surge, text};
-use std::process::Command;
+use crate::util::{TempDir, echo, read_json, surge, text};
 use std::time::Duration;
 
 #[test]
@@ -70,70 +69,4 @@ fn validation_table_and_against_verdicts() {
     let msg = text(&fail.stdout);
     assert_eq!(fail.status.code(), Some(5), "{msg}\n{}", text(&fail.stderr));
     assert!(msg.contains("FAIL") && msg.contains("50000000.00 req/s") && msg.contains("headroom"), "{msg}");
-}
-
-#[test]
-fn an_overloaded_client_is_flagged_client_bound_and_a_light_one_is_not() {
-    let (_echo, base) = echo("127.0.0.1", &[]);
-    let dir = TempDir::new("bound");
-    // One core, asked for far more than it can send.
-    let out = Command::new("taskset")
-        .args(["-c", "0"])
-        .arg(bin("surge"))
-        .args([
-            "run",
-            "--base-url",
-            &base,
-            "--backend",
-            "http",
-            "--random-input-len",
-            "16",
-            "--num-prompts",
-            "40000",
-            "--request-rate",
-            "400000",
-            "--save-result",
-            "--result-dir",
-            &dir.path(""),
-            "--result-filename",
-            "heavy.json",
-        ])
-        .output()
-        .expect("taskset");
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("WARNING: client-bound"), "{}", text(&out.stdout));
-    let heavy = read_json(&dir.path("heavy.json"));
-    let v = &heavy["client"]["verdict"];
-    assert_eq!(v["client_bound"], true, "{v}");
-    assert!(!v["reasons"].as_array().unwrap().is_empty());
-    assert_eq!(heavy["client"]["agents"][0]["cores"], 1, "taskset pins the agent to one core");
-
-    let out = surge(
-        &[
-            "run",
-            "--base-url",
-            &base,
-            "--backend",
-            "http",
-            "--random-input-len",
-            "16",
-            "--num-prompts",
-            "150",
-            "--request-rate",
-            "100",
-            "--save-result",
-            "--result-dir",
-            &dir.path(""),
-            "--result-filename",
-            "light.json",
-            // The suite runs tests in parallel on 2 cores; the verdict's logic is under test,
-            // not this machine's scheduling jitter.
-            "--client-lag-limit",
-            "5ms",
-        ],
-        Duration::from_secs(60),
-    );
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let light = read_json(&dir.path("light.json"));
-    assert_eq!(light["client"]["verdict"]["client_bound"], false, "{}", light["client"]);
 }

@@ -96,7 +96,7 @@ pub struct Metrics {
     pub rows: Vec<GlobalRow>,
     /// Per agent: token events that arrived in the same socket read as the previous
     /// token event of their stream (an ITL gap of exactly 0: one kernel stamp), and all
-    /// token events of successful streamed requests.
+    /// token events of successful streamed requests whose mean ITL is at least 1 ms.
     pub coalesced: Vec<(u64, u64)>,
 }
 
@@ -117,6 +117,9 @@ impl Metrics {
         }
     }
 }
+
+/// Mean ITL below which a stream does not count towards read coalescing (µs).
+const COALESCE_MIN_GAP_US: u64 = 1000;
 
 /// Folds rows into [`Metrics`] as they arrive, in memory that does not grow with the run
 /// (beyond the exact budget, the per-second peak bins and the time series' slices).
@@ -206,7 +209,11 @@ impl Aggregator {
         for &g in &r.row.itl_us {
             m.itl.add(f64::from(g) / 1e6);
         }
-        if r.row.ttft_us > 0 {
+        // Streams whose tokens came less than 1 ms apart on average are left out: such a
+        // server writes faster than one read per token, so its tokens share reads anyway.
+        let gaps = r.row.itl_us.len() as u64;
+        let paced = gaps > 0 && r.row.itl_us.iter().map(|&g| u64::from(g)).sum::<u64>() >= COALESCE_MIN_GAP_US * gaps;
+        if r.row.ttft_us > 0 && paced {
             if m.coalesced.len() <= r.agent {
                 m.coalesced.resize(r.agent + 1, (0, 0));
             }
@@ -336,7 +343,11 @@ mod tests {
         let mut c = row(0.0, 1000, 2000, 2, vec![1000]);
         c.agent = 1;
         let no_tokens = row(0.0, 0, 2000, 0, vec![]);
-        let m = compute(&[row(0.0, 1000, 3000, 3, vec![1000, 1000]), b, c, no_tokens], &Slo::default());
+        // A server writing tokens back to back (mean gap < 1 ms): its shared reads say
+        // nothing about the client, so the stream is left out.
+        let mut fast = row(0.0, 1000, 1100, 4, vec![0, 0, 100]);
+        fast.agent = 1;
+        let m = compute(&[row(0.0, 1000, 3000, 3, vec![1000, 1000]), b, c, no_tokens, fast], &Slo::default());
         assert_eq!(m.coalesced, vec![(0, 3), (2, 6)]);
         assert_eq!(m.coalesced_fraction(0), Some(0.0));
         assert_eq!(m.coalesced_fraction(1), Some(2.0 / 6.0));

@@ -169,7 +169,9 @@ pub fn run_plan(a: RunArgs) -> Result<RunPlan, UsageError> {
             cpu_fraction: a.client_cpu_limit,
             lag_p99_us: a.client_lag_limit.as_micros() as u64,
             rate_shortfall: a.client_rate_shortfall,
-            ..VerdictLimits::default()
+            host_busy_pct: a.client_host_busy_limit,
+            cpu_pressure_pct: a.client_pressure_limit,
+            coalesced_fraction: a.client_coalesced_limit,
         },
     })
 }

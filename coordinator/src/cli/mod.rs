@@ -234,6 +234,17 @@ pub struct RunArgs {
     /// Client-bound verdict: an achieved send rate this fraction below the requested rate.
     #[arg(long, default_value_t = 0.01, value_parser = parse::positive, value_name = "FRACTION")]
     pub client_rate_shortfall: f64,
+    /// Client-bound verdict: an agent's host busier than this percent of all its CPUs.
+    #[arg(long, default_value_t = 90.0, value_parser = parse::positive, value_name = "PERCENT")]
+    pub client_host_busy_limit: f64,
+    /// Client-bound verdict: tasks waiting for a CPU on an agent's host more than this
+    /// percent of the time (/proc/pressure/cpu "some").
+    #[arg(long, default_value_t = 50.0, value_parser = parse::positive, value_name = "PERCENT")]
+    pub client_pressure_limit: f64,
+    /// Client-bound verdict: more than this fraction of token events read together with
+    /// the previous one of their stream (the client read late).
+    #[arg(long, default_value_t = 0.01, value_parser = parse::positive, value_name = "FRACTION")]
+    pub client_coalesced_limit: f64,
     /// Skip the one request each agent sends before the load to check the endpoint,
     /// model and key (vLLM 0.32+ skips it by default; surge sends it).
     #[arg(long)]
