@@ -151,7 +151,9 @@ cat "$WORK/table.md"
     cat "$WORK/table.md"
 } >>"$BENCH_DIR/RESULTS.md"
 # The must-show bounds: the blip completes with every row once; the cut is reported
-# within 3.0 s and the target is idle within the lease (+ 0.2 s for polling).
+# within 3.0 s and the target is idle within the lease (3 s from the last word a1 heard,
+# which precedes the cut) plus 0.5 s for cancelling in-flight requests and for polling
+# the target through `ip netns exec curl` on a loaded host (measured 3.06-3.15 s).
 python3 - "$WORK/table.md" <<'PY'
 import sys
 rows = [l.split("|")[1:-1] for l in open(sys.argv[1]) if l.startswith("| blip") or l.startswith("| cut")]
@@ -161,7 +163,7 @@ for r in rows:
     if r[0].startswith("blip"):
         ok &= r[1] == "0" and r[6] == "+0" and r[7] == "0"
     else:
-        ok &= r[1] == "3" and float(r[8].split()[0]) <= 3.0 and float(r[9].split()[0]) <= 3.2
+        ok &= r[1] == "3" and float(r[8].split()[0]) <= 3.0 and float(r[9].split()[0]) <= 3.5
 print("partition bounds:", "held" if ok else "NOT held")
 sys.exit(0 if ok else 1)
 PY
