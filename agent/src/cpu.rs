@@ -135,7 +135,10 @@ fn host_counters() -> (u64, u64, Option<u64>) {
         Ok(k) => {
             let t = k.total;
             let idle = t.idle + t.iowait.unwrap_or(0);
-            let all = t.user + t.nice + t.system + t.idle
+            let all = t.user
+                + t.nice
+                + t.system
+                + t.idle
                 + [t.iowait, t.irq, t.softirq, t.steal].iter().map(|v| v.unwrap_or(0)).sum::<u64>();
             (all.saturating_sub(idle), all)
         }

@@ -224,7 +224,11 @@ impl AgentConfig {
                 Some(value.parse().map_err(|source| ConfigError::LocalAddress { value: value.clone(), source })?)
             }
         };
-        Ok(Self { listen, tls, settings: AgentSettings { local_address, ..AgentSettings::new(max_in_flight, lease, allowed) } })
+        Ok(Self {
+            listen,
+            tls,
+            settings: AgentSettings { local_address, ..AgentSettings::new(max_in_flight, lease, allowed) },
+        })
     }
 }
 

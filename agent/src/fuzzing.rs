@@ -45,7 +45,10 @@ pub fn coordinator_msgs(data: &[u8]) {
     let mut k = 0u64;
     while !buf.is_empty() {
         let Ok(msg) = CoordinatorMsg::decode_length_delimited(&mut buf) else { return };
-        let now = Now { at: t0 + Duration::from_millis(k * 10), unix_ns: 1_800_000_000_000_000_000 + (k as i64) * 10_000_000 };
+        let now = Now {
+            at: t0 + Duration::from_millis(k * 10),
+            unix_ns: 1_800_000_000_000_000_000 + (k as i64) * 10_000_000,
+        };
         let _ = session.handle(Event::Message(msg), now);
         k += 1;
     }

@@ -86,7 +86,8 @@ async fn open_loop_records_intended_times_and_lag() {
     assert_eq!(rows.len(), 200);
     assert!(rows.iter().all(|r| r.intended_us >= 0 && r.start_us >= r.intended_us));
     // Poisson arrivals at 400/s: 199 gaps averaging 2.5 ms (standard error 0.18 ms).
-    let (first, last) = rows.iter().fold((i64::MAX, i64::MIN), |(a, b), r| (a.min(r.intended_us), b.max(r.intended_us)));
+    let (first, last) =
+        rows.iter().fold((i64::MAX, i64::MIN), |(a, b), r| (a.min(r.intended_us), b.max(r.intended_us)));
     let mean_gap_ms = (last - first) as f64 / 199.0 / 1000.0;
     assert!((1.75..3.25).contains(&mean_gap_ms), "mean gap {mean_gap_ms} ms");
     // The echo answers at once, so sends keep up with the schedule.

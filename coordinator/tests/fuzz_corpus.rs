@@ -35,7 +35,16 @@ fn agents_seed() -> Vec<u8> {
         (0, Msg::Batch(SampleBatch { run_id: 7, seq: 0, rows: vec![row(0), row(1)], started_unix_ns: 1 })),
         (0, Msg::Batch(SampleBatch { run_id: 7, seq: 0, rows: vec![row(0), row(1)], started_unix_ns: 1 })),
         (2, Msg::Health(Health { in_flight: 3, ..Default::default() })),
-        (0, Msg::Done(Done { run_id: 7, batches: 1, completed: 2, stop_reason: "finished".into(), ..Default::default() })),
+        (
+            0,
+            Msg::Done(Done {
+                run_id: 7,
+                batches: 1,
+                completed: 2,
+                stop_reason: "finished".into(),
+                ..Default::default()
+            }),
+        ),
         (1, Msg::Done(Done { run_id: 7, stop_reason: "signal".into(), ..Default::default() })),
     ];
     let mut out = Vec::new();

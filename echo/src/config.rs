@@ -244,9 +244,10 @@ impl EchoConfig {
             check_delay("--fault-stall-ms", stall)?;
         }
         if let Some(n) = self.output_tokens
-            && !(1..=MAX_OUTPUT_TOKENS).contains(&n) {
-                return Err(format!("--output-tokens must be within 1..={MAX_OUTPUT_TOKENS}, got {n}"));
-            }
+            && !(1..=MAX_OUTPUT_TOKENS).contains(&n)
+        {
+            return Err(format!("--output-tokens must be within 1..={MAX_OUTPUT_TOKENS}, got {n}"));
+        }
         if let Some(k) = self.max_concurrent_streams {
             let max = tokio::sync::Semaphore::MAX_PERMITS;
             if k == 0 || k > max {

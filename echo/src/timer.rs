@@ -291,9 +291,11 @@ impl Future for PreciseSleep {
         }
         // Not due yet, so a registration of this deadline has not fired.
         if let Some((at, waker)) = &this.registered
-            && *at == this.deadline && waker.will_wake(cx.waker()) {
-                return Poll::Pending;
-            }
+            && *at == this.deadline
+            && waker.will_wake(cx.waker())
+        {
+            return Poll::Pending;
+        }
         let old = this.register(cx.waker());
         let prev = this.registered.replace((this.deadline, cx.waker().clone()));
         drop((old, prev));

@@ -31,7 +31,9 @@ pub(crate) enum Field {
     Content,
     Reasoning,
     /// The arguments of tool call 0; `first` also carries its id and name.
-    ToolCall { first: bool },
+    ToolCall {
+        first: bool,
+    },
 }
 
 /// One token: where it goes and what it says.

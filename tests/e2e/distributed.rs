@@ -357,7 +357,8 @@ fn one_agents_failing_path_is_named() {
     let agents = addrs.join(",");
     let tls = pki.coordinator_args(false);
     let d = pki.dir.path("");
-    let load = ["--num-prompts", "200", "--max-concurrency", "8", "--random-input-len", "16", "--random-output-len", "4"];
+    let load =
+        ["--num-prompts", "200", "--max-concurrency", "8", "--random-input-len", "16", "--random-output-len", "4"];
     let mut extra = load.to_vec();
     extra.extend(["--no-initial-test", "--result-dir", &d, "--result-filename", "r.json", "--save-result"]);
     let out = surge(&run_args(&base, &agents, &tls, &extra), Duration::from_secs(120));

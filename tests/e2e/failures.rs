@@ -7,8 +7,19 @@ use std::time::Duration;
 
 fn run(base: &str, extra: &[&str]) -> std::process::Output {
     let mut args = vec![
-        "run", "--base-url", base, "--model", "m", "--random-input-len", "16", "--random-output-len", "4",
-        "--num-prompts", "200", "--max-concurrency", "8",
+        "run",
+        "--base-url",
+        base,
+        "--model",
+        "m",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "4",
+        "--num-prompts",
+        "200",
+        "--max-concurrency",
+        "8",
     ];
     args.extend_from_slice(extra);
     surge(&args, Duration::from_secs(60))
@@ -108,5 +119,8 @@ fn a_loading_server_is_waited_for_within_the_ready_timeout() {
     let out = run(&base, &[]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     let err = text(&out.stderr);
-    assert!(err.contains("HTTP 503") && err.contains("still loading") && err.contains("--ready-check-timeout-sec"), "{err}");
+    assert!(
+        err.contains("HTTP 503") && err.contains("still loading") && err.contains("--ready-check-timeout-sec"),
+        "{err}"
+    );
 }

@@ -16,8 +16,22 @@ fn duration_alone_has_no_cap_and_the_time_series_adds_up() {
     let r = run_saved(
         &dir,
         &[
-            "run", "--base-url", &base, "--model", "m", "--random-input-len", "16", "--random-output-len", "8",
-            "--ignore-eos", "--max-concurrency", "64", "--duration", "4s", "--save-rows", &rows,
+            "run",
+            "--base-url",
+            &base,
+            "--model",
+            "m",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            "8",
+            "--ignore-eos",
+            "--max-concurrency",
+            "64",
+            "--duration",
+            "4s",
+            "--save-rows",
+            &rows,
         ],
         Duration::from_secs(60),
     );
@@ -66,9 +80,27 @@ fn a_huge_num_prompts_costs_nothing_up_front_and_the_duration_ends_it() {
     let d = dir.path("");
     let t0 = Instant::now();
     let bg = surge_bg(&[
-        "run", "--base-url", &base, "--model", "m", "--random-input-len", "16", "--random-output-len", "4",
-        "--ignore-eos", "--max-concurrency", "32", "--num-prompts", "100000000", "--duration", "3s",
-        "--save-result", "--result-dir", &d, "--result-filename", "r.json",
+        "run",
+        "--base-url",
+        &base,
+        "--model",
+        "m",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "4",
+        "--ignore-eos",
+        "--max-concurrency",
+        "32",
+        "--num-prompts",
+        "100000000",
+        "--duration",
+        "3s",
+        "--save-result",
+        "--result-dir",
+        &d,
+        "--result-filename",
+        "r.json",
     ]);
     // Requests reach the server soon after launch (nothing is prepared per prompt).
     wait_for(Duration::from_secs(10), "the first completion at the echo", || {
@@ -111,9 +143,25 @@ fn an_interrupt_keeps_what_was_measured() {
         let dir = TempDir::new("interrupt");
         let d = dir.path("");
         let bg = surge_bg(&[
-            "run", "--base-url", &base, "--model", "m", "--random-input-len", "16", "--random-output-len", "8",
-            "--ignore-eos", "--max-concurrency", "200", "--duration", "60s", "--save-result", "--result-dir", &d,
-            "--result-filename", "r.json",
+            "run",
+            "--base-url",
+            &base,
+            "--model",
+            "m",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            "8",
+            "--ignore-eos",
+            "--max-concurrency",
+            "200",
+            "--duration",
+            "60s",
+            "--save-result",
+            "--result-dir",
+            &d,
+            "--result-filename",
+            "r.json",
         ]);
         // 500 requests' worth of tokens served (8 each) before the signal.
         wait_for(Duration::from_secs(20), "requests served by the echo", || {

@@ -11,9 +11,31 @@ fn start(dir: &TempDir, base: &str, via: &str, secs: &str) -> crate::util::Backg
     let d = dir.path("");
     let rows = dir.path("rows.jsonl");
     surge_bg(&[
-        "run", "--base-url", base, "--model", "m", "--agents", via, "--insecure", "--random-input-len", "16",
-        "--random-output-len", "8", "--ignore-eos", "--max-concurrency", "200", "--duration", secs,
-        "--no-initial-test", "--save-rows", &rows, "--save-result", "--result-dir", &d, "--result-filename", "r.json",
+        "run",
+        "--base-url",
+        base,
+        "--model",
+        "m",
+        "--agents",
+        via,
+        "--insecure",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "8",
+        "--ignore-eos",
+        "--max-concurrency",
+        "200",
+        "--duration",
+        secs,
+        "--no-initial-test",
+        "--save-rows",
+        &rows,
+        "--save-result",
+        "--result-dir",
+        &d,
+        "--result-filename",
+        "r.json",
     ])
 }
 
@@ -99,14 +121,22 @@ fn an_agent_refuses_more_than_its_open_file_limit() {
     let (_echo, base) = echo("127.0.0.1", &[]);
     let bin = crate::util::bin("surge-agent").display().to_string();
     let script = "ulimit -n 1024 && exec \"$0\" \"$@\"";
-    let args = [
-        "-c", script, &bin, "--listen", "127.0.0.2:0", "--insecure", "--allowed-targets", "127.0.0.1",
-    ];
+    let args = ["-c", script, &bin, "--listen", "127.0.0.2:0", "--insecure", "--allowed-targets", "127.0.0.1"];
     let (_agent, addr) = crate::util::spawn_until(std::path::Path::new("bash"), &args, "listening on ", "agent");
     let out = crate::util::surge(
         &[
-            "run", "--base-url", &base, "--model", "m", "--agents", &addr, "--insecure", "--max-concurrency", "2000",
-            "--num-prompts", "4000",
+            "run",
+            "--base-url",
+            &base,
+            "--model",
+            "m",
+            "--agents",
+            &addr,
+            "--insecure",
+            "--max-concurrency",
+            "2000",
+            "--num-prompts",
+            "4000",
         ],
         Duration::from_secs(60),
     );

@@ -7,10 +7,10 @@
 #[allow(dead_code)]
 mod util;
 
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use std::process::Command;
 use util::{TempDir, bin, echo, read_json, run_saved, surge, text};
 
 fn level(base: &str, tag: &str) -> serde_json::Value {
@@ -18,8 +18,20 @@ fn level(base: &str, tag: &str) -> serde_json::Value {
     let r = run_saved(
         &dir,
         &[
-            "run", "--base-url", base, "--model", "m", "--random-input-len", "16", "--random-output-len", "32",
-            "--ignore-eos", "--max-concurrency", "500", "--duration", "6s",
+            "run",
+            "--base-url",
+            base,
+            "--model",
+            "m",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            "32",
+            "--ignore-eos",
+            "--max-concurrency",
+            "500",
+            "--duration",
+            "6s",
         ],
         Duration::from_secs(120),
     );
@@ -27,8 +39,12 @@ fn level(base: &str, tag: &str) -> serde_json::Value {
     eprintln!(
         "{tag}: completed {}, engine CPU {:.0}%, host busy {:.0}%, CPU pressure {}, coalesced token fraction {}, \
          client_bound {}, reasons {}",
-        r["completed"], a["cpu_percent"].as_f64().unwrap(), a["host_busy_pct"].as_f64().unwrap(),
-        a["cpu_pressure_pct"], a["coalesced_token_fraction"], r["client"]["verdict"]["client_bound"],
+        r["completed"],
+        a["cpu_percent"].as_f64().unwrap(),
+        a["host_busy_pct"].as_f64().unwrap(),
+        a["cpu_pressure_pct"],
+        a["coalesced_token_fraction"],
+        r["client"]["verdict"]["client_bound"],
         r["client"]["verdict"]["reasons"]
     );
     r

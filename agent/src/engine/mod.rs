@@ -225,8 +225,11 @@ pub async fn prepare_on(mut workload: Workload, local: Option<std::net::IpAddr>)
     let open_loop = workload.request_rate > 0.0;
     let warm_max = if open_loop { WARM_MAX / 4 } else { WARM_MAX };
     let concurrency = u64::from(workload.max_concurrency).min(jobs.len().max(1)).min(warm_max as u64) as usize;
-    let pool =
-        Arc::new(Pool::new(Connector::new(target, workload.http_version == 2)?.from_address(local), Arc::clone(&stats), concurrency));
+    let pool = Arc::new(Pool::new(
+        Connector::new(target, workload.http_version == 2)?.from_address(local),
+        Arc::clone(&stats),
+        concurrency,
+    ));
     let connections_open = pool.warm(concurrency, 128).await.map_err(EngineError::Connect)? as u32;
     if !workload.skip_initial_test && !jobs.is_empty() {
         initial_test(&workload, &pool, &tpl, &jobs).await?;
@@ -260,7 +263,12 @@ const INITIAL_TEST_LIMIT: Duration = Duration::from_secs(100);
 
 /// One request before the load, as the first of the run will be (D7): a wrong endpoint,
 /// model or key stops the run here with the server's own words.
-async fn initial_test(w: &Workload, pool: &Arc<Pool>, tpl: &Arc<RequestTemplate>, jobs: &Jobs) -> Result<(), EngineError> {
+async fn initial_test(
+    w: &Workload,
+    pool: &Arc<Pool>,
+    tpl: &Arc<RequestTemplate>,
+    jobs: &Jobs,
+) -> Result<(), EngineError> {
     let Planned { body, input_tokens, input_source } = jobs.get(0);
     let job = Job { index: jobs.index(0), body, input_tokens, input_source, intended: None };
     let url = format!("{}{}", w.base_url, w.endpoint);

@@ -26,7 +26,11 @@ impl HostLimits {
         use nix::sys::resource::{Resource, getrlimit, setrlimit};
         let open_files = match getrlimit(Resource::RLIMIT_NOFILE) {
             Ok((soft, hard)) if soft < hard => {
-                if setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() { hard } else { soft }
+                if setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+                    hard
+                } else {
+                    soft
+                }
             }
             Ok((soft, _)) => soft,
             Err(_) => u64::MAX,
@@ -114,7 +118,9 @@ impl Capacity {
                 ));
             }
             None if free > 0 => free.min(ceiling),
-            None => return Err(format!("this agent's max-in-flight {} is held by runs of other coordinators", self.max)),
+            None => {
+                return Err(format!("this agent's max-in-flight {} is held by runs of other coordinators", self.max));
+            }
         };
         *reserved += amount;
         Ok(Reservation { capacity: Arc::clone(self), amount })

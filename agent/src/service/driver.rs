@@ -252,8 +252,7 @@ mod tests {
 
     /// A session on channels (no socket): what the coordinator sends, what it receives.
     fn open(lease: Duration) -> (ToAgent, FromAgent) {
-        let settings =
-            Arc::new(AgentSettings::new(10, lease, Allowlist::any()));
+        let settings = Arc::new(AgentSettings::new(10, lease, Allowlist::any()));
         let (in_tx, in_rx) = mpsc::channel(16);
         let (tx, rx) = mpsc::unbounded_channel();
         let inbound: Inbound = Box::pin(tokio_stream::wrappers::ReceiverStream::new(in_rx));

@@ -35,7 +35,8 @@ pub struct AgentService {
 impl AgentService {
     pub fn new(settings: AgentSettings, shutdown: CancellationToken) -> Self {
         // Ids differ across agent restarts, so a coordinator never resumes a stranger.
-        let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64);
+        let seed =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64);
         Self {
             settings: Arc::new(settings),
             shutdown,
@@ -89,7 +90,8 @@ impl surge_proto::agent_server::Agent for AgentService {
             let (attach_tx, attach_rx) = mpsc::channel(4);
             self.sessions.lock().expect("sessions lock").insert(id, attach_tx);
             let inbound: Inbound = Box::pin(tokio_stream::once(Ok(first)).chain(inbound));
-            let (settings, shutdown, sessions) = (Arc::clone(&self.settings), self.shutdown.clone(), self.sessions.clone());
+            let (settings, shutdown, sessions) =
+                (Arc::clone(&self.settings), self.shutdown.clone(), self.sessions.clone());
             tokio::spawn(async move {
                 driver::run(settings, shutdown, driver::Link { id, inbound, tx, attach: attach_rx }, peer).await;
                 sessions.lock().expect("sessions lock").remove(&id);

@@ -10,8 +10,8 @@
 //! - [`allowlist`]: which targets this agent may load.
 
 pub mod allowlist;
-mod capacity;
 mod batch;
+mod capacity;
 mod driver;
 mod grpc;
 pub(crate) mod session;

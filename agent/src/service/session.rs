@@ -617,7 +617,10 @@ mod tests {
         let c = Clock::new();
         let mut s = session(&c);
         let beat = |s: &mut Session, d: Duration| {
-            sent(&s.handle(Event::HeartbeatDue { health: Some(Reading { cpu_percent: 1.0, ..Default::default() }) }, c.at(d)))
+            sent(&s.handle(
+                Event::HeartbeatDue { health: Some(Reading { cpu_percent: 1.0, ..Default::default() }) },
+                c.at(d),
+            ))
         };
         assert_eq!(beat(&mut s, ms(0)), ["heartbeat", "health"], "the first beat leaves at once");
         assert_eq!(s.next_heartbeat(), c.t0 + ms(100));
@@ -638,7 +641,10 @@ mod tests {
             assert_eq!(beat(&mut s, ms(7650 + 100 * k)), ["heartbeat"]);
         }
         // The beat carries the clock; health carries the CPU.
-        let a = s.handle(Event::HeartbeatDue { health: Some(Reading { cpu_percent: 42.0, ..Default::default() }) }, c.at(ms(8350)));
+        let a = s.handle(
+            Event::HeartbeatDue { health: Some(Reading { cpu_percent: 42.0, ..Default::default() }) },
+            c.at(ms(8350)),
+        );
         let [Action::Send(agent_msg::Msg::Heartbeat(h)), Action::Send(agent_msg::Msg::Health(health))] = &a[..] else {
             panic!("{a:?}")
         };
@@ -661,7 +667,12 @@ mod tests {
         assert_eq!(s.lease_deadline(), None, "expired once");
         // The session ends after the run's last rows and its Done, which says why.
         let a = s.handle(
-            Event::EngineFinished { report: report(StopReason::Stopped), cpu_seconds: 0.5, host: Default::default(), rows: rows(3) },
+            Event::EngineFinished {
+                report: report(StopReason::Stopped),
+                cpu_seconds: 0.5,
+                host: Default::default(),
+                rows: rows(3),
+            },
             c.at(ms(5100)),
         );
         assert_eq!(sent(&a), ["batch 0", "done lease 1", "close: lease expired"]);
@@ -731,7 +742,12 @@ mod tests {
         let a = s.handle(Event::Rows(rows(2)), c.at(ms(250)));
         assert_eq!(sent(&a), ["batch 2"]);
         let a = s.handle(
-            Event::EngineFinished { report: report(StopReason::Stopped), cpu_seconds: 0.5, host: Default::default(), rows: rows(3) },
+            Event::EngineFinished {
+                report: report(StopReason::Stopped),
+                cpu_seconds: 0.5,
+                host: Default::default(),
+                rows: rows(3),
+            },
             c.at(ms(300)),
         );
         assert_eq!(sent(&a), ["batch 3", "done stopped 4"], "the session stays open for the next run");
@@ -750,7 +766,12 @@ mod tests {
         assert!(s.handle(Event::Detached, c.at(ms(200))).is_empty(), "a broken stream is not the end");
         assert_eq!(sent(&s.handle(Event::Rows(rows(1)), c.at(ms(300)))), ["batch 3"]);
         let a = s.handle(
-            Event::EngineFinished { report: report(StopReason::Finished), cpu_seconds: 0.1, host: Default::default(), rows: rows(1) },
+            Event::EngineFinished {
+                report: report(StopReason::Finished),
+                cpu_seconds: 0.1,
+                host: Default::default(),
+                rows: rows(1),
+            },
             c.at(ms(2000)),
         );
         assert_eq!(sent(&a), ["batch 4", "done finished 5"]);
@@ -779,7 +800,12 @@ mod tests {
         assert_eq!(sent(&s.handle(Event::Shutdown, c.at(ms(10)))), ["stop engine"]);
         assert!(s.is_closing());
         let a = s.handle(
-            Event::EngineFinished { report: report(StopReason::Stopped), cpu_seconds: 0.0, host: Default::default(), rows: Vec::new() },
+            Event::EngineFinished {
+                report: report(StopReason::Stopped),
+                cpu_seconds: 0.0,
+                host: Default::default(),
+                rows: Vec::new(),
+            },
             c.at(ms(20)),
         );
         assert_eq!(sent(&a), ["done signal 0", "close: agent shutting down"]);

@@ -2,6 +2,8 @@
 //! result to its sinks; none prints or exits. `run` is here; `sweep`, `matrix` and
 //! `validate` have their own files; `echo` and `demo` serve and exercise the echo server.
 
+#[cfg(test)]
+mod golden_tests;
 pub mod matrix;
 pub mod sweep;
 pub mod validate;

@@ -77,7 +77,18 @@ impl Collector {
             a.last_heard = Some(now);
         }
         let (lost, interrupted, terminated, stopping, abandoned) = (Vec::new(), false, false, false, false);
-        Self { run_id, run_start_ns, agents, tolerate_loss, hard_stop, lost, interrupted, terminated, stopping, abandoned }
+        Self {
+            run_id,
+            run_start_ns,
+            agents,
+            tolerate_loss,
+            hard_stop,
+            lost,
+            interrupted,
+            terminated,
+            stopping,
+            abandoned,
+        }
     }
 
     /// Every agent is done or lost, the hard stop passed, or a second interrupt came.
@@ -257,13 +268,23 @@ mod tests {
         let mut c = collector(2, false, t0);
         c.handle(heartbeat(0), t0 + Duration::from_millis(2_500));
         // Agent 1 resumes after 2.5 s of silence: not lost, and its silence starts over.
-        let acts = c.handle(Input::Resumed { agent: 1, after: Duration::from_millis(2_500) }, t0 + Duration::from_millis(2_500));
+        let acts = c.handle(
+            Input::Resumed { agent: 1, after: Duration::from_millis(2_500) },
+            t0 + Duration::from_millis(2_500),
+        );
         assert!(acts.iter().any(|a| matches!(a, Action::Notice(n) if n.contains("a1: control connection resumed"))));
         assert!(!acts.iter().any(|a| matches!(a, Action::Send { .. })), "nothing to repeat: {acts:?}");
         assert_eq!(stops(&c.handle(heartbeat(0), t0 + Duration::from_millis(5_000))), 0, "a1 heard at 2.5 s");
         c.handle(Input::Interrupt, t0 + Duration::from_millis(5_100));
-        let acts = c.handle(Input::Resumed { agent: 1, after: Duration::from_millis(600) }, t0 + Duration::from_millis(5_200));
-        assert!(acts.contains(&Action::Send { agent: 1, msg: Msg::Stop(Stop { run_id: RUN, reason: "interrupted".into() }) }), "{acts:?}");
+        let acts =
+            c.handle(Input::Resumed { agent: 1, after: Duration::from_millis(600) }, t0 + Duration::from_millis(5_200));
+        assert!(
+            acts.contains(&Action::Send {
+                agent: 1,
+                msg: Msg::Stop(Stop { run_id: RUN, reason: "interrupted".into() })
+            }),
+            "{acts:?}"
+        );
     }
 
     #[test]

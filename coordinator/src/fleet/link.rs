@@ -62,7 +62,9 @@ pub(super) async fn open_stream(channel: Channel, first: CoordinatorMsg) -> Resu
 /// One connection for a resume; a refused one means the agent process is gone, and
 /// its session with it.
 async fn connect(ep: Endpoint) -> Result<Channel, ResumeError> {
-    ep.connect().await.map_err(|e| if refused(&e) { ResumeError::Gone(chain(&e)) } else { ResumeError::Retry(chain(&e)) })
+    ep.connect()
+        .await
+        .map_err(|e| if refused(&e) { ResumeError::Gone(chain(&e)) } else { ResumeError::Retry(chain(&e)) })
 }
 
 /// Resumes session `id` on `channel`: Hello with the id, and the agent's HelloReply
@@ -78,7 +80,9 @@ async fn attach(channel: Channel, id: u64) -> Result<Stream, ResumeError> {
             other => Err(ResumeError::Retry(format!("unexpected answer to a resume: {other:?}"))),
         }
     };
-    tokio::time::timeout(ATTACH_TIMEOUT, attempt).await.map_err(|_| ResumeError::Retry("no resume reply in time".into()))?
+    tokio::time::timeout(ATTACH_TIMEOUT, attempt)
+        .await
+        .map_err(|_| ResumeError::Retry("no resume reply in time".into()))?
 }
 
 /// Whether `e` is a refused TCP connection.
@@ -230,4 +234,3 @@ impl Link {
         }
     }
 }
-

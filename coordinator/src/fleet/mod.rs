@@ -13,8 +13,8 @@ pub mod outcome;
 pub mod session;
 
 use crate::plan::TlsPaths;
-use std::time::Duration;
 use link::{Link, RESUME_CONNECT_TIMEOUT, hello, open_stream};
+use std::time::Duration;
 use surge_proto::{CoordinatorMsg, agent_msg, coordinator_msg};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -159,7 +159,10 @@ impl Fleet {
                 Ok(Ok(s)) => s,
                 Ok(Err(s)) => {
                     let (m, h) = (chain(&s), hint(&s));
-                    return Err(FleetError::Connect { addr: addr.clone(), message: format!("session refused: {m}{h}") });
+                    return Err(FleetError::Connect {
+                        addr: addr.clone(),
+                        message: format!("session refused: {m}{h}"),
+                    });
                 }
                 Err(_) => {
                     let h = tls_hint(tls.is_some());

@@ -151,7 +151,8 @@ impl Runner<'_> {
             match ev {
                 Event::Resumed { agent, after } => {
                     let addr = &self.fleet.addrs[agent];
-                    self.observer.notice(&format!("agent {addr}: control connection resumed after {:.1}s", after.as_secs_f64()));
+                    self.observer
+                        .notice(&format!("agent {addr}: control connection resumed after {:.1}s", after.as_secs_f64()));
                 }
                 Event::Closed { agent, error } => {
                     let addr = &self.fleet.addrs[agent];

@@ -1,4 +1,4 @@
-//! Where results go. Drivers (`crate::commands`) produce typed results
+//! Where results go. The command drivers produce typed results
 //! ([`result`], assembled by [`build`]); sinks consume them: the terminal (summaries,
 //! tables, notices on stderr, the progress bar) and files (JSON, CSV, Markdown), written
 //! atomically. This is the only place that prints.
@@ -10,9 +10,6 @@ pub mod rows;
 pub mod summary;
 pub mod tables;
 pub mod terminal;
-
-#[cfg(test)]
-mod golden_tests;
 
 use crate::fleet::outcome::RunStatus;
 use result::{RunResult, SweepSummary, ValidationResult};

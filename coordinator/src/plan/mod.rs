@@ -147,7 +147,14 @@ pub struct VerdictLimits {
 
 impl Default for VerdictLimits {
     fn default() -> Self {
-        Self { cpu_fraction: 0.85, lag_p99_us: 1_000, rate_shortfall: 0.01, host_busy_pct: 90.0, cpu_pressure_pct: 50.0, coalesced_fraction: 0.01 }
+        Self {
+            cpu_fraction: 0.85,
+            lag_p99_us: 1_000,
+            rate_shortfall: 0.01,
+            host_busy_pct: 90.0,
+            cpu_pressure_pct: 50.0,
+            coalesced_fraction: 0.01,
+        }
     }
 }
 
