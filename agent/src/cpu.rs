@@ -1,14 +1,11 @@
 //! CPU and host signals of this agent (DESIGN.md D24: the one module that reads them).
 //!
-//! The process's CPU time (user + system, all threads) from `getrusage(2)`; the CPU time
-//! of the engine's own threads (the runtime every run's requests are driven on, so the
+//! The CPU time of the engine's own threads (the runtime every run's requests are driven on, so the
 //! client's CPU is the same whether the agent is embedded in `surge run` beside the
 //! coordinator and an echo server, or runs alone); the number of usable cores and the
 //! host name. Health reports read the CPU time once per second; nothing here is on the
 //! request path. Host-wide busy time and CPU pressure belong here too.
 
-use nix::sys::resource::{UsageWho, getrusage};
-use nix::sys::time::{TimeVal, TimeValLike};
 use nix::time::{ClockId, clock_gettime};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -55,17 +52,6 @@ pub fn engine_cpu_time() -> Duration {
         }
     });
     *retired + live.iter().map(|(_, t)| *t).sum::<Duration>()
-}
-
-/// Process CPU time used so far (all threads, user + system), or zero where the kernel
-/// does not say.
-pub fn process_cpu_time() -> Duration {
-    let Ok(usage) = getrusage(UsageWho::RUSAGE_SELF) else { return Duration::ZERO };
-    duration(usage.user_time()) + duration(usage.system_time())
-}
-
-fn duration(t: TimeVal) -> Duration {
-    Duration::from_micros(u64::try_from(t.num_microseconds()).unwrap_or(0))
 }
 
 /// Number of CPUs this process may run on.
@@ -174,6 +160,18 @@ impl HostMeter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nix::sys::resource::{UsageWho, getrusage};
+    use nix::sys::time::{TimeVal, TimeValLike};
+
+    /// The whole process's CPU time so far (all threads, user + system).
+    fn process_cpu_time() -> Duration {
+        let Ok(usage) = getrusage(UsageWho::RUSAGE_SELF) else { return Duration::ZERO };
+        duration(usage.user_time()) + duration(usage.system_time())
+    }
+
+    fn duration(t: TimeVal) -> Duration {
+        Duration::from_micros(u64::try_from(t.num_microseconds()).unwrap_or(0))
+    }
 
     /// Spins until the process has used `d` more CPU time; false if that took over 10 s
     /// of wall time (the clock is not advancing).

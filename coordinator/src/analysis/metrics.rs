@@ -206,20 +206,24 @@ impl Aggregator {
             m.tpot.add(t);
             self.samples += 1;
         }
+        // One pass over the gaps: the ITL sample, their sum and the gaps of 0 (token
+        // events that came in the same socket read as the previous one).
+        let (mut sum_us, mut zeros) = (0u64, 0u64);
         for &g in &r.row.itl_us {
             m.itl.add(f64::from(g) / 1e6);
+            sum_us += u64::from(g);
+            zeros += u64::from(g == 0);
         }
         // Streams whose tokens came less than 1 ms apart on average are left out: such a
         // server writes faster than one read per token, so its tokens share reads anyway.
         let gaps = r.row.itl_us.len() as u64;
-        let paced = gaps > 0 && r.row.itl_us.iter().map(|&g| u64::from(g)).sum::<u64>() >= COALESCE_MIN_GAP_US * gaps;
-        if r.row.ttft_us > 0 && paced {
+        if r.row.ttft_us > 0 && gaps > 0 && sum_us >= COALESCE_MIN_GAP_US * gaps {
             if m.coalesced.len() <= r.agent {
                 m.coalesced.resize(r.agent + 1, (0, 0));
             }
             let (c, t) = &mut m.coalesced[r.agent];
-            *c += r.row.itl_us.iter().filter(|&&g| g == 0).count() as u64;
-            *t += r.row.itl_us.len() as u64 + 1;
+            *c += zeros;
+            *t += gaps + 1;
         }
         self.samples += r.row.itl_us.len() as u64;
         if let Some(i) = r.intended_s {
