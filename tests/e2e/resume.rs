@@ -67,7 +67,8 @@ fn blip(drop_old: bool) {
     let (_agent, addr) = agent("127.0.0.2", &["--insecure", "--allowed-targets", "127.0.0.1"]);
     let proxy = Blackhole::new(&addr);
     let dir = TempDir::new("resume");
-    let bg = start(&dir, &base, &proxy.addr, "6s");
+    // Long enough that the blip falls well inside the level even on a loaded host.
+    let bg = start(&dir, &base, &proxy.addr, "12s");
     wait_for(Duration::from_secs(30), "load at the echo", || echo_metric(&base, "surge_echo_requests_total") >= 500.0);
     proxy.block();
     std::thread::sleep(Duration::from_secs(2));
