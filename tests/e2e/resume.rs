@@ -75,7 +75,11 @@ fn blip(drop_old: bool) {
     proxy.release(drop_old);
     let out = bg.finish(Duration::from_secs(60));
     assert_eq!(out.status.code(), Some(0), "drop_old {drop_old}: {}\n{}", text(&out.stdout), text(&out.stderr));
-    assert!(text(&out.stderr).contains("control connection resumed after"), "{}", text(&out.stderr));
+    // With the held bytes delivered, the old connection may come back before a fresh
+    // one attaches (nothing to resume); with its bytes lost, only a resume keeps the run.
+    let resumed = text(&out.stderr).contains("control connection resumed after");
+    eprintln!("drop_old {drop_old}: resumed {resumed}");
+    assert!(resumed || !drop_old, "drop_old {drop_old}: {}", text(&out.stderr));
     let r = read_json(&dir.path("r.json"));
     assert_eq!(r["failed"], 0);
     let finished = r["completed"].as_u64().unwrap();

@@ -136,8 +136,12 @@ pub fn echo_metric(base_url: &str, name: &str) -> f64 {
 pub struct TempDir(pub PathBuf);
 
 impl TempDir {
+    /// A fresh directory of its own: tests run in parallel in one process, and two may
+    /// share a tag.
     pub fn new(tag: &str) -> Self {
-        let p = std::env::temp_dir().join(format!("surge-e2e-{tag}-{}", std::process::id()));
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!("surge-e2e-{tag}-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&p);
         std::fs::create_dir_all(&p).expect("mkdir");
         Self(p)
