@@ -6,6 +6,7 @@
 //! bit for bit, to the one in the summary; beyond, memory stops growing and percentiles
 //! come from histograms (see `sample`).
 
+use super::coalesce::Coalescing;
 use super::sample::Sample;
 use super::timeseries::{Slice, TimeSeries};
 pub use crate::fleet::outcome::{GlobalRow, kind_name};
@@ -94,18 +95,15 @@ pub struct Metrics {
     pub time_series: Vec<Slice>,
     /// The rows themselves, only when asked (`--save-detailed`, `surge validate`).
     pub rows: Vec<GlobalRow>,
-    /// Per agent: token events that arrived in the same socket read as the previous
-    /// token event of their stream (an ITL gap of exactly 0: one kernel stamp), and all
-    /// token events of successful streamed requests whose mean ITL is at least 1 ms.
-    pub coalesced: Vec<(u64, u64)>,
+    /// Per agent: read coalescing of its successful streamed requests ([`Coalescing`]).
+    pub coalesced: Vec<Coalescing>,
 }
 
 impl Metrics {
     /// Agent `agent`'s `coalesced_token_fraction`: token events read together with an
     /// earlier one of their stream, over all its token events (`None`: none streamed).
     pub fn coalesced_fraction(&self, agent: usize) -> Option<f64> {
-        let &(c, t) = self.coalesced.get(agent)?;
-        (t > 0).then(|| c as f64 / t as f64)
+        self.coalesced.get(agent)?.fraction()
     }
 
     pub fn dist(&self, name: &str) -> &Sample {
@@ -117,9 +115,6 @@ impl Metrics {
         }
     }
 }
-
-/// Mean ITL below which a stream does not count towards read coalescing (µs).
-const COALESCE_MIN_GAP_US: u64 = 1000;
 
 /// Folds rows into [`Metrics`] as they arrive, in memory that does not grow with the run
 /// (beyond the exact budget, the per-second peak bins and the time series' slices).
@@ -173,7 +168,8 @@ impl Aggregator {
             // Two events weigh about one sample each in the budget.
             self.samples += 2;
         }
-        self.series.add(r);
+        let coalescing = if r.ok() { Coalescing::of_row(&r.row) } else { None };
+        self.series.add(r, coalescing.as_ref());
         if self.keep_rows {
             m.rows.push(r.clone());
         }
@@ -206,24 +202,14 @@ impl Aggregator {
             m.tpot.add(t);
             self.samples += 1;
         }
-        // One pass over the gaps: the ITL sample, their sum and the gaps of 0 (token
-        // events that came in the same socket read as the previous one).
-        let (mut sum_us, mut zeros) = (0u64, 0u64);
         for &g in &r.row.itl_us {
             m.itl.add(f64::from(g) / 1e6);
-            sum_us += u64::from(g);
-            zeros += u64::from(g == 0);
         }
-        // Streams whose tokens came less than 1 ms apart on average are left out: such a
-        // server writes faster than one read per token, so its tokens share reads anyway.
-        let gaps = r.row.itl_us.len() as u64;
-        if r.row.ttft_us > 0 && gaps > 0 && sum_us >= COALESCE_MIN_GAP_US * gaps {
+        if let Some(c) = coalescing {
             if m.coalesced.len() <= r.agent {
-                m.coalesced.resize(r.agent + 1, (0, 0));
+                m.coalesced.resize(r.agent + 1, Coalescing::default());
             }
-            let (c, t) = &mut m.coalesced[r.agent];
-            *c += zeros;
-            *t += gaps + 1;
+            m.coalesced[r.agent].add(&c);
         }
         self.samples += r.row.itl_us.len() as u64;
         if let Some(i) = r.intended_s {
@@ -352,7 +338,8 @@ mod tests {
         let mut fast = row(0.0, 1000, 1100, 4, vec![0, 0, 100]);
         fast.agent = 1;
         let m = compute(&[row(0.0, 1000, 3000, 3, vec![1000, 1000]), b, c, no_tokens, fast], &Slo::default());
-        assert_eq!(m.coalesced, vec![(0, 3), (2, 6)]);
+        let counts: Vec<(u64, u64)> = m.coalesced.iter().map(|c| (c.coalesced, c.events)).collect();
+        assert_eq!(counts, vec![(0, 3), (2, 6)]);
         assert_eq!(m.coalesced_fraction(0), Some(0.0));
         assert_eq!(m.coalesced_fraction(1), Some(2.0 / 6.0));
         assert_eq!(m.coalesced_fraction(2), None);

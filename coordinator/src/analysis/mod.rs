@@ -2,6 +2,7 @@
 //! `vllm bench serve`'s metrics, exact statistics, statistics across repeated runs, the
 //! knee of a sweep, where token counts came from, and the client-bound verdict.
 
+pub mod coalesce;
 pub mod knee;
 pub mod metrics;
 pub mod repeat;

@@ -1,11 +1,15 @@
 //! The run's time dimension: per slice of `--timeslice` seconds, requests started,
 //! completed and failed, in flight at the slice's end, output tokens, throughput, TTFT,
-//! ITL and E2EL percentiles, errors by kind, and each agent's CPU and send lag. A row
-//! counts in the slice where it ended (started: where it started). Percentiles come from
+//! ITL and E2EL percentiles, errors by kind, and per agent the client-bound signals (D5,
+//! D14): engine CPU, send lag, host busy, CPU pressure and read coalescing, with the
+//! signals over their limits named. A row counts in the slice where it ended (started:
+//! where it started); a health report in the slice where it arrived, and several in one
+//! slice are averaged (send lag: the largest). Percentiles come from
 //! small per-slice histograms (3 significant digits) that are reduced to numbers once the
 //! slice is [`SETTLE_SLICES`] behind the newest one, so memory holds a few open slices and
 //! a line of numbers per closed one.
 
+use super::coalesce::Coalescing;
 use crate::fleet::outcome::{GlobalRow, kind_name};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -15,12 +19,53 @@ use std::collections::BTreeMap;
 /// batch interval of ending); a later row still counts, its latencies no longer do.
 pub const SETTLE_SLICES: i64 = 10;
 
-/// One agent in one slice.
+/// One agent in one slice. The health-report fields are `None` in a slice no report of
+/// the agent arrived in; `coalesced_token_fraction` is `None` when none of its counted
+/// streams ended in the slice.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentSlice {
     pub agent: usize,
-    pub cpu_pct: f64,
-    pub send_lag_p99_ms: f64,
+    /// Engine CPU, 100 = one core.
+    pub cpu_pct: Option<f64>,
+    pub send_lag_p99_ms: Option<f64>,
+    #[serde(default)]
+    pub host_busy_pct: Option<f64>,
+    #[serde(default)]
+    pub cpu_pressure_pct: Option<f64>,
+    #[serde(default)]
+    pub coalesced_token_fraction: Option<f64>,
+    /// The verdict's signals over their limits in this slice (`engine_cpu`, `send_lag`,
+    /// `host_busy`, `cpu_pressure`, `coalesced_reads`).
+    #[serde(default)]
+    pub fired: Vec<String>,
+}
+
+/// An agent's health reports and read coalescing within one slice.
+#[derive(Debug, Clone, Default)]
+struct AgentAcc {
+    reports: u32,
+    cpu: f64,
+    lag_ms: f64,
+    busy: f64,
+    pressure: f64,
+    pressure_reports: u32,
+    coalescing: Coalescing,
+}
+
+impl AgentAcc {
+    fn slice(&self, agent: usize) -> AgentSlice {
+        let n = f64::from(self.reports);
+        let mean = |sum: f64| (self.reports > 0).then(|| sum / n);
+        AgentSlice {
+            agent,
+            cpu_pct: mean(self.cpu),
+            send_lag_p99_ms: (self.reports > 0).then_some(self.lag_ms),
+            host_busy_pct: mean(self.busy),
+            cpu_pressure_pct: (self.pressure_reports > 0).then(|| self.pressure / f64::from(self.pressure_reports)),
+            coalesced_token_fraction: self.coalescing.fraction(),
+            fired: Vec::new(),
+        }
+    }
 }
 
 /// One slice of the run.
@@ -77,7 +122,7 @@ struct Open {
     errors: BTreeMap<String, u64>,
     hists: Option<Box<Hists>>,
     closed: Option<[f64; 5]>,
-    agents: BTreeMap<usize, (f64, f64)>,
+    agents: BTreeMap<usize, AgentAcc>,
 }
 
 /// The slices of a run so far.
@@ -101,7 +146,8 @@ impl TimeSeries {
         self.slices.entry(i).or_default()
     }
 
-    pub fn add(&mut self, r: &GlobalRow) {
+    /// One finished request, with its read coalescing when it counts.
+    pub fn add(&mut self, r: &GlobalRow, coalescing: Option<&Coalescing>) {
         let (s, e) = (self.index(r.start_s), self.index(r.end_s()));
         self.slice(s).started += 1;
         let open = self.slice(e);
@@ -109,6 +155,9 @@ impl TimeSeries {
         if r.ok() {
             open.completed += 1;
             open.output_tokens += u64::from(r.row.output_tokens);
+            if let Some(c) = coalescing {
+                open.agents.entry(r.agent).or_default().coalescing.add(c);
+            }
             if open.closed.is_none() {
                 let h = open.hists.get_or_insert_with(|| Box::new(Hists::new()));
                 h.ttft.saturating_record(us(r.ttft_s()));
@@ -150,7 +199,15 @@ impl TimeSeries {
 
     pub fn health(&mut self, agent: usize, h: &surge_proto::Health, t_s: f64) {
         let i = self.index(t_s);
-        self.slice(i).agents.insert(agent, (h.cpu_percent, h.lag_p99_us as f64 / 1000.0));
+        let a = self.slice(i).agents.entry(agent).or_default();
+        a.reports += 1;
+        a.cpu += h.cpu_percent;
+        a.lag_ms = a.lag_ms.max(h.lag_p99_us as f64 / 1000.0);
+        a.busy += h.host_busy_pct;
+        if let Some(p) = h.cpu_pressure_pct {
+            a.pressure += p;
+            a.pressure_reports += 1;
+        }
     }
 
     /// The slices, and the most requests in flight at a slice's start plus those started
@@ -181,11 +238,7 @@ impl TimeSeries {
                 p99_itl_ms,
                 p99_e2el_ms,
                 errors_by_kind: o.errors,
-                agents: o
-                    .agents
-                    .into_iter()
-                    .map(|(agent, (cpu_pct, send_lag_p99_ms))| AgentSlice { agent, cpu_pct, send_lag_p99_ms })
-                    .collect(),
+                agents: o.agents.iter().map(|(&agent, a)| a.slice(agent)).collect(),
             });
         }
         (out, peak_in_flight)
@@ -218,7 +271,7 @@ mod tests {
             rows.push(row(k as f64 * 0.01, 20 + (k % 7) * 300, k % 50 != 0));
         }
         for r in &rows {
-            ts.add(r);
+            ts.add(r, None);
         }
         let (s, peak) = ts.finish();
         assert!(peak >= s.iter().map(|x| x.in_flight).max().unwrap_or(0));
@@ -229,5 +282,33 @@ mod tests {
         assert_eq!(s.last().map(|x| x.in_flight), Some(0));
         assert!(s[10].in_flight > 0 && s[10].p99_e2el_ms > s[10].p50_ttft_ms);
         assert_eq!(s[3].errors_by_kind.get("timeout").copied().unwrap_or(0) > 0, true);
+    }
+
+    #[test]
+    fn agent_signals_are_averaged_per_slice_and_coalescing_counted_where_rows_end() {
+        let mut ts = TimeSeries::new(2.0);
+        let h = |cpu_percent, host_busy_pct, cpu_pressure_pct, lag_p99_us| surge_proto::Health {
+            cpu_percent,
+            host_busy_pct,
+            cpu_pressure_pct,
+            lag_p99_us,
+            ..Default::default()
+        };
+        ts.health(0, &h(40.0, 50.0, Some(10.0), 1500), 0.5);
+        ts.health(0, &h(60.0, 70.0, None, 900), 1.5);
+        ts.health(1, &h(10.0, 95.0, Some(80.0), 0), 2.5);
+        let c = Coalescing { coalesced: 1, events: 4, ..Default::default() };
+        ts.add(&row(0.2, 100, true), Some(&c));
+        ts.add(&row(0.4, 100, true), Some(&c));
+        ts.add(&row(0.6, 100, false), None);
+        let (s, _) = ts.finish();
+        assert_eq!(s.len(), 2);
+        let a = &s[0].agents[0];
+        assert_eq!((a.agent, a.cpu_pct, a.host_busy_pct), (0, Some(50.0), Some(60.0)));
+        assert_eq!((a.cpu_pressure_pct, a.send_lag_p99_ms), (Some(10.0), Some(1.5)), "pressure of the one report");
+        assert_eq!(a.coalesced_token_fraction, Some(0.25));
+        let b = &s[1].agents[0];
+        assert_eq!((b.agent, b.host_busy_pct, b.coalesced_token_fraction), (1, Some(95.0), None));
+        assert_eq!(s[0].agents.len(), 1, "agent 1 reported nothing in slice 0");
     }
 }

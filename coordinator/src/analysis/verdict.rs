@@ -3,8 +3,9 @@
 //! out when any limit is crossed.
 
 use super::metrics::Metrics;
+use super::timeseries::Slice;
 use crate::fleet::outcome::AgentReport;
-use crate::plan::RunPlan;
+use crate::plan::{RunPlan, VerdictLimits};
 use serde::{Deserialize, Serialize};
 
 /// The verdict with what it was judged against.
@@ -77,48 +78,130 @@ pub fn lag_us(a: &AgentReport) -> ((u64, u64, u64), (u64, u64)) {
     }
 }
 
+/// One agent's client-bound signals over a level or a slice; `None` = not measured.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Signals {
+    /// Engine CPU, 100 = one core, and the cores it may use.
+    pub cpu_pct: Option<f64>,
+    pub cores: u32,
+    pub send_lag_p99_us: Option<u64>,
+    pub host_busy_pct: Option<f64>,
+    pub cpu_pressure_pct: Option<f64>,
+    pub coalesced_token_fraction: Option<f64>,
+}
+
+/// A signal over its limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    CoalescedReads,
+    EngineCpu,
+    HostBusy,
+    CpuPressure,
+    /// Open loop only.
+    SendLag,
+}
+
+impl Signal {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::CoalescedReads => "coalesced_reads",
+            Self::EngineCpu => "engine_cpu",
+            Self::HostBusy => "host_busy",
+            Self::CpuPressure => "cpu_pressure",
+            Self::SendLag => "send_lag",
+        }
+    }
+}
+
+fn cpu_limit_pct(limits: &VerdictLimits, cores: u32) -> f64 {
+    limits.cpu_fraction * 100.0 * f64::from(cores.max(1))
+}
+
+/// The signals of `s` over their limits, in the order the verdict gives its reasons.
+pub fn fired(s: &Signals, limits: &VerdictLimits, open_loop: bool) -> Vec<Signal> {
+    let over = |v: Option<f64>, limit: f64| v.is_some_and(|v| v > limit);
+    let checks = [
+        (Signal::CoalescedReads, over(s.coalesced_token_fraction, limits.coalesced_fraction)),
+        (Signal::EngineCpu, over(s.cpu_pct, cpu_limit_pct(limits, s.cores))),
+        (Signal::HostBusy, over(s.host_busy_pct, limits.host_busy_pct)),
+        (Signal::CpuPressure, over(s.cpu_pressure_pct, limits.cpu_pressure_pct)),
+        (Signal::SendLag, open_loop && s.send_lag_p99_us.is_some_and(|l| l > limits.lag_p99_us)),
+    ];
+    checks.into_iter().filter(|(_, f)| *f).map(|(sig, _)| sig).collect()
+}
+
+/// Agent `i`'s signals over the whole run.
+fn run_signals(m: &Metrics, i: usize, a: &AgentReport) -> Signals {
+    let (busy, pressure) = host(a);
+    let ((_, lag_p99, _), _) = lag_us(a);
+    Signals {
+        cpu_pct: Some(cpu_percent(a)),
+        cores: a.hello.cores.max(1),
+        send_lag_p99_us: Some(lag_p99),
+        host_busy_pct: Some(busy),
+        cpu_pressure_pct: pressure,
+        coalesced_token_fraction: m.coalesced_fraction(i),
+    }
+}
+
+fn reason(sig: Signal, addr: &str, s: &Signals, limits: &VerdictLimits) -> String {
+    let v = |x: Option<f64>| x.unwrap_or(0.0);
+    match sig {
+        Signal::CoalescedReads => format!(
+            "agent {addr} read {:.1}% of token events in the same read as the previous one of their stream (limit \
+             {:.1}%): it read late, so those tokens are dated late",
+            v(s.coalesced_token_fraction) * 100.0,
+            limits.coalesced_fraction * 100.0
+        ),
+        Signal::EngineCpu => format!(
+            "agent {addr} used {:.0}% CPU of {} core(s) (limit {:.0}%)",
+            v(s.cpu_pct),
+            s.cores,
+            cpu_limit_pct(limits, s.cores)
+        ),
+        Signal::HostBusy => format!(
+            "agent {addr}'s host CPUs were {:.0}% busy (limit {:.0}%): other processes compete with the client",
+            v(s.host_busy_pct),
+            limits.host_busy_pct
+        ),
+        Signal::CpuPressure => format!(
+            "agent {addr}'s host had tasks waiting for a CPU {:.0}% of the time (CPU pressure limit {:.0}%)",
+            v(s.cpu_pressure_pct),
+            limits.cpu_pressure_pct
+        ),
+        Signal::SendLag => format!(
+            "agent {addr} send lag p99 {:.2} ms (limit {:.2} ms)",
+            s.send_lag_p99_us.unwrap_or(0) as f64 / 1000.0,
+            limits.lag_p99_us as f64 / 1000.0
+        ),
+    }
+}
+
+/// Names, in each agent's slice entries, the signals over their limits there (D14).
+pub fn mark_slices(slices: &mut [Slice], plan: &RunPlan, agents: &[AgentReport]) {
+    let open_loop = plan.request_rate.is_finite();
+    for a in slices.iter_mut().flat_map(|s| s.agents.iter_mut()) {
+        let s = Signals {
+            cpu_pct: a.cpu_pct,
+            cores: agents.get(a.agent).map_or(1, |r| r.hello.cores.max(1)),
+            send_lag_p99_us: a.send_lag_p99_ms.map(|ms| (ms * 1000.0).round() as u64),
+            host_busy_pct: a.host_busy_pct,
+            cpu_pressure_pct: a.cpu_pressure_pct,
+            coalesced_token_fraction: a.coalesced_token_fraction,
+        };
+        a.fired = fired(&s, &plan.verdict, open_loop).into_iter().map(|f| f.name().to_string()).collect();
+    }
+}
+
 /// Judges one run.
 pub fn judge(plan: &RunPlan, m: &Metrics, agents: &[AgentReport]) -> Verdict {
     let limits = plan.verdict;
     let open_loop = plan.request_rate.is_finite();
     let mut reasons = Vec::new();
     for (i, a) in agents.iter().enumerate() {
-        if let Some(f) = m.coalesced_fraction(i).filter(|f| *f > limits.coalesced_fraction) {
-            reasons.push(format!(
-                "agent {} read {:.1}% of token events in the same read as the previous one of their stream (limit \
-                 {:.1}%): it read late, so those tokens are dated late",
-                a.addr,
-                f * 100.0,
-                limits.coalesced_fraction * 100.0
-            ));
-        }
-        let cpu = cpu_percent(a);
-        let cores = a.hello.cores.max(1);
-        let cpu_limit = limits.cpu_fraction * 100.0 * f64::from(cores);
-        if cpu > cpu_limit {
-            reasons.push(format!("agent {} used {cpu:.0}% CPU of {cores} core(s) (limit {cpu_limit:.0}%)", a.addr));
-        }
-        let (busy, pressure) = host(a);
-        if busy > limits.host_busy_pct {
-            reasons.push(format!(
-                "agent {}'s host CPUs were {busy:.0}% busy (limit {:.0}%): other processes compete with the client",
-                a.addr, limits.host_busy_pct
-            ));
-        }
-        if let Some(p) = pressure.filter(|p| *p > limits.cpu_pressure_pct) {
-            reasons.push(format!(
-                "agent {}'s host had tasks waiting for a CPU {p:.0}% of the time (CPU pressure limit {:.0}%)",
-                a.addr, limits.cpu_pressure_pct
-            ));
-        }
-        let ((_, lag_p99, _), _) = lag_us(a);
-        if open_loop && lag_p99 > limits.lag_p99_us {
-            reasons.push(format!(
-                "agent {} send lag p99 {:.2} ms (limit {:.2} ms)",
-                a.addr,
-                lag_p99 as f64 / 1000.0,
-                limits.lag_p99_us as f64 / 1000.0
-            ));
+        let s = run_signals(m, i, a);
+        for sig in fired(&s, &limits, open_loop) {
+            reasons.push(reason(sig, &a.addr, &s, &limits));
         }
     }
     let achieved_rate = m.sends.rate();
@@ -152,5 +235,37 @@ pub fn judge(plan: &RunPlan, m: &Metrics, agents: &[AgentReport]) -> Verdict {
             cpu_pressure_pct: limits.cpu_pressure_pct,
             coalesced_token_fraction: limits.coalesced_fraction,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_signal_fires_above_its_limit_only() {
+        let limits = VerdictLimits::default();
+        let calm = Signals {
+            cpu_pct: Some(150.0),
+            cores: 2,
+            send_lag_p99_us: Some(limits.lag_p99_us),
+            host_busy_pct: Some(limits.host_busy_pct),
+            cpu_pressure_pct: Some(limits.cpu_pressure_pct),
+            coalesced_token_fraction: Some(limits.coalesced_fraction),
+        };
+        assert_eq!(fired(&calm, &limits, true), vec![]);
+        let busy = Signals {
+            cpu_pct: Some(100.0 * limits.cpu_fraction * 2.0 + 1.0),
+            send_lag_p99_us: Some(limits.lag_p99_us + 1),
+            host_busy_pct: Some(limits.host_busy_pct + 0.5),
+            cpu_pressure_pct: Some(limits.cpu_pressure_pct + 0.5),
+            coalesced_token_fraction: Some(limits.coalesced_fraction * 1.5),
+            ..calm
+        };
+        let all = [Signal::CoalescedReads, Signal::EngineCpu, Signal::HostBusy, Signal::CpuPressure, Signal::SendLag];
+        assert_eq!(fired(&busy, &limits, true), all.to_vec());
+        // The send lag speaks of open loops only; what was not measured never fires.
+        assert_eq!(fired(&busy, &limits, false), all[..4].to_vec());
+        assert_eq!(fired(&Signals { cores: 1, ..Signals::default() }, &limits, true), vec![]);
     }
 }

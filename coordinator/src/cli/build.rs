@@ -173,6 +173,7 @@ pub fn run_plan(a: RunArgs) -> Result<RunPlan, UsageError> {
             cpu_pressure_pct: a.client_pressure_limit,
             coalesced_fraction: a.client_coalesced_limit,
         },
+        server_itl_ms: a.server_itl_ms,
     })
 }
 
@@ -296,6 +297,8 @@ pub fn validate_plan(a: ValidateArgs) -> Result<ValidatePlan, UsageError> {
     r.percentile_metrics = parse::metric_list("e2el").map_err(UsageError)?;
     r.metric_percentiles = parse::percentile_list("50,95,99").map_err(UsageError)?;
     r.fleet = a.fleet;
+    let mut base = run_plan(r)?;
+    base.server_itl_ms = (a.streaming && a.itl_ms > 0.0).then_some(a.itl_ms);
     Ok(ValidatePlan {
         target: a.target,
         levels: a.levels.map(|l| l.0),
@@ -305,6 +308,7 @@ pub fn validate_plan(a: ValidateArgs) -> Result<ValidatePlan, UsageError> {
         result_dir: a.result_dir,
         against: a.against,
         min_headroom: a.min_headroom,
-        base: run_plan(r)?,
+        itl_ms: a.itl_ms,
+        base,
     })
 }

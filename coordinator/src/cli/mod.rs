@@ -245,6 +245,10 @@ pub struct RunArgs {
     /// the previous one of their stream (the client read late).
     #[arg(long, default_value_t = 0.01, value_parser = parse::positive, value_name = "FRACTION")]
     pub client_coalesced_limit: f64,
+    /// The inter-token latency the server intends (e.g. `surge echo --itl-ms`): with it,
+    /// each agent's read coalescing implies how late it read (`implied_read_lateness_ms`).
+    #[arg(long, value_parser = parse::positive, value_name = "MS")]
+    pub server_itl_ms: Option<f64>,
     /// Skip the one request each agent sends before the load to check the endpoint,
     /// model and key (vLLM 0.32+ skips it by default; surge sends it).
     #[arg(long)]
@@ -354,6 +358,11 @@ pub struct ValidateArgs {
     /// Tokens per streamed response (or words per POSTed body).
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
     pub tokens_per_request: u32,
+    /// With --streaming: the embedded echo's inter-token latency (with --target, the one
+    /// that echo was started with). Above 0, each level reports the read lateness its
+    /// read coalescing implies.
+    #[arg(long, default_value_t = 0.0, value_parser = parse::non_negative, value_name = "MS")]
+    pub itl_ms: f64,
     #[arg(long, value_name = "DIR", default_value = "surge-validate")]
     pub result_dir: PathBuf,
     /// A result file to judge: is the client's capacity far above what that run needed?

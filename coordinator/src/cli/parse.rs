@@ -74,6 +74,13 @@ pub fn positive(s: &str) -> Result<f64, String> {
     }
 }
 
+pub fn non_negative(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v >= 0.0 && v.is_finite() => Ok(v),
+        _ => Err(format!("{s:?} must be a number of at least 0")),
+    }
+}
+
 /// `ttft:200`, `tpot:50`, `e2el:1000` (ms) into one SLO set.
 pub fn goodput(items: &[String]) -> Result<Slo, String> {
     let mut slo = Slo::default();

@@ -52,6 +52,8 @@ fn row(plan: &ValidatePlan, p: &RunPlan, level: u32, r: &RunResult, m: &Metrics)
         p95_ms: at(95.0),
         p99_ms: at(99.0),
         success_rate: r.completed as f64 / total as f64,
+        client_bound: r.client.verdict.client_bound,
+        client_bound_reasons: r.client.verdict.reasons.clone(),
         agents: r.client.agents.clone(),
     }
 }
@@ -78,21 +80,19 @@ async fn validate(plan: &ValidatePlan, sinks: &mut dyn Sink) -> Result<u8, Failu
     // The echo server: embedded unless --target.
     let stop_echo = CancellationToken::new();
     let _stop_echo = stop_echo.clone().drop_guard();
-    let base =
-        match &plan.target {
-            Some(t) => t.trim_end_matches('/').to_string(),
-            None => {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                    .await
-                    .map_err(|e| Failure::run("embedded echo server", &e))?;
-                let addr = listener.local_addr().map_err(|e| Failure::run("embedded echo server", &e))?;
-                let s = stop_echo.clone();
-                tokio::spawn(surge_echo::serve(listener, surge_echo::EchoConfig::default(), async move {
-                    s.cancelled().await
-                }));
-                format!("http://{addr}")
-            }
-        };
+    let base = match &plan.target {
+        Some(t) => t.trim_end_matches('/').to_string(),
+        None => {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .map_err(|e| Failure::run("embedded echo server", &e))?;
+            let addr = listener.local_addr().map_err(|e| Failure::run("embedded echo server", &e))?;
+            let s = stop_echo.clone();
+            let config = surge_echo::EchoConfig { itl_ms: plan.itl_ms, ..Default::default() };
+            tokio::spawn(surge_echo::serve(listener, config, async move { s.cancelled().await }));
+            format!("http://{addr}")
+        }
+    };
     let embedded = CancellationToken::new();
     let _stop_embedded = embedded.clone().drop_guard();
     let mut session = open_session(&plan.at(&base, levels[0]), &embedded).await?;

@@ -2,8 +2,8 @@
 //! [`RunResult`]: the one place a result is assembled.
 
 use super::result::{
-    AgentEntry, ClientBlock, Counts, Detailed, ErrorExample, Labels, Lag, Latencies, Lateness, MetricStats,
-    QueueLatency, RESULT_SCHEMA, Rate, RunMetadata, RunResult, ShareEntry, TokenCounts, TokenizerRef,
+    AgentEntry, ClientBlock, Counts, Detailed, ErrorExample, ImpliedLateness, Labels, Lag, Latencies, Lateness,
+    MetricStats, QueueLatency, RESULT_SCHEMA, Rate, RunMetadata, RunResult, ShareEntry, TokenCounts, TokenizerRef,
 };
 use crate::analysis::metrics::{Metrics, kind_name};
 use crate::analysis::sample::Sample;
@@ -72,6 +72,10 @@ pub fn client_block(plan: &RunPlan, o: &Outcome, m: &Metrics, verdict: Verdict) 
                 host_busy_pct: verdict::host(a).0,
                 cpu_pressure_pct: verdict::host(a).1,
                 coalesced_token_fraction: m.coalesced_fraction(i),
+                implied_read_lateness_ms: plan
+                    .server_itl_ms
+                    .and_then(|itl| m.coalesced.get(i)?.implied_lateness_ms(itl))
+                    .map(|(mean, max)| ImpliedLateness { mean, max }),
                 scheduling_lag_us: Lag { p50, p99, max },
                 timer_wake_lateness_us: Lateness { p99: wake_p99, max: wake_max },
                 max_in_flight: done.max_in_flight,
@@ -238,7 +242,11 @@ pub fn run_result(
         run_metadata: run_metadata(plan, model, o, saved_at_utc),
         client,
         sweep: None,
-        time_series: m.time_series.clone(),
+        time_series: {
+            let mut slices = m.time_series.clone();
+            verdict::mark_slices(&mut slices, plan, &o.agents);
+            slices
+        },
         detailed: plan.save_detailed.then(|| detailed(m)),
     }
 }

@@ -403,6 +403,11 @@ pub struct AgentEntry {
     /// one token at a time); absent when nothing was streamed.
     #[serde(default)]
     pub coalesced_token_fraction: Option<f64>,
+    /// With `--server-itl-ms`: how late the coalesced reads imply the agent read (a read
+    /// that brought `m` tokens of a stream read its first at least `m - 1` intervals
+    /// late); lower bounds, milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub implied_read_lateness_ms: Option<ImpliedLateness>,
     /// Intended to actual send (open loop), microseconds.
     pub scheduling_lag_us: Lag,
     /// Pacing-timer wake-up lateness (open loop), microseconds.
@@ -411,6 +416,13 @@ pub struct AgentEntry {
     pub reconnects: u64,
     pub stop_reason: String,
     pub health: String,
+}
+
+/// Read lateness implied by coalesced reads: mean over all token events, and the most.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ImpliedLateness {
+    pub mean: f64,
+    pub max: f64,
 }
 
 /// An agent's part of the run.
@@ -533,6 +545,11 @@ pub struct ValidationRow {
     pub p95_ms: f64,
     pub p99_ms: f64,
     pub success_rate: f64,
+    /// The level's client-bound verdict.
+    #[serde(default)]
+    pub client_bound: bool,
+    #[serde(default)]
+    pub client_bound_reasons: Vec<String>,
     pub agents: Vec<AgentEntry>,
 }
 

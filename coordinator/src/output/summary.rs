@@ -98,6 +98,20 @@ pub fn summary(r: &RunResult, view: &SummaryView, status: &RunStatus) -> String 
     line(&mut out, "Agents:", client.agents.len());
     let cpu = client.agents.iter().map(|a| a.cpu_percent).fold(0.0, f64::max);
     fline(&mut out, "Client CPU, busiest agent (%):", cpu);
+    // The other client-bound signals, the worst agent's (issue 21).
+    let worst = |f: fn(&super::result::AgentEntry) -> Option<f64>| client.agents.iter().filter_map(f).reduce(f64::max);
+    if let Some(v) = worst(|a| Some(a.host_busy_pct)) {
+        fline(&mut out, "Client host busy, busiest (%):", v);
+    }
+    if let Some(v) = worst(|a| a.cpu_pressure_pct) {
+        fline(&mut out, "Client host CPU pressure (%):", v);
+    }
+    if let Some(v) = worst(|a| a.coalesced_token_fraction) {
+        fline(&mut out, "Client coalesced reads (%):", v * 100.0);
+    }
+    if let Some(v) = worst(|a| a.implied_read_lateness_ms.map(|l| l.max)) {
+        fline(&mut out, "Client implied read lateness max (ms):", v);
+    }
     if client.open_loop {
         let lag = client.agents.iter().map(|a| a.scheduling_lag_us.p99).max().unwrap_or(0);
         fline(&mut out, "Client send lag p99 (ms):", lag as f64 / 1000.0);

@@ -3,6 +3,7 @@
 
 use super::result::{LevelKey, LevelSummary, RunResult, SweepSummary, ValidationRow};
 use crate::analysis::repeat::{Summary, summarize};
+use crate::analysis::timeseries::{AgentSlice, Slice};
 use crate::plan::percentile_word;
 use std::fmt::Write;
 
@@ -96,8 +97,9 @@ pub fn sweep_csv(s: &SweepSummary) -> String {
 }
 
 /// `<result>.timeseries.csv`: one row per slice; errors as `kind:n` joined by `;`; the
-/// busiest agent's CPU and send lag.
-pub fn timeseries_csv(slices: &[crate::analysis::timeseries::Slice]) -> String {
+/// worst agent's value of each client-bound signal, and the signals over their limits in
+/// the slice, joined by `;`.
+pub fn timeseries_csv(slices: &[Slice]) -> String {
     let mut w = csv::Writer::from_writer(Vec::new());
     let _ = w.write_record([
         "t",
@@ -116,11 +118,20 @@ pub fn timeseries_csv(slices: &[crate::analysis::timeseries::Slice]) -> String {
         "errors",
         "agent_cpu_pct_max",
         "agent_send_lag_p99_ms_max",
+        "host_busy_pct_max",
+        "cpu_pressure_pct_max",
+        "coalesced_token_fraction_max",
+        "client_bound_signals",
     ]);
     for s in slices {
         let errors: Vec<String> = s.errors_by_kind.iter().map(|(k, n)| format!("{k}:{n}")).collect();
-        let cpu = s.agents.iter().map(|a| a.cpu_pct).fold(0.0, f64::max);
-        let lag = s.agents.iter().map(|a| a.send_lag_p99_ms).fold(0.0, f64::max);
+        // The worst agent; empty when no agent measured it in this slice.
+        let max = |f: fn(&AgentSlice) -> Option<f64>| {
+            s.agents.iter().filter_map(f).reduce(f64::max).map_or_else(String::new, |v| format!("{v}"))
+        };
+        let mut fired: Vec<&str> = s.agents.iter().flat_map(|a| a.fired.iter().map(String::as_str)).collect();
+        fired.sort_unstable();
+        fired.dedup();
         let _ = w.write_record([
             format!("{}", s.t),
             s.started.to_string(),
@@ -136,8 +147,12 @@ pub fn timeseries_csv(slices: &[crate::analysis::timeseries::Slice]) -> String {
             format!("{}", s.p99_itl_ms),
             format!("{}", s.p99_e2el_ms),
             errors.join(";"),
-            format!("{cpu}"),
-            format!("{lag}"),
+            max(|a| a.cpu_pct),
+            max(|a| a.send_lag_p99_ms),
+            max(|a| a.host_busy_pct),
+            max(|a| a.cpu_pressure_pct),
+            max(|a| a.coalesced_token_fraction),
+            fired.join(";"),
         ]);
     }
     String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
@@ -161,15 +176,31 @@ pub fn validation_markdown(rows: &[ValidationRow]) -> String {
             r.success_rate * 100.0
         );
     }
-    s.push_str("\n| Concurrency | Agent | CPU (%) | Send lag p99 (us) |\n|---|---|---|---|\n");
+    // The client-bound signals per level and agent (issue 21); "-" = not measured.
+    s.push_str(
+        "\n| Concurrency | Agent | CPU (%) | Send lag p99 (us) | Host busy (%) | CPU pressure (%) | Coalesced reads (%) \
+         | Implied read lateness max (ms) | Client-bound |\n|---|---|---|---|---|---|---|---|---|\n",
+    );
+    let or_dash = |v: Option<f64>, digits: usize| v.map_or_else(|| "-".to_string(), |v| format!("{v:.digits$}"));
     for r in rows {
         for a in &r.agents {
             let _ = writeln!(
                 s,
-                "| {} | {} | {:.1} | {} |",
-                r.concurrency, a.address, a.cpu_percent, a.scheduling_lag_us.p99
+                "| {} | {} | {:.1} | {} | {:.0} | {} | {} | {} | {} |",
+                r.concurrency,
+                a.address,
+                a.cpu_percent,
+                a.scheduling_lag_us.p99,
+                a.host_busy_pct,
+                or_dash(a.cpu_pressure_pct, 0),
+                or_dash(a.coalesced_token_fraction.map(|f| f * 100.0), 2),
+                or_dash(a.implied_read_lateness_ms.map(|l| l.max), 1),
+                if r.client_bound { "yes" } else { "no" },
             );
         }
+    }
+    for r in rows.iter().filter(|r| r.client_bound) {
+        let _ = writeln!(s, "\nLevel {}: client-bound: {}", r.concurrency, r.client_bound_reasons.join("; "));
     }
     s
 }

@@ -125,6 +125,9 @@ pub struct RunPlan {
     pub max_failure_rate: f64,
     pub max_run_time: Duration,
     pub verdict: VerdictLimits,
+    /// The ITL the server intends (`--server-itl-ms`; `surge validate` sets its echo's):
+    /// with it, read coalescing implies how late the client read.
+    pub server_itl_ms: Option<f64>,
 }
 
 /// Thresholds of the client-bound verdict (documented in `surge run --help`).

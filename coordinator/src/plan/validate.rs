@@ -26,6 +26,8 @@ pub struct ValidatePlan {
     pub result_dir: PathBuf,
     pub against: Option<PathBuf>,
     pub min_headroom: f64,
+    /// The embedded echo's inter-token latency (`--itl-ms`).
+    pub itl_ms: f64,
     /// Every level's run, except the target and the concurrency.
     pub base: RunPlan,
 }
