@@ -138,6 +138,45 @@ fn three_agents_merge_exactly() {
         let (offset, bound) = (a["clock_offset_ms"].as_f64().unwrap(), a["clock_offset_bound_ms"].as_f64().unwrap());
         assert!(offset.abs() <= bound + 0.05 && bound > 0.0 && bound < 5.0, "offset {offset} ms, bound {bound} ms");
         assert_eq!(a["health"], "ok");
+        // The host signals came over gRPC from each agent (issue 21).
+        let busy = a["host_busy_pct"].as_f64().unwrap();
+        assert!(busy > 0.0 && busy <= 100.0, "host busy {busy}");
+        if std::path::Path::new("/proc/pressure/cpu").exists() {
+            let p = a["cpu_pressure_pct"].as_f64().expect("CPU pressure where the kernel has PSI");
+            assert!((0.0..=100.0).contains(&p), "pressure {p}");
+        }
+        let num = |k: &str| a[k].as_f64().map_or_else(|| "-".to_string(), |v| format!("{v:.3}"));
+        eprintln!(
+            "agent {}: cpu {}%, host busy {busy:.1}%, pressure {}%, coalesced {}",
+            a["address"],
+            num("cpu_percent"),
+            num("cpu_pressure_pct"),
+            num("coalesced_token_fraction")
+        );
+    }
+    // Each agent's coalesced reads, summed over the agents, are the ITL gaps of 0 in the
+    // union of the rows (every stream has 32 tokens 20 ms apart: all count).
+    let coalesced: f64 = entries
+        .iter()
+        .map(|a| a["coalesced_token_fraction"].as_f64().unwrap() * 32.0 * a["completed"].as_f64().unwrap())
+        .sum();
+    let zeros = r["itls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|a| a.as_array().unwrap())
+        .filter(|v| v.as_f64() == Some(0.0))
+        .count();
+    assert!((coalesced - zeros as f64).abs() < 0.5, "coalesced per agent sum {coalesced} vs {zeros} gaps of 0");
+    // Every agent's signals are in the time series too (D14).
+    for i in 0..3u64 {
+        let seen = r["time_series"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|s| s["agents"].as_array().unwrap().iter())
+            .any(|a| a["agent"] == i && a["host_busy_pct"].is_f64() && a["fired"].is_array());
+        assert!(seen, "agent {i} has slices with its host signals");
     }
     // Recompute every distribution from the union of the per-request rows.
     let f = |k: &str| -> Vec<f64> { r[k].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect() };

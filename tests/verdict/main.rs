@@ -87,6 +87,22 @@ fn a_starved_client_is_called_client_bound() {
     assert!(hogged["client"]["agents"][0]["coalesced_token_fraction"].is_number(), "reported when hogged too");
     let reasons = v["reasons"].to_string();
     assert!(reasons.contains("busy") || reasons.contains("waiting for a CPU"), "{reasons}");
+    // The time series shows when they fired (D14): the hogged level's slices name a host
+    // signal, and the level alone has slices where nothing host-wide fired.
+    let fired = |r: &serde_json::Value| -> Vec<String> {
+        r["time_series"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|s| s["agents"].as_array().unwrap().iter())
+            .flat_map(|a| a["fired"].as_array().unwrap().iter().map(|f| f.as_str().unwrap().to_string()))
+            .collect()
+    };
+    let hogged_fired = fired(&hogged);
+    assert!(hogged_fired.iter().any(|f| f == "host_busy" || f == "cpu_pressure"), "{hogged_fired:?}");
+    let slices = alone["time_series"].as_array().unwrap().len();
+    let alone_host = fired(&alone).iter().filter(|f| *f == "host_busy" || *f == "cpu_pressure").count();
+    assert!(alone_host < slices, "alone: {alone_host} host signals in {slices} slices");
 }
 
 #[test]
