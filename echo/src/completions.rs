@@ -18,7 +18,6 @@ use crate::config::MAX_OUTPUT_TOKENS;
 use crate::counter::Counter;
 use crate::faults::{self, FaultPlan};
 use crate::kind::Kind;
-use crate::metrics::GaugeGuard;
 use crate::schedule::{Schedule, deadline};
 use crate::sse::{Chunker, SseBody, SseParams};
 use crate::state::{ConnCtx, State};
@@ -191,7 +190,7 @@ pub(crate) async fn handle(
         return Ok(json_error(StatusCode::INTERNAL_SERVER_ERROR, "injected fault: internal server error"));
     }
     let metrics = &state.metrics;
-    metrics.prompt_tokens_total.inc_by(parsed.prompt_tokens);
+    metrics.count_prompt_tokens(parsed.prompt_tokens);
 
     // The schedule starts at arrival, or when a slot freed up for a request that had
     // to wait for one.
@@ -200,13 +199,13 @@ pub(crate) async fn handle(
         Some(slots) => match slots.clone().try_acquire_owned() {
             Ok(p) => (Some(p), arrived),
             Err(_) => {
-                let _waiting = GaugeGuard::new(&metrics.requests_waiting);
+                let _waiting = metrics.waiting();
                 // The semaphore is never closed; on the impossible error, run unslotted.
                 (slots.clone().acquire_owned().await.ok(), Instant::now())
             }
         },
     };
-    let running = GaugeGuard::new(&metrics.requests_running);
+    let running = metrics.running();
     let mut schedule = Schedule::new(&state.config, index, faults.stall_ms);
     let model = parsed.model.as_deref().unwrap_or(&state.config.model);
     let model_json = serde_json::to_string(model).unwrap_or_else(|_| "\"\"".to_owned());
@@ -219,6 +218,7 @@ pub(crate) async fn handle(
             n,
             prompt_tokens: parsed.prompt_tokens,
             include_usage: parsed.include_usage,
+            arrived,
             start,
             schedule,
             timer: state.timer.clone(),
@@ -240,8 +240,11 @@ pub(crate) async fn handle(
     if offset > 0.0 {
         PreciseSleep::new(state.timer.clone(), deadline(start, offset)).await;
     }
-    metrics.tokens_total.inc_by(n);
     let body = full_response(kind, index, created, model, n, parsed.prompt_tokens);
+    // Written as soon as it is returned: the first token's write, and the last.
+    metrics.first_token(arrived);
+    metrics.count_tokens(n);
+    metrics.count_success();
     drop((running, permit));
     let mut resp = Response::new(ResBody::full(body));
     resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));

@@ -116,6 +116,21 @@ pub struct EchoArgs {
     /// gateway that denies one host); repeatable.
     #[arg(long = "deny-peer", value_name = "IP")]
     pub deny_peer: Vec<std::net::IpAddr>,
+
+    /// Metric names of GET /metrics: surge (surge_echo_*), or vllm (also vLLM's vllm:*
+    /// names, each labelled model_name with --model, as a vLLM server exposes them).
+    #[arg(long = "metrics-flavor", value_name = "FLAVOR", value_enum, default_value_t = MetricsFlavor::Surge)]
+    pub metrics_flavor: MetricsFlavor,
+}
+
+/// Which metric names `GET /metrics` exposes.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MetricsFlavor {
+    /// The server's own surge_echo_* metrics.
+    #[default]
+    Surge,
+    /// Also vLLM's vllm:* metrics for the same counts, labelled model_name.
+    Vllm,
 }
 
 impl EchoArgs {
@@ -145,6 +160,7 @@ impl EchoArgs {
             tool_call: self.tool_call,
             unready_requests: self.unready_requests,
             deny_peer: self.deny_peer,
+            metrics_flavor: self.metrics_flavor,
         };
         config.validate()?;
         Ok(config)
@@ -200,6 +216,8 @@ pub struct EchoConfig {
     pub unready_requests: u64,
     /// Client addresses whose completion requests are answered 403.
     pub deny_peer: Vec<std::net::IpAddr>,
+    /// Metric names of `GET /metrics`.
+    pub metrics_flavor: MetricsFlavor,
 }
 
 impl Default for EchoConfig {
@@ -227,6 +245,7 @@ impl Default for EchoConfig {
             tool_call: false,
             unready_requests: 0,
             deny_peer: Vec::new(),
+            metrics_flavor: MetricsFlavor::Surge,
         }
     }
 }
@@ -344,6 +363,8 @@ mod tests {
             "--reasoning-tokens",
             "3",
             "--tool-call",
+            "--metrics-flavor",
+            "vllm",
         ])
         .unwrap();
         assert_eq!(c.listen, "0.0.0.0:9000".parse().unwrap());
@@ -364,6 +385,13 @@ mod tests {
         assert_eq!(c.partial_tokens, 0.4);
         assert_eq!(c.reasoning_tokens, 3);
         assert!(c.tool_call);
+        assert_eq!(c.metrics_flavor, MetricsFlavor::Vllm);
+    }
+
+    #[test]
+    fn unknown_metrics_flavor_names_the_choices() {
+        let err = parse(&["--metrics-flavor", "sglang"]).unwrap_err();
+        assert!(err.contains("--metrics-flavor") && err.contains("surge") && err.contains("vllm"), "{err}");
     }
 
     #[test]

@@ -14,7 +14,13 @@
 //! - `POST /v1/completions` and `POST /v1/chat/completions`: see below.
 //! - `GET /metrics`: Prometheus text with `surge_echo_requests_total`,
 //!   `surge_echo_requests_running`, `surge_echo_requests_waiting`,
-//!   `surge_echo_tokens_total` and `surge_echo_prompt_tokens_total`.
+//!   `surge_echo_tokens_total` and `surge_echo_prompt_tokens_total`; with
+//!   `--metrics-flavor vllm` also vLLM's names for the same counts, each labelled
+//!   `model_name="MODEL"`: `vllm:num_requests_running`, `vllm:num_requests_waiting`,
+//!   `vllm:kv_cache_usage_perc` (running / slots, 0 without `--max-concurrent-streams`),
+//!   `vllm:prompt_tokens_total`, `vllm:generation_tokens_total`,
+//!   `vllm:request_success_total` and the histogram `vllm:time_to_first_token_seconds`
+//!   (arrival to the write of the first output token, with vLLM's buckets).
 //! - anything else: 404 with a JSON error.
 //!
 //! # Completions
@@ -54,8 +60,8 @@
 //!
 //! Imports flow one way, with no cycle: `server` (accept loop, connections) ->
 //! `routes` -> `completions` -> `body` -> `sse`; beneath them the leaves
-//! `state`, `kind`, `metrics`, `schedule`, `tokens`, `faults`, `timer`,
-//! `arrival`, `config` and `counter`, none of which imports a module above it.
+//! `state`, `kind`, `metrics` (and its `vllm` twins), `schedule`, `tokens`, `faults`,
+//! `timer`, `arrival`, `config` and `counter`, none of which imports a module above it.
 //! (The `arch` test of `surge-tests` checks that there is no cycle.)
 //!
 //! # Example
@@ -90,8 +96,9 @@ mod sse;
 mod state;
 mod timer;
 mod tokens;
+mod vllm;
 
-pub use config::{EchoArgs, EchoConfig, MAX_OUTPUT_TOKENS};
+pub use config::{EchoArgs, EchoConfig, MAX_OUTPUT_TOKENS, MetricsFlavor};
 
 /// Serve until `shutdown` resolves. Takes an already-bound listener so tests
 /// bind 127.0.0.1:0.

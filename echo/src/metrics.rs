@@ -1,30 +1,50 @@
 //! The server's five metrics, kept in `prometheus` counters and gauges (plain
 //! atomics on the hot path) in a registry of their own, one per server, and
 //! rendered by `prometheus`'s `TextEncoder` in the Prometheus text format 0.0.4
-//! for `GET /metrics`.
+//! for `GET /metrics`. With `--metrics-flavor vllm` the registry also holds
+//! their vLLM-named twins ([`VllmMetrics`]).
+//!
+//! Every update goes through a method of [`Metrics`], which updates a metric and
+//! its twin together: one code path, so they never disagree.
+
+use std::time::Instant;
 
 use prometheus::{IntCounter, IntGauge, Registry, TextEncoder};
 
-/// The five metrics of the echo server.
+use crate::vllm::VllmMetrics;
+
+/// The metrics of the echo server.
 #[derive(Debug)]
 pub(crate) struct Metrics {
     /// Every request received, whatever its route.
-    pub requests_total: IntCounter,
+    requests_total: IntCounter,
     /// Completions holding a slot (being generated).
-    pub requests_running: IntGauge,
+    requests_running: IntGauge,
     /// Completions waiting for a slot.
-    pub requests_waiting: IntGauge,
+    requests_waiting: IntGauge,
     /// Output tokens sent.
-    pub tokens_total: IntCounter,
+    tokens_total: IntCounter,
     /// Prompt tokens received (whitespace-separated words).
-    pub prompt_tokens_total: IntCounter,
+    prompt_tokens_total: IntCounter,
+    /// vLLM's names for the same counts (`--metrics-flavor vllm`).
+    vllm: Option<VllmMetrics>,
     /// This server's metrics only: several servers can run in one process (tests).
     registry: Registry,
 }
 
 impl Metrics {
-    /// Fresh metrics, all zero, in a registry of their own.
+    /// Fresh metrics, all zero, in a registry of their own; without vLLM's names.
     pub fn new() -> Self {
+        Self::build(None)
+    }
+
+    /// Fresh metrics that also carry vLLM's names, labelled `model_name`;
+    /// `slots` is the completion slot limit (`None`: none).
+    pub fn with_vllm(model_name: &str, slots: Option<usize>) -> Self {
+        Self::build(Some((model_name, slots)))
+    }
+
+    fn build(vllm: Option<(&str, Option<usize>)>) -> Self {
         let registry = Registry::new();
         let counter = |name: &str, help: &str| {
             let c = IntCounter::new(name, help).expect("valid metric name and help");
@@ -42,12 +62,74 @@ impl Metrics {
         };
         let requests_running = gauge("surge_echo_requests_running", "Completions being generated (holding a slot).");
         let requests_waiting = gauge("surge_echo_requests_waiting", "Completions waiting for a slot.");
-        Self { requests_total, requests_running, requests_waiting, tokens_total, prompt_tokens_total, registry }
+        let vllm = vllm.map(|(model_name, slots)| VllmMetrics::new(&registry, model_name, slots));
+        Self { requests_total, requests_running, requests_waiting, tokens_total, prompt_tokens_total, vllm, registry }
+    }
+
+    /// A request received, on any route.
+    pub fn count_request(&self) {
+        self.requests_total.inc();
+    }
+
+    /// Prompt tokens of a completion request that will be answered.
+    pub fn count_prompt_tokens(&self, n: u64) {
+        self.prompt_tokens_total.inc_by(n);
+        if let Some(v) = &self.vllm {
+            v.prompt_tokens.inc_by(n);
+        }
+    }
+
+    /// Output tokens sent.
+    pub fn count_tokens(&self, n: u64) {
+        self.tokens_total.inc_by(n);
+        if let Some(v) = &self.vllm {
+            v.generation_tokens.inc_by(n);
+        }
+    }
+
+    /// A completion's first output token is being written now; it arrived at
+    /// `arrived` (vLLM's time to first token).
+    pub fn first_token(&self, arrived: Instant) {
+        if let Some(v) = &self.vllm {
+            v.ttft.observe(arrived.elapsed().as_secs_f64());
+        }
+    }
+
+    /// A completion finished normally (its last token, or `[DONE]`, written).
+    pub fn count_success(&self) {
+        if let Some(v) = &self.vllm {
+            v.success.inc();
+        }
+    }
+
+    /// A completion holding a slot, until the guard is dropped.
+    pub fn running(&self) -> GaugeGuard {
+        GaugeGuard::new(&self.requests_running, self.vllm.as_ref().map(|v| &v.running))
+    }
+
+    /// A completion waiting for a slot, until the guard is dropped.
+    pub fn waiting(&self) -> GaugeGuard {
+        GaugeGuard::new(&self.requests_waiting, self.vllm.as_ref().map(|v| &v.waiting))
+    }
+
+    /// Output tokens sent so far.
+    #[cfg(test)]
+    pub fn tokens_sent(&self) -> u64 {
+        self.tokens_total.get()
+    }
+
+    /// Completions holding a slot now.
+    #[cfg(test)]
+    pub fn running_now(&self) -> i64 {
+        self.requests_running.get()
     }
 
     /// Render all metrics in the Prometheus text format (version 0.0.4), sorted
     /// by name.
     pub fn render(&self) -> String {
+        if let Some(v) = &self.vllm {
+            v.refresh();
+        }
         let mut out = String::with_capacity(1024);
         // Only fails on a malformed metric family, which the constructors above rule out.
         if let Err(e) = TextEncoder::new().encode_utf8(&self.registry.gather(), &mut out) {
@@ -63,21 +145,28 @@ impl Default for Metrics {
     }
 }
 
-/// Increments a gauge on creation and decrements it on drop, so a request
-/// dropped at any point (client gone, connection reset) is accounted for.
+/// Increments a gauge (and its vLLM twin) on creation and decrements them on
+/// drop, so a request dropped at any point (client gone, connection reset) is
+/// accounted for.
 #[derive(Debug)]
-pub(crate) struct GaugeGuard(IntGauge);
+pub(crate) struct GaugeGuard(IntGauge, Option<IntGauge>);
 
 impl GaugeGuard {
-    pub fn new(gauge: &IntGauge) -> Self {
+    fn new(gauge: &IntGauge, twin: Option<&IntGauge>) -> Self {
         gauge.inc();
-        Self(gauge.clone())
+        if let Some(t) = twin {
+            t.inc();
+        }
+        Self(gauge.clone(), twin.cloned())
     }
 }
 
 impl Drop for GaugeGuard {
     fn drop(&mut self) {
         self.0.dec();
+        if let Some(t) = &self.1 {
+            t.dec();
+        }
     }
 }
 
@@ -91,7 +180,7 @@ mod tests {
         m.requests_total.inc_by(3);
         m.tokens_total.inc_by(10);
         m.prompt_tokens_total.inc_by(4);
-        let running = GaugeGuard::new(&m.requests_running);
+        let running = m.running();
         let text = m.render();
         assert!(text.contains("# HELP surge_echo_requests_total Requests received, all routes.\n"));
         assert!(text.contains("# TYPE surge_echo_requests_total counter\n"));
@@ -130,6 +219,42 @@ mod tests {
              # TYPE surge_echo_tokens_total counter\n\
              surge_echo_tokens_total 0\n"
         );
+    }
+
+    #[test]
+    fn vllm_twins_move_with_the_surge_metrics() {
+        let m = Metrics::with_vllm("m", Some(2));
+        m.count_request();
+        m.count_prompt_tokens(3);
+        m.count_tokens(5);
+        m.count_tokens(1);
+        m.count_success();
+        m.first_token(Instant::now());
+        let running = m.running();
+        let waiting = m.waiting();
+        let text = m.render();
+        for line in [
+            "surge_echo_prompt_tokens_total 3\n",
+            "vllm:prompt_tokens_total{model_name=\"m\"} 3\n",
+            "surge_echo_tokens_total 6\n",
+            "vllm:generation_tokens_total{model_name=\"m\"} 6\n",
+            "vllm:request_success_total{model_name=\"m\"} 1\n",
+            "surge_echo_requests_running 1\n",
+            "vllm:num_requests_running{model_name=\"m\"} 1\n",
+            "surge_echo_requests_waiting 1\n",
+            "vllm:num_requests_waiting{model_name=\"m\"} 1\n",
+            "vllm:kv_cache_usage_perc{model_name=\"m\"} 0.5\n",
+            "vllm:time_to_first_token_seconds_count{model_name=\"m\"} 1\n",
+        ] {
+            assert!(text.contains(line), "{line} missing in\n{text}");
+        }
+        // The surge metrics come first, as before, then vLLM's.
+        assert!(text.find("surge_echo_").unwrap() < text.find("vllm:").unwrap());
+        drop((running, waiting));
+        let text = m.render();
+        assert!(text.contains("vllm:num_requests_running{model_name=\"m\"} 0\n"));
+        assert!(text.contains("vllm:num_requests_waiting{model_name=\"m\"} 0\n"));
+        assert!(text.contains("vllm:kv_cache_usage_perc{model_name=\"m\"} 0\n"));
     }
 
     #[test]

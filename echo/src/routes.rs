@@ -20,7 +20,7 @@ pub(crate) async fn handle(
     state: Arc<State>,
     conn: ConnCtx,
 ) -> Result<Response<ResBody>, BoxError> {
-    state.metrics.requests_total.inc();
+    state.metrics.count_request();
     let method = req.method();
     match req.uri().path() {
         "/echo" if method == Method::POST => Ok(echo(req)),

@@ -119,6 +119,8 @@ pub(crate) struct SseParams {
     pub tokens: TokenPlan,
     pub prompt_tokens: u64,
     pub include_usage: bool,
+    /// When the request arrived (time to first token counts from here).
+    pub arrived: Instant,
     /// Time zero of the schedule: when the request arrived, or got its slot.
     pub start: Instant,
     pub schedule: Schedule,
@@ -133,7 +135,7 @@ pub(crate) struct SseParams {
     /// The slot, released when the body is dropped.
     #[expect(dead_code, reason = "held for its Drop")]
     pub permit: Option<OwnedSemaphorePermit>,
-    /// Holds `requests_running` up while the body lives.
+    /// Holds the running gauges up while the body lives.
     #[expect(dead_code, reason = "held for its Drop")]
     pub running: GaugeGuard,
 }
@@ -250,7 +252,10 @@ impl Body for SseBody {
                     };
                     this.k += 1;
                     this.armed = false;
-                    this.p.metrics.tokens_total.inc();
+                    if k == 0 {
+                        this.p.metrics.first_token(this.p.arrived);
+                    }
+                    this.p.metrics.count_tokens(1);
                     return Poll::Ready(Some(Ok(Frame::data(data))));
                 }
                 Phase::Usage => {
@@ -262,6 +267,7 @@ impl Body for SseBody {
                 }
                 Phase::Done => {
                     this.phase = Phase::End;
+                    this.p.metrics.count_success();
                     if let Some(notify) = &this.p.close_notify {
                         notify.notify_one();
                     }
@@ -352,6 +358,7 @@ mod tests {
             n,
             prompt_tokens: 2,
             include_usage,
+            arrived: Instant::now(),
             start: Instant::now(),
             schedule: Schedule::new(&config, 0, 0.0),
             timer: Timer::new().unwrap(),
@@ -360,7 +367,7 @@ mod tests {
             metrics: metrics.clone(),
             close_notify: None,
             permit: None,
-            running: GaugeGuard::new(&metrics.requests_running),
+            running: metrics.running(),
         });
         (body, metrics)
     }
@@ -374,9 +381,9 @@ mod tests {
         assert_eq!(events.len(), 7);
         assert_eq!(events[6], "data: [DONE]");
         assert!(events[5].contains("\"total_tokens\":7"));
-        assert_eq!(metrics.tokens_total.get(), 5);
+        assert_eq!(metrics.tokens_sent(), 5);
         // The running gauge dropped with the body.
-        assert_eq!(metrics.requests_running.get(), 0);
+        assert_eq!(metrics.running_now(), 0);
     }
 
     #[tokio::test]

@@ -10,7 +10,7 @@ use serde_json::json;
 use tokio::sync::{Notify, Semaphore};
 
 use crate::arrival::ArrivalClock;
-use crate::config::EchoConfig;
+use crate::config::{EchoConfig, MetricsFlavor};
 use crate::counter::Counter;
 use crate::metrics::Metrics;
 use crate::timer::Timer;
@@ -41,7 +41,10 @@ impl State {
         Self {
             slots: config.max_concurrent_streams.map(|k| Arc::new(Semaphore::new(k))),
             models_body: Bytes::from(serde_json::to_vec(&models).unwrap_or_default()),
-            metrics: Arc::new(Metrics::new()),
+            metrics: Arc::new(match config.metrics_flavor {
+                MetricsFlavor::Surge => Metrics::new(),
+                MetricsFlavor::Vllm => Metrics::with_vllm(&config.model, config.max_concurrent_streams),
+            }),
             completions: AtomicU64::new(0),
             timer,
             counter,
