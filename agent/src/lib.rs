@@ -23,6 +23,7 @@ pub mod data;
 pub mod engine;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod scrape;
 pub mod service;
 
 // Paths the coordinator and the tests have used since before `data/`.

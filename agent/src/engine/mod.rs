@@ -157,6 +157,11 @@ pub struct Report {
 }
 
 impl Prepared {
+    /// The workload it runs.
+    pub fn workload(&self) -> &Workload {
+        &self.workload
+    }
+
     /// Live counters (for health reports while the run is going).
     pub fn stats(&self) -> Arc<Stats> {
         Arc::clone(&self.stats)

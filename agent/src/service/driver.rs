@@ -9,6 +9,7 @@
 use super::AgentSettings;
 use super::allowlist::Refused;
 use super::batch::{BATCH_INTERVAL, BatchSink};
+use super::scraping;
 use super::session::{Action, End, Event, Live, Now, PrepInfo, Reading, Session};
 use crate::cpu::{self, CpuMeter, HostMeter};
 use crate::engine::stats::Stats;
@@ -47,6 +48,7 @@ enum Internal {
     Checked { run_id: u64, workload: Workload, verdict: Result<(), Refused> },
     Prepared(u64, Result<Prepared, EngineError>),
     Finished { report: Report, cpu_seconds: f64, host: cpu::HostSample },
+    Scraped(surge_proto::ServerMetrics),
 }
 
 /// The engine side of the run in progress.
@@ -169,6 +171,7 @@ impl Driver {
                 let rows = self.run.take().map(|r| r.sink.drain()).unwrap_or_default();
                 Event::EngineFinished { report, cpu_seconds, host, rows }
             }
+            Internal::Scraped(m) => Event::ServerMetrics(m),
         }
     }
 
@@ -205,7 +208,7 @@ impl Driver {
                         tracing::error!(run_id, "start of a run that is not prepared here");
                         continue;
                     };
-                    self.start(prepared, start_at, deadline);
+                    self.start(run_id, prepared, start_at, deadline);
                 }
                 Action::StopEngine => {
                     if let Some(r) = &self.run {
@@ -218,14 +221,32 @@ impl Driver {
         None
     }
 
-    fn start(&mut self, prepared: Prepared, start_at: Instant, deadline: Instant) {
+    fn start(&mut self, run_id: u64, prepared: Prepared, start_at: Instant, deadline: Instant) {
         let stop = CancellationToken::new();
         let sink = Arc::new(BatchSink::default());
         let ctl = Control { start_at: start_at.into_std(), deadline: deadline.into_std(), stop: stop.clone() };
         self.run = Some(RunHandle { stop, stats: prepared.stats(), sink: Arc::clone(&sink) });
         let tx = self.internal_tx.clone();
         let sink: Arc<dyn engine::Sink> = sink;
+        let scraping = scraping::Job::of(run_id, prepared.workload());
         tokio::spawn(async move {
+            // The server's metrics around the run: a baseline before the load, one every
+            // interval during it, and one after its last request, before its Done.
+            let scrapes_done = CancellationToken::new();
+            if let Some(job) = &scraping {
+                // Never later than the load's start.
+                let baseline = tokio::time::timeout_at(start_at, job.once(true, false))
+                    .await
+                    .unwrap_or_else(|_| job.failed("no answer before the load began", true));
+                let _ = tx.send(Internal::Scraped(baseline)).await;
+                let (job, stop, tx) = (job.clone(), scrapes_done.clone(), tx.clone());
+                tokio::spawn(async move {
+                    job.periodic(stop, |m| {
+                        let _ = tx.try_send(Internal::Scraped(m));
+                    })
+                    .await
+                });
+            }
             let cpu_at_start = cpu::engine_cpu_time();
             let mut host = HostMeter::default();
             let report = match engine::runtime().spawn(engine::run(prepared, sink, ctl)).await {
@@ -235,6 +256,10 @@ impl Driver {
             };
             let cpu_seconds = cpu::engine_cpu_time().saturating_sub(cpu_at_start).as_secs_f64();
             let host = host.sample();
+            scrapes_done.cancel();
+            if let Some(job) = &scraping {
+                let _ = tx.send(Internal::Scraped(job.once(false, true).await)).await;
+            }
             let _ = tx.send(Internal::Finished { report, cpu_seconds, host }).await;
         });
     }

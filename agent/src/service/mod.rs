@@ -14,6 +14,7 @@ mod batch;
 mod capacity;
 mod driver;
 mod grpc;
+mod scraping;
 pub(crate) mod session;
 
 pub use allowlist::{Allowlist, AllowlistError, Refused};

@@ -23,8 +23,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use surge_proto::{
-    ClockPong, CoordinatorMsg, Done, ErrorCode, Health, Heartbeat, HelloReply, PROTOCOL_VERSION, Ready, Row, Workload,
-    agent_msg, coordinator_msg,
+    ClockPong, CoordinatorMsg, Done, ErrorCode, Health, Heartbeat, HelloReply, PROTOCOL_VERSION, Ready, Row,
+    ServerMetrics, Workload, agent_msg, coordinator_msg,
 };
 use tokio::time::Instant;
 
@@ -118,6 +118,8 @@ pub(crate) enum Event {
     /// The run ended; `rows` are those recorded after the last flush; `host` is the
     /// host's CPU over the run.
     EngineFinished { report: Report, cpu_seconds: f64, host: cpu::HostSample, rows: Vec<Row> },
+    /// A scrape of the target's `/metrics` for the run (the workload asked for it).
+    ServerMetrics(ServerMetrics),
     /// The agent is shutting down (SIGTERM).
     Shutdown,
 }
@@ -268,6 +270,12 @@ impl Session {
                 }
             }
             Event::Rows(rows) => self.send_rows(rows, &mut out),
+            // Only while its run is on, so a late scrape cannot follow the run's Done.
+            Event::ServerMetrics(m) => {
+                if self.running.is_some() {
+                    out.push(Action::Send(agent_msg::Msg::ServerMetrics(m)));
+                }
+            }
             Event::TargetChecked { run_id, workload, verdict } => self.on_checked(run_id, workload, verdict, &mut out),
             Event::Prepared { run_id, result: Ok(p) } => {
                 self.prepared = Some(run_id);

@@ -8,8 +8,10 @@
 
 use super::coalesce::Coalescing;
 use super::sample::Sample;
+use super::server::{ClientSide, ServerMetrics, ServerView};
 use super::timeseries::{Slice, TimeSeries};
 pub use crate::fleet::outcome::{GlobalRow, kind_name};
+use crate::fleet::scrape::ServerScrape;
 use crate::plan::Slo;
 use std::collections::BTreeMap;
 
@@ -97,6 +99,8 @@ pub struct Metrics {
     pub rows: Vec<GlobalRow>,
     /// Per agent: read coalescing of its successful streamed requests ([`Coalescing`]).
     pub coalesced: Vec<Coalescing>,
+    /// The server's own view, when its metrics were scraped.
+    pub server: Option<ServerMetrics>,
 }
 
 impl Metrics {
@@ -133,6 +137,7 @@ pub struct Aggregator {
     token_bins: BTreeMap<i64, u64>,
     keep_rows: bool,
     series: TimeSeries,
+    server: ServerView,
 }
 
 impl Aggregator {
@@ -150,6 +155,7 @@ impl Aggregator {
             token_bins: BTreeMap::new(),
             keep_rows,
             series: TimeSeries::new(slice_s),
+            server: ServerView::new(slice_s),
         }
     }
 
@@ -238,6 +244,11 @@ impl Aggregator {
         self.series.health(agent, h, t_s);
     }
 
+    /// A scrape of the server's metrics.
+    pub fn server(&mut self, s: &ServerScrape) {
+        self.server.add(s);
+    }
+
     /// The last finished slice (see [`TimeSeries::recent`]).
     pub fn recent(&self) -> Option<(f64, f64, f64, u64)> {
         self.series.recent()
@@ -245,7 +256,7 @@ impl Aggregator {
 
     /// The run's metrics.
     pub fn finish(self) -> Metrics {
-        let Self { mut m, slo, good, first, last, queued, events, token_bins, series, .. } = self;
+        let Self { mut m, slo, good, first, last, queued, events, token_bins, series, server, .. } = self;
         m.exact = events.is_some();
         for seen in m.error_examples.values_mut() {
             seen.sort_by(|a, b| b.count.cmp(&a.count));
@@ -254,6 +265,7 @@ impl Aggregator {
         let (slices, peak_in_flight) = series.finish();
         m.time_series = slices;
         if m.sends.n == 0 {
+            m.server = server.finish(m.time_series.len(), ClientSide::default());
             return m;
         }
         m.duration_s = (last - first).max(0.0);
@@ -271,6 +283,12 @@ impl Aggregator {
         for s in [&mut m.ttft, &mut m.tpot, &mut m.itl, &mut m.e2el] {
             s.seal();
         }
+        let client = ClientSide {
+            output_tokens: m.total_output_tokens,
+            ttft_p50_ms: m.ttft.median_ms(),
+            ttft_mean_ms: m.ttft.mean_ms(),
+        };
+        m.server = server.finish(m.time_series.len(), client);
         if !queued.is_empty() {
             let mut q = queued;
             q.seal();

@@ -7,6 +7,7 @@ pub mod knee;
 pub mod metrics;
 pub mod repeat;
 pub mod sample;
+pub mod server;
 pub mod stats;
 pub mod timeseries;
 pub mod token_source;

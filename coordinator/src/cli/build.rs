@@ -7,7 +7,7 @@ use super::{BackendArg, MatrixArgs, RunArgs, SweepArgs, UsageError, ValidateArgs
 use crate::plan::matrix::{MatrixPlan, standard};
 use crate::plan::sweep::{Kind, KneeRule, SweepPlan};
 use crate::plan::validate::ValidatePlan;
-use crate::plan::{Agents, RunPlan, TlsPaths, VerdictLimits};
+use crate::plan::{Agents, RunPlan, ScrapePlan, TlsPaths, VerdictLimits};
 use clap::{Args, FromArgMatches};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -123,6 +123,7 @@ pub fn run_plan(a: RunArgs) -> Result<RunPlan, UsageError> {
         };
         Agents::Remote { addrs, tls }
     };
+    let scrape = scrape_plan(&a, &base_url)?;
     Ok(RunPlan {
         base_url: base_url.trim_end_matches('/').to_string(),
         endpoint,
@@ -174,6 +175,7 @@ pub fn run_plan(a: RunArgs) -> Result<RunPlan, UsageError> {
             coalesced_fraction: a.client_coalesced_limit,
         },
         server_itl_ms: a.server_itl_ms,
+        scrape,
     })
 }
 
@@ -265,6 +267,33 @@ pub fn matrix_plan(a: MatrixArgs) -> Result<MatrixPlan, UsageError> {
     }
     let dir = base.result_dir.clone().unwrap_or_else(|| PathBuf::from("surge-matrix"));
     Ok(MatrixPlan { base, profiles, dir, resume: a.resume })
+}
+
+/// `--metrics-url`, `--no-scrape-metrics`, `--scrape-interval`, `--scrape-metric`,
+/// `--scrape-from` as a plan.
+fn scrape_plan(a: &RunArgs, base_url: &str) -> Result<Option<ScrapePlan>, UsageError> {
+    if a.no_scrape_metrics {
+        return Ok(None);
+    }
+    for url in &a.metrics_urls {
+        match url.parse::<http::Uri>() {
+            Ok(u) if matches!(u.scheme_str(), Some("http" | "https")) && u.authority().is_some() => {}
+            _ => return usage(format!("--metrics-url {url:?}: expected http://HOST[:PORT]/PATH")),
+        }
+    }
+    if a.scrape_interval < std::time::Duration::from_millis(100) {
+        return usage("--scrape-interval: at least 100ms");
+    }
+    let explicit = !a.metrics_urls.is_empty();
+    let urls =
+        if explicit { a.metrics_urls.clone() } else { vec![format!("{}/metrics", base_url.trim_end_matches('/'))] };
+    Ok(Some(ScrapePlan {
+        urls,
+        explicit,
+        extra: a.scrape_metrics.clone(),
+        interval: a.scrape_interval,
+        from_agent: a.scrape_from == super::ScrapeFrom::Agent,
+    }))
 }
 
 /// `surge run`'s options with every default, as if no flag were given.

@@ -71,6 +71,13 @@ pub enum CertsCommand {
     },
 }
 
+/// `--scrape-from`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ScrapeFrom {
+    Coordinator,
+    Agent,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum BackendArg {
     /// OpenAI /v1/completions, streamed.
@@ -249,6 +256,22 @@ pub struct RunArgs {
     /// each agent's read coalescing implies how late it read (`implied_read_lateness_ms`).
     #[arg(long, value_parser = parse::positive, value_name = "MS")]
     pub server_itl_ms: Option<f64>,
+    /// Scrape the server's Prometheus metrics from this URL during each level
+    /// (repeatable: replicas are summed). Default: `{base-url}/metrics` when it answers.
+    #[arg(long = "metrics-url", value_name = "URL")]
+    pub metrics_urls: Vec<String>,
+    /// Do not scrape the server's metrics.
+    #[arg(long)]
+    pub no_scrape_metrics: bool,
+    /// How often to scrape the server's metrics.
+    #[arg(long, default_value = "1s", value_parser = parse::duration, value_name = "DURATION")]
+    pub scrape_interval: std::time::Duration,
+    /// Also keep this metric family (beyond vllm:, sglang:, llamacpp:, tgi_); repeatable.
+    #[arg(long = "scrape-metric", value_name = "NAME")]
+    pub scrape_metrics: Vec<String>,
+    /// Who scrapes: the coordinator, or the first agent (for targets only agents reach).
+    #[arg(long, value_enum, default_value = "coordinator")]
+    pub scrape_from: ScrapeFrom,
     /// Skip the one request each agent sends before the load to check the endpoint,
     /// model and key (vLLM 0.32+ skips it by default; surge sends it).
     #[arg(long)]

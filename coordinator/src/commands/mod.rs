@@ -119,6 +119,9 @@ impl Observer for Watch<'_> {
     fn notice(&mut self, message: &str) {
         self.progress.notice(message);
     }
+    fn server(&mut self, scrape: &crate::fleet::scrape::ServerScrape) {
+        self.agg.server(scrape);
+    }
 }
 
 /// One run of `plan` on `session`: its record for the sinks, what the fleet reported,

@@ -100,6 +100,11 @@ impl Collector {
         self.interrupted
     }
 
+    /// Agent `agent`'s clock minus the coordinator's, nanoseconds.
+    pub fn offset_ns(&self, agent: usize) -> i64 {
+        self.agents.get(agent).map_or(0, |a| a.offset.offset_ns)
+    }
+
     /// One input in, the actions it calls for out.
     pub fn handle(&mut self, input: Input, now: Instant) -> Vec<Action> {
         let run_id = self.run_id;

@@ -10,6 +10,7 @@ pub mod clock;
 pub mod collect;
 mod link;
 pub mod outcome;
+pub mod scrape;
 pub mod session;
 
 use crate::plan::TlsPaths;

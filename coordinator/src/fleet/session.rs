@@ -6,11 +6,14 @@
 use super::clock::{self, Exchange, Offset};
 use super::collect::{Action, Collector, Input};
 use super::outcome::{AgentReport, GlobalRow, Outcome, RunStatus, finished_requests};
+use super::scrape::{self, ServerScrape};
 use super::{Event, Fleet, now_ns};
 use crate::plan::RunPlan;
 use crate::plan::split::{self, Share};
 use std::time::{Duration, Instant};
 use surge_proto::{ClockPing, HelloReply, PROTOCOL_VERSION, Prepare, Start, Workload, agent_msg, coordinator_msg::Msg};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 const CLOCK_PINGS: u64 = 8;
 
@@ -26,6 +29,8 @@ pub trait Observer: Send {
     fn progress(&mut self, _finished: u64) {}
     /// Something the user should hear about now.
     fn notice(&mut self, _message: &str) {}
+    /// A scrape of the server's metrics.
+    fn server(&mut self, _scrape: &ServerScrape) {}
 }
 
 /// An observer that ignores everything.
@@ -256,11 +261,18 @@ impl Runner<'_> {
             _ => None,
         })
         .await?;
-        // 4. Start everyone at one instant of the coordinator's clock.
+        // 4. The server's metrics before the load (here, unless an agent scrapes), then
+        //    start everyone at one instant of the coordinator's clock.
+        let scraping = self.baseline_scrape().await;
         let max_rtt = self.agents.iter().map(|a| a.offset.rtt_ns).max().unwrap_or(0);
         let lead_ns = (250_000_000i64).max(4 * max_rtt);
         let start_ns = now_ns() + lead_ns;
         self.start_ns = start_ns;
+        if let Some((s, baseline_ns)) = &scraping {
+            let mut b = s.clone();
+            b.t_s = (baseline_ns - start_ns) as f64 / 1e9;
+            self.observer.server(&b);
+        }
         let started_at = chrono::DateTime::from_timestamp_nanos(start_ns);
         let limit = plan.max_run_time;
         let offsets: Vec<i64> = self.agents.iter().map(|a| a.offset.offset_ns).collect();
@@ -272,12 +284,38 @@ impl Runner<'_> {
             })
         })
         .await;
-        // 5. Collect until every agent is done or lost.
-        let status = self.collect(limit).await;
+        // 5. Collect until every agent is done or lost (scraping every interval).
+        let stop_scraping = CancellationToken::new();
+        let (scrape_tx, scrape_rx) = mpsc::channel(16);
+        if let (Some(_), Some(sp)) = (&scraping, &plan.scrape) {
+            tokio::spawn(scrape::periodic(sp.clone(), start_ns, scrape_tx, stop_scraping.clone()));
+        }
+        let status = self.collect(limit, scrape_rx).await;
+        stop_scraping.cancel();
+        if let (Some(_), Some(sp)) = (&scraping, &plan.scrape) {
+            let t_s = (now_ns() - start_ns) as f64 / 1e9;
+            let last = ServerScrape { t_s, result: scrape::once(sp).await, baseline: false, last: true };
+            self.observer.server(&last);
+        }
         Ok((status, started_at))
     }
 
-    async fn collect(&mut self, limit: Duration) -> RunStatus {
+    /// The coordinator's baseline scrape, when it scrapes: `None` when an agent scrapes,
+    /// nobody does, or the default URL does not answer with metrics (the server has none).
+    async fn baseline_scrape(&mut self) -> Option<(ServerScrape, i64)> {
+        let sp = self.plan.scrape.as_ref().filter(|s| !s.from_agent)?;
+        let at = now_ns();
+        let result = scrape::once(sp).await;
+        match &result {
+            Ok(s) if s.is_empty() && !sp.explicit => return None,
+            Err(_) if !sp.explicit => return None,
+            Err(e) => self.observer.notice(&format!("cannot scrape the server's metrics: {e}")),
+            _ => {}
+        }
+        Some((ServerScrape { t_s: 0.0, result, baseline: true, last: false }, at))
+    }
+
+    async fn collect(&mut self, limit: Duration, mut scrapes: mpsc::Receiver<ServerScrape>) -> RunStatus {
         let now = Instant::now();
         let agents = std::mem::take(&mut self.agents);
         let hard_stop = now + limit + Duration::from_secs(30);
@@ -294,8 +332,18 @@ impl Runner<'_> {
         }
         while !c.finished(Instant::now()) {
             let input = tokio::select! {
+                Some(s) = scrapes.recv() => {
+                    self.observer.server(&s);
+                    continue;
+                }
                 ev = self.fleet.next(Duration::from_millis(50)) => match ev {
-                    Some(Event::Msg { agent, msg, .. }) => Input::Msg { agent, msg },
+                    Some(Event::Msg { agent, msg, .. }) => {
+                        if let agent_msg::Msg::ServerMetrics(m) = &msg {
+                            let offset = c.offset_ns(agent);
+                            self.observer.server(&ServerScrape::from_agent(m, offset, self.start_ns));
+                        }
+                        Input::Msg { agent, msg }
+                    }
                     Some(Event::Closed { agent, error }) => Input::Closed { agent, error },
                     Some(Event::Resumed { agent, after }) => Input::Resumed { agent, after },
                     None => Input::Quiet,
@@ -347,5 +395,14 @@ fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize) -> Workload {
         skip_initial_test: plan.no_initial_test,
         ready_timeout_ms: plan.ready_timeout.map_or(0, |d| d.as_millis() as u64),
         max_run_time_ms: plan.max_run_time.as_millis() as u64,
+        // The first agent scrapes when the plan says agents scrape.
+        scrape_urls: plan
+            .scrape
+            .as_ref()
+            .filter(|s| s.from_agent && i == 0)
+            .map(|s| s.urls.clone())
+            .unwrap_or_default(),
+        scrape_interval_ms: plan.scrape.as_ref().map_or(0, |s| s.interval.as_millis() as u64),
+        scrape_metrics: plan.scrape.as_ref().map(|s| s.extra.clone()).unwrap_or_default(),
     }
 }

@@ -247,6 +247,7 @@ pub fn run_result(
             verdict::mark_slices(&mut slices, plan, &o.agents);
             slices
         },
+        server_metrics: m.server.clone(),
         detailed: plan.save_detailed.then(|| detailed(m)),
     }
 }

@@ -107,6 +107,9 @@ pub struct RunResult {
     /// One entry per `--timeslice` of the run.
     #[serde(default)]
     pub time_series: Vec<Slice>,
+    /// The server's own metrics over the level (issue 15), when scraped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_metrics: Option<crate::analysis::server::ServerMetrics>,
     /// `--save-detailed`: per-request arrays in seconds, as vLLM saves them.
     #[serde(flatten)]
     pub detailed: Option<Detailed>,

@@ -125,6 +125,9 @@ pub fn summary(r: &RunResult, view: &SummaryView, status: &RunStatus) -> String 
     if client.verdict.client_bound {
         let _ = writeln!(out, "WARNING: client-bound: {}", client.verdict.reasons.join("; "));
     }
+    if let Some(s) = &r.server_metrics {
+        server_section(&mut out, s);
+    }
     match status {
         RunStatus::Complete => {}
         RunStatus::Invalid { lost } => {
@@ -143,6 +146,31 @@ pub fn summary(r: &RunResult, view: &SummaryView, status: &RunStatus) -> String 
         let _ = writeln!(out, "{why}");
     }
     out
+}
+
+/// The server's own view (issue 15): what it counted against what the client did.
+fn server_section(out: &mut String, s: &crate::analysis::server::ServerMetrics) {
+    header(out, "Server", '-');
+    line(out, "Scrapes (failed):", format!("{} ({})", s.scrapes, s.failed_scrapes));
+    let c = &s.checks;
+    if let (Some(v), Some(name)) = (c.server_output_tokens, &c.generation_tokens_metric) {
+        line(out, "Server output tokens:", format!("{v:.0} ({name})"));
+    }
+    if let Some(p) = c.output_tokens_mismatch_pct {
+        fline(out, "Output tokens vs client (%):", p);
+    }
+    if let (Some(p50), Some(mean)) = (c.server_ttft_p50_ms, c.server_ttft_mean_ms) {
+        fline(out, "Server TTFT p50 (ms):", p50);
+        fline(out, "Server TTFT mean (ms):", mean);
+    }
+    for (name, g) in
+        s.gauges.iter().filter(|(n, _)| n.ends_with("num_requests_running") || n.ends_with("num_requests_waiting"))
+    {
+        fline(out, &format!("Max {}:", name.rsplit(':').next().unwrap_or(name)), g.max);
+    }
+    for f in &c.flagged {
+        let _ = writeln!(out, "WARNING: server: {f}");
+    }
 }
 
 #[cfg(test)]

@@ -128,6 +128,24 @@ pub struct RunPlan {
     /// The ITL the server intends (`--server-itl-ms`; `surge validate` sets its echo's):
     /// with it, read coalescing implies how late the client read.
     pub server_itl_ms: Option<f64>,
+    /// The server's `/metrics` beside the run; `None` with `--no-scrape-metrics`.
+    pub scrape: Option<ScrapePlan>,
+}
+
+/// Scraping the server's metrics (issue 15, D11).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScrapePlan {
+    /// `--metrics-url` (repeatable), else `{base-url}/metrics`.
+    pub urls: Vec<String>,
+    /// Whether the URLs were given: then a failing scrape is reported, not a sign the
+    /// server has no metrics.
+    pub explicit: bool,
+    /// `--scrape-metric`: families kept besides the known prefixes.
+    pub extra: Vec<String>,
+    pub interval: Duration,
+    /// `--scrape-from agent`: the first agent scrapes (the target may be reachable only
+    /// from agents).
+    pub from_agent: bool,
 }
 
 /// Thresholds of the client-bound verdict (documented in `surge run --help`).

@@ -1,0 +1,344 @@
+//! The server's own view of a level (issue 15), from its `/metrics` scrapes: counter
+//! increases between the baseline (after the initial test requests, before the load) and
+//! the last scrape (after the last request), gauges' mean and max over the level,
+//! histogram percentiles from bucket increases, a per-family series on the time series'
+//! slices (gauges: mean of the slice's scrapes; counters: increase per second), and the
+//! cross-checks against the client's own numbers. Memory: two snapshots and one number
+//! per family and slice, like the time series.
+
+use crate::fleet::scrape::ServerScrape;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use surge_agent::scrape::{Histogram, Metric, Snapshot};
+
+/// Generation-token counters, by serving stack (the first found is used).
+const GENERATION_TOKENS: [&str; 3] =
+    ["vllm:generation_tokens_total", "sglang:generation_tokens_total", "llamacpp:tokens_predicted_total"];
+/// The server's TTFT histograms (seconds).
+const SERVER_TTFT: [&str; 2] = ["vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds"];
+/// A mismatch of output tokens above this (percent) is flagged.
+pub const MISMATCH_LIMIT_PCT: f64 = 1.0;
+
+/// A gauge over the level.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct GaugeStats {
+    pub mean: f64,
+    pub max: f64,
+}
+
+/// A histogram over the level, in the family's unit (vLLM's are seconds).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct HistogramStats {
+    pub count: f64,
+    pub mean: f64,
+    pub p50: f64,
+    pub p99: f64,
+}
+
+/// The server's numbers against the client's.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Checks {
+    /// The family the server counts generated tokens in, and its increase.
+    pub generation_tokens_metric: Option<String>,
+    pub server_output_tokens: Option<f64>,
+    pub client_output_tokens: u64,
+    /// (server - client) / client, percent: other traffic on the server, or a miscount.
+    pub output_tokens_mismatch_pct: Option<f64>,
+    /// The server's own TTFT median against the client's: the difference is the network,
+    /// the client and queueing outside the engine.
+    pub server_ttft_p50_ms: Option<f64>,
+    pub client_ttft_p50_ms: f64,
+    pub ttft_p50_difference_ms: Option<f64>,
+    /// The same with means: exact from the histogram's sum, where the p50 is only as fine
+    /// as the server's buckets.
+    pub server_ttft_mean_ms: Option<f64>,
+    pub client_ttft_mean_ms: f64,
+    pub ttft_mean_difference_ms: Option<f64>,
+    /// What a user should look at.
+    pub flagged: Vec<String>,
+}
+
+/// `server_metrics` in the result.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ServerMetrics {
+    pub scrapes: u64,
+    pub failed_scrapes: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// Per family, one value per `time_series` slice (`null`: no scrape there).
+    pub series: BTreeMap<String, Vec<Option<f64>>>,
+    pub deltas: BTreeMap<String, f64>,
+    pub gauges: BTreeMap<String, GaugeStats>,
+    pub histograms: BTreeMap<String, HistogramStats>,
+    pub checks: Checks,
+}
+
+/// Scrapes folded as they arrive.
+#[derive(Debug)]
+pub struct ServerView {
+    slice_s: f64,
+    baseline: Option<Snapshot>,
+    last: Option<Snapshot>,
+    prev: Option<Snapshot>,
+    gauges: BTreeMap<String, (f64, u64, f64)>,
+    /// Per slice: per family, (sum, n); counters sum their increases.
+    slices: BTreeMap<i64, BTreeMap<String, (f64, u32)>>,
+    scrapes: u64,
+    failed: u64,
+    last_error: Option<String>,
+}
+
+impl ServerView {
+    pub fn new(slice_s: f64) -> Self {
+        Self {
+            slice_s: if slice_s > 0.0 { slice_s } else { 1.0 },
+            baseline: None,
+            last: None,
+            prev: None,
+            gauges: BTreeMap::new(),
+            slices: BTreeMap::new(),
+            scrapes: 0,
+            failed: 0,
+            last_error: None,
+        }
+    }
+
+    pub fn add(&mut self, s: &ServerScrape) {
+        self.scrapes += 1;
+        let snap = match &s.result {
+            Ok(snap) => snap,
+            Err(e) => {
+                self.failed += 1;
+                self.last_error = Some(e.clone());
+                return;
+            }
+        };
+        if s.baseline || self.baseline.is_none() {
+            self.baseline = Some(snap.clone());
+        }
+        let slice = (s.t_s.max(0.0) / self.slice_s).floor() as i64;
+        let entry = self.slices.entry(slice).or_default();
+        for (name, m) in snap {
+            match m {
+                Metric::Gauge(v) if !s.baseline => {
+                    let g = self.gauges.entry(name.clone()).or_insert((0.0, 0, f64::NEG_INFINITY));
+                    (g.0, g.1, g.2) = (g.0 + v, g.1 + 1, g.2.max(*v));
+                    let e = entry.entry(name.clone()).or_default();
+                    (e.0, e.1) = (e.0 + v, e.1 + 1);
+                }
+                Metric::Counter(v) => {
+                    if let Some(Metric::Counter(p)) = self.prev.as_ref().and_then(|p| p.get(name)) {
+                        // A counter that went down was reset: count from zero.
+                        let inc = if v >= p { v - p } else { *v };
+                        let e = entry.entry(name.clone()).or_default();
+                        (e.0, e.1) = (e.0 + inc, e.1 + 1);
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.prev = Some(snap.clone());
+        self.last = Some(snap.clone());
+    }
+
+    /// The level's server view over `slices` time-series slices, checked against the
+    /// client's output tokens and TTFT median; `None` when nothing was scraped.
+    pub fn finish(self, slices: usize, client: ClientSide) -> Option<ServerMetrics> {
+        if self.scrapes == 0 {
+            return None;
+        }
+        let mut out = ServerMetrics {
+            scrapes: self.scrapes,
+            failed_scrapes: self.failed,
+            last_error: self.last_error,
+            ..Default::default()
+        };
+        for (&i, families) in &self.slices {
+            let Ok(i) = usize::try_from(i) else { continue };
+            if i >= slices {
+                continue;
+            }
+            for (name, &(sum, n)) in families {
+                let counter = matches!(self.last.as_ref().and_then(|l| l.get(name)), Some(Metric::Counter(_)));
+                let v = if counter { sum / self.slice_s } else { sum / f64::from(n.max(1)) };
+                out.series.entry(name.clone()).or_insert_with(|| vec![None; slices])[i] = Some(v);
+            }
+        }
+        out.gauges = self
+            .gauges
+            .into_iter()
+            .map(|(k, (sum, n, max))| (k, GaugeStats { mean: sum / n.max(1) as f64, max }))
+            .collect();
+        if let (Some(base), Some(last)) = (&self.baseline, &self.last) {
+            for (name, m) in last {
+                match (base.get(name), m) {
+                    (Some(Metric::Counter(b)), Metric::Counter(l)) => {
+                        out.deltas.insert(name.clone(), if l >= b { l - b } else { *l });
+                    }
+                    (None, Metric::Counter(l)) => {
+                        out.deltas.insert(name.clone(), *l);
+                    }
+                    (b, Metric::Histogram(l)) => {
+                        let d = match b {
+                            Some(Metric::Histogram(b)) => delta(b, l),
+                            _ => l.clone(),
+                        };
+                        if d.count > 0.0 {
+                            out.histograms.insert(name.clone(), stats(&d));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        out.checks = checks(&out, client);
+        Some(out)
+    }
+}
+
+/// `last - base`, bucket by bucket (a reset histogram counts from zero).
+fn delta(base: &Histogram, last: &Histogram) -> Histogram {
+    if last.count < base.count {
+        return last.clone();
+    }
+    let before = |le: f64| base.buckets.iter().find(|(b, _)| *b == le).map_or(0.0, |(_, c)| *c);
+    Histogram {
+        buckets: last.buckets.iter().map(|&(le, c)| (le, (c - before(le)).max(0.0))).collect(),
+        count: last.count - base.count,
+        sum: last.sum - base.sum,
+    }
+}
+
+/// Prometheus' `histogram_quantile`: linear within the bucket that holds the rank; the
+/// highest finite bound when it falls in `+Inf`.
+fn quantile(h: &Histogram, q: f64) -> f64 {
+    let total = h.buckets.last().map_or(0.0, |b| b.1);
+    if total <= 0.0 {
+        return f64::NAN;
+    }
+    let rank = q * total;
+    let mut lower = (0.0, 0.0);
+    for &(le, c) in &h.buckets {
+        if c >= rank {
+            if le.is_infinite() {
+                return lower.0;
+            }
+            let in_bucket = c - lower.1;
+            return if in_bucket > 0.0 { lower.0 + (le - lower.0) * (rank - lower.1) / in_bucket } else { le };
+        }
+        lower = (le, c);
+    }
+    lower.0
+}
+
+fn stats(h: &Histogram) -> HistogramStats {
+    HistogramStats { count: h.count, mean: h.sum / h.count, p50: quantile(h, 0.5), p99: quantile(h, 0.99) }
+}
+
+/// The client's numbers the server's are checked against.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClientSide {
+    pub output_tokens: u64,
+    pub ttft_p50_ms: f64,
+    pub ttft_mean_ms: f64,
+}
+
+fn checks(s: &ServerMetrics, client: ClientSide) -> Checks {
+    let client_output_tokens = client.output_tokens;
+    let mut c = Checks {
+        client_output_tokens,
+        client_ttft_p50_ms: client.ttft_p50_ms,
+        client_ttft_mean_ms: client.ttft_mean_ms,
+        ..Default::default()
+    };
+    if let Some((name, v)) = GENERATION_TOKENS.iter().find_map(|n| s.deltas.get(*n).map(|v| (*n, *v))) {
+        c.generation_tokens_metric = Some(name.to_string());
+        c.server_output_tokens = Some(v);
+        if client_output_tokens > 0 {
+            let pct = 100.0 * (v - client_output_tokens as f64) / client_output_tokens as f64;
+            c.output_tokens_mismatch_pct = Some(pct);
+            if pct.abs() > MISMATCH_LIMIT_PCT {
+                c.flagged.push(format!(
+                    "the server generated {v:.0} tokens ({name}) where the client counted {client_output_tokens} \
+                     ({pct:+.1}%): other traffic on the server, or a client miscount"
+                ));
+            }
+        }
+    }
+    if let Some(h) = SERVER_TTFT.iter().find_map(|n| s.histograms.get(*n)) {
+        let server = h.p50 * 1000.0;
+        c.server_ttft_p50_ms = Some(server);
+        c.ttft_p50_difference_ms = Some(client.ttft_p50_ms - server);
+        c.server_ttft_mean_ms = Some(h.mean * 1000.0);
+        c.ttft_mean_difference_ms = Some(client.ttft_mean_ms - h.mean * 1000.0);
+    }
+    if s.failed_scrapes > 0 {
+        c.flagged.push(format!(
+            "{} of {} scrapes of the server's metrics failed{}",
+            s.failed_scrapes,
+            s.scrapes,
+            s.last_error.as_deref().map(|e| format!(" ({e})")).unwrap_or_default()
+        ));
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snap(tokens: f64, running: f64, ttft: &[(f64, f64)]) -> Snapshot {
+        let mut s = Snapshot::new();
+        s.insert("vllm:generation_tokens_total".into(), Metric::Counter(tokens));
+        s.insert("vllm:num_requests_running".into(), Metric::Gauge(running));
+        let count = ttft.last().map_or(0.0, |b| b.1);
+        s.insert(
+            "vllm:time_to_first_token_seconds".into(),
+            Metric::Histogram(Histogram { buckets: ttft.to_vec(), count, sum: count * 0.03 }),
+        );
+        s
+    }
+
+    fn at(t_s: f64, s: Snapshot, baseline: bool, last: bool) -> ServerScrape {
+        ServerScrape { t_s, result: Ok(s), baseline, last }
+    }
+
+    #[test]
+    fn deltas_gauges_series_histograms_and_checks() {
+        let inf = f64::INFINITY;
+        let mut v = ServerView::new(1.0);
+        // Before the load: 100 tokens from the initial test, 1 request in the histogram.
+        v.add(&at(-0.1, snap(100.0, 0.0, &[(0.02, 0.0), (0.04, 1.0), (inf, 1.0)]), true, false));
+        v.add(&at(0.5, snap(600.0, 4.0, &[(0.02, 0.0), (0.04, 5.0), (inf, 5.0)]), false, false));
+        v.add(&at(1.5, snap(1100.0, 2.0, &[(0.02, 0.0), (0.04, 9.0), (inf, 11.0)]), false, false));
+        v.add(&ServerScrape { t_s: 2.0, result: Err("timed out".into()), baseline: false, last: false });
+        v.add(&at(2.2, snap(1100.0, 0.0, &[(0.02, 0.0), (0.04, 9.0), (inf, 11.0)]), false, true));
+        let s = v.finish(3, ClientSide { output_tokens: 1000, ttft_p50_ms: 35.0, ttft_mean_ms: 34.0 }).unwrap();
+        assert_eq!(s.deltas["vllm:generation_tokens_total"], 1000.0);
+        assert_eq!(s.gauges["vllm:num_requests_running"], GaugeStats { mean: 2.0, max: 4.0 });
+        assert_eq!(s.series["vllm:generation_tokens_total"], vec![Some(500.0), Some(500.0), Some(0.0)]);
+        assert_eq!(s.series["vllm:num_requests_running"], vec![Some(4.0), Some(2.0), Some(0.0)]);
+        let h = s.histograms["vllm:time_to_first_token_seconds"];
+        // 10 requests over the level: 8 in (0.02, 0.04], 2 above.
+        assert_eq!(h.count, 10.0);
+        assert!((h.p50 - 0.0325).abs() < 1e-12, "{}", h.p50);
+        assert_eq!(h.p99, 0.04, "in +Inf: the highest finite bound");
+        assert_eq!(s.checks.output_tokens_mismatch_pct, Some(0.0));
+        assert_eq!(s.checks.server_ttft_p50_ms, Some(32.5));
+        assert!((s.checks.ttft_mean_difference_ms.unwrap() - 4.0).abs() < 1e-9, "mean 30 ms from the sum");
+        assert_eq!((s.scrapes, s.failed_scrapes), (5, 1));
+        assert_eq!(s.checks.flagged.len(), 1, "the failed scrape: {:?}", s.checks.flagged);
+    }
+
+    #[test]
+    fn other_traffic_is_flagged_and_a_reset_counter_counts_from_zero() {
+        let mut v = ServerView::new(1.0);
+        v.add(&at(0.0, snap(5000.0, 0.0, &[]), true, false));
+        v.add(&at(1.0, snap(300.0, 0.0, &[]), false, true));
+        let s = v.finish(2, ClientSide { output_tokens: 250, ..Default::default() }).unwrap();
+        assert_eq!(s.deltas["vllm:generation_tokens_total"], 300.0);
+        assert_eq!(s.checks.output_tokens_mismatch_pct, Some(20.0));
+        assert!(s.checks.flagged[0].contains("other traffic"), "{:?}", s.checks.flagged);
+        assert!(ServerView::new(1.0).finish(2, ClientSide::default()).is_none());
+    }
+}

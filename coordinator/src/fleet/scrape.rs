@@ -1,0 +1,55 @@
+//! The target's `/metrics` beside a run (issue 15, D11): scraped here, or by the first
+//! agent when the target is reachable only from agents (its scrapes arrive as
+//! `ServerMetrics` messages). Either way each scrape reaches the observer as a
+//! [`ServerScrape`] on the run's timeline: a baseline after the initial test requests and
+//! before the load, one every interval, and one after the last request.
+
+use crate::plan::ScrapePlan;
+use std::time::Duration;
+use surge_agent::scrape::{self, Snapshot};
+use surge_proto::ServerMetrics;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// One scrape, `t_s` seconds after the run's start (negative: before it).
+#[derive(Debug, Clone)]
+pub struct ServerScrape {
+    pub t_s: f64,
+    /// The families found, or why the scrape failed.
+    pub result: Result<Snapshot, String>,
+    pub baseline: bool,
+    pub last: bool,
+}
+
+impl ServerScrape {
+    /// An agent's scrape; `offset_ns` is its clock minus the coordinator's.
+    pub fn from_agent(m: &ServerMetrics, offset_ns: i64, start_ns: i64) -> Self {
+        let t_s = (m.scraped_unix_ns - offset_ns - start_ns) as f64 / 1e9;
+        let result = if m.error.is_empty() { Ok(scrape::from_proto(m)) } else { Err(m.error.clone()) };
+        Self { t_s, result, baseline: m.baseline, last: m.last }
+    }
+}
+
+/// One scrape of the plan's URLs, bounded by the interval (at most 5 s).
+pub async fn once(plan: &ScrapePlan) -> Result<Snapshot, String> {
+    scrape::scrape(&plan.urls, &plan.extra, plan.interval.min(Duration::from_secs(5))).await
+}
+
+/// Scrapes every interval until `stop`, sending each result with the time it was taken
+/// (seconds after `start_ns`).
+pub async fn periodic(plan: ScrapePlan, start_ns: i64, tx: mpsc::Sender<ServerScrape>, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(plan.interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let t_s = (super::now_ns() - start_ns) as f64 / 1e9;
+        let result = once(&plan).await;
+        if stop.is_cancelled() || tx.send(ServerScrape { t_s, result, baseline: false, last: false }).await.is_err() {
+            return;
+        }
+    }
+}
