@@ -54,12 +54,22 @@ impl ClientError {
 
 /// `GET {base_url}{path}`.
 pub async fn get(base_url: &str, path: &str, timeout: Duration) -> Result<Response, ClientError> {
-    request(http::Method::GET, base_url, path, None, timeout).await
+    request(http::Method::GET, base_url, path, None, timeout, None).await
+}
+
+/// [`get`] from the host address `local` (the agent's `--local-address`).
+pub async fn get_from(
+    local: Option<std::net::IpAddr>,
+    base_url: &str,
+    path: &str,
+    timeout: Duration,
+) -> Result<Response, ClientError> {
+    request(http::Method::GET, base_url, path, None, timeout, local).await
 }
 
 /// `POST {base_url}{path}` with a JSON body.
 pub async fn post_json(base_url: &str, path: &str, body: Bytes, timeout: Duration) -> Result<Response, ClientError> {
-    request(http::Method::POST, base_url, path, Some(body), timeout).await
+    request(http::Method::POST, base_url, path, Some(body), timeout, None).await
 }
 
 async fn request(
@@ -68,12 +78,13 @@ async fn request(
     path: &str,
     body: Option<Bytes>,
     timeout: Duration,
+    local: Option<std::net::IpAddr>,
 ) -> Result<Response, ClientError> {
     let until = Instant::now() + timeout;
     let target = Target::resolve(base_url).await?;
     let uri = target.uri(path, false);
     let authority = target.authority.clone();
-    let connector = Connector::new(target, false)?;
+    let connector = Connector::new(target, false)?.from_address(local);
     // Counters nobody reads: the connector counts open connections for the load's health.
     let stats = Arc::new(Stats::default());
     let mut conn = tokio::time::timeout_at(until, connector.connect(&stats))

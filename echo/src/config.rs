@@ -117,6 +117,11 @@ pub struct EchoArgs {
     #[arg(long = "deny-peer", value_name = "IP")]
     pub deny_peer: Vec<std::net::IpAddr>,
 
+    /// Answer GET /metrics only to these client addresses (403 to others; a metrics
+    /// endpoint reachable only from inside the cluster); repeatable. Default: everyone.
+    #[arg(long = "metrics-allow-peer", value_name = "IP")]
+    pub metrics_allow_peer: Vec<std::net::IpAddr>,
+
     /// Metric names of GET /metrics: surge (surge_echo_*), or vllm (also vLLM's vllm:*
     /// names, each labelled model_name with --model, as a vLLM server exposes them).
     #[arg(long = "metrics-flavor", value_name = "FLAVOR", value_enum, default_value_t = MetricsFlavor::Surge)]
@@ -160,6 +165,7 @@ impl EchoArgs {
             tool_call: self.tool_call,
             unready_requests: self.unready_requests,
             deny_peer: self.deny_peer,
+            metrics_allow_peer: self.metrics_allow_peer,
             metrics_flavor: self.metrics_flavor,
         };
         config.validate()?;
@@ -216,6 +222,8 @@ pub struct EchoConfig {
     pub unready_requests: u64,
     /// Client addresses whose completion requests are answered 403.
     pub deny_peer: Vec<std::net::IpAddr>,
+    /// Peers allowed to read `/metrics` (empty: all).
+    pub metrics_allow_peer: Vec<std::net::IpAddr>,
     /// Metric names of `GET /metrics`.
     pub metrics_flavor: MetricsFlavor,
 }
@@ -245,6 +253,7 @@ impl Default for EchoConfig {
             tool_call: false,
             unready_requests: 0,
             deny_peer: Vec::new(),
+            metrics_allow_peer: Vec::new(),
             metrics_flavor: MetricsFlavor::Surge,
         }
     }

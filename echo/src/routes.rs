@@ -30,6 +30,12 @@ pub(crate) async fn handle(
             Ok(with_type(ResBody::full(state.models_body.clone()), "application/json"))
         }
         "/metrics" if method == Method::GET => {
+            let allowed = &state.config.metrics_allow_peer;
+            if !allowed.is_empty() && !conn.peer.is_some_and(|ip| allowed.contains(&ip)) {
+                return Ok(Response::builder()
+                    .status(http::StatusCode::FORBIDDEN)
+                    .body(ResBody::full(bytes::Bytes::from_static(b"metrics are not served to this address\n")))?);
+            }
             Ok(with_type(ResBody::full(state.metrics.render()), METRICS_CONTENT_TYPE))
         }
         // Load balancer and Kubernetes probes, as vLLM's server answers them.

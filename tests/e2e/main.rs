@@ -9,6 +9,7 @@ mod faults;
 mod local;
 mod longruns;
 mod resume;
+mod server_view;
 mod sweep;
 mod usage;
 mod util;

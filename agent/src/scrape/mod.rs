@@ -70,8 +70,14 @@ fn merge(a: &mut Snapshot, b: Snapshot) {
     }
 }
 
-/// Scrapes every URL once, each within `timeout`; an error names the URL.
-pub async fn scrape(urls: &[String], extra: &[String], timeout: Duration) -> Result<Snapshot, String> {
+/// Scrapes every URL once (from the host address `local` when given), each within
+/// `timeout`; an error names the URL.
+pub async fn scrape(
+    urls: &[String],
+    extra: &[String],
+    timeout: Duration,
+    local: Option<std::net::IpAddr>,
+) -> Result<Snapshot, String> {
     let mut all = Snapshot::new();
     for url in urls {
         let uri: http::Uri = url.parse().map_err(|e| format!("{url}: {e}"))?;
@@ -80,7 +86,7 @@ pub async fn scrape(urls: &[String], extra: &[String], timeout: Duration) -> Res
         };
         let base = format!("{scheme}://{authority}");
         let path = uri.path_and_query().map_or("/metrics", |p| p.as_str());
-        let r = crate::client::get(&base, path, timeout).await.map_err(|e| format!("{url}: {e}"))?;
+        let r = crate::client::get_from(local, &base, path, timeout).await.map_err(|e| format!("{url}: {e}"))?;
         if r.status != 200 {
             return Err(format!("{url}: HTTP {}", r.status));
         }

@@ -68,6 +68,8 @@ struct Driver {
     /// The workload prepared for the session's `prepared` run.
     prepared: Option<(u64, Prepared)>,
     run: Option<RunHandle>,
+    /// The run's scraping of the server's metrics, and what stops its periodic scrapes.
+    scraping: Option<(scraping::Job, CancellationToken)>,
 }
 
 /// Runs one session until it ends, on `link`'s stream and then on each stream that
@@ -85,6 +87,7 @@ pub(crate) async fn run(settings: Arc<AgentSettings>, shutdown: CancellationToke
         host: HostMeter::default(),
         internal_tx,
         prepared: None,
+        scraping: None,
         run: None,
     };
     let mut flush = tokio::time::interval(BATCH_INTERVAL);
@@ -143,9 +146,12 @@ pub(crate) async fn run(settings: Arc<AgentSettings>, shutdown: CancellationToke
             break end;
         }
     };
-    // An ended session never leaves load running behind it.
+    // An ended session never leaves load (or scraping) running behind it.
     if let Some(r) = d.run.take() {
         r.stop.cancel();
+    }
+    if let Some((_, stop)) = d.scraping.take() {
+        stop.cancel();
     }
     tracing::info!(%peer, reason = end.as_str(), "session closed");
 }
@@ -187,7 +193,13 @@ impl Driver {
                 Action::CheckTarget { run_id, workload } => {
                     let (settings, tx) = (Arc::clone(&self.settings), self.internal_tx.clone());
                     tokio::spawn(async move {
-                        let verdict = settings.allowed.check(&workload.base_url).await;
+                        // The target, and any /metrics URL it asks this agent to scrape.
+                        let mut verdict = settings.allowed.check(&workload.base_url).await;
+                        for url in &workload.scrape_urls {
+                            if verdict.is_ok() {
+                                verdict = settings.allowed.check(url).await;
+                            }
+                        }
                         let _ = tx.send(Internal::Checked { run_id, workload, verdict }).await;
                     });
                 }
@@ -215,6 +227,15 @@ impl Driver {
                         r.stop.cancel();
                     }
                 }
+                Action::ScrapeLast { run_id } => {
+                    if let Some((job, stop)) = self.scraping.take().filter(|(j, _)| j.run_id() == run_id) {
+                        stop.cancel();
+                        let tx = self.internal_tx.clone();
+                        tokio::spawn(async move {
+                            let _ = tx.send(Internal::Scraped(job.once(false, true).await)).await;
+                        });
+                    }
+                }
                 Action::Close(end) => return Some(end),
             }
         }
@@ -228,18 +249,24 @@ impl Driver {
         self.run = Some(RunHandle { stop, stats: prepared.stats(), sink: Arc::clone(&sink) });
         let tx = self.internal_tx.clone();
         let sink: Arc<dyn engine::Sink> = sink;
-        let scraping = scraping::Job::of(run_id, prepared.workload());
+        // The server's metrics around the run: a baseline before the load, then one every
+        // interval until the coordinator asks for the last (every agent is done).
+        if let Some((_, stop)) = self.scraping.take() {
+            stop.cancel();
+        }
+        let scraping = scraping::Job::of(run_id, prepared.workload(), self.settings.local_address);
+        if let Some(job) = &scraping {
+            self.scraping = Some((job.clone(), CancellationToken::new()));
+        }
+        let periodic_stop = self.scraping.as_ref().map(|(_, s)| s.clone());
         tokio::spawn(async move {
-            // The server's metrics around the run: a baseline before the load, one every
-            // interval during it, and one after its last request, before its Done.
-            let scrapes_done = CancellationToken::new();
-            if let Some(job) = &scraping {
+            if let (Some(job), Some(stop)) = (scraping, periodic_stop) {
                 // Never later than the load's start.
                 let baseline = tokio::time::timeout_at(start_at, job.once(true, false))
                     .await
                     .unwrap_or_else(|_| job.failed("no answer before the load began", true));
                 let _ = tx.send(Internal::Scraped(baseline)).await;
-                let (job, stop, tx) = (job.clone(), scrapes_done.clone(), tx.clone());
+                let tx = tx.clone();
                 tokio::spawn(async move {
                     job.periodic(stop, |m| {
                         let _ = tx.try_send(Internal::Scraped(m));
@@ -256,10 +283,6 @@ impl Driver {
             };
             let cpu_seconds = cpu::engine_cpu_time().saturating_sub(cpu_at_start).as_secs_f64();
             let host = host.sample();
-            scrapes_done.cancel();
-            if let Some(job) = &scraping {
-                let _ = tx.send(Internal::Scraped(job.once(false, true).await)).await;
-            }
             let _ = tx.send(Internal::Finished { report, cpu_seconds, host }).await;
         });
     }

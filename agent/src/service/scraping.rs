@@ -14,17 +14,23 @@ pub(super) struct Job {
     urls: Vec<String>,
     extra: Vec<String>,
     interval: Duration,
+    local: Option<std::net::IpAddr>,
 }
 
 impl Job {
     /// The workload's scraping, if it asks for any.
-    pub fn of(run_id: u64, w: &Workload) -> Option<Self> {
+    pub fn of(run_id: u64, w: &Workload, local: Option<std::net::IpAddr>) -> Option<Self> {
         (!w.scrape_urls.is_empty()).then(|| Self {
             run_id,
             urls: w.scrape_urls.clone(),
             extra: w.scrape_metrics.clone(),
             interval: Duration::from_millis(w.scrape_interval_ms.max(100)),
+            local,
         })
+    }
+
+    pub fn run_id(&self) -> u64 {
+        self.run_id
     }
 
     /// One scrape; a failure is a message with its reason.
@@ -32,7 +38,7 @@ impl Job {
         let scraped_unix_ns = super::session::Now::read().unix_ns;
         // Bounded well within the interval, so scrapes never pile up.
         let timeout = self.interval.min(Duration::from_secs(5));
-        let (metrics, error) = match scrape::scrape(&self.urls, &self.extra, timeout).await {
+        let (metrics, error) = match scrape::scrape(&self.urls, &self.extra, timeout, self.local).await {
             Ok(s) => (scrape::to_proto(&s), String::new()),
             Err(e) => (Vec::new(), e),
         };

@@ -140,6 +140,8 @@ pub(crate) enum Action {
     StartEngine { run_id: u64, start_at: Instant, deadline: Instant },
     /// Stop the running engine now (no new request; in-flight ones cancelled).
     StopEngine,
+    /// Stop scraping the server's metrics for run `run_id` after one last scrape.
+    ScrapeLast { run_id: u64 },
     /// End the session (after the actions before it).
     Close(End),
 }
@@ -270,12 +272,7 @@ impl Session {
                 }
             }
             Event::Rows(rows) => self.send_rows(rows, &mut out),
-            // Only while its run is on, so a late scrape cannot follow the run's Done.
-            Event::ServerMetrics(m) => {
-                if self.running.is_some() {
-                    out.push(Action::Send(agent_msg::Msg::ServerMetrics(m)));
-                }
-            }
+            Event::ServerMetrics(m) => out.push(Action::Send(agent_msg::Msg::ServerMetrics(m))),
             Event::TargetChecked { run_id, workload, verdict } => self.on_checked(run_id, workload, verdict, &mut out),
             Event::Prepared { run_id, result: Ok(p) } => {
                 self.prepared = Some(run_id);
@@ -405,6 +402,7 @@ impl Session {
                 }
             }
             Msg::Heartbeat(_) => {}
+            Msg::ScrapeLast(s) => out.push(Action::ScrapeLast { run_id: s.run_id }),
             Msg::Bye(_) => self.abandon(End::CoordinatorClosed, out),
             Msg::Ack(a) => {
                 self.outbox.ack(a.seq);

@@ -169,7 +169,9 @@ impl ServerView {
             .into_iter()
             .map(|(k, (sum, n, max))| (k, GaugeStats { mean: sum / n.max(1) as f64, max }))
             .collect();
-        if let (Some(base), Some(last)) = (&self.baseline, &self.last) {
+        // A window needs two scrapes that answered.
+        let window = self.scrapes - self.failed >= 2;
+        if let (Some(base), Some(last), true) = (&self.baseline, &self.last, window) {
             for (name, m) in last {
                 match (base.get(name), m) {
                     (Some(Metric::Counter(b)), Metric::Counter(l)) => {

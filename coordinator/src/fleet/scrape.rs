@@ -32,7 +32,7 @@ impl ServerScrape {
 
 /// One scrape of the plan's URLs, bounded by the interval (at most 5 s).
 pub async fn once(plan: &ScrapePlan) -> Result<Snapshot, String> {
-    scrape::scrape(&plan.urls, &plan.extra, plan.interval.min(Duration::from_secs(5))).await
+    scrape::scrape(&plan.urls, &plan.extra, plan.interval.min(Duration::from_secs(5)), None).await
 }
 
 /// Scrapes every interval until `stop`, sending each result with the time it was taken

@@ -11,7 +11,9 @@ use super::{Event, Fleet, now_ns};
 use crate::plan::RunPlan;
 use crate::plan::split::{self, Share};
 use std::time::{Duration, Instant};
-use surge_proto::{ClockPing, HelloReply, PROTOCOL_VERSION, Prepare, Start, Workload, agent_msg, coordinator_msg::Msg};
+use surge_proto::{
+    ClockPing, HelloReply, PROTOCOL_VERSION, Prepare, ScrapeLast, Start, Workload, agent_msg, coordinator_msg::Msg,
+};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -297,7 +299,31 @@ impl Runner<'_> {
             let last = ServerScrape { t_s, result: scrape::once(sp).await, baseline: false, last: true };
             self.observer.server(&last);
         }
+        if let Some(sp) = plan.scrape.as_ref().filter(|s| s.from_agent) {
+            self.last_agent_scrape(sp.interval).await;
+        }
         Ok((status, started_at))
+    }
+
+    /// Every agent is done: the scraping agent (the first) takes its last scrape.
+    async fn last_agent_scrape(&mut self, interval: Duration) {
+        if self.agents.first().is_none_or(|a| a.lost.is_some()) {
+            return;
+        }
+        let run_id = self.run_id;
+        self.fleet.send(0, Msg::ScrapeLast(ScrapeLast { run_id })).await;
+        let until = Instant::now() + interval.min(Duration::from_secs(5)) + Duration::from_secs(2);
+        while let Some(ev) = self.fleet.next(until.saturating_duration_since(Instant::now())).await {
+            if let Event::Msg { agent: 0, msg: agent_msg::Msg::ServerMetrics(m), .. } = ev
+                && m.run_id == run_id
+            {
+                let s = ServerScrape::from_agent(&m, self.agents[0].offset.offset_ns, self.start_ns);
+                self.observer.server(&s);
+                if m.last {
+                    return;
+                }
+            }
+        }
     }
 
     /// The coordinator's baseline scrape, when it scrapes: `None` when an agent scrapes,
@@ -338,7 +364,9 @@ impl Runner<'_> {
                 }
                 ev = self.fleet.next(Duration::from_millis(50)) => match ev {
                     Some(Event::Msg { agent, msg, .. }) => {
-                        if let agent_msg::Msg::ServerMetrics(m) = &msg {
+                        if let agent_msg::Msg::ServerMetrics(m) = &msg
+                            && m.run_id == self.run_id
+                        {
                             let offset = c.offset_ns(agent);
                             self.observer.server(&ServerScrape::from_agent(m, offset, self.start_ns));
                         }
