@@ -594,6 +594,7 @@ mod tests {
                 Action::DiscardPrepared => "discard".into(),
                 Action::StartEngine { .. } => "start".into(),
                 Action::StopEngine => "stop engine".into(),
+                Action::ScrapeLast { run_id } => format!("scrape last {run_id}"),
                 Action::Close(end) => format!("close: {}", end.as_str()),
             })
             .collect()
@@ -869,5 +870,16 @@ mod tests {
         start_run(&mut s, now);
         let a = s.handle(msg(coordinator_msg::Msg::Prepare(Prepare { run_id: 2, workload: None })), now);
         assert_eq!(sent(&a), [format!("error {}", ErrorCode::Busy as i32)]);
+    }
+
+    #[test]
+    fn server_scrapes_go_out_and_scrape_last_reaches_the_driver() {
+        let c = Clock::new();
+        let mut s = session(&c);
+        let m = ServerMetrics { run_id: 7, baseline: true, ..Default::default() };
+        let a = s.handle(Event::ServerMetrics(m), c.at(ms(10)));
+        assert!(matches!(&a[..], [Action::Send(agent_msg::Msg::ServerMetrics(m))] if m.run_id == 7 && m.baseline));
+        let a = s.handle(msg(coordinator_msg::Msg::ScrapeLast(surge_proto::ScrapeLast { run_id: 7 })), c.at(ms(20)));
+        assert_eq!(sent(&a), vec!["scrape last 7"]);
     }
 }
