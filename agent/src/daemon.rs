@@ -51,6 +51,9 @@ pub struct AgentArgs {
     /// the target's firewall expects; default: the kernel's choice).
     #[arg(long, value_name = "IP")]
     pub local_address: Option<String>,
+    /// Serve this agent's live metrics (Prometheus text format) on ADDR, e.g. 0.0.0.0:9464.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<String>,
 }
 
 /// The configuration file / environment keys.
@@ -66,12 +69,15 @@ struct FileConfig {
     lease: Option<String>,
     insecure: Option<bool>,
     local_address: Option<String>,
+    metrics_listen: Option<String>,
 }
 
 /// A validated agent configuration.
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
     pub listen: String,
+    /// Where to serve the live metrics (`--metrics-listen`).
+    pub metrics_listen: Option<SocketAddr>,
     pub tls: Option<TlsFiles>,
     pub settings: AgentSettings,
 }
@@ -128,6 +134,12 @@ pub enum ConfigError {
     },
     #[error("lease: must be at least 100ms")]
     LeaseTooShort,
+    #[error("metrics-listen {value:?} is not an IP:PORT address: {source}")]
+    MetricsListen {
+        value: String,
+        #[source]
+        source: std::net::AddrParseError,
+    },
     #[error("local-address {value:?} is not an IP address: {source}")]
     LocalAddress {
         value: String,
@@ -224,8 +236,15 @@ impl AgentConfig {
                 Some(value.parse().map_err(|source| ConfigError::LocalAddress { value: value.clone(), source })?)
             }
         };
+        let metrics_listen = match args.metrics_listen.clone().or(f.metrics_listen) {
+            None => None,
+            Some(value) => {
+                Some(value.parse().map_err(|source| ConfigError::MetricsListen { value: value.clone(), source })?)
+            }
+        };
         Ok(Self {
             listen,
+            metrics_listen,
             tls,
             settings: AgentSettings { local_address, ..AgentSettings::new(max_in_flight, lease, allowed) },
         })

@@ -23,6 +23,7 @@ pub mod data;
 pub mod engine;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod live;
 pub mod scrape;
 pub mod service;
 

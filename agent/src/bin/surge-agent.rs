@@ -51,6 +51,17 @@ async fn run(cfg: AgentConfig) -> anyhow::Result<()> {
     }
     tracing::info!(%addr, tls = tls.is_some(), "listening");
     let shutdown = CancellationToken::new();
+    let mut settings = cfg.settings;
+    if let Some(at) = cfg.metrics_listen {
+        let l = tokio::net::TcpListener::bind(at).await.map_err(|e| anyhow::anyhow!("metrics-listen {at}: {e}"))?;
+        let live = std::sync::Arc::new(surge_agent::live::LiveMetrics::for_agent());
+        settings.live = Some(std::sync::Arc::clone(&live));
+        {
+            use std::io::Write;
+            let _ = writeln!(std::io::stdout(), "surge-agent metrics on http://{}/metrics", l.local_addr()?);
+        }
+        tokio::spawn(surge_agent::live::serve(l, live, shutdown.clone()));
+    }
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
     if let Some(interval) = sd_notify::watchdog_enabled() {
         let stop = shutdown.clone();
@@ -75,6 +86,6 @@ async fn run(cfg: AgentConfig) -> anyhow::Result<()> {
         let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
         signals.cancel();
     });
-    daemon::serve(listener, tls, cfg.settings, shutdown).await?;
+    daemon::serve(listener, tls, settings, shutdown).await?;
     Ok(())
 }

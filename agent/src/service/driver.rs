@@ -16,7 +16,7 @@ use crate::engine::stats::Stats;
 use crate::engine::{self, Control, EngineError, Prepared, Report};
 use std::pin::Pin;
 use std::sync::Arc;
-use surge_proto::{AgentMsg, CoordinatorMsg, Row, Workload};
+use surge_proto::{AgentMsg, CoordinatorMsg, Row, Workload, agent_msg};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 use tokio_stream::{Stream, StreamExt};
@@ -70,6 +70,8 @@ struct Driver {
     run: Option<RunHandle>,
     /// The run's scraping of the server's metrics, and what stops its periodic scrapes.
     scraping: Option<(scraping::Job, CancellationToken)>,
+    /// This agent's label in its live metrics.
+    live_label: String,
 }
 
 /// Runs one session until it ends, on `link`'s stream and then on each stream that
@@ -79,7 +81,12 @@ pub(crate) async fn run(settings: Arc<AgentSettings>, shutdown: CancellationToke
     tracing::info!(%peer, id, "session opened");
     // Small: each task sends one result and waits its turn.
     let (internal_tx, mut internal_rx) = mpsc::channel(4);
+    let live = settings.live.clone();
+    if let Some(g) = live.as_ref().and_then(|l| l.sessions.as_ref()) {
+        g.inc();
+    }
     let mut d = Driver {
+        live_label: gethostname::gethostname().to_string_lossy().into_owned(),
         session: Session::new(Arc::clone(&settings), id, Instant::now()),
         settings,
         tx,
@@ -153,6 +160,9 @@ pub(crate) async fn run(settings: Arc<AgentSettings>, shutdown: CancellationToke
     if let Some((_, stop)) = d.scraping.take() {
         stop.cancel();
     }
+    if let Some(g) = live.as_ref().and_then(|l| l.sessions.as_ref()) {
+        g.dec();
+    }
     tracing::info!(%peer, reason = end.as_str(), "session closed");
 }
 
@@ -160,7 +170,17 @@ impl Driver {
     /// The run's rows recorded since the last flush, if any.
     fn drain(&self) -> Option<Vec<Row>> {
         let rows = self.run.as_ref()?.sink.drain();
+        self.observe(&rows);
         (!rows.is_empty()).then_some(rows)
+    }
+
+    /// Rows into the live metrics, when served.
+    fn observe(&self, rows: &[Row]) {
+        if let Some(l) = &self.settings.live {
+            for r in rows {
+                l.row(&self.live_label, r);
+            }
+        }
     }
 
     /// A background task's result as a session event (keeping the engine's side here).
@@ -175,6 +195,7 @@ impl Driver {
             Internal::Prepared(run_id, Err(e)) => Event::Prepared { run_id, result: Err(e) },
             Internal::Finished { report, cpu_seconds, host } => {
                 let rows = self.run.take().map(|r| r.sink.drain()).unwrap_or_default();
+                self.observe(&rows);
                 Event::EngineFinished { report, cpu_seconds, host, rows }
             }
             Internal::Scraped(m) => Event::ServerMetrics(m),
@@ -186,6 +207,9 @@ impl Driver {
         for action in actions {
             match action {
                 Action::Send(m) => {
+                    if let (Some(l), agent_msg::Msg::Health(h)) = (&self.settings.live, &m) {
+                        l.health(&self.live_label, h);
+                    }
                     // A closed stream means the coordinator is gone: the lease ends the
                     // session unless it resumes, and what was not acknowledged is resent.
                     let _ = self.tx.send(Ok(AgentMsg { msg: Some(m) }));

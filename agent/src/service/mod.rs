@@ -39,6 +39,8 @@ pub struct AgentSettings {
     pub limits: HostLimits,
     /// `max_in_flight`, shared by every session.
     pub capacity: Arc<Capacity>,
+    /// Live metrics to update (`--metrics-listen`), labelled `agent` = this host's name.
+    pub live: Option<Arc<crate::live::LiveMetrics>>,
 }
 
 impl AgentSettings {
@@ -51,6 +53,7 @@ impl AgentSettings {
             local_address: None,
             limits: HostLimits::raise_and_read(),
             capacity: Capacity::new(max_in_flight),
+            live: None,
         }
     }
 }

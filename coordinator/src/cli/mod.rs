@@ -269,6 +269,10 @@ pub struct RunArgs {
     /// Also keep this metric family (beyond vllm:, sglang:, llamacpp:, tgi_); repeatable.
     #[arg(long = "scrape-metric", value_name = "NAME")]
     pub scrape_metrics: Vec<String>,
+    /// Serve the run's live metrics (Prometheus text format, every agent labelled) on
+    /// ADDR, e.g. 127.0.0.1:9464, for Prometheus or Grafana to watch the run.
+    #[arg(long, value_name = "ADDR")]
+    pub prometheus_listen: Option<std::net::SocketAddr>,
     /// Who scrapes: the coordinator, or the first agent (for targets only agents reach).
     #[arg(long, value_enum, default_value = "coordinator")]
     pub scrape_from: ScrapeFrom,

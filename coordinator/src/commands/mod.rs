@@ -4,6 +4,7 @@
 
 #[cfg(test)]
 mod golden_tests;
+pub mod live;
 pub mod matrix;
 pub mod sweep;
 pub mod validate;
@@ -42,6 +43,9 @@ pub async fn resolve_model(plan: &RunPlan) -> Result<String, Failure> {
 
 /// Sessions with the plan's agents (or an embedded one, stopped with `embedded`).
 pub async fn open_session(plan: &RunPlan, embedded: &CancellationToken) -> Result<Session, Failure> {
+    if let Some(addr) = plan.prometheus_listen {
+        live::start(addr).await?;
+    }
     let fleet = match &plan.agents {
         Agents::Embedded => {
             let addr = surge_agent::daemon::spawn_embedded(embedded.clone())
@@ -80,12 +84,19 @@ struct Watch<'a> {
     in_flight: Vec<u32>,
     /// The run's `--duration`, for "elapsed of total".
     duration: Option<f64>,
+    /// Agent addresses, the live metrics' labels.
+    agents: Vec<String>,
     rows: Option<RowFile>,
     row_error: Option<crate::output::OutputError>,
 }
 
 impl Observer for Watch<'_> {
     fn rows(&mut self, rows: &[GlobalRow]) {
+        if let Some(l) = live::get() {
+            for r in rows {
+                l.row(self.agents.get(r.agent).map_or("", String::as_str), &r.row);
+            }
+        }
         for r in rows {
             self.agg.add(r);
             if let Some(f) = &mut self.rows {
@@ -98,6 +109,9 @@ impl Observer for Watch<'_> {
     }
     fn health(&mut self, agent: usize, h: &surge_proto::Health, t_s: f64) {
         self.agg.health(agent, h, t_s);
+        if let Some(l) = live::get() {
+            l.health(self.agents.get(agent).map_or("", String::as_str), h);
+        }
         if self.in_flight.len() <= agent {
             self.in_flight.resize(agent + 1, 0);
         }
@@ -137,7 +151,8 @@ pub async fn run_on(
     let rows =
         plan.save_rows.as_deref().map(RowFile::create).transpose().map_err(|e| Failure::run("--save-rows", &e))?;
     let duration = plan.duration.map(|d| d.as_secs_f64());
-    let mut watch = Watch { agg, progress, in_flight: Vec::new(), duration, rows, row_error: None };
+    let agents = session.agents.iter().map(|a| a.addr.clone()).collect();
+    let mut watch = Watch { agg, progress, in_flight: Vec::new(), duration, agents, rows, row_error: None };
     let outcome = session.run(plan, model, &mut watch).await.map_err(|e| run_failure(plan, &e))?;
     if let Some(e) = watch.row_error.take() {
         return Err(Failure::run("--save-rows", &e));

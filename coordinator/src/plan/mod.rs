@@ -130,6 +130,8 @@ pub struct RunPlan {
     pub server_itl_ms: Option<f64>,
     /// The server's `/metrics` beside the run; `None` with `--no-scrape-metrics`.
     pub scrape: Option<ScrapePlan>,
+    /// `--prometheus-listen`: serve the live metrics here.
+    pub prometheus_listen: Option<std::net::SocketAddr>,
 }
 
 /// Scraping the server's metrics (issue 15, D11).
