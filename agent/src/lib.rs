@@ -26,6 +26,7 @@ pub mod fuzzing;
 pub mod live;
 pub mod scrape;
 pub mod service;
+pub mod trace;
 
 // Paths the coordinator and the tests have used since before `data/`.
 pub use data::{dataset, tokenizer};

@@ -67,6 +67,7 @@ async fn a_request_left_unanswered_by_an_ended_connection_is_retried() {
         headers: Vec::new(),
         mode: Mode::Stream,
         tokenizer: None,
+        trace: None,
     };
     let job = Job {
         index: 7,

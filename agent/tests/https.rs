@@ -80,6 +80,7 @@ fn template(target: &Target) -> RequestTemplate {
         headers: Vec::new(),
         mode: Mode::Stream,
         tokenizer: None,
+        trace: None,
     }
 }
 

@@ -186,6 +186,7 @@ fn template(w: &Workload, target: &Target) -> Result<RequestTemplate, EngineErro
         headers,
         mode,
         tokenizer: None,
+        trace: (w.trace_run_id != 0).then_some((w.trace_run_id, w.trace_sample_ratio)),
     })
 }
 

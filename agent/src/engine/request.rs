@@ -44,10 +44,13 @@ pub struct RequestTemplate {
     pub mode: Mode,
     /// Re-counts streamed output when the server sends no usage.
     pub tokenizer: Option<Arc<Tok>>,
+    /// A traced run: its id and sample ratio; each request then carries a W3C
+    /// `traceparent` derived from them and its index (D19).
+    pub trace: Option<(u64, f64)>,
 }
 
 impl RequestTemplate {
-    fn build(&self, body: Bytes, h2: bool) -> http::Request<Full<Bytes>> {
+    fn build(&self, body: Bytes, h2: bool, index: u64) -> http::Request<Full<Bytes>> {
         let mut req = http::Request::new(Full::new(body));
         *req.method_mut() = http::Method::POST;
         *req.uri_mut() = if h2 { self.uri_h2.clone() } else { self.uri_h1.clone() };
@@ -58,6 +61,11 @@ impl RequestTemplate {
         h.insert(http::header::CONTENT_TYPE, self.content_type.clone());
         for (k, v) in &self.headers {
             h.insert(k.clone(), v.clone());
+        }
+        if let Some((run_id, ratio)) = self.trace
+            && let Ok(v) = http::HeaderValue::try_from(crate::trace::traceparent(run_id, index, ratio))
+        {
+            h.insert(http::HeaderName::from_static("traceparent"), v);
         }
         req
     }
@@ -163,7 +171,7 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
             return row;
         }
         let h2 = conn.is_h2();
-        let req = tpl.build(job.body.clone(), h2);
+        let req = tpl.build(job.body.clone(), h2, job.index);
         if !h2 {
             conn.clock.arm_write();
         }
@@ -344,5 +352,32 @@ async fn read_response(
             }
             pool.checkin(conn);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn template(trace: Option<(u64, f64)>) -> RequestTemplate {
+        RequestTemplate {
+            uri_h1: http::Uri::from_static("http://127.0.0.1:1/v1/completions"),
+            uri_h2: http::Uri::from_static("http://127.0.0.1:1/v1/completions"),
+            authority: http::HeaderValue::from_static("127.0.0.1:1"),
+            content_type: http::HeaderValue::from_static("application/json"),
+            headers: Vec::new(),
+            mode: Mode::Stream,
+            tokenizer: None,
+            trace,
+        }
+    }
+
+    #[test]
+    fn a_traced_run_sends_each_request_its_traceparent() {
+        let req = template(Some((9, 1.0))).build(Bytes::new(), false, 77);
+        let got = req.headers().get("traceparent").and_then(|v| v.to_str().ok()).map(String::from);
+        assert_eq!(got, Some(crate::trace::traceparent(9, 77, 1.0)));
+        let plain = template(None).build(Bytes::new(), false, 77);
+        assert!(plain.headers().get("traceparent").is_none(), "only when tracing");
     }
 }

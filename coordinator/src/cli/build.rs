@@ -7,7 +7,7 @@ use super::{BackendArg, MatrixArgs, RunArgs, SweepArgs, UsageError, ValidateArgs
 use crate::plan::matrix::{MatrixPlan, standard};
 use crate::plan::sweep::{Kind, KneeRule, SweepPlan};
 use crate::plan::validate::ValidatePlan;
-use crate::plan::{Agents, RunPlan, ScrapePlan, TlsPaths, VerdictLimits};
+use crate::plan::{Agents, OtlpPlan, OtlpProtocol, RunPlan, ScrapePlan, TlsPaths, VerdictLimits};
 use clap::{Args, FromArgMatches};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -124,6 +124,21 @@ pub fn run_plan(a: RunArgs) -> Result<RunPlan, UsageError> {
         Agents::Remote { addrs, tls }
     };
     let scrape = scrape_plan(&a, &base_url)?;
+    let otlp = match &a.otlp_endpoint {
+        None => None,
+        Some(url) => match url.parse::<http::Uri>() {
+            Ok(u) if matches!(u.scheme_str(), Some("http" | "https")) && u.authority().is_some() => Some(OtlpPlan {
+                endpoint: url.clone(),
+                protocol: match a.otlp_protocol {
+                    super::OtlpProtocolArg::Grpc => OtlpProtocol::Grpc,
+                    super::OtlpProtocolArg::HttpProtobuf => OtlpProtocol::HttpProtobuf,
+                },
+                headers: a.otlp_headers.clone(),
+                sample_ratio: a.otlp_sample_ratio,
+            }),
+            _ => return usage(format!("--otlp-endpoint {url:?}: expected http(s)://HOST:PORT[/PATH]")),
+        },
+    };
     Ok(RunPlan {
         base_url: base_url.trim_end_matches('/').to_string(),
         endpoint,
@@ -177,6 +192,7 @@ pub fn run_plan(a: RunArgs) -> Result<RunPlan, UsageError> {
         server_itl_ms: a.server_itl_ms,
         scrape,
         prometheus_listen: a.prometheus_listen,
+        otlp: otlp,
     })
 }
 

@@ -71,6 +71,14 @@ pub enum CertsCommand {
     },
 }
 
+/// `--otlp-protocol`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OtlpProtocolArg {
+    Grpc,
+    #[value(name = "http/protobuf")]
+    HttpProtobuf,
+}
+
 /// `--scrape-from`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ScrapeFrom {
@@ -273,6 +281,19 @@ pub struct RunArgs {
     /// ADDR, e.g. 127.0.0.1:9464, for Prometheus or Grafana to watch the run.
     #[arg(long, value_name = "ADDR")]
     pub prometheus_listen: Option<std::net::SocketAddr>,
+    /// Export OTLP traces here: a span for the run, one per level and one per request
+    /// (each request also carries a W3C traceparent to the server).
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+    /// OTLP transport.
+    #[arg(long, value_enum, default_value = "http/protobuf", value_name = "PROTOCOL")]
+    pub otlp_protocol: OtlpProtocolArg,
+    /// A header of the OTLP export, K=V (e.g. Authorization=Basic ...); repeatable.
+    #[arg(long = "otlp-header", value_name = "K=V", value_parser = parse::metadata)]
+    pub otlp_headers: Vec<(String, String)>,
+    /// Share of requests with a span (0..1).
+    #[arg(long, default_value_t = 1.0, value_parser = parse::fraction, value_name = "RATIO")]
+    pub otlp_sample_ratio: f64,
     /// Who scrapes: the coordinator, or the first agent (for targets only agents reach).
     #[arg(long, value_enum, default_value = "coordinator")]
     pub scrape_from: ScrapeFrom,

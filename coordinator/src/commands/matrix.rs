@@ -13,7 +13,9 @@ use tokio_util::sync::CancellationToken;
 /// `surge matrix`.
 pub async fn matrix_command(plan: MatrixPlan) -> u8 {
     let mut sinks = standard("matrix", true);
-    match matrix(&plan, &mut sinks).await {
+    let res = matrix(&plan, &mut sinks).await;
+    super::otlp::finish(None).await;
+    match res {
         Ok(code) => code,
         Err(f) => {
             sinks.notice(&f.message);

@@ -6,6 +6,7 @@
 mod golden_tests;
 pub mod live;
 pub mod matrix;
+pub mod otlp;
 pub mod sweep;
 pub mod validate;
 
@@ -45,6 +46,9 @@ pub async fn resolve_model(plan: &RunPlan) -> Result<String, Failure> {
 pub async fn open_session(plan: &RunPlan, embedded: &CancellationToken) -> Result<Session, Failure> {
     if let Some(addr) = plan.prometheus_listen {
         live::start(addr).await?;
+    }
+    if let Some(o) = &plan.otlp {
+        otlp::start(o).await?;
     }
     let fleet = match &plan.agents {
         Agents::Embedded => {
@@ -86,6 +90,8 @@ struct Watch<'a> {
     duration: Option<f64>,
     /// Agent addresses, the live metrics' labels.
     agents: Vec<String>,
+    /// The model requested, for the request spans.
+    model: String,
     rows: Option<RowFile>,
     row_error: Option<crate::output::OutputError>,
 }
@@ -97,6 +103,7 @@ impl Observer for Watch<'_> {
                 l.row(self.agents.get(r.agent).map_or("", String::as_str), &r.row);
             }
         }
+        otlp::with(|t| t.rows(rows));
         for r in rows {
             self.agg.add(r);
             if let Some(f) = &mut self.rows {
@@ -136,6 +143,11 @@ impl Observer for Watch<'_> {
     fn server(&mut self, scrape: &crate::fleet::scrape::ServerScrape) {
         self.agg.server(scrape);
     }
+    fn started(&mut self, run_id: u64, start_unix_ns: i64) {
+        let agents = self.agents.clone();
+        let model = self.model.clone();
+        otlp::with(|t| t.level_start(run_id, start_unix_ns, &model, agents));
+    }
 }
 
 /// One run of `plan` on `session`: its record for the sinks, what the fleet reported,
@@ -152,7 +164,9 @@ pub async fn run_on(
         plan.save_rows.as_deref().map(RowFile::create).transpose().map_err(|e| Failure::run("--save-rows", &e))?;
     let duration = plan.duration.map(|d| d.as_secs_f64());
     let agents = session.agents.iter().map(|a| a.addr.clone()).collect();
-    let mut watch = Watch { agg, progress, in_flight: Vec::new(), duration, agents, rows, row_error: None };
+    let model_name = model.to_string();
+    let mut watch =
+        Watch { agg, progress, in_flight: Vec::new(), duration, agents, model: model_name, rows, row_error: None };
     let outcome = session.run(plan, model, &mut watch).await.map_err(|e| run_failure(plan, &e))?;
     if let Some(e) = watch.row_error.take() {
         return Err(Failure::run("--save-rows", &e));
@@ -162,6 +176,7 @@ pub async fn run_on(
     }
     let m = watch.agg.finish();
     let result = finish(plan, model, &outcome, &m);
+    otlp::with(|t| t.level_end(&result));
     let record =
         RunRecord { result, status: outcome.status.clone(), view: SummaryView::of(plan), file: None, heading: None };
     Ok((record, outcome, m))
@@ -188,6 +203,7 @@ async fn run_once(plan: RunPlan, sinks: &mut dyn Sink) -> Result<u8, Failure> {
     let res = run_on(&mut session, &plan, &model, &mut progress, false).await;
     session.close();
     drop(progress);
+    otlp::finish(res.as_ref().ok().map(|(r, _, _)| &r.result)).await;
     let (mut record, outcome, _) = res?;
     if plan.save_result {
         record.file = Some(crate::output::files::result_path(&plan, &model, outcome.started_at));

@@ -168,7 +168,10 @@ impl Sweep<'_> {
 /// `surge sweep`.
 pub async fn sweep_command(plan: SweepPlan) -> u8 {
     let mut sinks = standard("sweep", false);
-    match sweep(&plan, &mut sinks).await {
+    let res = sweep(&plan, &mut sinks).await;
+    // The levels' spans are out; the sweep's span carries no level's numbers.
+    super::otlp::finish(None).await;
+    match res {
         Ok(code) => code,
         Err(f) => {
             sinks.notice(&f.message);

@@ -33,6 +33,8 @@ pub trait Observer: Send {
     fn notice(&mut self, _message: &str) {}
     /// A scrape of the server's metrics.
     fn server(&mut self, _scrape: &ServerScrape) {}
+    /// The run `run_id` starts at `start_unix_ns` (coordinator clock).
+    fn started(&mut self, _run_id: u64, _start_unix_ns: i64) {}
 }
 
 /// An observer that ignores everything.
@@ -252,8 +254,9 @@ impl Runner<'_> {
             }
             self.agents[i].share = Some(s.clone());
         }
-        let workloads: Vec<Workload> = shares.iter().enumerate().map(|(i, s)| workload(plan, model, s, i)).collect();
         let run_id = self.run_id;
+        let workloads: Vec<Workload> =
+            shares.iter().enumerate().map(|(i, s)| workload(plan, model, s, i, run_id)).collect();
         self.broadcast(|i| Msg::Prepare(Prepare { run_id, workload: Some(workloads[i].clone()) })).await;
         // Agents answer Ready after their initial test: it waits for a loading server, and
         // each attempt is bounded by --max-run-time.
@@ -270,6 +273,7 @@ impl Runner<'_> {
         let lead_ns = (250_000_000i64).max(4 * max_rtt);
         let start_ns = now_ns() + lead_ns;
         self.start_ns = start_ns;
+        self.observer.started(run_id, start_ns);
         if let Some((s, baseline_ns)) = &scraping {
             let mut b = s.clone();
             b.t_s = (baseline_ns - start_ns) as f64 / 1e9;
@@ -398,7 +402,7 @@ impl Runner<'_> {
     }
 }
 
-fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize) -> Workload {
+fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize, run_id: u64) -> Workload {
     Workload {
         base_url: plan.base_url.clone(),
         endpoint: plan.endpoint.clone(),
@@ -432,5 +436,7 @@ fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize) -> Workload {
             .unwrap_or_default(),
         scrape_interval_ms: plan.scrape.as_ref().map_or(0, |s| s.interval.as_millis() as u64),
         scrape_metrics: plan.scrape.as_ref().map(|s| s.extra.clone()).unwrap_or_default(),
+        trace_run_id: if plan.otlp.is_some() { run_id } else { 0 },
+        trace_sample_ratio: plan.otlp.as_ref().map_or(0.0, |o| o.sample_ratio),
     }
 }

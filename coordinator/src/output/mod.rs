@@ -10,6 +10,7 @@ pub mod rows;
 pub mod summary;
 pub mod tables;
 pub mod terminal;
+pub mod traces;
 
 use crate::fleet::outcome::RunStatus;
 use result::{RunResult, SweepSummary, ValidationResult};

@@ -132,6 +132,25 @@ pub struct RunPlan {
     pub scrape: Option<ScrapePlan>,
     /// `--prometheus-listen`: serve the live metrics here.
     pub prometheus_listen: Option<std::net::SocketAddr>,
+    /// `--otlp-endpoint`: export traces of the run and its requests.
+    pub otlp: Option<OtlpPlan>,
+}
+
+/// OTLP trace export (issue 15).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OtlpPlan {
+    pub endpoint: String,
+    pub protocol: OtlpProtocol,
+    /// `--otlp-header K=V` (e.g. Langfuse's basic auth).
+    pub headers: Vec<(String, String)>,
+    /// Share of request spans exported (decided from the trace id, D19).
+    pub sample_ratio: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OtlpProtocol {
+    Grpc,
+    HttpProtobuf,
 }
 
 /// Scraping the server's metrics (issue 15, D11).
