@@ -195,6 +195,10 @@ fn check(spans: &[Span], rows: &HashMap<u64, serde_json::Value>, sampled_all: bo
         assert_eq!(s.span_id, span.to_be_bytes().to_vec());
         assert_eq!(s.links.len(), 1);
         assert_eq!(s.links[0].span_id, levels[0].span_id, "linked to its level");
+        assert!(row["id"].as_str().is_some_and(|id| id.starts_with("cmpl-")), "the server's response id: {row}");
+        assert!(
+            matches!(attr(s, "gen_ai.response.id"), Some(Value::StringValue(id)) if id == row["id"].as_str().unwrap())
+        );
         assert_eq!(int(s, "gen_ai.usage.output_tokens"), row["output_len"].as_i64().unwrap());
         assert_eq!(int(s, "gen_ai.usage.input_tokens"), row["input_len"].as_i64().unwrap());
         assert!(matches!(attr(s, "gen_ai.request.model"), Some(Value::StringValue(m)) if m == "m"));

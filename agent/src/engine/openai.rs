@@ -156,6 +156,18 @@ struct Usage {
     completion_tokens: u32,
 }
 
+#[derive(Deserialize)]
+struct Id<'a> {
+    #[serde(default, borrow)]
+    id: Option<Cow<'a, str>>,
+}
+
+/// The response `id` a chunk carries (at most 64 characters), e.g. vLLM's `cmpl-...`.
+pub fn response_id(data: &[u8]) -> Option<String> {
+    let id = serde_json::from_slice::<Id<'_>>(data.trim_ascii()).ok()?.id?;
+    Some(id.chars().take(64).collect())
+}
+
 /// Classifies one event payload.
 pub fn classify(data: &[u8]) -> Event {
     classify_into(data, None)

@@ -14,7 +14,7 @@
 //! token-bearing events. The row says which source each count came from.
 
 use super::conn::{Conn, Pool};
-use super::openai::{Event, classify, classify_text};
+use super::openai::{Event, classify, classify_text, response_id};
 use super::sse::SseParser;
 use crate::data::tokenizer::Tok;
 use bytes::Bytes;
@@ -269,6 +269,10 @@ async fn read_response(
                         Some(t) => classify_text(ev, t),
                         None => classify(ev),
                     };
+                    // The server's id of the response, from its first chunk.
+                    if row.response_id.is_empty() && !matches!(event, Event::Done | Event::Malformed) {
+                        row.response_id = response_id(ev).unwrap_or_default();
+                    }
                     let token = match event {
                         Event::Token => true,
                         Event::Empty => false,

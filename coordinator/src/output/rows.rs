@@ -26,6 +26,8 @@ struct Line<'a> {
     error_kind: &'a str,
     /// The agent's request sequence number (the request's global index).
     seq: u64,
+    /// The server's response id (`""` when it sent none).
+    id: &'a str,
 }
 
 /// The open file.
@@ -71,6 +73,7 @@ impl RowFile {
             },
             error_kind: &kind,
             seq: r.row.index,
+            id: &r.row.response_id,
         };
         let err = |source| OutputError::Write { path: self.path.clone(), source };
         serde_json::to_writer(&mut self.out, &line).map_err(|e| err(std::io::Error::other(e)))?;

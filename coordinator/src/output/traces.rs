@@ -133,6 +133,9 @@ impl Traces {
             if r.row.ttft_us > 0 {
                 attrs.push(KeyValue::new("surge.ttft_ms", r.ttft_s() * 1e3));
             }
+            if !r.row.response_id.is_empty() {
+                attrs.push(KeyValue::new("gen_ai.response.id", r.row.response_id.clone()));
+            }
             if r.row.http_status > 0 {
                 attrs.push(KeyValue::new("http.response.status_code", i64::from(r.row.http_status)));
             }
