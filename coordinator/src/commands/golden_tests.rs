@@ -37,6 +37,7 @@ fn row(index: u64, start_us: i64, ttft_us: u32, itl: &[u32], error: ErrorKind) -
         input_source: TokenSource::Tokenizer as i32,
         output_source: if ok { TokenSource::ServerUsage as i32 } else { TokenSource::Unspecified as i32 },
         error_message: String::new(),
+        response_id: String::new(),
     }
 }
 
