@@ -2,7 +2,7 @@
 //! a level, its counters checked against the client's, other traffic flagged, and an
 //! agent scraping a `/metrics` that only agents may read.
 
-use crate::util::{TempDir, agent, echo, echo_metric, read_json, run_saved, surge, surge_bg, text, wait_for};
+use crate::util::{TempDir, agent, echo, echo_metric, run_saved, surge, surge_bg, text, wait_for};
 use std::time::Duration;
 
 fn load<'a>(base: &'a str, n: &'a str) -> Vec<&'a str> {
