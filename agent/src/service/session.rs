@@ -300,7 +300,7 @@ impl Session {
 
     /// Whether the next heartbeat carries a health report (every [`HEALTH_EVERY`]th).
     pub(crate) fn health_due(&self) -> bool {
-        self.beats % HEALTH_EVERY == 0
+        self.beats.is_multiple_of(HEALTH_EVERY)
     }
 
     fn on_heartbeat(&mut self, health: Option<Reading>, now: Now, out: &mut Vec<Action>) {

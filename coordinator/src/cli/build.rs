@@ -192,7 +192,7 @@ pub fn run_plan(a: RunArgs) -> Result<RunPlan, UsageError> {
         server_itl_ms: a.server_itl_ms,
         scrape,
         prometheus_listen: a.prometheus_listen,
-        otlp: otlp,
+        otlp,
     })
 }
 
