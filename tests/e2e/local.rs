@@ -293,3 +293,37 @@ fn http2_warmups_goodput_and_metadata() {
     assert_eq!(r["note"], "x");
     assert_eq!(r["run_metadata"]["cluster_label"], "lab");
 }
+
+/// `--cost-per-hour 10`: the result's cost per million tokens is the price per hour over
+/// the tokens an hour at the measured throughput, exactly; the summary says it.
+#[test]
+fn cost_per_hour_gives_the_cost_per_million_tokens() {
+    let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "5", "--itl-ms", "2"]);
+    let dir = TempDir::new("cost");
+    let args = [
+        "run",
+        "--base-url",
+        &base,
+        "--model",
+        "m",
+        "--num-prompts",
+        "400",
+        "--max-concurrency",
+        "32",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "16",
+        "--ignore-eos",
+        "--cost-per-hour",
+        "10",
+    ];
+    let r = run_saved(&dir, &args, Duration::from_secs(60));
+    let out_tps = r["output_throughput"].as_f64().unwrap();
+    let total_tps = r["total_token_throughput"].as_f64().unwrap();
+    assert!(out_tps > 0.0);
+    assert_eq!(r["cost_per_million_output_tokens"].as_f64(), Some(10.0 / (out_tps * 3600.0) * 1e6));
+    assert_eq!(r["cost_per_million_total_tokens"].as_f64(), Some(10.0 / (total_tps * 3600.0) * 1e6));
+    let plain = run_saved(&TempDir::new("no-cost"), &args[..args.len() - 2], Duration::from_secs(60));
+    assert!(plain.get("cost_per_million_output_tokens").is_none(), "no cost without a price");
+}

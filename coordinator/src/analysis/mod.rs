@@ -3,6 +3,7 @@
 //! knee of a sweep, where token counts came from, and the client-bound verdict.
 
 pub mod coalesce;
+pub mod cost;
 pub mod knee;
 pub mod metrics;
 pub mod repeat;

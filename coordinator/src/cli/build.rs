@@ -193,6 +193,7 @@ pub fn run_plan(a: RunArgs) -> Result<RunPlan, UsageError> {
         scrape,
         prometheus_listen: a.prometheus_listen,
         otlp,
+        cost_per_hour: a.cost_per_hour,
     })
 }
 

@@ -281,6 +281,10 @@ pub struct RunArgs {
     /// ADDR, e.g. 127.0.0.1:9464, for Prometheus or Grafana to watch the run.
     #[arg(long, value_name = "ADDR")]
     pub prometheus_listen: Option<std::net::SocketAddr>,
+    /// The deployment's price per hour in USD (GPUs x hourly price): results gain the
+    /// cost per million output and total tokens at the measured throughput.
+    #[arg(long, value_parser = parse::positive, value_name = "USD")]
+    pub cost_per_hour: Option<f64>,
     /// Export OTLP traces here: a span for the run, one per level and one per request
     /// (each request also carries a W3C traceparent to the server).
     #[arg(long, value_name = "URL")]

@@ -15,7 +15,7 @@ use crate::output::files::complete_result;
 use crate::output::result::{
     KneeEntry, KneeRuleEntry, LevelKey, LevelSummary, RunResult, SweepPosition, SweepSummary, saved_at,
 };
-use crate::output::tables::{SWEEP_STATS, sweep_stat};
+use crate::output::tables::{COST_STATS, SWEEP_STATS, sweep_stat};
 use crate::output::terminal::Progress;
 use crate::output::{Sink, standard};
 use crate::plan::sweep::{Kind, SweepPlan};
@@ -66,9 +66,12 @@ impl Results {
                 runs: runs.len(),
                 stats: SWEEP_STATS
                     .iter()
-                    .map(|name| {
+                    .chain(COST_STATS.iter())
+                    .filter_map(|name| {
                         let values: Vec<f64> = runs.iter().filter_map(|r| sweep_stat(r, name)).collect();
-                        (name.to_string(), summarize(&values))
+                        // The cost columns only with --cost-per-hour.
+                        (!values.is_empty() || !COST_STATS.contains(name))
+                            .then(|| (name.to_string(), summarize(&values)))
                     })
                     .collect(),
                 knee: knee == Some(*level),

@@ -5,6 +5,7 @@ use super::result::{
     AgentEntry, ClientBlock, Counts, Detailed, ErrorExample, ImpliedLateness, Labels, Lag, Latencies, Lateness,
     MetricStats, QueueLatency, RESULT_SCHEMA, Rate, RunMetadata, RunResult, ShareEntry, TokenCounts, TokenizerRef,
 };
+use crate::analysis::cost;
 use crate::analysis::metrics::{Metrics, kind_name};
 use crate::analysis::sample::Sample;
 use crate::analysis::verdict::{self, Verdict};
@@ -238,6 +239,8 @@ pub fn run_result(
             output: m.token_sources.output.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
         },
         percentiles_exact: m.exact,
+        cost_per_million_output_tokens: plan.cost_per_hour.and_then(|c| cost::per_million(c, m.output_throughput)),
+        cost_per_million_total_tokens: plan.cost_per_hour.and_then(|c| cost::per_million(c, m.total_token_throughput)),
         result_schema: RESULT_SCHEMA,
         run_metadata: run_metadata(plan, model, o, saved_at_utc),
         client,

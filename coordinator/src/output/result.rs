@@ -97,6 +97,12 @@ pub struct RunResult {
     /// 0.01 % or 1 µs; the run went past the exact budget).
     #[serde(default = "yes")]
     pub percentiles_exact: bool,
+    /// With `--cost-per-hour`: USD per million output / total tokens at the measured
+    /// throughput.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_per_million_output_tokens: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_per_million_total_tokens: Option<f64>,
     #[serde(default = "schema_one")]
     pub result_schema: u32,
     pub run_metadata: RunMetadata,

@@ -94,6 +94,12 @@ pub fn summary(r: &RunResult, view: &SummaryView, status: &RunStatus) -> String 
     } else {
         line(&mut out, "Latency measured from:", "actual send (closed loop)");
     }
+    if let Some(c) = r.cost_per_million_output_tokens {
+        fline(&mut out, "Cost per 1M output tokens (USD):", c);
+    }
+    if let Some(c) = r.cost_per_million_total_tokens {
+        fline(&mut out, "Cost per 1M total tokens (USD):", c);
+    }
     let client = &r.client;
     line(&mut out, "Agents:", client.agents.len());
     let cpu = client.agents.iter().map(|a| a.cpu_percent).fold(0.0, f64::max);

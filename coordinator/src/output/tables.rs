@@ -21,11 +21,16 @@ pub const SWEEP_STATS: [&str; 10] = [
     "p99_e2el_ms",
 ];
 
+/// Statistics of a sweep with `--cost-per-hour`, after [`SWEEP_STATS`].
+pub const COST_STATS: [&str; 2] = ["cost_per_million_output_tokens", "cost_per_million_total_tokens"];
+
 /// One sweep statistic of one run result.
 pub fn sweep_stat(r: &RunResult, name: &str) -> Option<f64> {
     match name {
         "request_throughput" => Some(r.request_throughput),
         "output_throughput" => Some(r.output_throughput),
+        "cost_per_million_output_tokens" => r.cost_per_million_output_tokens,
+        "cost_per_million_total_tokens" => r.cost_per_million_total_tokens,
         _ => {
             let (p, metric) = name.strip_suffix("_ms")?.split_once('_')?;
             let m = r.latency.get(metric)?;
@@ -51,15 +56,23 @@ fn stat(l: &LevelSummary, name: &str) -> Summary {
 
 /// The table printed at the end of a sweep.
 pub fn sweep_table(s: &SweepSummary) -> String {
+    let cost = has_cost(s);
     let mut out = format!(
-        "{:>10} {:>4} {:>22} {:>12} {:>10} {:>10} {:>10}\n",
-        s.kind, "runs", "req/s (95% CI)", "out tok/s", "p50 TTFT", "p99 TTFT", "p99 E2EL"
+        "{:>10} {:>4} {:>22} {:>12} {:>10} {:>10} {:>10}{}\n",
+        s.kind,
+        "runs",
+        "req/s (95% CI)",
+        "out tok/s",
+        "p50 TTFT",
+        "p99 TTFT",
+        "p99 E2EL",
+        if cost { format!(" {:>12}", "$/1M out") } else { String::new() }
     );
     for l in &s.levels {
         let rt = stat(l, "request_throughput");
         let _ = writeln!(
             out,
-            "{:>10} {:>4} {:>22} {:>12.1} {:>10.2} {:>10.2} {:>10.2}{}",
+            "{:>10} {:>4} {:>22} {:>12.1} {:>10.2} {:>10.2} {:>10.2}{}{}",
             percentile_word(level_of(l)),
             l.runs,
             format!("{:.2} [{:.2}, {:.2}]", rt.mean, rt.ci95_low, rt.ci95_high),
@@ -67,17 +80,33 @@ pub fn sweep_table(s: &SweepSummary) -> String {
             stat(l, "p50_ttft_ms").mean,
             stat(l, "p99_ttft_ms").mean,
             stat(l, "p99_e2el_ms").mean,
+            if cost { format!(" {:>12.4}", stat(l, "cost_per_million_output_tokens").mean) } else { String::new() },
             if l.knee { "  <- knee" } else { "" }
         );
     }
     out
 }
 
+/// Whether the sweep ran with `--cost-per-hour`.
+fn has_cost(s: &SweepSummary) -> bool {
+    s.levels.iter().any(|l| l.stats.contains_key(COST_STATS[0]))
+}
+
+/// The statistics of the sweep's columns.
+fn columns(s: &SweepSummary) -> Vec<&'static str> {
+    let mut c = SWEEP_STATS.to_vec();
+    if has_cost(s) {
+        c.extend(COST_STATS);
+    }
+    c
+}
+
 /// `summary.csv`: a row per level, mean/std/CI/CV per statistic, the knee flag.
 pub fn sweep_csv(s: &SweepSummary) -> String {
     let mut w = csv::Writer::from_writer(Vec::new());
     let mut header = vec![s.kind.clone(), "runs".to_string()];
-    for name in SWEEP_STATS {
+    let cols = columns(s);
+    for name in &cols {
         for part in ["mean", "std", "ci95_low", "ci95_high", "cv"] {
             header.push(format!("{name}_{part}"));
         }
@@ -86,7 +115,7 @@ pub fn sweep_csv(s: &SweepSummary) -> String {
     let _ = w.write_record(&header);
     for l in &s.levels {
         let mut rec = vec![percentile_word(level_of(l)), l.runs.to_string()];
-        for name in SWEEP_STATS {
+        for name in &cols {
             let v = stat(l, name);
             rec.extend([v.mean, v.std, v.ci95_low, v.ci95_high, v.cv].map(|x| format!("{x}")));
         }

@@ -134,6 +134,8 @@ pub struct RunPlan {
     pub prometheus_listen: Option<std::net::SocketAddr>,
     /// `--otlp-endpoint`: export traces of the run and its requests.
     pub otlp: Option<OtlpPlan>,
+    /// `--cost-per-hour`: the deployment's price per hour (USD).
+    pub cost_per_hour: Option<f64>,
 }
 
 /// OTLP trace export (issue 15).
