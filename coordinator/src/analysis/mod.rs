@@ -3,6 +3,7 @@
 //! knee of a sweep, where token counts came from, and the client-bound verdict.
 
 pub mod coalesce;
+pub mod compare;
 pub mod cost;
 pub mod knee;
 pub mod metrics;

@@ -39,6 +39,7 @@ fn main() -> ExitCode {
         },
         Command::Echo(args) => block_on(commands::echo_command(args)),
         Command::Demo => block_on(commands::demo_command()),
+        Command::Compare(a) => commands::compare::compare_command(&a.paths, &a.fail_if),
     };
     ExitCode::from(code)
 }

@@ -48,6 +48,20 @@ pub enum Command {
     Certs(CertsCommand),
     /// Start the echo server on a loopback port and run a short benchmark against it.
     Demo,
+    /// Put results side by side: BASE against each CANDIDATE (result files or sweep
+    /// directories, matched by level); --fail-if gates on a regression.
+    Compare(CompareArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// A result file or a sweep directory, then one or more to compare with it.
+    #[arg(required = true, num_args = 2.., value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// Exit 1 when a metric's relative change breaches a rule: 'METRIC>+10%' or
+    /// 'METRIC<-5%' (e.g. 'median_ttft_ms>+10%', 'output_throughput<-5%'); repeatable.
+    #[arg(long = "fail-if", value_name = "RULE")]
+    pub fail_if: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -2,6 +2,7 @@
 //! result to its sinks; none prints or exits. `run` is here; `sweep`, `matrix` and
 //! `validate` have their own files; `echo` and `demo` serve and exercise the echo server.
 
+pub mod compare;
 #[cfg(test)]
 mod golden_tests;
 pub mod live;

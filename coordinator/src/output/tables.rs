@@ -233,3 +233,33 @@ pub fn validation_markdown(rows: &[ValidationRow]) -> String {
     }
     s
 }
+
+/// `surge compare`'s table: per candidate, level and metric, the base and candidate
+/// means, the relative change, and Welch's p-value with a mark when significant at 95 %.
+pub fn compare_table(base: &str, lines: &[crate::analysis::compare::Line]) -> String {
+    let mut out = format!("base: {base}\n");
+    let mut candidate = "";
+    for l in lines {
+        if l.candidate != candidate {
+            candidate = &l.candidate;
+            let _ = writeln!(
+                out,
+                "\ncandidate: {candidate}\n{:<16} {:<22} {:>14} {:>14} {:>9} {:>8}",
+                "level", "metric", "base", "candidate", "change", "p"
+            );
+        }
+        let change = l.c.change_pct.map_or_else(|| "-".to_string(), |p| format!("{p:+.1}%"));
+        let p = match l.c.p_value {
+            Some(p) if p < 0.05 => format!("{p:.3} *"),
+            Some(p) => format!("{p:.3}"),
+            None => "-".into(),
+        };
+        let _ = writeln!(
+            out,
+            "{:<16} {:<22} {:>14.3} {:>14.3} {:>9} {:>8}",
+            l.level, l.metric, l.c.base_mean, l.c.candidate_mean, change, p
+        );
+    }
+    out.push_str("\n* significant at 95 % (Welch's t-test, with 2+ runs on each side)\n");
+    out
+}

@@ -1,0 +1,65 @@
+//! `surge compare` (issue 14): two runs against echo servers with a TTFT of 10 and 20 ms,
+//! gated by `--fail-if` rules; a metric missing from the results and results of
+//! different schemas are usage errors naming them.
+
+use crate::util::{TempDir, echo, run_saved, surge, text};
+use std::time::Duration;
+
+fn one(ttft: &str, dir: &TempDir) -> String {
+    let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", ttft, "--itl-ms", "1"]);
+    let args = [
+        "run",
+        "--base-url",
+        &base,
+        "--model",
+        "m",
+        "--num-prompts",
+        "200",
+        "--max-concurrency",
+        "16",
+        "--random-input-len",
+        "8",
+        "--random-output-len",
+        "4",
+        "--ignore-eos",
+    ];
+    run_saved(dir, &args, Duration::from_secs(60));
+    dir.path("r.json")
+}
+
+#[test]
+fn a_regression_gate_on_two_runs() {
+    let (a, b) = (TempDir::new("cmp-a"), TempDir::new("cmp-b"));
+    let (base, cand) = (one("10", &a), one("20", &b));
+    let cmp = |rules: &[&str]| {
+        let mut args = vec!["compare", base.as_str(), cand.as_str()];
+        for r in rules {
+            args.extend(["--fail-if", r]);
+        }
+        surge(&args, Duration::from_secs(30))
+    };
+    // TTFT doubled: +50 % is breached, +150 % is not.
+    let out = cmp(&["median_ttft_ms>+50%"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("median_ttft_ms>+50%"), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    assert!(table.contains("median_ttft_ms") && table.contains("request_throughput"), "{table}");
+    let out = cmp(&["median_ttft_ms>+150%", "output_throughput<-90%"]);
+    assert_eq!(out.status.code(), Some(0), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    // The change printed is the change of the medians in the files.
+    let m = |p: &str| crate::util::read_json(p)["median_ttft_ms"].as_f64().unwrap();
+    let change = 100.0 * (m(&cand) - m(&base)) / m(&base);
+    assert!(text(&out.stdout).contains(&format!("{change:+.1}%")), "{change:+.1}% in {}", text(&out.stdout));
+    // A metric nobody has is an error naming it.
+    let out = cmp(&["p99_nothing_ms>+1%"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("p99_nothing_ms"), "{}", text(&out.stderr));
+    // Results of different schemas are not compared.
+    let mut v = crate::util::read_json(&cand);
+    v["result_schema"] = serde_json::json!(99);
+    let other = b.path("schema99.json");
+    std::fs::write(&other, serde_json::to_vec(&v).unwrap()).unwrap();
+    let out = surge(&["compare", &base, &other], Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("schema 1") && text(&out.stderr).contains("schema 99"), "{}", text(&out.stderr));
+}
