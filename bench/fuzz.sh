@@ -3,6 +3,7 @@
 # chunk classification, the coordinator's and the agents' session messages, dataset
 # files, agent and coordinator configuration. libFuzzer via cargo-fuzz on nightly.
 # Usage: bench/fuzz.sh [SECONDS per target, default 60]   (appends a table to bench/RESULTS.md)
+#        FUZZ_TARGETS="agent_msgs coordinator_msgs" bench/fuzz.sh 600   (some targets only)
 # Crashes land in fuzz/artifacts/TARGET/; copy each into fuzz/corpus/TARGET/ once fixed,
 # where the stable replay tests (agent/tests/fuzz_corpus.rs, coordinator/tests/fuzz_corpus.rs)
 # keep it fixed. Exit 77 when nightly or cargo-fuzz cannot be had here.
@@ -10,6 +11,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 SECS=${1:-60}
 TARGETS=(sse_stream coordinator_msgs agent_config agent_msgs sharegpt custom_jsonl coordinator_config)
+if [[ -n ${FUZZ_TARGETS:-} ]]; then read -r -a TARGETS <<<"$FUZZ_TARGETS"; fi
 
 rustup toolchain list | grep -q nightly || { echo "fuzz: no nightly toolchain"; exit 77; }
 if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
