@@ -286,7 +286,13 @@ pub async fn demo_command() -> u8 {
         }
     };
     let Ok(addr) = listener.local_addr() else { return exit::FAILURE };
-    let cfg = surge_echo::EchoConfig { ttft_ms: 50.0, itl_ms: 10.0, ..Default::default() };
+    // vLLM's metric names, so the demo shows the server's view beside the client's.
+    let cfg = surge_echo::EchoConfig {
+        ttft_ms: 50.0,
+        itl_ms: 10.0,
+        metrics_flavor: surge_echo::MetricsFlavor::Vllm,
+        ..Default::default()
+    };
     let stop = CancellationToken::new();
     let server_stop = stop.clone();
     tokio::spawn(async move { surge_echo::serve(listener, cfg, async move { server_stop.cancelled().await }).await });
