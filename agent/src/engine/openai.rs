@@ -224,7 +224,12 @@ struct CompletionBody<'a> {
     prompt: Option<&'a str>,
     #[serde(skip_serializing_if = "Messages::is_none")]
     messages: Messages<'a>,
-    max_tokens: u32,
+    /// Completions' limit (`max_tokens`); chat sends `max_completion_tokens`, as vLLM's
+    /// benchmark does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_completion_tokens: Option<u32>,
     stream: bool,
     stream_options: StreamOptions,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -271,11 +276,13 @@ pub fn chat_body(params: &BodyParams<'_>, messages: &serde_json::Value, max_toke
 }
 
 fn encode(params: &BodyParams<'_>, prompt: Option<&str>, messages: Messages<'_>, max_tokens: u32) -> Vec<u8> {
+    let chat = prompt.is_none();
     let b = CompletionBody {
         model: params.model,
         prompt,
         messages,
-        max_tokens,
+        max_tokens: (!chat).then_some(max_tokens),
+        max_completion_tokens: chat.then_some(max_tokens),
         stream: true,
         stream_options: StreamOptions { include_usage: true },
         ignore_eos: params.ignore_eos,
@@ -348,7 +355,8 @@ mod tests {
         assert_eq!(v["messages"][0]["content"], "hello");
         assert_eq!(v["stream_options"]["include_usage"], true);
         assert_eq!(v["ignore_eos"], true);
-        assert_eq!(v["max_tokens"], 4);
+        assert_eq!(v["max_completion_tokens"], 4, "chat: vLLM's name");
+        assert!(v.get("max_tokens").is_none());
         assert!(v.get("prompt").is_none());
         let given = serde_json::json!([{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]);
         let v: serde_json::Value = serde_json::from_slice(&chat_body(&p, &given, 9)).unwrap();
@@ -356,7 +364,8 @@ mod tests {
         let p = BodyParams { chat: false, ..p };
         let v: serde_json::Value = serde_json::from_slice(&body(&p, "hello", 4)).unwrap();
         assert_eq!(v["prompt"], "hello");
-        assert!(v.get("messages").is_none());
+        assert_eq!(v["max_tokens"], 4);
+        assert!(v.get("messages").is_none() && v.get("max_completion_tokens").is_none());
     }
 
     #[test]

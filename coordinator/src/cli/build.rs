@@ -52,13 +52,7 @@ pub fn run_plan(a: RunArgs) -> Result<RunPlan, UsageError> {
     if a.temperature.is_some_and(|t| !(t >= 0.0 && t.is_finite())) {
         return usage("--temperature: must be a number >= 0");
     }
-    let mut headers = Vec::new();
-    for h in &a.headers {
-        match h.split_once(':') {
-            Some((k, v)) if !k.trim().is_empty() => headers.push((k.trim().to_string(), v.trim().to_string())),
-            _ => return usage(format!("--header {h:?}: expected NAME:VALUE")),
-        }
-    }
+    let headers = request_headers(&a.headers, std::env::var("OPENAI_API_KEY").ok())?;
     if let Some(name) = &a.result_filename
         && name.contains('/')
     {
@@ -287,6 +281,25 @@ pub fn matrix_plan(a: MatrixArgs) -> Result<MatrixPlan, UsageError> {
     Ok(MatrixPlan { base, profiles, dir, resume: a.resume })
 }
 
+/// `--header`s (NAME:VALUE or vLLM's NAME=VALUE, split at the first of ':' and '=', D9),
+/// and, as vLLM's benchmark does, `Authorization: Bearer <api_key>` (OPENAI_API_KEY)
+/// unless a header already names Authorization.
+fn request_headers(raw: &[String], api_key: Option<String>) -> Result<Vec<(String, String)>, UsageError> {
+    let mut headers = Vec::new();
+    for h in raw {
+        match h.find([':', '=']).map(|i| (&h[..i], &h[i + 1..])) {
+            Some((k, v)) if !k.trim().is_empty() => headers.push((k.trim().to_string(), v.trim().to_string())),
+            _ => return usage(format!("--header {h:?}: expected NAME:VALUE or NAME=VALUE")),
+        }
+    }
+    if let Some(key) = api_key.filter(|k| !k.is_empty())
+        && !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+    {
+        headers.push(("Authorization".into(), format!("Bearer {key}")));
+    }
+    Ok(headers)
+}
+
 /// `--metrics-url`, `--no-scrape-metrics`, `--scrape-interval`, `--scrape-metric`,
 /// `--scrape-from` as a plan.
 fn scrape_plan(a: &RunArgs, base_url: &str) -> Result<Option<ScrapePlan>, UsageError> {
@@ -358,4 +371,21 @@ pub fn validate_plan(a: ValidateArgs) -> Result<ValidatePlan, UsageError> {
         itl_ms: a.itl_ms,
         base,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_take_both_syntaxes_and_the_api_key() {
+        let raw: Vec<String> = ["a:1", "b=2", "c: x=y", "d=u:v"].iter().map(|s| s.to_string()).collect();
+        let h = request_headers(&raw, Some("sk-1".into())).unwrap();
+        let pairs: Vec<(&str, &str)> = h.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(pairs, [("a", "1"), ("b", "2"), ("c", "x=y"), ("d", "u:v"), ("Authorization", "Bearer sk-1")]);
+        let own = vec!["authorization: Basic z".to_string()];
+        assert_eq!(request_headers(&own, Some("sk-1".into())).unwrap().len(), 1, "a given header wins");
+        assert!(request_headers(&["nothing".into()], None).is_err());
+        assert!(request_headers(&[], Some(String::new())).unwrap().is_empty());
+    }
 }

@@ -243,8 +243,10 @@ pub struct RunArgs {
     /// Use HTTP/2 to the target (prior knowledge on http://, ALPN on https://).
     #[arg(long)]
     pub http2: bool,
-    /// Extra request header NAME:VALUE (repeatable), e.g. an Authorization header.
-    #[arg(long = "header", value_name = "NAME:VALUE")]
+    /// Extra request header NAME:VALUE or NAME=VALUE (repeatable; several per flag), e.g.
+    /// an Authorization header. OPENAI_API_KEY in the environment sends
+    /// `Authorization: Bearer $OPENAI_API_KEY` unless a header names Authorization.
+    #[arg(long = "header", value_name = "NAME:VALUE", num_args = 1..)]
     pub headers: Vec<String>,
     #[command(flatten)]
     pub fleet: FleetArgs,

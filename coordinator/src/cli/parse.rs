@@ -238,5 +238,8 @@ mod repeated_flags {
         assert_eq!(a.metadata, vec![("hardware".to_string(), "c".to_string())]);
         let a = run(&["--header", "a:1", "--header", "b:2"]);
         assert_eq!(a.headers, vec!["a:1", "b:2"]);
+        // D25: several values per occurrence, as vLLM's nargs.
+        let a = run(&["--header", "a=1", "b=3", "--header", "c:2", "--num-prompts", "3"]);
+        assert_eq!(a.headers, vec!["a=1", "b=3", "c:2"]);
     }
 }
