@@ -188,6 +188,7 @@ pub fn run_plan(a: RunArgs) -> Result<RunPlan, UsageError> {
         prometheus_listen: a.prometheus_listen,
         otlp,
         cost_per_hour: a.cost_per_hour,
+        label: a.label.clone(),
     })
 }
 

@@ -297,6 +297,10 @@ pub struct RunArgs {
     /// ADDR, e.g. 127.0.0.1:9464, for Prometheus or Grafana to watch the run.
     #[arg(long, value_name = "ADDR")]
     pub prometheus_listen: Option<std::net::SocketAddr>,
+    /// A label for the result (vLLM's `--label`): its `label` key, and the prefix of the
+    /// default result file name instead of the backend.
+    #[arg(long, value_name = "LABEL")]
+    pub label: Option<String>,
     /// The deployment's price per hour in USD (GPUs x hourly price): results gain the
     /// cost per million output and total tokens at the measured throughput.
     #[arg(long, value_parser = parse::positive, value_name = "USD")]

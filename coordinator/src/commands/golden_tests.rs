@@ -178,7 +178,23 @@ fn old_files_read_as_schema_one_and_keys_keep_vllm_order() {
     let mut r = crate::commands::finish(&p, "org/golden-model", &o, &m);
     let text = serde_json::to_string(&r).expect("json");
     let pos = |k: &str| text.find(&format!("\"{k}\":")).unwrap_or_else(|| panic!("{k} missing"));
-    let order = ["date", "backend", "model_id", "num_prompts", "request_rate", "duration", "completed", "failed"];
+    // vLLM's serve.py: date, endpoint_type, backend, label, model_id, tokenizer_id,
+    // num_prompts, the --metadata keys, request_rate, burstiness, max_concurrency, ...
+    let order = [
+        "date",
+        "endpoint_type",
+        "backend",
+        "label",
+        "model_id",
+        "tokenizer_id",
+        "num_prompts",
+        "request_rate",
+        "burstiness",
+        "max_concurrency",
+        "duration",
+        "completed",
+        "failed",
+    ];
     assert!(order.windows(2).all(|w| pos(w[0]) < pos(w[1])), "{text}");
     assert!(pos("mean_ttft_ms") < pos("p99_ttft_ms") && pos("p99_ttft_ms") < pos("mean_tpot_ms"));
     let old = text.replace("\"result_schema\":1,", "");

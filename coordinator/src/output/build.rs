@@ -188,8 +188,9 @@ pub fn run_result(
     let ps = percentiles(plan);
     RunResult {
         date: o.started_at.format("%Y%m%d-%H%M%S").to_string(),
-        backend: plan.backend_name.into(),
         endpoint_type: plan.backend_name.into(),
+        backend: plan.backend_name.into(),
+        label: plan.label.clone(),
         model_id: model.into(),
         tokenizer_id: plan.tokenizer.as_ref().map_or_else(|| model.to_string(), |t| t.path.display().to_string()),
         num_prompts: cap(plan.num_prompts),

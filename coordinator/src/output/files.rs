@@ -45,7 +45,8 @@ pub fn result_path(plan: &RunPlan, model: &str, started_at: chrono::DateTime<chr
         let rate = if plan.request_rate.is_finite() { format!("{}", plan.request_rate) } else { "inf".into() };
         let conc = plan.max_concurrency.map_or_else(String::new, |c| format!("-concurrency{c}"));
         let base = model.rsplit('/').next().unwrap_or(model);
-        format!("{}-{rate}qps{conc}-{base}-{}.json", plan.backend_name, started_at.format("%Y%m%d-%H%M%S"))
+        let label = plan.label.as_deref().unwrap_or(plan.backend_name);
+        format!("{label}-{rate}qps{conc}-{base}-{}.json", started_at.format("%Y%m%d-%H%M%S"))
     });
     plan.result_dir.clone().unwrap_or_else(|| PathBuf::from(".")).join(name)
 }

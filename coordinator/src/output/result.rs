@@ -54,18 +54,21 @@ impl<'de> Deserialize<'de> for Rate {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunResult {
     pub date: String,
-    pub backend: String,
     pub endpoint_type: String,
+    pub backend: String,
+    /// `--label` (`null` without it), as vLLM writes it.
+    #[serde(default)]
+    pub label: Option<String>,
     pub model_id: String,
     pub tokenizer_id: String,
     /// `null` for a duration run without a request cap.
     pub num_prompts: Option<u64>,
+    /// `--metadata KEY=VALUE`, at the top level as vLLM writes it (after `num_prompts`).
+    #[serde(flatten)]
+    pub labels: Labels,
     pub request_rate: Rate,
     pub burstiness: f64,
     pub max_concurrency: Option<u32>,
-    /// `--metadata KEY=VALUE`, at the top level as vLLM writes it.
-    #[serde(flatten)]
-    pub labels: Labels,
     pub duration: f64,
     /// What ended the run: `num_prompts`, `duration`, `max_run_time`, `interrupt` or
     /// `agent_loss`.

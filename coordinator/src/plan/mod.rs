@@ -136,6 +136,8 @@ pub struct RunPlan {
     pub otlp: Option<OtlpPlan>,
     /// `--cost-per-hour`: the deployment's price per hour (USD).
     pub cost_per_hour: Option<f64>,
+    /// `--label`: the result's `label` and its default file name's prefix (vLLM's).
+    pub label: Option<String>,
 }
 
 /// OTLP trace export (issue 15).
