@@ -155,7 +155,8 @@ pub fn run_plan(a: RunArgs) -> Result<RunPlan, UsageError> {
         request_rate,
         burstiness: a.burstiness,
         num_warmups: a.num_warmups,
-        ignore_eos: a.ignore_eos,
+        // As vLLM 0.33: the random dataset runs to the requested length on OpenAI backends.
+        ignore_eos: a.ignore_eos || (d.name == "random" && backend != Backend::Http),
         temperature: a.temperature,
         seed: a.seed,
         percentile_metrics: a.percentile_metrics.0,
@@ -377,6 +378,17 @@ pub fn validate_plan(a: ValidateArgs) -> Result<ValidatePlan, UsageError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_random_dataset_ignores_eos_on_openai_backends_as_vllm() {
+        let mut a = default_run_args().unwrap();
+        a.base_url = Some("http://127.0.0.1:9".into());
+        a.model = Some("m".into());
+        assert!(!a.ignore_eos);
+        assert!(run_plan(a.clone()).unwrap().ignore_eos, "random + openai");
+        a.backend = BackendArg::Http;
+        assert!(!run_plan(a).unwrap().ignore_eos, "a plain POST has no EOS to ignore");
+    }
 
     #[test]
     fn headers_take_both_syntaxes_and_the_api_key() {
