@@ -67,11 +67,18 @@ struct Shape {
     chat: bool,
     ignore_eos: bool,
     temperature: Option<f64>,
+    extra: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl Shape {
     fn params(&self) -> BodyParams<'_> {
-        BodyParams { model: &self.model, chat: self.chat, ignore_eos: self.ignore_eos, temperature: self.temperature }
+        BodyParams {
+            model: &self.model,
+            chat: self.chat,
+            ignore_eos: self.ignore_eos,
+            temperature: self.temperature,
+            extra: self.extra.as_ref(),
+        }
     }
 
     /// The body of one prompt (fails only on a shipped chat prompt whose messages do not parse).
@@ -99,6 +106,13 @@ impl Jobs {
             chat: w.backend() == Backend::OpenaiChat,
             ignore_eos: w.ignore_eos,
             temperature: w.temperature,
+            extra: match w.extra_body_json.as_str() {
+                "" => None,
+                text => match serde_json::from_str::<serde_json::Value>(text) {
+                    Ok(serde_json::Value::Object(m)) => Some(m),
+                    _ => return Err(EngineError::ExtraBody(format!("not a JSON object: {text}"))),
+                },
+            },
         };
         let (len, first) = (w.slice_len, w.slice_start);
         let mut shipped = std::mem::take(&mut w.prompts);
@@ -225,7 +239,7 @@ mod tests {
             let spec = w.dataset.clone().unwrap();
             let jobs = Jobs::new(&mut w, Mode::Stream, tok.clone()).unwrap();
             assert_eq!((jobs.len(), jobs.costly()), (300, tok.is_some()));
-            let params = BodyParams { model: "m", chat: false, ignore_eos: true, temperature: None };
+            let params = BodyParams { model: "m", chat: false, ignore_eos: true, temperature: None, extra: None };
             for (k, p) in dataset::slice(&spec, tok.as_deref(), 1_000, 300).into_iter().enumerate() {
                 let job = jobs.get(k as u64);
                 assert_eq!(job.body, Bytes::from(openai::body(&params, &p.text, p.output_tokens)), "request {k}");

@@ -84,6 +84,8 @@ pub enum EngineError {
     MissingPrompts,
     #[error("dataset: messages: {0}")]
     Messages(#[source] serde_json::Error),
+    #[error("extra body: {0}")]
+    ExtraBody(String),
     /// No request cap, no concurrency limit and no rate: nothing would bound the load.
     #[error("the initial test request to {url} failed: {message} (--no-initial-test skips it)")]
     InitialTest { url: String, message: String },

@@ -261,6 +261,8 @@ pub struct BodyParams<'a> {
     pub chat: bool,
     pub ignore_eos: bool,
     pub temperature: Option<f64>,
+    /// Merged into the body, its keys winning (sampling flags, `--extra-body`).
+    pub extra: Option<&'a serde_json::Map<String, serde_json::Value>>,
 }
 
 /// The JSON body of one streamed completion request.
@@ -288,7 +290,16 @@ fn encode(params: &BodyParams<'_>, prompt: Option<&str>, messages: Messages<'_>,
         ignore_eos: params.ignore_eos,
         temperature: params.temperature,
     };
-    serde_json::to_vec(&b).expect("serializing a plain struct cannot fail")
+    match params.extra {
+        None => serde_json::to_vec(&b).expect("serializing a plain struct cannot fail"),
+        Some(extra) => {
+            let mut v = serde_json::to_value(&b).expect("serializing a plain struct cannot fail");
+            if let Some(obj) = v.as_object_mut() {
+                obj.extend(extra.iter().map(|(k, x)| (k.clone(), x.clone())));
+            }
+            serde_json::to_vec(&v).expect("serializing a JSON value cannot fail")
+        }
+    }
 }
 
 #[cfg(test)]
@@ -350,7 +361,7 @@ mod tests {
 
     #[test]
     fn body_has_stream_options_and_chat_messages() {
-        let p = BodyParams { model: "m", chat: true, ignore_eos: true, temperature: Some(0.0) };
+        let p = BodyParams { model: "m", chat: true, ignore_eos: true, temperature: Some(0.0), extra: None };
         let v: serde_json::Value = serde_json::from_slice(&body(&p, "hello", 4)).unwrap();
         assert_eq!(v["messages"][0]["content"], "hello");
         assert_eq!(v["stream_options"]["include_usage"], true);
@@ -366,6 +377,17 @@ mod tests {
         assert_eq!(v["prompt"], "hello");
         assert_eq!(v["max_tokens"], 4);
         assert!(v.get("messages").is_none() && v.get("max_completion_tokens").is_none());
+        // Extra keys join the body and win over its own (vLLM: payload.update(extra_body)).
+        let extra: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(r#"{"top_p":0.9,"temperature":0.7,"ignore_eos":false}"#).unwrap();
+        let p = BodyParams { extra: Some(&extra), ..p };
+        let text = String::from_utf8(body(&p, "hello", 4)).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            (v["top_p"].as_f64(), v["temperature"].as_f64(), v["ignore_eos"].as_bool()),
+            (Some(0.9), Some(0.7), Some(false))
+        );
+        assert_eq!(text.matches("temperature").count(), 1, "{text}");
     }
 
     #[test]

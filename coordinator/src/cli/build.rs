@@ -118,6 +118,7 @@ pub fn run_plan(a: RunArgs) -> Result<RunPlan, UsageError> {
         Agents::Remote { addrs, tls }
     };
     let scrape = scrape_plan(&a, &base_url)?;
+    let extra_body = extra_body(&a, backend)?;
     let otlp = match &a.otlp_endpoint {
         None => None,
         Some(url) => match url.parse::<http::Uri>() {
@@ -157,7 +158,9 @@ pub fn run_plan(a: RunArgs) -> Result<RunPlan, UsageError> {
         num_warmups: a.num_warmups,
         // As vLLM 0.33: the random dataset runs to the requested length on OpenAI backends.
         ignore_eos: a.ignore_eos || (d.name == "random" && backend != Backend::Http),
-        temperature: a.temperature,
+        // vLLM sends temperature 0.0 (greedy) unless told otherwise.
+        temperature: if backend == Backend::Http { a.temperature } else { a.temperature.or(Some(0.0)) },
+        extra_body,
         seed: a.seed,
         percentile_metrics: a.percentile_metrics.0,
         metric_percentiles: a.metric_percentiles.0,
@@ -283,6 +286,44 @@ pub fn matrix_plan(a: MatrixArgs) -> Result<MatrixPlan, UsageError> {
     Ok(MatrixPlan { base, profiles, dir, resume: a.resume })
 }
 
+/// vLLM's sampling flags and `--extra-body` as one JSON object (the extra body's keys
+/// win); they are refused on the plain `http` backend, as vLLM refuses them on
+/// non-OpenAI backends.
+fn extra_body(a: &RunArgs, backend: Backend) -> Result<Option<String>, UsageError> {
+    let mut m = serde_json::Map::new();
+    let floats = [
+        ("top_p", a.top_p),
+        ("min_p", a.min_p),
+        ("frequency_penalty", a.frequency_penalty),
+        ("presence_penalty", a.presence_penalty),
+        ("repetition_penalty", a.repetition_penalty),
+    ];
+    for (k, v) in floats {
+        if let Some(v) = v {
+            let n = serde_json::Number::from_f64(v)
+                .ok_or_else(|| UsageError(format!("--{}: not a number", k.replace('_', "-"))))?;
+            m.insert(k.into(), n.into());
+        }
+    }
+    if let Some(k) = a.top_k {
+        m.insert("top_k".into(), k.into());
+    }
+    if let Some(text) = &a.extra_body {
+        match serde_json::from_str::<serde_json::Value>(text) {
+            Ok(serde_json::Value::Object(extra)) => m.extend(extra),
+            Ok(_) => return usage(format!("--extra-body {text:?}: expected a JSON object")),
+            Err(e) => return usage(format!("--extra-body {text:?}: {e}")),
+        }
+    }
+    if m.is_empty() {
+        return Ok(None);
+    }
+    if backend == Backend::Http {
+        return usage("sampling flags and --extra-body need an OpenAI backend (--backend openai or openai-chat)");
+    }
+    Ok(Some(serde_json::Value::Object(m).to_string()))
+}
+
 /// `--header`s (NAME:VALUE or vLLM's NAME=VALUE, split at the first of ':' and '=', D9),
 /// and, as vLLM's benchmark does, `Authorization: Bearer <api_key>` (OPENAI_API_KEY)
 /// unless a header already names Authorization.
@@ -388,6 +429,29 @@ mod tests {
         assert!(run_plan(a.clone()).unwrap().ignore_eos, "random + openai");
         a.backend = BackendArg::Http;
         assert!(!run_plan(a).unwrap().ignore_eos, "a plain POST has no EOS to ignore");
+    }
+
+    #[test]
+    fn sampling_flags_and_extra_body_make_one_object_the_extra_body_winning() {
+        let mut a = default_run_args().unwrap();
+        a.base_url = Some("http://127.0.0.1:9".into());
+        a.model = Some("m".into());
+        let p = run_plan(a.clone()).unwrap();
+        assert_eq!((p.temperature, p.extra_body.as_deref()), (Some(0.0), None), "vLLM's greedy default");
+        a.top_p = Some(0.9);
+        a.top_k = Some(20);
+        a.extra_body = Some(r#"{"top_p":0.5,"chat_template_kwargs":{"enable_thinking":false}}"#.into());
+        let p = run_plan(a.clone()).unwrap();
+        let v: serde_json::Value = serde_json::from_str(p.extra_body.as_deref().unwrap()).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"top_p": 0.5, "top_k": 20, "chat_template_kwargs": {"enable_thinking": false}})
+        );
+        a.extra_body = Some("[1]".into());
+        assert!(run_plan(a.clone()).unwrap_err().0.contains("--extra-body"));
+        a.extra_body = None;
+        a.backend = BackendArg::Http;
+        assert!(run_plan(a).unwrap_err().0.contains("OpenAI backend"));
     }
 
     #[test]

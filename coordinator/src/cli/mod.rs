@@ -208,8 +208,26 @@ pub struct RunArgs {
     pub num_warmups: u32,
     #[arg(long)]
     pub ignore_eos: bool,
+    /// Sampling temperature (vLLM's default: 0.0, greedy, sent with every request).
     #[arg(long)]
     pub temperature: Option<f64>,
+    /// Sampling parameters sent with every request (OpenAI backends), as vLLM's.
+    #[arg(long, value_name = "P")]
+    pub top_p: Option<f64>,
+    #[arg(long, value_name = "K")]
+    pub top_k: Option<i64>,
+    #[arg(long, value_name = "P")]
+    pub min_p: Option<f64>,
+    #[arg(long, value_name = "X")]
+    pub frequency_penalty: Option<f64>,
+    #[arg(long, value_name = "X")]
+    pub presence_penalty: Option<f64>,
+    #[arg(long, value_name = "X")]
+    pub repetition_penalty: Option<f64>,
+    /// A JSON object merged into every request body, its keys winning over the sampling
+    /// flags (vLLM's --extra-body).
+    #[arg(long, value_name = "JSON")]
+    pub extra_body: Option<String>,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     #[arg(long, default_value = "ttft,tpot,itl", value_parser = parse::metric_list)]

@@ -418,6 +418,7 @@ fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize, run_id: u64) -> Wo
         num_warmups: (f64::from(plan.num_warmups) * s.fraction).ceil() as u32,
         ignore_eos: plan.ignore_eos,
         temperature: plan.temperature,
+        extra_body_json: plan.extra_body.clone().unwrap_or_default(),
         pacing_seed: plan.seed ^ ((i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
         http_version: if plan.http2 { 2 } else { 0 },
         headers: plan.headers.iter().cloned().collect(),

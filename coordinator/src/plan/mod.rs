@@ -103,6 +103,8 @@ pub struct RunPlan {
     pub num_warmups: u32,
     pub ignore_eos: bool,
     pub temperature: Option<f64>,
+    /// The sampling flags and `--extra-body`, as one JSON object (`None`: nothing extra).
+    pub extra_body: Option<String>,
     pub seed: u64,
     pub percentile_metrics: Vec<&'static str>,
     pub metric_percentiles: Vec<f64>,
