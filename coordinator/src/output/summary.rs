@@ -61,6 +61,13 @@ pub fn summary(r: &RunResult, view: &SummaryView, status: &RunStatus) -> String 
     header(&mut out, " Serving Benchmark Result ", '=');
     line(&mut out, "Successful requests:", r.completed);
     line(&mut out, "Failed requests:", r.failed);
+    // As vLLM prints them: only when set.
+    if let Some(c) = r.max_concurrency {
+        line(&mut out, "Maximum request concurrency:", c);
+    }
+    if r.request_rate.0.is_finite() {
+        fline(&mut out, "Request rate configured (RPS):", r.request_rate.0);
+    }
     fline(&mut out, "Benchmark duration (s):", r.duration);
     line(&mut out, "Total input tokens:", r.total_input_tokens);
     line(&mut out, "Total generated tokens:", r.total_output_tokens);
