@@ -25,7 +25,20 @@ fn is_loopback(addr: &str) -> bool {
 }
 
 /// `surge run`'s flags (and `--config`) as a validated plan.
-pub fn run_plan(a: RunArgs) -> Result<RunPlan, UsageError> {
+pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
+    // vLLM's shorthands set every dataset's length.
+    if let Some(n) = a.input_len {
+        a.random_input_len = n;
+    }
+    if let Some(n) = a.output_len {
+        if n == 0 {
+            return usage("--output-len: at least 1");
+        }
+        a.random_output_len = n;
+        a.sharegpt_output_len = Some(n);
+        a.custom_output_len = n;
+        a.prefix_repetition_output_len = n;
+    }
     let base_url = a.base_url.clone().unwrap_or_else(|| format!("http://{}:{}", a.host, a.port));
     match base_url.parse::<http::Uri>() {
         Ok(u) if matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some() => {}
@@ -452,6 +465,17 @@ mod tests {
         a.extra_body = None;
         a.backend = BackendArg::Http;
         assert!(run_plan(a).unwrap_err().0.contains("OpenAI backend"));
+    }
+
+    #[test]
+    fn input_and_output_len_set_every_dataset() {
+        let mut a = default_run_args().unwrap();
+        a.base_url = Some("http://127.0.0.1:9".into());
+        a.model = Some("m".into());
+        a.input_len = Some(77);
+        a.output_len = Some(9);
+        let p = run_plan(a).unwrap();
+        assert_eq!((p.dataset.random_input_len, p.dataset.random_output_len), (77, 9));
     }
 
     #[test]

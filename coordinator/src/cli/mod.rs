@@ -149,6 +149,14 @@ pub struct RunArgs {
     /// The prompt of --dataset-name fixed.
     #[arg(long)]
     pub prompt: Option<String>,
+    /// Input length of every dataset that has one (vLLM's shorthand; sets
+    /// --random-input-len).
+    #[arg(long, value_name = "N")]
+    pub input_len: Option<u32>,
+    /// Output length of every dataset (vLLM's shorthand; sets --random-output-len,
+    /// --sharegpt-output-len, --custom-output-len and --prefix-repetition-output-len).
+    #[arg(long, value_name = "N")]
+    pub output_len: Option<u32>,
     #[arg(long, default_value_t = 1024)]
     pub random_input_len: u32,
     #[arg(long, default_value_t = 128)]
