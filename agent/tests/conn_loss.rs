@@ -68,6 +68,7 @@ async fn a_request_left_unanswered_by_an_ended_connection_is_retried() {
         mode: Mode::Stream,
         tokenizer: None,
         trace: None,
+        request_id_prefix: None,
     };
     let job = Job {
         index: 7,

@@ -81,6 +81,7 @@ fn template(target: &Target) -> RequestTemplate {
         mode: Mode::Stream,
         tokenizer: None,
         trace: None,
+        request_id_prefix: None,
     }
 }
 

@@ -189,6 +189,7 @@ fn template(w: &Workload, target: &Target) -> Result<RequestTemplate, EngineErro
         mode,
         tokenizer: None,
         trace: (w.trace_run_id != 0).then_some((w.trace_run_id, w.trace_sample_ratio)),
+        request_id_prefix: (!w.request_id_prefix.is_empty()).then(|| w.request_id_prefix.clone()),
     })
 }
 

@@ -47,6 +47,8 @@ pub struct RequestTemplate {
     /// A traced run: its id and sample ratio; each request then carries a W3C
     /// `traceparent` derived from them and its index (D19).
     pub trace: Option<(u64, f64)>,
+    /// `x-request-id: <prefix><index>` on every request (vLLM's `--request-id-prefix`).
+    pub request_id_prefix: Option<String>,
 }
 
 impl RequestTemplate {
@@ -61,6 +63,11 @@ impl RequestTemplate {
         h.insert(http::header::CONTENT_TYPE, self.content_type.clone());
         for (k, v) in &self.headers {
             h.insert(k.clone(), v.clone());
+        }
+        if let Some(p) = &self.request_id_prefix
+            && let Ok(v) = http::HeaderValue::try_from(format!("{p}{index}"))
+        {
+            h.insert(http::HeaderName::from_static("x-request-id"), v);
         }
         if let Some((run_id, ratio)) = self.trace
             && let Ok(v) = http::HeaderValue::try_from(crate::trace::traceparent(run_id, index, ratio))
@@ -373,6 +380,7 @@ mod tests {
             mode: Mode::Stream,
             tokenizer: None,
             trace,
+            request_id_prefix: Some("bench-1-".into()),
         }
     }
 
@@ -381,6 +389,7 @@ mod tests {
         let req = template(Some((9, 1.0))).build(Bytes::new(), false, 77);
         let got = req.headers().get("traceparent").and_then(|v| v.to_str().ok()).map(String::from);
         assert_eq!(got, Some(crate::trace::traceparent(9, 77, 1.0)));
+        assert_eq!(req.headers().get("x-request-id").and_then(|v| v.to_str().ok()), Some("bench-1-77"));
         let plain = template(None).build(Bytes::new(), false, 77);
         assert!(plain.headers().get("traceparent").is_none(), "only when tracing");
     }

@@ -206,6 +206,7 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         otlp,
         cost_per_hour: a.cost_per_hour,
         label: a.label.clone(),
+        request_id_prefix: a.request_id_prefix.clone(),
     })
 }
 

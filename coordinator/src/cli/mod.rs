@@ -323,6 +323,10 @@ pub struct RunArgs {
     /// ADDR, e.g. 127.0.0.1:9464, for Prometheus or Grafana to watch the run.
     #[arg(long, value_name = "ADDR")]
     pub prometheus_listen: Option<std::net::SocketAddr>,
+    /// Every request carries `x-request-id: <PREFIX><index>` (vLLM's flag; default
+    /// `bench-<8 hex digits of the run>-`).
+    #[arg(long, value_name = "PREFIX")]
+    pub request_id_prefix: Option<String>,
     /// A label for the result (vLLM's `--label`): its `label` key, and the prefix of the
     /// default result file name instead of the backend.
     #[arg(long, value_name = "LABEL")]

@@ -419,6 +419,7 @@ fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize, run_id: u64) -> Wo
         ignore_eos: plan.ignore_eos,
         temperature: plan.temperature,
         extra_body_json: plan.extra_body.clone().unwrap_or_default(),
+        request_id_prefix: plan.request_id_prefix.clone().unwrap_or_else(|| format!("bench-{:08x}-", run_id as u32)),
         pacing_seed: plan.seed ^ ((i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
         http_version: if plan.http2 { 2 } else { 0 },
         headers: plan.headers.iter().cloned().collect(),

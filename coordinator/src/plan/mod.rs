@@ -138,6 +138,8 @@ pub struct RunPlan {
     pub otlp: Option<OtlpPlan>,
     /// `--cost-per-hour`: the deployment's price per hour (USD).
     pub cost_per_hour: Option<f64>,
+    /// `--request-id-prefix` (`None`: `bench-<8 hex digits of the run id>-`).
+    pub request_id_prefix: Option<String>,
     /// `--label`: the result's `label` and its default file name's prefix (vLLM's).
     pub label: Option<String>,
 }
