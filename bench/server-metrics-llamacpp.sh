@@ -8,7 +8,7 @@
 # Needs the llama-server build (`real-llm-target.sh setup`, ~20 min once per machine).
 # Without it, prints why, records that in RESULTS.md, and exits 77. Never run in CI.
 #
-# Usage: bench/server-metrics-llamacpp.sh   (LLAMA_TARGET=path/to/real-llm-target.sh, N=, CONC=)
+# Usage: [BIN=debug] bench/server-metrics-llamacpp.sh   (LLAMA_TARGET=path/to/real-llm-target.sh, N=, CONC=)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -41,7 +41,14 @@ fi
 
 WORK=$(mktemp -d)
 trap 'bash "$LLAMA_TARGET" stop >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
-prepare_bins "$WORK"
+if [[ ${BIN:-release} == debug ]]; then
+    (cd "$ROOT" && cargo build --bins -q) || die "cargo build failed"
+    mkdir -p "$WORK/bin"
+    cp "$ROOT/target/debug/surge" "$WORK/bin/"
+    SURGE=$WORK/bin/surge
+else
+    prepare_bins "$WORK"
+fi
 PORT=$PORT bash "$LLAMA_TARGET" start
 "$SURGE" run --base-url "http://127.0.0.1:$PORT" --model smollm2 --num-prompts "$N" --max-concurrency "$CONC" \
     --random-input-len 32 --random-output-len 32 --ignore-eos --save-result --result-dir "$WORK" \

@@ -127,6 +127,19 @@ python_gc_objects_collected_total{generation=\"0\"} 9.0\n\
         assert_eq!(m.get("llamacpp:requests_processing"), Some(&Metric::Gauge(2.0)));
     }
 
+    /// A real llama-server's `/metrics` (llama.cpp of llama-cpp-python 0.3.36, `--metrics`,
+    /// after one completion of 4 tokens), D16.
+    #[test]
+    fn a_real_llama_server_exposition() {
+        let text = include_str!("testdata/llama-server.metrics");
+        let m = parse(text, |n| n.starts_with("llamacpp:"));
+        let typed = text.lines().filter(|l| l.starts_with("# TYPE")).count();
+        assert_eq!(m.len(), typed, "every family read: {:?}", m.keys().collect::<Vec<_>>());
+        assert_eq!(m.get("llamacpp:tokens_predicted_total"), Some(&Metric::Counter(4.0)));
+        assert_eq!(m.get("llamacpp:prompt_tokens_total"), Some(&Metric::Counter(1.0)));
+        assert!(matches!(m.get("llamacpp:requests_processing"), Some(Metric::Gauge(_))));
+    }
+
     #[test]
     fn garbage_gives_nothing_and_no_panic() {
         for text in ["", "not metrics at all", "{{{", "x{a=\"1\" 3\n", "# TYPE x histogram\nx_bucket{le=\"abc\"} 1\n"] {
