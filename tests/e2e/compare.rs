@@ -63,3 +63,45 @@ fn a_regression_gate_on_two_runs() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("schema 1") && text(&out.stderr).contains("schema 99"), "{}", text(&out.stderr));
 }
+
+/// Sweep directories are matched by level, and with two runs a side each line carries
+/// Welch's p-value; a much slower candidate is marked significant.
+#[test]
+fn sweep_directories_are_matched_by_level_with_welch_p_values() {
+    let sweep = |ttft: &str, dir: &TempDir| {
+        let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", ttft, "--itl-ms", "1"]);
+        let d = dir.path("");
+        let args = [
+            "sweep",
+            "--base-url",
+            &base,
+            "--model",
+            "m",
+            "--concurrency",
+            "4,8",
+            "--runs",
+            "2",
+            "--num-prompts",
+            "60",
+            "--random-input-len",
+            "8",
+            "--random-output-len",
+            "4",
+            "--result-dir",
+            &d,
+        ];
+        let out = surge(&args, Duration::from_secs(120));
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        d
+    };
+    let (a, b) = (TempDir::new("cmp-sweep-a"), TempDir::new("cmp-sweep-b"));
+    let (base, cand) = (sweep("5", &a), sweep("25", &b));
+    let out = surge(&["compare", &base, &cand, "--fail-if", "median_ttft_ms>+100%"], Duration::from_secs(30));
+    let table = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{table}\n{}", text(&out.stderr));
+    let ttft: Vec<&str> = table.lines().filter(|l| l.contains("median_ttft_ms")).collect();
+    assert_eq!(ttft.len(), 2, "one line per level: {table}");
+    assert!(ttft.iter().all(|l| l.trim_end().ends_with('*')), "TTFT 5 -> 25 ms is significant: {table}");
+    let breaches = text(&out.stderr).matches("median_ttft_ms>+100%").count();
+    assert_eq!(breaches, 2, "breached at both levels: {}", text(&out.stderr));
+}
