@@ -56,6 +56,7 @@ fn agent(i: usize, done: bool) -> AgentReport {
         num_prompts: 4,
         max_concurrency: if i == 0 { 1 } else { 2 },
         request_rate: if i == 0 { 5.0 } else { f64::INFINITY },
+        num_warmups: 0,
     });
     a.last_health = Some(Health { cpu_percent: 42.0, lag_p99_us: 90, ..Default::default() });
     a.peak_cpu_percent = 55.0;

@@ -241,7 +241,8 @@ impl Runner<'_> {
         let hellos: Vec<HelloReply> = self.agents.iter().map(|a| a.hello.clone()).collect();
         // 3. Split by capacity (cores) and prepare.
         let weights: Vec<u32> = hellos.iter().map(|h| h.cores.max(1)).collect();
-        let shares = split::split(&weights, plan.num_prompts, plan.max_concurrency, plan.request_rate);
+        let shares =
+            split::split(&weights, plan.num_prompts, plan.max_concurrency, plan.request_rate, plan.num_warmups);
         for (i, s) in shares.iter().enumerate() {
             if s.max_concurrency > hellos[i].max_in_flight {
                 return Err(agent_err(
@@ -415,7 +416,7 @@ fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize, run_id: u64) -> Wo
         request_rate: if s.request_rate.is_finite() { s.request_rate } else { 0.0 },
         burstiness: plan.burstiness,
         duration_ms: plan.duration.map_or(0, |d| d.as_millis() as u64),
-        num_warmups: (f64::from(plan.num_warmups) * s.fraction).ceil() as u32,
+        num_warmups: s.num_warmups,
         ignore_eos: plan.ignore_eos,
         temperature: plan.temperature,
         extra_body_json: plan.extra_body.clone().unwrap_or_default(),

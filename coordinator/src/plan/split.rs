@@ -16,10 +16,20 @@ pub struct Share {
     pub max_concurrency: u32,
     /// Requests/s; infinite = unpaced.
     pub request_rate: f64,
+    /// Warm-up requests: `--num-warmups` split like the prompts, so the agents send
+    /// exactly as many as asked.
+    pub num_warmups: u32,
 }
 
-/// Splits `num_prompts`, `max_concurrency` and `request_rate` by `weights` (capacities).
-pub fn split(weights: &[u32], num_prompts: u64, max_concurrency: Option<u32>, request_rate: f64) -> Vec<Share> {
+/// Splits `num_prompts`, `max_concurrency`, `request_rate` and `num_warmups` by `weights`
+/// (capacities).
+pub fn split(
+    weights: &[u32],
+    num_prompts: u64,
+    max_concurrency: Option<u32>,
+    request_rate: f64,
+    num_warmups: u32,
+) -> Vec<Share> {
     let total: u64 = weights.iter().map(|&w| u64::from(w.max(1))).sum();
     let mut acc = 0u64;
     let mut shares = Vec::with_capacity(weights.len());
@@ -36,6 +46,7 @@ pub fn split(weights: &[u32], num_prompts: u64, max_concurrency: Option<u32>, re
             num_prompts: if unbounded { super::UNBOUNDED } else { part(num_prompts) },
             max_concurrency: max_concurrency.map_or(0, |c| part(u64::from(c)) as u32),
             request_rate: if request_rate.is_finite() { request_rate * (to - from) } else { f64::INFINITY },
+            num_warmups: part(u64::from(num_warmups)) as u32,
         });
     }
     shares
@@ -59,7 +70,8 @@ mod tests {
     fn integer_parts_add_up_and_slices_tile() {
         for n in [1u64, 7, 10, 1000, 10_000, 12_345] {
             for weights in [vec![1, 1, 1], vec![2, 1], vec![4, 4, 2, 1], vec![1]] {
-                let s = split(&weights, n, Some(2000), 100.0);
+                let s = split(&weights, n, Some(2000), 100.0, 5);
+                assert_eq!(s.iter().map(|x| x.num_warmups).sum::<u32>(), 5, "exactly the warm-ups asked");
                 assert_eq!(s.iter().map(|x| x.num_prompts).sum::<u64>(), n);
                 assert_eq!(s.iter().map(|x| u64::from(x.max_concurrency)).sum::<u64>(), 2000);
                 let mut next = 0;
@@ -74,7 +86,7 @@ mod tests {
 
     #[test]
     fn three_equal_agents() {
-        let s = split(&[2, 2, 2], 10_000, Some(2000), f64::INFINITY);
+        let s = split(&[2, 2, 2], 10_000, Some(2000), f64::INFINITY, 0);
         let n: Vec<u64> = s.iter().map(|x| x.num_prompts).collect();
         assert_eq!(n, vec![3333, 3334, 3333]);
         let c: Vec<u32> = s.iter().map(|x| x.max_concurrency).collect();
