@@ -327,3 +327,41 @@ fn cost_per_hour_gives_the_cost_per_million_tokens() {
     let plain = run_saved(&TempDir::new("no-cost"), &args[..args.len() - 2], Duration::from_secs(60));
     assert!(plain.get("cost_per_million_output_tokens").is_none(), "no cost without a price");
 }
+
+/// `--append-result` (vLLM's): each run adds its result as one JSON line to the file.
+#[test]
+fn append_result_adds_one_json_line_per_run() {
+    let (_echo, base) = echo("127.0.0.1", &[]);
+    let dir = TempDir::new("append");
+    let d = dir.path("");
+    for n in ["20", "30"] {
+        let args = [
+            "run",
+            "--base-url",
+            &base,
+            "--model",
+            "m",
+            "--num-prompts",
+            n,
+            "--max-concurrency",
+            "4",
+            "--random-input-len",
+            "8",
+            "--random-output-len",
+            "4",
+            "--append-result",
+            "--result-dir",
+            &d,
+            "--result-filename",
+            "all.jsonl",
+        ];
+        let out = surge(&args, Duration::from_secs(60));
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    let text = std::fs::read_to_string(dir.path("all.jsonl")).unwrap();
+    let completed: Vec<u64> = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["completed"].as_u64().unwrap())
+        .collect();
+    assert_eq!(completed, vec![20, 30]);
+}

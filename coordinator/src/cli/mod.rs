@@ -327,6 +327,10 @@ pub struct RunArgs {
     /// `bench-<8 hex digits of the run>-`).
     #[arg(long, value_name = "PREFIX")]
     pub request_id_prefix: Option<String>,
+    /// Append the result to the result file as one JSON line instead of replacing it
+    /// (vLLM's flag; implies --save-result).
+    #[arg(long)]
+    pub append_result: bool,
     /// A label for the result (vLLM's `--label`): its `label` key, and the prefix of the
     /// default result file name instead of the backend.
     #[arg(long, value_name = "LABEL")]

@@ -178,8 +178,14 @@ pub async fn run_on(
     let m = watch.agg.finish();
     let result = finish(plan, model, &outcome, &m);
     otlp::with(|t| t.level_end(&result));
-    let record =
-        RunRecord { result, status: outcome.status.clone(), view: SummaryView::of(plan), file: None, heading: None };
+    let record = RunRecord {
+        result,
+        status: outcome.status.clone(),
+        view: SummaryView::of(plan),
+        file: None,
+        heading: None,
+        append: plan.append_result,
+    };
     Ok((record, outcome, m))
 }
 

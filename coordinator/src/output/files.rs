@@ -27,6 +27,22 @@ pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), Out
     write_atomic(path, &bytes)
 }
 
+/// Appends `value` on one line to `path` (a newline first when the file is not empty), as
+/// vLLM's `--append-result` does.
+pub fn append_json_line<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), OutputError> {
+    use std::io::Write;
+    let err = |source| OutputError::Write { path: path.to_path_buf(), source };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(err)?;
+    }
+    let mut line = serde_json::to_vec(value).map_err(|e| err(std::io::Error::other(e)))?;
+    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(err)?;
+    if f.metadata().map_err(err)?.len() > 0 {
+        line.insert(0, b'\n');
+    }
+    f.write_all(&line).map_err(err)
+}
+
 /// `r.json` → `r.timeseries.csv` (D5).
 pub fn timeseries_path(result: &Path) -> PathBuf {
     let stem = result.file_stem().map_or_else(|| "result".into(), |s| s.to_string_lossy().into_owned());
@@ -57,7 +73,11 @@ pub struct Files;
 impl Sink for Files {
     fn run(&mut self, r: &RunRecord) -> Result<(), OutputError> {
         let Some(path) = &r.file else { return Ok(()) };
-        write_json(path, &r.result)?;
+        if r.append {
+            append_json_line(path, &r.result)?;
+        } else {
+            write_json(path, &r.result)?;
+        }
         write_atomic(&timeseries_path(path), tables::timeseries_csv(&r.result.time_series).as_bytes())
     }
 

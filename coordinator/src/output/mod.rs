@@ -38,6 +38,9 @@ pub struct RunRecord {
     pub file: Option<PathBuf>,
     /// A line shown before the summary (`surge matrix: TAG`).
     pub heading: Option<String>,
+    /// `--append-result`: the JSON goes at the end of the file, on one line, as vLLM
+    /// appends (a file of JSON lines).
+    pub append: bool,
 }
 
 /// A consumer of results. Every method has a default that ignores it.

@@ -140,6 +140,8 @@ pub struct RunPlan {
     pub cost_per_hour: Option<f64>,
     /// `--request-id-prefix` (`None`: `bench-<8 hex digits of the run id>-`).
     pub request_id_prefix: Option<String>,
+    /// `--append-result`: append the result as a JSON line to the result file.
+    pub append_result: bool,
     /// `--label`: the result's `label` and its default file name's prefix (vLLM's).
     pub label: Option<String>,
 }
