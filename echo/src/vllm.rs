@@ -2,7 +2,7 @@
 //! server's own metrics, each labelled `model_name` with the served model, so
 //! that a client reading a vLLM server's `/metrics` can read the echo's too.
 //!
-//! They are only registered and updated here; [`crate::metrics::Metrics`]
+//! They are only registered and updated here; the server's `Metrics`
 //! updates them where it updates its own, so the two never disagree.
 
 use prometheus::{
