@@ -26,6 +26,7 @@ fn row(i: u64, tokens: usize) -> Row {
         input_source: surge_proto::TokenSource::ServerUsage as i32,
         output_source: surge_proto::TokenSource::ServerUsage as i32,
         error_message: String::new(),
+        response_id: String::new(),
     }
 }
 

@@ -9,6 +9,7 @@ mod failures;
 mod faults;
 mod local;
 mod longruns;
+mod report;
 mod resume;
 mod server_view;
 mod sweep;

@@ -832,7 +832,7 @@ mod tests {
         };
         let over = format!("error {}", ErrorCode::OverCapacity as i32);
         assert_eq!(check(&mut a, 70), ["prepare"]);
-        assert_eq!(check(&mut b, 40), [over.clone()], "70 of 100 are held by the other session");
+        assert_eq!(check(&mut b, 40), std::slice::from_ref(&over), "70 of 100 are held by the other session");
         assert_eq!(check(&mut b, 30), ["prepare"]);
         drop(a);
         assert_eq!(check(&mut b, 100), ["prepare"], "a session's end gives its share back");

@@ -259,7 +259,7 @@ impl Aggregator {
         let Self { mut m, slo, good, first, last, queued, events, token_bins, series, server, .. } = self;
         m.exact = events.is_some();
         for seen in m.error_examples.values_mut() {
-            seen.sort_by(|a, b| b.count.cmp(&a.count));
+            seen.sort_by_key(|e| std::cmp::Reverse(e.count));
             seen.truncate(EXAMPLES_PER_KIND);
         }
         let (slices, peak_in_flight) = series.finish();

@@ -9,6 +9,10 @@ use hdrhistogram::Histogram;
 /// Highest value a histogram holds, µs (10 hours); longer values are clamped.
 const HIGH_US: u64 = 36_000_000_000;
 
+/// Growth from one distribution bucket's bound to the next: 32 buckets per doubling
+/// (each about 2.2 % wide).
+const BUCKET_BASE: f64 = 1.021_897_148_654_116_7;
+
 /// A metric's values, in seconds.
 #[derive(Debug, Clone)]
 pub struct Sample {
@@ -108,6 +112,20 @@ impl Sample {
         }
     }
 
+    /// The distribution as log-spaced buckets (32 per doubling, from 1 µs), empty buckets
+    /// left out: `(upper bound ms, count)` in rising order. Counts sum to [`Sample::len`]
+    /// (values past the histogram's 10 h are counted in its last bucket).
+    pub fn buckets(&self) -> Vec<(f64, u64)> {
+        if self.hist.is_empty() {
+            return Vec::new();
+        }
+        self.hist
+            .iter_log(1, BUCKET_BASE)
+            .filter(|v| v.count_since_last_iteration() > 0)
+            .map(|v| (v.value_iterated_to() as f64 / 1000.0, v.count_since_last_iteration()))
+            .collect()
+    }
+
     /// The value of rank `k` (0-based) from the histogram, in seconds.
     fn ranked(&self, k: u64) -> f64 {
         let mut seen = 0u64;
@@ -163,6 +181,21 @@ mod tests {
         }
         let mean = values.iter().sum::<f64>() / values.len() as f64;
         assert!((approx.mean_ms() - mean * 1000.0).abs() < 1e-6 * mean * 1000.0);
+    }
+
+    #[test]
+    fn buckets_count_every_value_once_in_rising_bounds() {
+        let mut s = Sample::new();
+        for v in [0.0005, 0.0005, 0.002, 0.010, 0.0101, 1.5] {
+            s.add(v);
+        }
+        let b = s.buckets();
+        assert_eq!(b.iter().map(|(_, c)| c).sum::<u64>(), 6);
+        assert!(b.windows(2).all(|w| w[0].0 < w[1].0), "{b:?}");
+        // Each value sits at or under its bucket's bound, and above the one before.
+        assert!(b[0].0 >= 0.5 && b[0].1 == 2, "{b:?}");
+        assert!(b.last().is_some_and(|&(le, c)| (1500.0..1500.0 * 1.03).contains(&le) && c == 1), "{b:?}");
+        assert!(Sample::new().buckets().is_empty());
     }
 
     #[test]

@@ -281,7 +281,7 @@ mod tests {
         assert_eq!(s.iter().map(|x| x.started).sum::<u64>(), 5000);
         assert_eq!(s.last().map(|x| x.in_flight), Some(0));
         assert!(s[10].in_flight > 0 && s[10].p99_e2el_ms > s[10].p50_ttft_ms);
-        assert_eq!(s[3].errors_by_kind.get("timeout").copied().unwrap_or(0) > 0, true);
+        assert!(s[3].errors_by_kind.get("timeout").copied().unwrap_or(0) > 0);
     }
 
     #[test]

@@ -39,7 +39,10 @@ fn main() -> ExitCode {
         },
         Command::Echo(args) => block_on(commands::echo_command(args)),
         Command::Demo => block_on(commands::demo_command()),
-        Command::Compare(a) => commands::compare::compare_command(&a.paths, &a.fail_if),
+        Command::Compare(a) => commands::compare::compare_command(&a.paths, &a.fail_if, a.html.as_deref()),
+        Command::Report(a) => {
+            commands::report::report_command(&a.paths, a.output.as_deref(), a.png.as_deref(), a.cost_per_hour)
+        }
     };
     ExitCode::from(code)
 }

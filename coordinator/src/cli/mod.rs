@@ -51,6 +51,26 @@ pub enum Command {
     /// Put results side by side: BASE against each CANDIDATE (result files or sweep
     /// directories, matched by level); --fail-if gates on a regression.
     Compare(CompareArgs),
+    /// Write one self-contained HTML report (inline SVG charts, works offline) of result
+    /// files, sweep or matrix directories (several overlay); --png writes each chart as PNG.
+    Report(ReportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A result file, a sweep directory or a matrix directory; several are overlaid.
+    #[arg(required = true, num_args = 1.., value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// The HTML file (default: report.html in a directory given first, else the first
+    /// result's name with .html).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Also write every chart as DIR/<chart>.png.
+    #[arg(long = "png", value_name = "DIR")]
+    pub png: Option<PathBuf>,
+    /// The deployment's price per hour (USD): prices results saved without a cost.
+    #[arg(long = "cost-per-hour", value_name = "USD")]
+    pub cost_per_hour: Option<f64>,
 }
 
 #[derive(Debug, Args)]
@@ -62,6 +82,9 @@ pub struct CompareArgs {
     /// 'METRIC<-5%' (e.g. 'median_ttft_ms>+10%', 'output_throughput<-5%'); repeatable.
     #[arg(long = "fail-if", value_name = "RULE")]
     pub fail_if: Vec<String>,
+    /// Also write the comparison as an HTML report with the inputs' curves overlaid.
+    #[arg(long = "html", value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

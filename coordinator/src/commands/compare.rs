@@ -2,8 +2,11 @@
 //! side, matched by level; `--fail-if` rules gate a CI pipeline on a regression (D8:
 //! exit 0 pass, 1 a rule breached, 2 usage or a metric missing).
 
+use super::report;
 use crate::analysis::compare::{Line, Rule, compare, parse_rule};
 use crate::exit;
+use crate::output::read::{self, level};
+use crate::output::report::{Options, Section, Table};
 use crate::output::tables::compare_table;
 use crate::output::terminal;
 use std::collections::BTreeMap;
@@ -32,54 +35,14 @@ fn usage(m: String) -> (u8, String) {
     (exit::USAGE, m)
 }
 
-/// The level a result belongs to: its sweep position, else its concurrency or rate.
-fn level(v: &serde_json::Value) -> String {
-    if let Some(s) = v.get("sweep").filter(|s| s.is_object()) {
-        return format!("{}={}", s["kind"].as_str().unwrap_or("level"), s["level"]);
-    }
-    match (v.get("max_concurrency").and_then(|c| c.as_u64()), v.get("request_rate")) {
-        (Some(c), _) => format!("concurrency={c}"),
-        (None, Some(r)) => format!("rate={r}"),
-        _ => "run".into(),
-    }
-}
-
 fn load(path: &Path) -> Result<Input, (u8, String)> {
-    let read = |p: &Path| -> Result<serde_json::Value, (u8, String)> {
-        let text = std::fs::read(p).map_err(|e| usage(format!("{}: {e}", p.display())))?;
-        serde_json::from_slice(&text).map_err(|e| usage(format!("{}: {e}", p.display())))
-    };
-    let files: Vec<PathBuf> = if path.is_dir() {
-        let mut f: Vec<PathBuf> = std::fs::read_dir(path)
-            .map_err(|e| usage(format!("{}: {e}", path.display())))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "json"))
-            .filter(|p| !matches!(p.file_name().and_then(|n| n.to_str()), Some("summary.json" | "validate.json")))
-            .collect();
-        f.sort();
-        f
-    } else {
-        vec![path.to_path_buf()]
-    };
-    let mut input = Input { name: path.display().to_string(), schema: 0, levels: BTreeMap::new() };
-    let lone = !path.is_dir();
-    for f in files {
-        let v = read(&f)?;
-        if v.get("completed").is_none() {
-            continue;
-        }
-        let schema = v.get("result_schema").and_then(|s| s.as_u64()).unwrap_or(1);
-        if input.schema != 0 && input.schema != schema {
-            return Err(usage(format!("{}: results of schemas {} and {schema} mixed", path.display(), input.schema)));
-        }
-        input.schema = schema;
-        let key = if lone { "run".to_string() } else { level(&v) };
-        input.levels.entry(key).or_default().push(v);
+    let l = read::load(path).map_err(usage)?;
+    let mut levels: BTreeMap<String, Vec<serde_json::Value>> = BTreeMap::new();
+    for (_, v) in l.results {
+        let key = if l.is_dir { level(&v) } else { "run".to_string() };
+        levels.entry(key).or_default().push(v);
     }
-    if input.levels.is_empty() {
-        return Err(usage(format!("{}: no result in it", path.display())));
-    }
-    Ok(input)
+    Ok(Input { name: l.name, schema: l.schema, levels })
 }
 
 /// The values of `metric` over the runs of a level; an error names what is missing.
@@ -90,7 +53,10 @@ fn values(runs: &[serde_json::Value], metric: &str, input: &str) -> Result<Vec<f
         .ok_or_else(|| usage(format!("{input}: no metric {metric:?} in its results")))
 }
 
-fn run(paths: &[PathBuf], rules: &[String]) -> Result<(String, Vec<String>), (u8, String)> {
+/// The compare table, the breached rules, and the lines (for `--html`).
+type Compared = (String, Vec<String>, Vec<Line>);
+
+fn run(paths: &[PathBuf], rules: &[String]) -> Result<Compared, (u8, String)> {
     let rules: Vec<Rule> = rules.iter().map(|r| parse_rule(r).map_err(usage)).collect::<Result<_, _>>()?;
     let [base, candidates @ ..] = paths else { return Err(usage("compare: BASE and CANDIDATE needed".into())) };
     if candidates.is_empty() {
@@ -150,14 +116,61 @@ fn run(paths: &[PathBuf], rules: &[String]) -> Result<(String, Vec<String>), (u8
             }
         }
     }
-    Ok((compare_table(&base.name, &lines), breached))
+    Ok((compare_table(&base.name, &lines), breached, lines))
 }
 
-/// `surge compare`: the table on stdout, each breached rule on stderr.
-pub fn compare_command(paths: &[PathBuf], rules: &[String]) -> u8 {
+/// The comparison as the report's first section.
+fn section(base: &str, lines: &[Line]) -> Section {
+    let mut s = Section::new("comparison", "Comparison");
+    s.notes.push(format!(
+        "Each candidate against the base {base}: relative change of the mean; Welch's p-value with 2+ runs a side."
+    ));
+    let rows = lines
+        .iter()
+        .map(|l| {
+            vec![
+                l.candidate.clone(),
+                l.level.clone(),
+                l.metric.clone(),
+                format!("{:.3}", l.c.base_mean),
+                format!("{:.3}", l.c.candidate_mean),
+                l.c.change_pct.map_or("—".into(), |p| format!("{p:+.1}%")),
+                l.c.p_value.map_or("—".into(), |p| format!("{p:.4}")),
+                if l.c.p_value.is_some_and(|p| p < 0.05) { "yes".into() } else { String::new() },
+            ]
+        })
+        .collect();
+    let head = ["candidate", "level", "metric", "base", "candidate value", "change", "p-value", "significant at 95 %"];
+    s.tables.push(Table {
+        caption: "candidate against base".into(),
+        head: head.iter().map(|h| h.to_string()).collect(),
+        rows,
+    });
+    s
+}
+
+fn write_html(paths: &[PathBuf], lines: &[Line], out: &Path) -> Result<(), String> {
+    let inputs = report::load_all(paths)?;
+    let base = inputs.first().map_or(String::new(), |l| l.name.clone());
+    let r = report::build(&inputs, Options::default(), vec![section(&base, lines)]);
+    report::write(&r, out, None).map(|_| ())
+}
+
+/// `surge compare`: the table on stdout, each breached rule on stderr; with `html`, the
+/// report with the table and the inputs overlaid.
+pub fn compare_command(paths: &[PathBuf], rules: &[String], html: Option<&Path>) -> u8 {
     match run(paths, rules) {
-        Ok((table, breached)) => {
+        Ok((table, breached, lines)) => {
             terminal::out(&table);
+            if let Some(out) = html {
+                match write_html(paths, &lines, out) {
+                    Ok(()) => terminal::say("compare", &format!("wrote {}", out.display())),
+                    Err(e) => {
+                        terminal::say("compare", &e);
+                        return exit::FAILURE;
+                    }
+                }
+            }
             for b in &breached {
                 terminal::say("compare", b);
             }

@@ -42,9 +42,11 @@ fn row(index: u64, start_us: i64, ttft_us: u32, itl: &[u32], error: ErrorKind) -
 }
 
 fn agent(i: usize, done: bool) -> AgentReport {
-    let mut a = AgentReport::default();
-    a.addr = format!("10.0.0.{}:7070", i + 1);
-    a.hello = HelloReply { cores: 4, max_in_flight: 10_000, hostname: format!("host{i}"), ..Default::default() };
+    let mut a = AgentReport {
+        addr: format!("10.0.0.{}:7070", i + 1),
+        hello: HelloReply { cores: 4, max_in_flight: 10_000, hostname: format!("host{i}"), ..Default::default() },
+        ..Default::default()
+    };
     a.offset.offset_ns = 1_250_000 * (i as i64 + 1);
     a.offset.rtt_ns = 400_000;
     a.completed = 3;
@@ -92,7 +94,7 @@ fn outcome(open_loop: bool, status: RunStatus) -> (Outcome, Vec<GlobalRow>) {
         };
         let mut r = row(i, 100_000 * i as i64, 40_000 + 7_000 * i as u32, itls[i as usize % 4], err);
         let start_s = r.start_us as f64 / 1e6 + 0.001 * (i % 2) as f64;
-        let intended_s = open_loop.then(|| start_s - 0.0005 * i as f64);
+        let intended_s = open_loop.then_some(start_s - 0.0005 * i as f64);
         if open_loop {
             r.intended_us = r.start_us - 500 * i as i64;
         }

@@ -8,6 +8,7 @@ mod golden_tests;
 pub mod live;
 pub mod matrix;
 pub mod otlp;
+pub mod report;
 pub mod sweep;
 pub mod validate;
 
@@ -107,11 +108,11 @@ impl Observer for Watch<'_> {
         otlp::with(|t| t.rows(rows));
         for r in rows {
             self.agg.add(r);
-            if let Some(f) = &mut self.rows {
-                if let Err(e) = f.write(r) {
-                    self.rows = None;
-                    self.row_error = Some(e);
-                }
+            if let Some(f) = &mut self.rows
+                && let Err(e) = f.write(r)
+            {
+                self.rows = None;
+                self.row_error = Some(e);
             }
         }
     }

@@ -2,8 +2,9 @@
 //! [`RunResult`]: the one place a result is assembled.
 
 use super::result::{
-    AgentEntry, ClientBlock, Counts, Detailed, ErrorExample, ImpliedLateness, Labels, Lag, Latencies, Lateness,
-    MetricStats, QueueLatency, RESULT_SCHEMA, Rate, RunMetadata, RunResult, ShareEntry, TokenCounts, TokenizerRef,
+    AgentEntry, ClientBlock, Counts, Detailed, Distribution, ErrorExample, ImpliedLateness, Labels, Lag, Latencies,
+    Lateness, MetricStats, QueueLatency, RESULT_SCHEMA, Rate, RunMetadata, RunResult, ShareEntry, TokenCounts,
+    TokenizerRef,
 };
 use crate::analysis::cost;
 use crate::analysis::metrics::{Metrics, kind_name};
@@ -30,6 +31,27 @@ fn stats(name: &str, d: &Sample, ps: &[f64]) -> MetricStats {
         std_ms: d.std_ms(),
         percentiles: ps.iter().map(|&p| (p, d.percentile_ms(p))).collect(),
     }
+}
+
+/// The `distributions` key: each latency metric that has values.
+fn distributions(m: &Metrics) -> std::collections::BTreeMap<String, Distribution> {
+    METRICS
+        .iter()
+        .map(|&name| (name, m.dist(name)))
+        .filter(|(_, d)| !d.is_empty())
+        .map(|(name, d)| {
+            let (le_ms, counts) = d.buckets().into_iter().unzip();
+            let dist = Distribution {
+                count: d.len(),
+                p50_ms: d.median_ms(),
+                p90_ms: d.percentile_ms(90.0),
+                p99_ms: d.percentile_ms(99.0),
+                le_ms,
+                counts,
+            };
+            (name.to_string(), dist)
+        })
+        .collect()
 }
 
 /// A request count, `None` when the run had no cap.
@@ -251,6 +273,7 @@ pub fn run_result(
             verdict::mark_slices(&mut slices, plan, &o.agents);
             slices
         },
+        distributions: distributions(m),
         server_metrics: m.server.clone(),
         detailed: plan.save_detailed.then(|| detailed(m)),
     }

@@ -5,6 +5,8 @@
 
 pub mod build;
 pub mod files;
+pub mod read;
+pub mod report;
 pub mod result;
 pub mod rows;
 pub mod summary;

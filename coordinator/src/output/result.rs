@@ -116,12 +116,29 @@ pub struct RunResult {
     /// One entry per `--timeslice` of the run.
     #[serde(default)]
     pub time_series: Vec<Slice>,
+    /// Per latency metric (`ttft`, `tpot`, `itl`, `e2el`): its histogram, merged exactly
+    /// across agents (D4); reports draw histograms and CDFs from it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub distributions: BTreeMap<String, Distribution>,
     /// The server's own metrics over the level (issue 15), when scraped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_metrics: Option<crate::analysis::server::ServerMetrics>,
     /// `--save-detailed`: per-request arrays in seconds, as vLLM saves them.
     #[serde(flatten)]
     pub detailed: Option<Detailed>,
+}
+
+/// One metric's distribution: log-spaced buckets (32 per doubling; empty ones left out),
+/// each counting the values above the previous bound and at most `le_ms`, and the
+/// quantiles a report marks (the same values the summary's percentiles come from).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Distribution {
+    pub count: u64,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub le_ms: Vec<f64>,
+    pub counts: Vec<u64>,
 }
 
 /// `--metadata` labels in the order given.

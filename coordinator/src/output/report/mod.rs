@@ -1,0 +1,154 @@
+//! `surge report`: results (run files, sweep and matrix directories) turned into one
+//! self-contained HTML page (inline SVG, no network reference) and, on request, a PNG per
+//! chart. [`build`] makes the page's content as data (sections of tables and
+//! [`chart::Chart`]s, from [`runs`] and [`sweeps`]); [`html`] writes it, [`draw`] draws
+//! the charts.
+
+pub mod chart;
+pub mod draw;
+pub mod html;
+pub mod runs;
+pub mod sweeps;
+
+use super::read::Loaded;
+use chart::Chart;
+
+/// A table as it is shown: a caption, a header row, rows of cells.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Table {
+    pub caption: String,
+    pub head: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+/// One part of the page.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Section {
+    pub id: String,
+    pub title: String,
+    pub notes: Vec<String>,
+    pub tables: Vec<Table>,
+    pub charts: Vec<Chart>,
+}
+
+impl Section {
+    pub fn new(id: &str, title: &str) -> Self {
+        Self { id: id.into(), title: title.into(), notes: Vec::new(), tables: Vec::new(), charts: Vec::new() }
+    }
+
+    /// Adds the chart unless it has nothing to plot.
+    pub fn chart(&mut self, c: Chart) {
+        if !c.is_empty() {
+            self.charts.push(c);
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    pub title: String,
+    /// The inputs, as given.
+    pub inputs: Vec<String>,
+    pub sections: Vec<Section>,
+}
+
+/// One run result and the name it is shown under.
+pub struct Run<'a> {
+    pub name: String,
+    pub v: &'a serde_json::Value,
+}
+
+/// One sweep directory.
+pub struct Sweep<'a> {
+    pub name: String,
+    pub summary: &'a serde_json::Value,
+    pub runs: Vec<Run<'a>>,
+}
+
+/// USD per hour from `--cost-per-hour`, applied to results that carry no cost.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    pub cost_per_hour: Option<f64>,
+}
+
+/// The page for `inputs`: sweeps first (their curves), then every run that is not part of a
+/// sweep (lone results, matrix profiles), overlaid.
+pub fn build(inputs: &[Loaded], opts: Options) -> Report {
+    let many = inputs.len() > 1;
+    let mut sweeps = Vec::new();
+    let mut lone = Vec::new();
+    for l in inputs {
+        let short = short_name(&l.name);
+        let runs: Vec<Run> = l
+            .results
+            .iter()
+            .map(|(stem, v)| Run {
+                name: if many && l.is_dir { format!("{short}/{stem}") } else { run_name(stem, v, l.is_dir) },
+                v,
+            })
+            .collect();
+        match &l.summary {
+            Some(summary) => sweeps.push(Sweep { name: short, summary, runs }),
+            None => lone.extend(runs),
+        }
+    }
+    let mut sections = Vec::new();
+    if !sweeps.is_empty() {
+        sections.extend(sweeps::sections(&sweeps, opts));
+    }
+    if !lone.is_empty() {
+        sections.extend(runs::sections(&lone, opts));
+    }
+    let title = match inputs {
+        [one] => format!("surge report: {}", short_name(&one.name)),
+        _ => format!("surge report: {} inputs", inputs.len()),
+    };
+    Report { title, inputs: inputs.iter().map(|l| l.name.clone()).collect(), sections }
+}
+
+/// A path's last component.
+fn short_name(path: &str) -> String {
+    let p = std::path::Path::new(path.trim_end_matches('/'));
+    p.file_name().and_then(|n| n.to_str()).unwrap_or(path).to_string()
+}
+
+/// A lone run is shown under its `--label` when it has one, else its file stem.
+fn run_name(stem: &str, v: &serde_json::Value, in_dir: bool) -> String {
+    match v.get("label").and_then(|l| l.as_str()) {
+        Some(label) if !in_dir => label.to_string(),
+        _ => stem.to_string(),
+    }
+}
+
+/// `v`'s number at a dotted path (`client.verdict.achieved_rate`).
+pub fn num(v: &serde_json::Value, path: &str) -> Option<f64> {
+    path.split('.').try_fold(v, |v, k| v.get(k))?.as_f64()
+}
+
+/// A number as tables show it: integers plain, others with up to 3 decimals.
+pub fn fmt_num(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{x:.0}")
+    } else if x.abs() >= 100.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+/// Any JSON value as one table cell.
+pub fn cell(v: Option<&serde_json::Value>) -> String {
+    match v {
+        None | Some(serde_json::Value::Null) => "—".into(),
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(serde_json::Value::Number(n)) => n.as_f64().map_or_else(|| n.to_string(), fmt_num),
+        Some(serde_json::Value::Bool(b)) => if *b { "yes" } else { "no" }.into(),
+        Some(serde_json::Value::Array(a)) => a.iter().map(|x| cell(Some(x))).collect::<Vec<_>>().join(", "),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// USD per million tokens at `tokens_per_s` for `per_hour` USD an hour.
+pub fn cost_at(per_hour: f64, tokens_per_s: f64) -> Option<f64> {
+    crate::analysis::cost::per_million(per_hour, tokens_per_s)
+}
