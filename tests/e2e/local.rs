@@ -365,3 +365,66 @@ fn append_result_adds_one_json_line_per_run() {
         .collect();
     assert_eq!(completed, vec![20, 30]);
 }
+
+/// `--ramp-up-strategy linear` (vLLM's): the rate climbs from 40 to 400 req/s over the
+/// requests, the result carries vLLM's ramp keys and one `rps_change_events` entry per
+/// whole rate, in time order; bad ramp flags are usage errors naming the flag.
+#[test]
+fn a_linear_ramp_up_climbs_and_writes_rps_change_events() {
+    let (_echo, base) = echo("127.0.0.1", &[]);
+    let dir = TempDir::new("ramp");
+    let args = vec![
+        "run",
+        "--base-url",
+        &base,
+        "--model",
+        "m",
+        "--num-prompts",
+        "600",
+        "--random-input-len",
+        "8",
+        "--random-output-len",
+        "2",
+        "--burstiness",
+        "100",
+        "--save-detailed",
+        "--ramp-up-strategy",
+        "linear",
+        "--ramp-up-start-rps",
+        "40",
+        "--ramp-up-end-rps",
+        "400",
+    ];
+    let r = run_saved(&dir, &args, Duration::from_secs(60));
+    assert_eq!(r["completed"], 600);
+    assert_eq!(
+        (r["ramp_up_strategy"].as_str(), r["ramp_up_start_rps"].as_u64(), r["ramp_up_end_rps"].as_u64()),
+        (Some("linear"), Some(40), Some(400))
+    );
+    let events = r["rps_change_events"].as_array().unwrap();
+    let rps: Vec<u64> = events.iter().map(|e| e["rps"].as_u64().unwrap()).collect();
+    assert_eq!(rps, (40..=400).collect::<Vec<u64>>());
+    let stamps: Vec<&str> = events.iter().map(|e| e["timestamp"].as_str().unwrap()).collect();
+    assert!(stamps.windows(2).all(|w| w[0] <= w[1]), "{stamps:?}");
+    // Early gaps are several times the late ones (40-76 req/s against 364-400).
+    let mut starts: Vec<f64> = r["start_times"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+    starts.sort_by(f64::total_cmp);
+    let gap = |w: &[f64]| (w[w.len() - 1] - w[0]) / (w.len() - 1) as f64;
+    let (early, late) = (gap(&starts[..60]), gap(&starts[540..]));
+    assert!((4.0..10.0).contains(&(early / late)), "early gap {early}, late gap {late}");
+    // The whole run lasts about the sum of the gaps: 600 / 360 * ln(10) = 3.8 s.
+    let d = r["duration"].as_f64().unwrap();
+    assert!((3.0..5.5).contains(&d), "duration {d}");
+    // Bad flags name themselves.
+    for (extra, flag) in [
+        (vec!["--request-rate", "5"], "--request-rate"),
+        (vec!["--ramp-up-strategy", "exponential", "--ramp-up-start-rps", "0"], "--ramp-up-start-rps 0"),
+        (vec!["--ramp-up-start-rps", "500"], "--ramp-up-start-rps 500"),
+    ] {
+        let mut a = args.clone();
+        a.extend(extra);
+        let out = surge(&a, Duration::from_secs(20));
+        assert_eq!(out.status.code(), Some(2), "{flag}: {}", text(&out.stderr));
+        assert!(text(&out.stderr).contains(flag), "{flag}: {}", text(&out.stderr));
+    }
+}

@@ -217,7 +217,7 @@ pub async fn prepare(workload: Workload) -> Result<Prepared, EngineError> {
 /// As [`prepare`], with connections to the target opened from `local` (an address of
 /// this host) when given.
 pub async fn prepare_on(mut workload: Workload, local: Option<std::net::IpAddr>) -> Result<Prepared, EngineError> {
-    let schedule = Schedule::new(workload.request_rate, workload.burstiness, workload.pacing_seed)?;
+    let schedule = Schedule::for_workload(&workload)?;
     if workload.slice_len == jobs::UNBOUNDED && workload.max_concurrency == 0 && !schedule.is_open_loop() {
         return Err(EngineError::Unbounded);
     }
@@ -231,7 +231,7 @@ pub async fn prepare_on(mut workload: Workload, local: Option<std::net::IpAddr>)
     // Connections opened before the start: one per concurrency slot, but never more than
     // the requests to send, nor than WARM_MAX (a huge cap is a limit, not a plan).
     // An open loop opens more on demand.
-    let open_loop = workload.request_rate > 0.0;
+    let open_loop = schedule.is_open_loop();
     let warm_max = if open_loop { WARM_MAX / 4 } else { WARM_MAX };
     let concurrency = u64::from(workload.max_concurrency).min(jobs.len().max(1)).min(warm_max as u64) as usize;
     let pool = Arc::new(Pool::new(
@@ -320,8 +320,7 @@ pub async fn run(prepared: Prepared, sink: Arc<dyn Sink>, ctl: Control) -> Repor
     let started_at = SystemTime::now() - t0.elapsed();
     let deadline = tokio::time::Instant::from_std(ctl.deadline);
     let duration = (workload.duration_ms > 0).then(|| Duration::from_millis(workload.duration_ms));
-    let schedule =
-        Schedule::new(workload.request_rate, workload.burstiness, workload.pacing_seed).expect("validated in prepare");
+    let schedule = Schedule::for_workload(&workload).expect("validated in prepare");
     let jobs = Arc::new(jobs);
     let ctx = Arc::new(RunCtx { pool, tpl, sink, stats: Arc::clone(&stats), cancel: ctl.stop.child_token(), t0, jobs });
     let tracker = TaskTracker::new();

@@ -10,11 +10,48 @@ use rand::{SeedableRng, rngs::SmallRng};
 use rand_distr::{Distribution, Gamma};
 use std::time::Duration;
 
+/// vLLM's `--ramp-up-strategy`: the rate of request k goes from `start` to `end` with
+/// k / (n - 1), linearly or geometrically.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ramp {
+    pub exponential: bool,
+    pub start: f64,
+    pub end: f64,
+    /// Requests in the slice.
+    pub n: u64,
+}
+
+impl Ramp {
+    /// The ramp a workload asks for, if any.
+    pub fn of(w: &surge_proto::Workload) -> Option<Self> {
+        let exponential = match w.ramp_strategy.as_str() {
+            "linear" => false,
+            "exponential" => true,
+            _ => return None,
+        };
+        Some(Self { exponential, start: w.ramp_start_rps, end: w.ramp_end_rps, n: w.slice_len })
+    }
+
+    /// The rate of request `k` (0-based), requests/s.
+    pub fn rate(&self, k: u64) -> f64 {
+        let progress = (k as f64 / self.n.saturating_sub(1).max(1) as f64).min(1.0);
+        if self.exponential {
+            self.start * (self.end / self.start).powf(progress)
+        } else {
+            self.start + (self.end - self.start) * progress
+        }
+    }
+}
+
 /// An infinite, seeded sequence of intended send offsets.
 #[derive(Debug)]
 pub struct Schedule {
     rng: SmallRng,
     gamma: Option<Gamma<f64>>,
+    /// With a ramp, `gamma` has mean 1 and each gap is divided by its request's rate.
+    ramp: Option<Ramp>,
+    /// The request whose offset `next_s` is.
+    k: u64,
     /// Intended offset of the next request, in seconds.
     next_s: f64,
 }
@@ -40,13 +77,55 @@ impl Schedule {
             let scale = 1.0 / (rate * burstiness);
             Some(Gamma::new(burstiness, scale).map_err(|_| err)?)
         };
-        let mut s = Self { rng: SmallRng::seed_from_u64(seed), gamma, next_s: 0.0 };
-        // The first request is also drawn, as in vLLM: offset 0 would make every
-        // agent of a distributed run fire at once.
-        if let Some(g) = &s.gamma {
-            s.next_s = g.sample(&mut s.rng);
+        Ok(Self::first(Self { rng: SmallRng::seed_from_u64(seed), gamma, ramp: None, k: 0, next_s: 0.0 }))
+    }
+
+    /// A ramped schedule: request k's gap is drawn at `ramp.rate(k)` (vLLM draws gap k
+    /// from a gamma of mean 1 / rate_k); a rate of 0 sends at once.
+    pub fn ramped(ramp: Ramp, burstiness: f64, seed: u64) -> Result<Self, PacingError> {
+        let err = PacingError { rate: ramp.start, burstiness };
+        let valid = |r: f64| r >= 0.0 && r.is_finite();
+        if !(valid(ramp.start) && valid(ramp.end) && burstiness > 0.0 && burstiness.is_finite())
+            || (ramp.exponential && ramp.start <= 0.0)
+        {
+            return Err(err);
         }
-        Ok(s)
+        let gamma = Gamma::new(burstiness, 1.0 / burstiness).map_err(|_| err)?;
+        Ok(Self::first(Self {
+            rng: SmallRng::seed_from_u64(seed),
+            gamma: Some(gamma),
+            ramp: Some(ramp),
+            k: 0,
+            next_s: 0.0,
+        }))
+    }
+
+    /// The schedule a workload asks for: its ramp, else its rate.
+    pub fn for_workload(w: &surge_proto::Workload) -> Result<Self, PacingError> {
+        match Ramp::of(w) {
+            Some(r) => Self::ramped(r, w.burstiness, w.pacing_seed),
+            None => Self::new(w.request_rate, w.burstiness, w.pacing_seed),
+        }
+    }
+
+    /// The first request is also drawn, as in vLLM: offset 0 would make every agent of a
+    /// distributed run fire at once.
+    fn first(mut self) -> Self {
+        self.next_s = self.gap();
+        self
+    }
+
+    /// The gap before request `k` (seconds).
+    fn gap(&mut self) -> f64 {
+        let Some(g) = &self.gamma else { return 0.0 };
+        let x = g.sample(&mut self.rng);
+        match &self.ramp {
+            None => x,
+            Some(r) => {
+                let rate = r.rate(self.k);
+                if rate > 0.0 { x / rate } else { 0.0 }
+            }
+        }
     }
 
     /// Whether requests are paced at all (false for rate inf).
@@ -58,9 +137,8 @@ impl Schedule {
     /// low that the offset leaves `Duration`'s range never panics the pacing thread).
     pub fn next_offset(&mut self) -> Duration {
         let at = self.next_s;
-        if let Some(g) = &self.gamma {
-            self.next_s += g.sample(&mut self.rng);
-        }
+        self.k += 1;
+        self.next_s += self.gap();
         Duration::try_from_secs_f64(at).unwrap_or(Duration::MAX)
     }
 }
@@ -68,6 +146,32 @@ impl Schedule {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_linear_ramp_sends_each_part_at_its_rate() {
+        // 10 -> 100 req/s over 1,000 requests, nearly regular gaps: the gap before request
+        // k is 1 / rate(k), so the schedule's span is the sum of those.
+        let ramp = Ramp { exponential: false, start: 10.0, end: 100.0, n: 1000 };
+        let mut s = Schedule::ramped(ramp, 1e9, 1).unwrap();
+        let offs: Vec<f64> = (0..1000).map(|_| s.next_offset().as_secs_f64()).collect();
+        let want: f64 = (1..1000).map(|k| 1.0 / ramp.rate(k)).sum();
+        assert!(((offs[999] - offs[0]) - want).abs() < 1e-3 * want, "{} vs {want}", offs[999] - offs[0]);
+        // The gap before request k is 1 / rate(k): early gaps are nearly 10x the late ones.
+        let (early, late) = (offs[2] - offs[1], offs[999] - offs[998]);
+        let want = ramp.rate(999) / ramp.rate(2);
+        assert!((early / late - want).abs() < 1e-3 * want, "{early} / {late}, want {want}");
+        assert!((ramp.rate(999) - 100.0).abs() < 1e-9 && (ramp.rate(0) - 10.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn an_exponential_ramp_is_geometric_and_refuses_a_zero_start() {
+        let ramp = Ramp { exponential: true, start: 1.0, end: 100.0, n: 101 };
+        assert!((ramp.rate(50) - 10.0).abs() < 1e-9, "{}", ramp.rate(50));
+        assert!(Schedule::ramped(Ramp { start: 0.0, ..ramp }, 1.0, 1).is_err());
+        // A linear ramp from 0 sends its first request at once.
+        let mut s = Schedule::ramped(Ramp { exponential: false, start: 0.0, end: 10.0, n: 10 }, 1.0, 1).unwrap();
+        assert_eq!(s.next_offset(), Duration::ZERO);
+    }
 
     #[test]
     fn constant_rate_is_exact_and_cumulative() {

@@ -7,12 +7,13 @@
 //! come from histograms (see `sample`).
 
 use super::coalesce::Coalescing;
+use super::ramp::RampEvents;
 use super::sample::Sample;
 use super::server::{ClientSide, ServerMetrics, ServerView};
 use super::timeseries::{Slice, TimeSeries};
 pub use crate::fleet::outcome::{GlobalRow, kind_name};
 use crate::fleet::scrape::ServerScrape;
-use crate::plan::Slo;
+use crate::plan::{RampPlan, Slo};
 use std::collections::BTreeMap;
 
 /// Whether a successful row met every objective of `slo`.
@@ -101,6 +102,8 @@ pub struct Metrics {
     pub coalesced: Vec<Coalescing>,
     /// The server's own view, when its metrics were scraped.
     pub server: Option<ServerMetrics>,
+    /// A ramped run's rate changes.
+    pub ramp: Option<RampEvents>,
 }
 
 impl Metrics {
@@ -138,6 +141,7 @@ pub struct Aggregator {
     keep_rows: bool,
     series: TimeSeries,
     server: ServerView,
+    ramp: Option<RampEvents>,
 }
 
 impl Aggregator {
@@ -156,11 +160,29 @@ impl Aggregator {
             keep_rows,
             series: TimeSeries::new(slice_s),
             server: ServerView::new(slice_s),
+            ramp: None,
+        }
+    }
+
+    /// A ramped run: `rps_change_events` are tracked (the agents' slices come with
+    /// [`Aggregator::ramp_slices`]).
+    pub fn with_ramp(mut self, ramp: Option<RampPlan>) -> Self {
+        self.ramp = ramp.map(RampEvents::new);
+        self
+    }
+
+    /// The agents' slices: (first global index, length).
+    pub fn ramp_slices(&mut self, slices: Vec<(u64, u64)>) {
+        if let Some(r) = &mut self.ramp {
+            r.slices(slices);
         }
     }
 
     /// One finished request.
     pub fn add(&mut self, r: &GlobalRow) {
+        if let Some(ramp) = &mut self.ramp {
+            ramp.add(r.agent, r.row.index, r.start_s);
+        }
         let m = &mut self.m;
         self.first = self.first.min(r.start_s);
         self.last = self.last.max(r.end_s());
@@ -256,8 +278,9 @@ impl Aggregator {
 
     /// The run's metrics.
     pub fn finish(self) -> Metrics {
-        let Self { mut m, slo, good, first, last, queued, events, token_bins, series, server, .. } = self;
+        let Self { mut m, slo, good, first, last, queued, events, token_bins, series, server, ramp, .. } = self;
         m.exact = events.is_some();
+        m.ramp = ramp;
         for seen in m.error_examples.values_mut() {
             seen.sort_by_key(|e| std::cmp::Reverse(e.count));
             seen.truncate(EXAMPLES_PER_KIND);

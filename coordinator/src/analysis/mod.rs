@@ -7,6 +7,7 @@ pub mod compare;
 pub mod cost;
 pub mod knee;
 pub mod metrics;
+pub mod ramp;
 pub mod repeat;
 pub mod sample;
 pub mod server;

@@ -25,6 +25,34 @@ fn is_loopback(addr: &str) -> bool {
 }
 
 /// `surge run`'s flags (and `--config`) as a validated plan.
+/// `--ramp-up-*`, checked as vLLM checks them; a ramp needs `--num-prompts` (it runs
+/// over the requests).
+fn ramp_plan(a: &RunArgs, request_rate: f64) -> Result<Option<crate::plan::RampPlan>, UsageError> {
+    let Some(strategy) = a.ramp_up_strategy else {
+        if a.ramp_up_start_rps.is_some() || a.ramp_up_end_rps.is_some() {
+            return usage("--ramp-up-start-rps/--ramp-up-end-rps: need --ramp-up-strategy linear|exponential");
+        }
+        return Ok(None);
+    };
+    let (Some(start), Some(end)) = (a.ramp_up_start_rps, a.ramp_up_end_rps) else {
+        return usage("--ramp-up-strategy: both --ramp-up-start-rps and --ramp-up-end-rps must be given");
+    };
+    if request_rate.is_finite() {
+        return usage("--ramp-up-strategy: do not give --request-rate too (the ramp sets the rate)");
+    }
+    if start > end {
+        return usage(format!("--ramp-up-start-rps {start}: must not exceed --ramp-up-end-rps {end}"));
+    }
+    let exponential = strategy == crate::cli::RampArg::Exponential;
+    if exponential && start == 0 {
+        return usage("--ramp-up-start-rps 0: an exponential ramp cannot start at 0");
+    }
+    if a.num_prompts.is_none() && a.duration.is_some() {
+        return usage("--ramp-up-strategy: needs --num-prompts (the ramp runs over the requests, as vLLM's)");
+    }
+    Ok(Some(crate::plan::RampPlan { exponential, start, end }))
+}
+
 pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
     // vLLM's shorthands set every dataset's length.
     if let Some(n) = a.input_len {
@@ -61,6 +89,7 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         [r] => *r,
         _ => return usage("--request-rate: surge run takes one rate (lists of levels are for surge sweep)"),
     };
+    let ramp = ramp_plan(&a, request_rate)?;
     let slo = parse::goodput(&a.goodput).map_err(|e| UsageError(format!("--goodput: {e}")))?;
     if a.temperature.is_some_and(|t| !(t >= 0.0 && t.is_finite())) {
         return usage("--temperature: must be a number >= 0");
@@ -168,6 +197,7 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         max_concurrency: a.max_concurrency,
         request_rate,
         burstiness: a.burstiness,
+        ramp,
         num_warmups: a.num_warmups,
         // As vLLM 0.33: the random dataset runs to the requested length on OpenAI backends.
         ignore_eos: a.ignore_eos || (d.name == "random" && backend != Backend::Http),

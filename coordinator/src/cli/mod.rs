@@ -73,6 +73,13 @@ pub struct ReportArgs {
     pub cost_per_hour: Option<f64>,
 }
 
+/// `--ramp-up-strategy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RampArg {
+    Linear,
+    Exponential,
+}
+
 #[derive(Debug, Args)]
 pub struct CompareArgs {
     /// A result file or a sweep directory, then one or more to compare with it.
@@ -235,6 +242,14 @@ pub struct RunArgs {
     /// Gamma shape of inter-arrival gaps: 1.0 = Poisson, larger = more regular.
     #[arg(long, default_value_t = 1.0, value_parser = parse::positive)]
     pub burstiness: f64,
+    /// Ramp the request rate from --ramp-up-start-rps to --ramp-up-end-rps over the
+    /// requests (vLLM's ramp: request k is sent at the rate reached at k / (N - 1)).
+    #[arg(long = "ramp-up-strategy", value_enum, value_name = "STRATEGY")]
+    pub ramp_up_strategy: Option<RampArg>,
+    #[arg(long = "ramp-up-start-rps", value_name = "RPS")]
+    pub ramp_up_start_rps: Option<u32>,
+    #[arg(long = "ramp-up-end-rps", value_name = "RPS")]
+    pub ramp_up_end_rps: Option<u32>,
     #[arg(long, default_value_t = 0)]
     pub num_warmups: u32,
     #[arg(long)]

@@ -145,7 +145,8 @@ impl Observer for Watch<'_> {
     fn server(&mut self, scrape: &crate::fleet::scrape::ServerScrape) {
         self.agg.server(scrape);
     }
-    fn started(&mut self, run_id: u64, start_unix_ns: i64) {
+    fn started(&mut self, run_id: u64, start_unix_ns: i64, slices: &[(u64, u64)]) {
+        self.agg.ramp_slices(slices.to_vec());
         let agents = self.agents.clone();
         let model = self.model.clone();
         otlp::with(|t| t.level_start(run_id, start_unix_ns, &model, agents));
@@ -161,7 +162,8 @@ pub async fn run_on(
     progress: &mut Progress,
     keep_rows: bool,
 ) -> Result<(RunRecord, Outcome, Metrics), Failure> {
-    let agg = Aggregator::new(plan.slo.clone(), keep_rows || plan.save_detailed, plan.timeslice.as_secs_f64());
+    let agg = Aggregator::new(plan.slo.clone(), keep_rows || plan.save_detailed, plan.timeslice.as_secs_f64())
+        .with_ramp(plan.ramp);
     let rows =
         plan.save_rows.as_deref().map(RowFile::create).transpose().map_err(|e| Failure::run("--save-rows", &e))?;
     let duration = plan.duration.map(|d| d.as_secs_f64());

@@ -33,8 +33,9 @@ pub trait Observer: Send {
     fn notice(&mut self, _message: &str) {}
     /// A scrape of the server's metrics.
     fn server(&mut self, _scrape: &ServerScrape) {}
-    /// The run `run_id` starts at `start_unix_ns` (coordinator clock).
-    fn started(&mut self, _run_id: u64, _start_unix_ns: i64) {}
+    /// The run `run_id` starts at `start_unix_ns` (coordinator clock); `slices` are the
+    /// agents' request slices (first global index, length).
+    fn started(&mut self, _run_id: u64, _start_unix_ns: i64, _slices: &[(u64, u64)]) {}
 }
 
 /// An observer that ignores everything.
@@ -274,7 +275,9 @@ impl Runner<'_> {
         let lead_ns = (250_000_000i64).max(4 * max_rtt);
         let start_ns = now_ns() + lead_ns;
         self.start_ns = start_ns;
-        self.observer.started(run_id, start_ns);
+        let slices: Vec<(u64, u64)> =
+            self.agents.iter().map(|a| a.share.as_ref().map_or((0, 0), |s| (s.slice_start, s.num_prompts))).collect();
+        self.observer.started(run_id, start_ns, &slices);
         if let Some((s, baseline_ns)) = &scraping {
             let mut b = s.clone();
             b.t_s = (baseline_ns - start_ns) as f64 / 1e9;
@@ -415,6 +418,9 @@ fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize, run_id: u64) -> Wo
         max_concurrency: s.max_concurrency,
         request_rate: if s.request_rate.is_finite() { s.request_rate } else { 0.0 },
         burstiness: plan.burstiness,
+        ramp_strategy: plan.ramp.map_or_else(String::new, |r| r.name().to_string()),
+        ramp_start_rps: plan.ramp.map_or(0.0, |r| f64::from(r.start) * s.fraction),
+        ramp_end_rps: plan.ramp.map_or(0.0, |r| f64::from(r.end) * s.fraction),
         duration_ms: plan.duration.map_or(0, |d| d.as_millis() as u64),
         num_warmups: s.num_warmups,
         ignore_eos: plan.ignore_eos,

@@ -219,6 +219,9 @@ pub fn run_result(
         request_rate: Rate(plan.request_rate),
         burstiness: plan.burstiness,
         max_concurrency: plan.max_concurrency,
+        ramp_up_strategy: plan.ramp.map(|r| r.name().to_string()),
+        ramp_up_start_rps: plan.ramp.map(|r| r.start),
+        ramp_up_end_rps: plan.ramp.map(|r| r.end),
         labels: Labels(plan.metadata.clone()),
         duration: m.duration_s,
         ended_by: ended_by(o).into(),
@@ -232,6 +235,7 @@ pub fn run_result(
         total_token_throughput: m.total_token_throughput,
         max_output_tokens_per_s: m.max_output_tokens_per_s,
         max_concurrent_requests: m.max_concurrent_requests,
+        rps_change_events: m.ramp.as_ref().map(|r| r.events(o.started_at)),
         latency: Latencies(METRICS.iter().map(|k| stats(k, m.dist(k), &ps)).collect()),
         e2el_including_client_queue: m.e2el_incl_queue.as_ref().map(|q| QueueLatency {
             mean_ms: q.mean_ms(),

@@ -58,7 +58,11 @@ pub fn complete_result(path: &Path) -> Option<RunResult> {
 /// Where a run's result goes: `--result-dir`/`--result-filename`, or vLLM's default name.
 pub fn result_path(plan: &RunPlan, model: &str, started_at: chrono::DateTime<chrono::Utc>) -> PathBuf {
     let name = plan.result_filename.clone().unwrap_or_else(|| {
-        let rate = if plan.request_rate.is_finite() { format!("{}", plan.request_rate) } else { "inf".into() };
+        let rate = match plan.ramp {
+            Some(r) => format!("ramp-up-{}-{}qps-{}", r.name(), r.start, r.end),
+            None if plan.request_rate.is_finite() => format!("{}", plan.request_rate),
+            None => "inf".into(),
+        };
         let conc = plan.max_concurrency.map_or_else(String::new, |c| format!("-concurrency{c}"));
         let base = model.rsplit('/').next().unwrap_or(model);
         let label = plan.label.as_deref().unwrap_or(plan.backend_name);

@@ -69,6 +69,13 @@ pub struct RunResult {
     pub request_rate: Rate,
     pub burstiness: f64,
     pub max_concurrency: Option<u32>,
+    /// `--ramp-up-strategy` and its rates, as vLLM writes them (absent without a ramp).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ramp_up_strategy: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ramp_up_start_rps: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ramp_up_end_rps: Option<u32>,
     pub duration: f64,
     /// What ended the run: `num_prompts`, `duration`, `max_run_time`, `interrupt` or
     /// `agent_loss`.
@@ -84,6 +91,9 @@ pub struct RunResult {
     pub total_token_throughput: f64,
     pub max_output_tokens_per_s: f64,
     pub max_concurrent_requests: f64,
+    /// A ramped run: when the rate reached each whole request rate (vLLM's key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rps_change_events: Option<Vec<crate::analysis::ramp::RpsEvent>>,
     /// `mean_/median_/std_/pN_{ttft,tpot,itl,e2el}_ms`.
     #[serde(flatten)]
     pub latency: Latencies,

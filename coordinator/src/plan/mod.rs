@@ -16,6 +16,27 @@ use surge_proto::{Backend, DatasetSpec, PromptItem};
 /// The metric families of `--percentile-metrics`, in vLLM's order.
 pub const METRICS: [&str; 4] = ["ttft", "tpot", "itl", "e2el"];
 
+/// vLLM's ramp-up: the rate of request k goes from `start` to `end` requests/s with
+/// k / (N - 1), linearly or geometrically (each agent ramps its share over its slice).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RampPlan {
+    pub exponential: bool,
+    pub start: u32,
+    pub end: u32,
+}
+
+impl RampPlan {
+    pub fn name(&self) -> &'static str {
+        if self.exponential { "exponential" } else { "linear" }
+    }
+
+    /// The whole run's rate at `progress` (0..=1) through its requests.
+    pub fn rate(&self, progress: f64) -> f64 {
+        let (s, e, p) = (f64::from(self.start), f64::from(self.end), progress.clamp(0.0, 1.0));
+        if self.exponential { s * (e / s).powf(p) } else { s + (e - s) * p }
+    }
+}
+
 /// `--num-prompts` when neither it nor `--duration` is given (vLLM's default).
 pub const DEFAULT_NUM_PROMPTS: u64 = 1000;
 /// `num_prompts` of a run without a request cap (`--duration` alone).
@@ -100,6 +121,8 @@ pub struct RunPlan {
     pub max_concurrency: Option<u32>,
     pub request_rate: f64,
     pub burstiness: f64,
+    /// `--ramp-up-strategy` (then `request_rate` is infinite, as vLLM requires).
+    pub ramp: Option<RampPlan>,
     pub num_warmups: u32,
     pub ignore_eos: bool,
     pub temperature: Option<f64>,

@@ -1,0 +1,88 @@
+//! vLLM's `rps_change_events` for a ramped run: when the ramp reached each whole rate. Each
+//! agent ramps its share over its own slice, so a request's rate is the whole ramp's at its
+//! progress through its agent's slice; an event is the first request sent at or above its
+//! rate. Memory: one time per whole rate reached (not per request).
+
+use crate::plan::RampPlan;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One event as vLLM writes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RpsEvent {
+    pub rps: u32,
+    pub timestamp: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct RampEvents {
+    plan: RampPlan,
+    /// Per agent: its slice's first global index and length.
+    slices: Vec<(u64, u64)>,
+    /// Whole rate (vLLM's `int(rate)`) -> the earliest send seen at it, seconds from the start.
+    first_s: BTreeMap<u32, f64>,
+}
+
+impl RampEvents {
+    pub fn new(plan: RampPlan) -> Self {
+        Self { plan, slices: Vec::new(), first_s: BTreeMap::new() }
+    }
+
+    /// The agents' slices, known once the run is split.
+    pub fn slices(&mut self, slices: Vec<(u64, u64)>) {
+        self.slices = slices;
+    }
+
+    /// A request of agent `agent` with global index `index`, sent `start_s` after the start.
+    pub fn add(&mut self, agent: usize, index: u64, start_s: f64) {
+        let Some(&(first, len)) = self.slices.get(agent) else { return };
+        let progress = index.saturating_sub(first) as f64 / len.saturating_sub(1).max(1) as f64;
+        let rps = self.plan.rate(progress).floor() as u32;
+        let t = self.first_s.entry(rps).or_insert(start_s);
+        *t = t.min(start_s);
+    }
+
+    /// The events: the start rate at the start, then each whole rate up to the end rate at
+    /// the first request sent at or above it (none past what the run reached).
+    pub fn events(&self, started_at: chrono::DateTime<chrono::Utc>) -> Vec<RpsEvent> {
+        let stamp = |s: f64| {
+            let at = started_at + chrono::Duration::microseconds((s.max(0.0) * 1e6) as i64);
+            at.to_rfc3339_opts(chrono::SecondsFormat::Micros, false)
+        };
+        let mut out = vec![RpsEvent { rps: self.plan.start, timestamp: stamp(0.0) }];
+        for rps in self.plan.start.saturating_add(1)..=self.plan.end {
+            match self.first_s.range(rps..).map(|(_, &t)| t).reduce(f64::min) {
+                Some(t) => out.push(RpsEvent { rps, timestamp: stamp(t) }),
+                None => break,
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_whole_rate_at_the_first_request_sent_at_it() {
+        // 1 -> 4 req/s over 7 requests on one agent: rates 1, 1.5, 2, 2.5, 3, 3.5, 4.
+        let mut r = RampEvents::new(RampPlan { exponential: false, start: 1, end: 4 });
+        r.slices(vec![(100, 7)]);
+        for k in 0..7u64 {
+            r.add(0, 100 + k, k as f64);
+        }
+        let t0 = chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+        let e = r.events(t0);
+        let rps: Vec<u32> = e.iter().map(|x| x.rps).collect();
+        assert_eq!(rps, [1, 2, 3, 4]);
+        assert_eq!(e[0].timestamp, "2027-01-15T08:00:00.000000+00:00");
+        assert_eq!(e[1].timestamp, "2027-01-15T08:00:02.000000+00:00", "request 2 reached 2 req/s");
+        assert_eq!(e[3].timestamp, "2027-01-15T08:00:06.000000+00:00");
+        // Two agents each ramp over their own slice: agent 1's first request is at 1 req/s.
+        let mut r = RampEvents::new(RampPlan { exponential: false, start: 1, end: 4 });
+        r.slices(vec![(0, 7), (7, 7)]);
+        r.add(1, 13, 0.5);
+        assert_eq!(r.events(t0).len(), 4, "agent 1's last request is at the end rate");
+    }
+}
