@@ -63,6 +63,9 @@ const WORDS: &[&str] = &[
     "city", "earth", "eye", "light", "thought", "head", "under", "story", "saw", "left",
 ];
 
+/// Salt of a timed trace's hash-id blocks.
+const TRACE_BLOCK_SALT: u64 = 0x5452_4143_4500_0001;
+
 /// Salts of the RNG streams that are not per request.
 const RANDOM_PREFIX_SALT: u64 = 0x5052_4546_4958_0001;
 const REPETITION_PREFIX_SALT: u64 = 0x5052_4546_4958_0002;
@@ -108,7 +111,7 @@ pub fn build(spec: &DatasetSpec, tok: Option<&Tok>, index: u64) -> Prompt {
             let (p, s) = (spec.prefix_repetition_prefix_len, spec.prefix_repetition_suffix_len);
             compose(tok, &mut prefix_rng, p, &mut rng, s, spec.prefix_repetition_output_len)
         }
-        DatasetKind::Sharegpt | DatasetKind::Custom => Prompt {
+        DatasetKind::Sharegpt | DatasetKind::Custom | DatasetKind::TimedTrace => Prompt {
             text: String::new(),
             input_tokens: 0,
             output_tokens: 0,
@@ -116,6 +119,51 @@ pub fn build(spec: &DatasetSpec, tok: Option<&Tok>, index: u64) -> Prompt {
             messages_json: String::new(),
         },
     }
+}
+
+/// Request `index` of a timed trace from its shipped item: the item's own text, else
+/// `input_tokens` tokens made of its hash-id blocks (block j: `trace_block_size` tokens
+/// drawn from `hash_ids[j]` and the seed alone, so requests that share ids share a prefix),
+/// then tokens of its own for what the blocks do not cover. Exact with a tokenizer (the
+/// last part is adjusted), else that many words.
+pub fn trace(spec: &DatasetSpec, tok: Option<&Tok>, item: &surge_proto::PromptItem, index: u64) -> Prompt {
+    if !item.text.is_empty() || !item.messages_json.is_empty() {
+        return Prompt {
+            text: item.text.clone(),
+            input_tokens: item.input_tokens,
+            output_tokens: item.output_tokens,
+            input_source: item.input_source(),
+            messages_json: item.messages_json.clone(),
+        };
+    }
+    let block = spec.trace_block_size.max(1);
+    let mut left = item.input_tokens;
+    let mut blocks: Vec<(SmallRng, u32)> = Vec::with_capacity(item.hash_ids.len());
+    for &h in &item.hash_ids {
+        let n = left.min(block);
+        if n == 0 {
+            break;
+        }
+        blocks.push((SmallRng::seed_from_u64(mix(spec.seed ^ TRACE_BLOCK_SALT, h)), n));
+        left -= n;
+    }
+    let mut rng = SmallRng::seed_from_u64(mix(spec.seed, index));
+    let (text, input_tokens, input_source) = match tok {
+        Some(t) => {
+            let prefix: Vec<u32> = blocks.iter_mut().flat_map(|(r, n)| synth::draw(t, r, *n as usize)).collect();
+            let (text, m) = synth::exact(t, &mut rng, &prefix, left as usize);
+            (text, m, TokenSource::Tokenizer)
+        }
+        None => {
+            let mut text = String::with_capacity(item.input_tokens as usize * 6);
+            for (r, n) in &mut blocks {
+                push_words(&mut text, r, *n);
+            }
+            push_words(&mut text, &mut rng, left);
+            (text, item.input_tokens, TokenSource::ClientEstimate)
+        }
+    };
+    Prompt { text, input_tokens, output_tokens: item.output_tokens, input_source, messages_json: String::new() }
 }
 
 /// Builds the slice `[start, start + len)` (on several threads when a tokenizer makes
@@ -216,6 +264,31 @@ mod tests {
             random_output_len: 3,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn trace_prompts_share_the_blocks_of_equal_hash_ids() {
+        let spec =
+            DatasetSpec { kind: DatasetKind::TimedTrace as i32, seed: 3, trace_block_size: 4, ..Default::default() };
+        let item = |hash_ids: Vec<u64>, n: u32| surge_proto::PromptItem {
+            input_tokens: n,
+            output_tokens: 2,
+            hash_ids,
+            ..Default::default()
+        };
+        let a = trace(&spec, None, &item(vec![7, 8, 9], 10), 0);
+        let b = trace(&spec, None, &item(vec![7, 8, 5], 11), 1);
+        let words = |p: &Prompt| p.text.split(' ').map(String::from).collect::<Vec<_>>();
+        let (wa, wb) = (words(&a), words(&b));
+        assert_eq!((wa.len(), wb.len()), (10, 11));
+        assert_eq!(wa[..8], wb[..8], "blocks 7 and 8 are shared");
+        assert_ne!(wa[8..], wb[8..10]);
+        assert_eq!((a.input_tokens, a.output_tokens), (10, 2));
+        // With a tokenizer the length is exact.
+        let t = fixture();
+        let c = trace(&spec, Some(&t), &item(vec![7, 8], 12), 2);
+        assert_eq!(t.count(&c.text), 12);
+        assert_eq!(c.input_tokens, 12);
     }
 
     #[test]

@@ -57,6 +57,9 @@ enum Source {
     Built(Vec<Planned>),
     /// Prompts drawn per request from the seeded dataset.
     Generated { spec: DatasetSpec, tok: Option<Arc<Tok>>, shape: Shape },
+    /// A timed trace's shipped items (lengths, hash ids, send times; bounded by the
+    /// file), each prompt made when it is sent.
+    Trace { items: Vec<surge_proto::PromptItem>, spec: DatasetSpec, tok: Option<Arc<Tok>>, shape: Shape },
 }
 
 /// What a body holds besides its prompt, owned so that jobs outlive the workload.
@@ -116,6 +119,14 @@ impl Jobs {
         };
         let (len, first) = (w.slice_len, w.slice_start);
         let mut shipped = std::mem::take(&mut w.prompts);
+        if spec.kind() == DatasetKind::TimedTrace {
+            if shipped.is_empty() && len > 0 {
+                return Err(EngineError::MissingPrompts);
+            }
+            shipped.truncate(usize::try_from(len).unwrap_or(usize::MAX));
+            let len = len.min(shipped.len() as u64);
+            return Ok(Self { len, first, costly: true, source: Source::Trace { items: shipped, spec, tok, shape } });
+        }
         let built = if !shipped.is_empty() {
             // Prompts past the slice's length are never sent.
             shipped.truncate(usize::try_from(len).unwrap_or(usize::MAX));
@@ -185,7 +196,24 @@ impl Jobs {
                 // A generated prompt has no messages to parse: serializing cannot fail.
                 shape.planned(prompt).expect("a generated prompt has no messages")
             }
+            Source::Trace { items, spec, tok, shape } => {
+                let item = &items[(k % items.len() as u64) as usize];
+                let prompt = dataset::trace(spec, tok.as_deref(), item, self.index(k));
+                // Messages were checked when the coordinator parsed the file; a body that
+                // cannot be made is sent as a plain prompt rather than panicking.
+                shape.planned(prompt.clone()).unwrap_or_else(|_| {
+                    shape.planned(Prompt { messages_json: String::new(), ..prompt }).expect("a plain prompt serializes")
+                })
+            }
         }
+    }
+
+    /// A timed trace's send times, seconds from the start divided by `speedup`, one per
+    /// request of the slice (`None` for other datasets).
+    pub fn trace_offsets(&self, speedup: f64) -> Option<Arc<[f64]>> {
+        let Source::Trace { items, .. } = &self.source else { return None };
+        let speedup = if speedup > 0.0 { speedup } else { 1.0 };
+        Some(items.iter().map(|i| i.timestamp_ms / 1000.0 / speedup).collect())
     }
 }
 

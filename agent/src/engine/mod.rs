@@ -217,7 +217,7 @@ pub async fn prepare(workload: Workload) -> Result<Prepared, EngineError> {
 /// As [`prepare`], with connections to the target opened from `local` (an address of
 /// this host) when given.
 pub async fn prepare_on(mut workload: Workload, local: Option<std::net::IpAddr>) -> Result<Prepared, EngineError> {
-    let schedule = Schedule::for_workload(&workload)?;
+    let schedule = Schedule::for_workload(&workload, None)?;
     if workload.slice_len == jobs::UNBOUNDED && workload.max_concurrency == 0 && !schedule.is_open_loop() {
         return Err(EngineError::Unbounded);
     }
@@ -320,7 +320,8 @@ pub async fn run(prepared: Prepared, sink: Arc<dyn Sink>, ctl: Control) -> Repor
     let started_at = SystemTime::now() - t0.elapsed();
     let deadline = tokio::time::Instant::from_std(ctl.deadline);
     let duration = (workload.duration_ms > 0).then(|| Duration::from_millis(workload.duration_ms));
-    let schedule = Schedule::for_workload(&workload).expect("validated in prepare");
+    let schedule =
+        Schedule::for_workload(&workload, jobs.trace_offsets(workload.trace_speedup)).expect("validated in prepare");
     let jobs = Arc::new(jobs);
     let ctx = Arc::new(RunCtx { pool, tpl, sink, stats: Arc::clone(&stats), cancel: ctl.stop.child_token(), t0, jobs });
     let tracker = TaskTracker::new();

@@ -50,6 +50,9 @@ pub struct Schedule {
     gamma: Option<Gamma<f64>>,
     /// With a ramp, `gamma` has mean 1 and each gap is divided by its request's rate.
     ramp: Option<Ramp>,
+    /// A timed trace: request k's offset is `trace[k]` seconds (already divided by the
+    /// speed-up); nothing is drawn.
+    trace: Option<std::sync::Arc<[f64]>>,
     /// The request whose offset `next_s` is.
     k: u64,
     /// Intended offset of the next request, in seconds.
@@ -77,7 +80,14 @@ impl Schedule {
             let scale = 1.0 / (rate * burstiness);
             Some(Gamma::new(burstiness, scale).map_err(|_| err)?)
         };
-        Ok(Self::first(Self { rng: SmallRng::seed_from_u64(seed), gamma, ramp: None, k: 0, next_s: 0.0 }))
+        Ok(Self::first(Self { rng: SmallRng::seed_from_u64(seed), gamma, ramp: None, trace: None, k: 0, next_s: 0.0 }))
+    }
+
+    /// A timed trace's schedule: request k at `offsets_s[k]` (seconds from the start);
+    /// past the last, the last.
+    pub fn trace(offsets_s: std::sync::Arc<[f64]>) -> Self {
+        let next_s = offsets_s.first().copied().unwrap_or(0.0);
+        Self { rng: SmallRng::seed_from_u64(0), gamma: None, ramp: None, trace: Some(offsets_s), k: 0, next_s }
     }
 
     /// A ramped schedule: request k's gap is drawn at `ramp.rate(k)` (vLLM draws gap k
@@ -95,13 +105,18 @@ impl Schedule {
             rng: SmallRng::seed_from_u64(seed),
             gamma: Some(gamma),
             ramp: Some(ramp),
+            trace: None,
             k: 0,
             next_s: 0.0,
         }))
     }
 
-    /// The schedule a workload asks for: its ramp, else its rate.
-    pub fn for_workload(w: &surge_proto::Workload) -> Result<Self, PacingError> {
+    /// The schedule a workload asks for: its trace (offsets from its jobs), its ramp, else
+    /// its rate.
+    pub fn for_workload(w: &surge_proto::Workload, trace: Option<std::sync::Arc<[f64]>>) -> Result<Self, PacingError> {
+        if w.trace_speedup > 0.0 {
+            return Ok(Self::trace(trace.unwrap_or_else(|| std::sync::Arc::from(Vec::new()))));
+        }
         match Ramp::of(w) {
             Some(r) => Self::ramped(r, w.burstiness, w.pacing_seed),
             None => Self::new(w.request_rate, w.burstiness, w.pacing_seed),
@@ -130,7 +145,7 @@ impl Schedule {
 
     /// Whether requests are paced at all (false for rate inf).
     pub fn is_open_loop(&self) -> bool {
-        self.gamma.is_some()
+        self.gamma.is_some() || self.trace.is_some()
     }
 
     /// The intended offset of the next request (saturating at `Duration::MAX`: a rate so
@@ -138,7 +153,10 @@ impl Schedule {
     pub fn next_offset(&mut self) -> Duration {
         let at = self.next_s;
         self.k += 1;
-        self.next_s += self.gap();
+        match &self.trace {
+            Some(t) => self.next_s = t.get(self.k as usize).or(t.last()).copied().unwrap_or(0.0),
+            None => self.next_s += self.gap(),
+        }
         Duration::try_from_secs_f64(at).unwrap_or(Duration::MAX)
     }
 }
@@ -171,6 +189,14 @@ mod tests {
         // A linear ramp from 0 sends its first request at once.
         let mut s = Schedule::ramped(Ramp { exponential: false, start: 0.0, end: 10.0, n: 10 }, 1.0, 1).unwrap();
         assert_eq!(s.next_offset(), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_trace_is_replayed_at_its_offsets() {
+        let mut s = Schedule::trace(std::sync::Arc::from(vec![0.0, 0.5, 0.5, 2.0]));
+        assert!(s.is_open_loop());
+        let offs: Vec<f64> = (0..5).map(|_| s.next_offset().as_secs_f64()).collect();
+        assert_eq!(offs, [0.0, 0.5, 0.5, 2.0, 2.0]);
     }
 
     #[test]

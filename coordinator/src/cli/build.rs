@@ -90,6 +90,16 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         _ => return usage("--request-rate: surge run takes one rate (lists of levels are for surge sweep)"),
     };
     let ramp = ramp_plan(&a, request_rate)?;
+    let trace = d.name == "timed_trace";
+    let trace_len = d.prompts.len() as u64;
+    if trace && (request_rate.is_finite() || ramp.is_some()) {
+        return usage(
+            "--dataset-name timed_trace: the trace sets the send times; drop --request-rate/--ramp-up-strategy",
+        );
+    }
+    if trace && a.num_prompts.is_some_and(|n| n > trace_len) {
+        return usage(format!("--num-prompts {}: the trace has {trace_len} requests", a.num_prompts.unwrap_or(0)));
+    }
     let slo = parse::goodput(&a.goodput).map_err(|e| UsageError(format!("--goodput: {e}")))?;
     if a.temperature.is_some_and(|t| !(t >= 0.0 && t.is_finite())) {
         return usage("--temperature: must be a number >= 0");
@@ -189,6 +199,8 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         prompts: d.prompts,
         num_prompts: match (a.num_prompts, a.duration) {
             (Some(n), _) => n,
+            // A trace is replayed whole unless asked for fewer.
+            (None, _) if trace => trace_len,
             (None, Some(_)) => crate::plan::UNBOUNDED,
             (None, None) => crate::plan::DEFAULT_NUM_PROMPTS,
         },
@@ -198,6 +210,7 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         request_rate,
         burstiness: a.burstiness,
         ramp,
+        trace_speedup: trace.then_some(a.trace_speedup),
         num_warmups: a.num_warmups,
         // As vLLM 0.33: the random dataset runs to the requested length on OpenAI backends.
         ignore_eos: a.ignore_eos || (d.name == "random" && backend != Backend::Http),

@@ -43,12 +43,12 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
     if !(0.0..1.0).contains(&r) {
         return usage(format!("--random-range-ratio {r}: must be >= 0 and < 1"));
     }
-    let file_dataset = matches!(a.dataset_name, DatasetArg::Sharegpt | DatasetArg::Custom);
+    let file_dataset = matches!(a.dataset_name, DatasetArg::Sharegpt | DatasetArg::Custom | DatasetArg::TimedTrace);
     let path = match (&a.dataset_path, file_dataset) {
         (Some(p), true) => Some(p.clone()),
-        (None, true) => return usage("--dataset-name sharegpt/custom needs --dataset-path FILE"),
+        (None, true) => return usage("--dataset-name sharegpt/custom/timed_trace needs --dataset-path FILE"),
         (Some(_), false) => {
-            return usage("--dataset-path: only for --dataset-name sharegpt or custom");
+            return usage("--dataset-path: only for --dataset-name sharegpt, custom or timed_trace");
         }
         (None, false) => None,
     };
@@ -114,6 +114,15 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
                 .map_err(|e| UsageError(format!("--dataset-path {e}")))?;
             spec.set_kind(DatasetKind::Custom);
             "custom"
+        }
+        DatasetArg::TimedTrace => {
+            let p = path.as_deref().unwrap_or(Path::new(""));
+            let chat = a.backend == BackendArg::OpenaiChat;
+            prompts = super::trace::trace(p, tok, a.custom_output_len, chat)
+                .map_err(|e| UsageError(format!("--dataset-path {e}")))?;
+            spec.set_kind(DatasetKind::TimedTrace);
+            spec.trace_block_size = a.trace_block_size;
+            "timed_trace"
         }
     };
     Ok(DatasetPlan { spec, name, tokenizer, prompts: Arc::new(prompts) })

@@ -145,7 +145,7 @@ fn custom_line(line: &str, tok: Option<&Tok>, default_output: u32, chat: bool) -
 }
 
 /// The text of chat messages (contents joined by newlines), after checking their shape.
-fn messages_text(m: &Value) -> Result<String, String> {
+pub(super) fn messages_text(m: &Value) -> Result<String, String> {
     let msgs = m.as_array().filter(|a| !a.is_empty()).ok_or("\"messages\" must be a non-empty array")?;
     let mut parts = Vec::new();
     for (k, msg) in msgs.iter().enumerate() {

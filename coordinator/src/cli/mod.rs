@@ -8,6 +8,7 @@ pub mod config;
 pub mod dataset;
 pub mod files;
 pub mod parse;
+pub mod trace;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -152,6 +153,11 @@ pub enum DatasetArg {
     Custom,
     /// Shared prefixes with random suffixes, for prefix-cache tests.
     PrefixRepetition,
+    /// A JSONL trace (--dataset-path) replayed at its timestamps: Mooncake's form
+    /// {"timestamp": MS, "input_length": N, "output_length": M, "hash_ids": [...]} or
+    /// {"timestamp": MS, "prompt": ...}.
+    #[value(name = "timed_trace", alias = "timed-trace", alias = "mooncake")]
+    TimedTrace,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -250,6 +256,13 @@ pub struct RunArgs {
     pub ramp_up_start_rps: Option<u32>,
     #[arg(long = "ramp-up-end-rps", value_name = "RPS")]
     pub ramp_up_end_rps: Option<u32>,
+    /// --dataset-name timed_trace: replay this many times faster (2 = at half the trace's
+    /// times).
+    #[arg(long = "trace-speedup", default_value_t = 1.0, value_parser = parse::positive, value_name = "F")]
+    pub trace_speedup: f64,
+    /// --dataset-name timed_trace: tokens per hash_ids block (Mooncake's: 512).
+    #[arg(long = "trace-block-size", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..), value_name = "TOKENS")]
+    pub trace_block_size: u32,
     #[arg(long, default_value_t = 0)]
     pub num_warmups: u32,
     #[arg(long)]

@@ -421,6 +421,7 @@ fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize, run_id: u64) -> Wo
         ramp_strategy: plan.ramp.map_or_else(String::new, |r| r.name().to_string()),
         ramp_start_rps: plan.ramp.map_or(0.0, |r| f64::from(r.start) * s.fraction),
         ramp_end_rps: plan.ramp.map_or(0.0, |r| f64::from(r.end) * s.fraction),
+        trace_speedup: plan.trace_speedup.unwrap_or(0.0),
         duration_ms: plan.duration.map_or(0, |d| d.as_millis() as u64),
         num_warmups: s.num_warmups,
         ignore_eos: plan.ignore_eos,

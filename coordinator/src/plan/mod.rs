@@ -123,6 +123,8 @@ pub struct RunPlan {
     pub burstiness: f64,
     /// `--ramp-up-strategy` (then `request_rate` is infinite, as vLLM requires).
     pub ramp: Option<RampPlan>,
+    /// A timed trace's replay speed-up (`None`: not a trace).
+    pub trace_speedup: Option<f64>,
     pub num_warmups: u32,
     pub ignore_eos: bool,
     pub temperature: Option<f64>,

@@ -1,0 +1,11 @@
+//! Tests that measure when requests are sent (trace replay, issue 16): their own test
+//! binary, and one at a time ([`ALONE`]), so no other test's load delays the sends.
+
+#[path = "../e2e/util.rs"]
+#[allow(dead_code)]
+mod util;
+
+mod trace;
+
+/// Held by each test for its whole run.
+pub static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
