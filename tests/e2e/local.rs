@@ -428,3 +428,65 @@ fn a_linear_ramp_up_climbs_and_writes_rps_change_events() {
         assert!(text(&out.stderr).contains(flag), "{flag}: {}", text(&out.stderr));
     }
 }
+
+/// vLLM's client-queue metrics when `--percentile-metrics` names them: in a closed loop
+/// every request arrives at the start, so its queue time is its send time (mean about half
+/// the run); in an open loop with a cap, `e2el_including_client_queue` too; without
+/// `--max-concurrency`, neither (as vLLM); the summary prints vLLM's sections.
+#[test]
+fn client_queue_metrics_as_vllm_writes_them() {
+    let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "5", "--itl-ms", "1"]);
+    let dir = TempDir::new("queue");
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "--base-url",
+            &base,
+            "--model",
+            "m",
+            "--num-prompts",
+            "200",
+            "--random-input-len",
+            "8",
+            "--random-output-len",
+            "4",
+            "--percentile-metrics",
+            "ttft,client_queue_time,e2el_including_client_queue",
+            "--metric-percentiles",
+            "50,99",
+        ];
+        args.extend_from_slice(extra);
+        run_saved(&dir, &args, Duration::from_secs(60))
+    };
+    let r = run(&["--max-concurrency", "4"]);
+    let (mean, half) = (r["mean_client_queue_time_ms"].as_f64().unwrap(), r["duration"].as_f64().unwrap() * 500.0);
+    assert!((mean - half).abs() < 0.25 * half, "mean queue {mean} ms, half the run {half} ms");
+    assert!(r["p99_client_queue_time_ms"].as_f64().unwrap() > r["p50_client_queue_time_ms"].as_f64().unwrap());
+    assert!(r.get("mean_e2el_including_client_queue_ms").is_none(), "closed loop: no queue-inclusive E2EL");
+    let r = run(&["--max-concurrency", "4", "--request-rate", "400"]);
+    for k in ["mean_client_queue_time_ms", "std_client_queue_time_ms", "p99_e2el_including_client_queue_ms"] {
+        assert!(r[k].as_f64().is_some(), "{k} missing");
+    }
+    assert!(r["p99_e2el_including_client_queue_ms"].as_f64() >= r["p99_client_queue_time_ms"].as_f64());
+    let r = run(&[]);
+    assert!(r.get("mean_client_queue_time_ms").is_none(), "no --max-concurrency, no queue metrics");
+    assert_eq!(r["rtfx"], 0.0);
+    let out = surge(
+        &[
+            "run",
+            "--base-url",
+            &base,
+            "--model",
+            "m",
+            "--num-prompts",
+            "20",
+            "--max-concurrency",
+            "2",
+            "--percentile-metrics",
+            "ttft,client_queue_time",
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(text(&out.stdout).contains("---------------Client-side Queueing---------------"), "{}", text(&out.stdout));
+    assert!(text(&out.stdout).contains("Mean Client Queue Time (ms):"), "{}", text(&out.stdout));
+}

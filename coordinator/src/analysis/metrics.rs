@@ -104,6 +104,8 @@ pub struct Metrics {
     pub server: Option<ServerMetrics>,
     /// A ramped run's rate changes.
     pub ramp: Option<RampEvents>,
+    /// Successful requests' client queue time (vLLM's `client_queue_time`).
+    pub client_queue: Sample,
 }
 
 impl Metrics {
@@ -134,6 +136,9 @@ pub struct Aggregator {
     first: f64,
     last: f64,
     queued: Sample,
+    /// Successful requests' client queue time: send minus arrival (the intended send in an
+    /// open loop; the start when every request arrives at once, as vLLM's).
+    client_queue: Sample,
     /// (time, +1 start / -1 end) while exact.
     events: Option<Vec<(f64, i32)>>,
     /// Output tokens per second of the run's timeline.
@@ -155,6 +160,7 @@ impl Aggregator {
             first: f64::INFINITY,
             last: f64::NEG_INFINITY,
             queued: Sample::new(),
+            client_queue: Sample::new(),
             events: Some(Vec::new()),
             token_bins: BTreeMap::new(),
             keep_rows,
@@ -244,6 +250,8 @@ impl Aggregator {
             self.queued.add(r.end_s() - i);
             self.samples += 1;
         }
+        self.client_queue.add((r.start_s - r.intended_s.unwrap_or(0.0)).max(0.0));
+        self.samples += 1;
         if r.row.ttft_us > 0 {
             let mut t = r.start_s + r.ttft_s();
             *self.token_bins.entry(t.floor() as i64).or_default() += 1;
@@ -255,7 +263,7 @@ impl Aggregator {
         self.good += u64::from(!self.slo.is_empty() && meets(&self.slo, r));
         if self.samples > EXACT_SAMPLES && self.events.is_some() {
             self.events = None;
-            for s in [&mut m.ttft, &mut m.tpot, &mut m.itl, &mut m.e2el, &mut self.queued] {
+            for s in [&mut m.ttft, &mut m.tpot, &mut m.itl, &mut m.e2el, &mut self.queued, &mut self.client_queue] {
                 s.drop_exact();
             }
         }
@@ -278,7 +286,23 @@ impl Aggregator {
 
     /// The run's metrics.
     pub fn finish(self) -> Metrics {
-        let Self { mut m, slo, good, first, last, queued, events, token_bins, series, server, ramp, .. } = self;
+        let Self {
+            mut m,
+            slo,
+            good,
+            first,
+            last,
+            queued,
+            mut client_queue,
+            events,
+            token_bins,
+            series,
+            server,
+            ramp,
+            ..
+        } = self;
+        client_queue.seal();
+        m.client_queue = client_queue;
         m.exact = events.is_some();
         m.ramp = ramp;
         for seen in m.error_examples.values_mut() {

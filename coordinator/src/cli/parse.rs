@@ -2,7 +2,7 @@
 //! goodput SLOs (`ttft:200`), metadata (`k=v`) and percentile lists (`50,90,99`). Each
 //! returns a message clap attaches to the flag's name.
 
-use crate::plan::{METRICS, Slo};
+use crate::plan::{METRICS, QUEUE_METRICS, Slo};
 use std::time::Duration;
 
 /// `10s`, `500ms`, `1m30s`; a bare number means seconds.
@@ -122,16 +122,17 @@ pub struct Percentiles(pub Vec<f64>);
 pub fn metric_list(s: &str) -> Result<MetricList, String> {
     let mut wanted = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let m = METRICS
-            .iter()
-            .find(|m| **m == part)
-            .ok_or_else(|| format!("unknown metric {part:?} (use ttft, tpot, itl, e2el)"))?;
+        let m = METRICS.iter().chain(&QUEUE_METRICS).find(|m| **m == part).ok_or_else(|| {
+            format!(
+                "unknown metric {part:?} (use ttft, tpot, itl, e2el, client_queue_time, e2el_including_client_queue)"
+            )
+        })?;
         wanted.push(*m);
     }
     if wanted.is_empty() {
         return Err("no metric given".into());
     }
-    Ok(MetricList(METRICS.iter().copied().filter(|m| wanted.contains(m)).collect()))
+    Ok(MetricList(METRICS.iter().chain(&QUEUE_METRICS).copied().filter(|m| wanted.contains(m)).collect()))
 }
 
 /// `50,90,99` (each in 0..=100).

@@ -11,7 +11,7 @@ use crate::analysis::metrics::{Metrics, kind_name};
 use crate::analysis::sample::Sample;
 use crate::analysis::verdict::{self, Verdict};
 use crate::fleet::outcome::Outcome;
-use crate::plan::{METRICS, RunPlan};
+use crate::plan::{METRICS, QUEUE_METRICS, RunPlan};
 
 /// The percentiles a result carries: the plan's, plus 99 (the client-bound and sweep
 /// statistics read it).
@@ -31,6 +31,20 @@ fn stats(name: &str, d: &Sample, ps: &[f64]) -> MetricStats {
         std_ms: d.std_ms(),
         percentiles: ps.iter().map(|&p| (p, d.percentile_ms(p))).collect(),
     }
+}
+
+/// The latency statistics: the four metrics always, and vLLM's client-queue metrics when
+/// `--percentile-metrics` names them and the run is one where vLLM computes them.
+fn latencies(plan: &RunPlan, m: &Metrics, ps: &[f64]) -> Latencies {
+    let mut l: Vec<MetricStats> = METRICS.iter().map(|k| stats(k, m.dist(k), ps)).collect();
+    let wants = |k: &str| plan.percentile_metrics.contains(&k);
+    if plan.max_concurrency.is_some() && wants(QUEUE_METRICS[0]) {
+        l.push(stats(QUEUE_METRICS[0], &m.client_queue, ps));
+    }
+    if let (Some(q), true) = (&m.e2el_incl_queue, plan.max_concurrency.is_some() && wants(QUEUE_METRICS[1])) {
+        l.push(stats(QUEUE_METRICS[1], q, ps));
+    }
+    Latencies(l)
 }
 
 /// The `distributions` key: each latency metric that has values.
@@ -235,8 +249,9 @@ pub fn run_result(
         total_token_throughput: m.total_token_throughput,
         max_output_tokens_per_s: m.max_output_tokens_per_s,
         max_concurrent_requests: m.max_concurrent_requests,
+        rtfx: 0.0,
         rps_change_events: m.ramp.as_ref().map(|r| r.events(o.started_at)),
-        latency: Latencies(METRICS.iter().map(|k| stats(k, m.dist(k), &ps)).collect()),
+        latency: latencies(plan, m, &ps),
         e2el_including_client_queue: m.e2el_incl_queue.as_ref().map(|q| QueueLatency {
             mean_ms: q.mean_ms(),
             median_ms: q.median_ms(),

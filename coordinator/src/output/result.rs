@@ -91,6 +91,9 @@ pub struct RunResult {
     pub total_token_throughput: f64,
     pub max_output_tokens_per_s: f64,
     pub max_concurrent_requests: f64,
+    /// vLLM's inverse real-time factor of audio benchmarks: 0 for text, as vLLM writes it.
+    #[serde(default)]
+    pub rtfx: f64,
     /// A ramped run: when the rate reached each whole request rate (vLLM's key).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rps_change_events: Option<Vec<crate::analysis::ramp::RpsEvent>>,
@@ -197,7 +200,7 @@ impl<'de> Deserialize<'de> for Labels {
 /// One metric's distribution, in ms.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MetricStats {
-    /// `ttft`, `tpot`, `itl` or `e2el`.
+    /// `ttft`, `tpot`, `itl`, `e2el`, or one of vLLM's queue metrics.
     pub name: String,
     pub mean_ms: f64,
     pub median_ms: f64,
@@ -242,8 +245,10 @@ impl Serialize for Latencies {
 /// `(stat, metric)` of a key such as `p99.9_ttft_ms` or `mean_itl_ms`.
 fn latency_key(key: &str) -> Option<(&str, &str)> {
     let rest = key.strip_suffix("_ms")?;
-    let (stat, metric) = rest.rsplit_once('_')?;
-    crate::plan::METRICS.contains(&metric).then_some((stat, metric))
+    crate::plan::QUEUE_METRICS.iter().chain(&crate::plan::METRICS).find_map(|&metric| {
+        let stat = rest.strip_suffix(metric)?.strip_suffix('_')?;
+        (!stat.contains('_') || stat.starts_with('p')).then_some((stat, metric))
+    })
 }
 
 impl<'de> Deserialize<'de> for Latencies {
@@ -290,7 +295,8 @@ impl<'de> Deserialize<'de> for Latencies {
                         }
                     }
                 }
-                let rank = |n: &str| crate::plan::METRICS.iter().position(|m| *m == n);
+                let rank =
+                    |n: &str| crate::plan::METRICS.iter().chain(&crate::plan::QUEUE_METRICS).position(|m| *m == n);
                 out.sort_by_key(|m| rank(&m.name));
                 Ok(Latencies(out))
             }

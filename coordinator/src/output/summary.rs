@@ -48,11 +48,13 @@ fn center(s: &str, width: usize, fill: char) -> String {
     format!("{}{}{}", fill.to_string().repeat(left), s, fill.to_string().repeat(right))
 }
 
-const SECTIONS: [(&str, &str, &str); 4] = [
+const SECTIONS: [(&str, &str, &str); 6] = [
     ("ttft", "TTFT", "Time to First Token"),
     ("tpot", "TPOT", "Time per Output Token (excl. 1st token)"),
     ("itl", "ITL", "Inter-token Latency"),
     ("e2el", "E2EL", "End-to-end Latency"),
+    ("client_queue_time", "Client Queue Time", "Client-side Queueing"),
+    ("e2el_including_client_queue", "E2EL incl. Client Queue", "Queue-inclusive End-to-end Latency"),
 ];
 
 /// Renders the summary block of one run.

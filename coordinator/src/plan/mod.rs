@@ -16,6 +16,10 @@ use surge_proto::{Backend, DatasetSpec, PromptItem};
 /// The metric families of `--percentile-metrics`, in vLLM's order.
 pub const METRICS: [&str; 4] = ["ttft", "tpot", "itl", "e2el"];
 
+/// vLLM's client-queue metrics, only when named in `--percentile-metrics` (and, as vLLM,
+/// with `--max-concurrency`; the second also with a finite `--request-rate`).
+pub const QUEUE_METRICS: [&str; 2] = ["client_queue_time", "e2el_including_client_queue"];
+
 /// vLLM's ramp-up: the rate of request k goes from `start` to `end` requests/s with
 /// k / (N - 1), linearly or geometrically (each agent ramps its share over its slice).
 #[derive(Debug, Clone, Copy, PartialEq)]
