@@ -73,8 +73,10 @@ fn assert_png_not_blank(path: &std::path::Path) {
 
 #[test]
 fn a_run_report_is_self_contained_and_plots_the_results_values() {
-    let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "5", "--itl-ms", "1", "--fault-500-rate", "0.05"]);
+    let (_echo, base) =
+        echo("127.0.0.1", &["--ttft-ms", "5", "--itl-ms", "1", "--fault-500-rate", "0.05", "--metrics-flavor", "vllm"]);
     let dir = TempDir::new("report-run");
+    let metrics = format!("{base}/metrics");
     let args = [
         "run",
         "--base-url",
@@ -96,6 +98,10 @@ fn a_run_report_is_self_contained_and_plots_the_results_values() {
         "10",
         "--label",
         "runA",
+        "--metrics-url",
+        &metrics,
+        "--scrape-interval",
+        "250ms",
     ];
     let r = run_saved(&dir, &args, Duration::from_secs(60));
     assert!(r["failed"].as_u64().unwrap() > 0, "the faults made errors");
@@ -153,6 +159,19 @@ fn a_run_report_is_self_contained_and_plots_the_results_values() {
         cost,
         vec![(r["median_e2el_ms"].as_f64().unwrap(), r["cost_per_million_output_tokens"].as_f64().unwrap())]
     );
+    // Every scraped server family over time, value for value (slices without a scrape left out).
+    let series = r["server_metrics"]["series"].as_object().expect("server series");
+    assert!(!series.is_empty());
+    for (family, values) in series {
+        let id: String = family.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect();
+        let want: Vec<(f64, f64)> = slices
+            .iter()
+            .zip(values.as_array().unwrap())
+            .filter_map(|(s, v)| Some((s["t"].as_f64().unwrap(), v.as_f64()?)))
+            .collect();
+        let chart = c.get(&format!("server-{id}")).unwrap_or_else(|| panic!("no chart for {family}"));
+        assert_eq!(points(chart, "runA"), want, "{family}");
+    }
     // The summary table shows the result's numbers.
     let summary: String = doc.select(&sel("section#summary")).next().unwrap().text().collect();
     assert!(summary.contains(&r["completed"].to_string()), "{summary}");
