@@ -89,7 +89,8 @@ fn completions_run_counts_tokens_and_writes_every_key() {
     assert_eq!(r["failed"], 0);
     assert_eq!(r["total_output_tokens"], 128_000);
     assert_eq!(r["total_input_tokens"], 2000 * 128);
-    assert_eq!(r["max_concurrent_requests"], 200.0);
+    assert_eq!(r["peak_in_flight"], 200.0);
+    assert!(r["max_concurrent_requests"].as_f64().unwrap() >= 200.0, "vLLM's count per second");
     assert_eq!(r["run_metadata"]["hardware"], "test host");
     assert_eq!(r["output_tokens_source"], "server_usage");
     let ttft = r["median_ttft_ms"].as_f64().unwrap();
@@ -126,7 +127,7 @@ fn two_thousand_in_flight_all_complete() {
     assert_eq!(r["completed"], 10_000);
     assert_eq!(r["failed"], 0);
     assert_eq!(r["total_output_tokens"], 320_000);
-    let peak = r["max_concurrent_requests"].as_f64().unwrap();
+    let peak = r["peak_in_flight"].as_f64().unwrap();
     assert!(peak >= 1900.0, "peak concurrency {peak}");
     eprintln!("p99 TTFT {:.2} ms, peak concurrency {peak}", r["p99_ttft_ms"]);
 }
@@ -489,4 +490,55 @@ fn client_queue_metrics_as_vllm_writes_them() {
     );
     assert!(text(&out.stdout).contains("---------------Client-side Queueing---------------"), "{}", text(&out.stdout));
     assert!(text(&out.stdout).contains("Mean Client Queue Time (ms):"), "{}", text(&out.stdout));
+}
+
+/// `max_concurrent_requests` as vLLM computes it (result schema 2): one-second buckets from
+/// the first successful start, each successful request counted in every bucket it touches;
+/// surge's instantaneous peak is `peak_in_flight`. Recomputed here from the saved arrays.
+#[test]
+fn max_concurrent_requests_is_vllms_per_second_count() {
+    let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "300", "--itl-ms", "100", "--fault-500-rate", "0.1"]);
+    let dir = TempDir::new("peak");
+    let args = [
+        "run",
+        "--base-url",
+        &base,
+        "--model",
+        "m",
+        "--num-prompts",
+        "40",
+        "--max-concurrency",
+        "4",
+        "--random-input-len",
+        "8",
+        "--random-output-len",
+        "10",
+        "--ignore-eos",
+        "--save-detailed",
+    ];
+    let r = run_saved(&dir, &args, Duration::from_secs(120));
+    assert_eq!(r["result_schema"], 2);
+    assert_eq!(r["peak_in_flight"], 4.0);
+    let nums = |k: &str| -> Vec<f64> { r[k].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect() };
+    let (starts, e2els) = (nums("start_times"), nums("e2els"));
+    let ok: Vec<(f64, f64)> = r["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(starts.iter().zip(&e2els))
+        .filter(|(e, _)| e.as_str() == Some(""))
+        .map(|(_, (s, l))| (*s, s + l))
+        .collect();
+    assert!(ok.len() < 40, "the faults failed some requests");
+    let min = ok.iter().map(|o| o.0).fold(f64::INFINITY, f64::min);
+    let max_end = ok.iter().map(|o| o.1).fold(f64::NEG_INFINITY, f64::max);
+    let mut per = vec![0u32; (max_end - min).ceil() as usize + 1];
+    for (s, e) in &ok {
+        for b in per.iter_mut().take((e - min) as usize + 1).skip((s - min) as usize) {
+            *b += 1;
+        }
+    }
+    let want = f64::from(per.into_iter().max().unwrap());
+    assert_eq!(r["max_concurrent_requests"].as_f64(), Some(want));
+    assert!(want > 4.0, "1.2 s requests at 4 in flight touch more than 4 per second: {want}");
 }

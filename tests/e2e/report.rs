@@ -163,7 +163,8 @@ fn a_run_report_is_self_contained_and_plots_the_results_values() {
     let series = r["server_metrics"]["series"].as_object().expect("server series");
     assert!(!series.is_empty());
     for (family, values) in series {
-        let id: String = family.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect();
+        let id: String =
+            family.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect();
         let want: Vec<(f64, f64)> = slices
             .iter()
             .zip(values.as_array().unwrap())

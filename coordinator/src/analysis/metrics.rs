@@ -6,6 +6,7 @@
 //! bit for bit, to the one in the summary; beyond, memory stops growing and percentiles
 //! come from histograms (see `sample`).
 
+use super::active::ActiveSeconds;
 use super::coalesce::Coalescing;
 use super::ramp::RampEvents;
 use super::sample::Sample;
@@ -76,7 +77,10 @@ pub struct Metrics {
     pub output_throughput: f64,
     pub total_token_throughput: f64,
     pub max_output_tokens_per_s: f64,
+    /// vLLM's: successful requests active within one second, the largest count.
     pub max_concurrent_requests: f64,
+    /// surge's: requests in flight at one instant (failed ones included), the largest.
+    pub peak_in_flight: f64,
     pub ttft: Sample,
     pub tpot: Sample,
     pub itl: Sample,
@@ -139,6 +143,8 @@ pub struct Aggregator {
     /// Successful requests' client queue time: send minus arrival (the intended send in an
     /// open loop; the start when every request arrives at once, as vLLM's).
     client_queue: Sample,
+    /// vLLM's `max_concurrent_requests` (successful requests per one-second bucket).
+    active: ActiveSeconds,
     /// (time, +1 start / -1 end) while exact.
     events: Option<Vec<(f64, i32)>>,
     /// Output tokens per second of the run's timeline.
@@ -161,6 +167,7 @@ impl Aggregator {
             last: f64::NEG_INFINITY,
             queued: Sample::new(),
             client_queue: Sample::new(),
+            active: ActiveSeconds::new(),
             events: Some(Vec::new()),
             token_bins: BTreeMap::new(),
             keep_rows,
@@ -201,6 +208,12 @@ impl Aggregator {
             ev.push((r.end_s(), -1));
             // Two events weigh about one sample each in the budget.
             self.samples += 2;
+        }
+        if r.ok() && self.events.is_some() {
+            self.samples += 1;
+        }
+        if r.ok() {
+            self.active.add(r.start_s, r.end_s());
         }
         let coalescing = if r.ok() { Coalescing::of_row(&r.row) } else { None };
         self.series.add(r, coalescing.as_ref());
@@ -263,6 +276,7 @@ impl Aggregator {
         self.good += u64::from(!self.slo.is_empty() && meets(&self.slo, r));
         if self.samples > EXACT_SAMPLES && self.events.is_some() {
             self.events = None;
+            self.active.drop_exact();
             for s in [&mut m.ttft, &mut m.tpot, &mut m.itl, &mut m.e2el, &mut self.queued, &mut self.client_queue] {
                 s.drop_exact();
             }
@@ -294,6 +308,7 @@ impl Aggregator {
             last,
             queued,
             mut client_queue,
+            active,
             events,
             token_bins,
             series,
@@ -322,10 +337,11 @@ impl Aggregator {
             m.total_token_throughput = (m.total_input_tokens + m.total_output_tokens) as f64 / m.duration_s;
             m.request_goodput = (!slo.is_empty()).then(|| good as f64 / m.duration_s);
         }
-        m.max_concurrent_requests = match events {
+        m.peak_in_flight = match events {
             Some(mut ev) => peak_concurrency(&mut ev),
             None => peak_in_flight as f64,
         };
+        m.max_concurrent_requests = active.peak() as f64;
         m.max_output_tokens_per_s = token_bins.values().copied().max().unwrap_or(0) as f64;
         for s in [&mut m.ttft, &mut m.tpot, &mut m.itl, &mut m.e2el] {
             s.seal();
@@ -430,7 +446,8 @@ mod tests {
         assert!((m.request_throughput - 2.0 / 0.75).abs() < 1e-9);
         assert!((m.request_goodput.unwrap() - 1.0 / 0.75).abs() < 1e-9);
         assert!((m.tpot.mean_ms() - 75.0).abs() < 1e-9); // (0.2/2 + 0.2/4) / 2 s
-        assert_eq!(m.max_concurrent_requests, 2.0);
+        assert_eq!(m.peak_in_flight, 2.0);
+        assert_eq!(m.max_concurrent_requests, 2.0, "both successes within the first second");
         assert_eq!(m.max_output_tokens_per_s, 8.0);
         assert_eq!(m.itl.len(), 6);
     }
@@ -438,6 +455,8 @@ mod tests {
     #[test]
     fn ends_before_starts_at_equal_times() {
         let rows = vec![row(0.0, 1, 1_000_000, 1, vec![]), row(1.0, 1, 1_000_000, 1, vec![])];
-        assert_eq!(compute(&rows, &Slo::default()).max_concurrent_requests, 1.0);
+        let m = compute(&rows, &Slo::default());
+        assert_eq!(m.peak_in_flight, 1.0, "one ends as the other starts");
+        assert_eq!(m.max_concurrent_requests, 2.0, "vLLM: both are active in second 1");
     }
 }

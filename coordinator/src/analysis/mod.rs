@@ -2,6 +2,7 @@
 //! `vllm bench serve`'s metrics, exact statistics, statistics across repeated runs, the
 //! knee of a sweep, where token counts came from, and the client-bound verdict.
 
+pub mod active;
 pub mod coalesce;
 pub mod compare;
 pub mod cost;

@@ -249,6 +249,7 @@ pub fn run_result(
         total_token_throughput: m.total_token_throughput,
         max_output_tokens_per_s: m.max_output_tokens_per_s,
         max_concurrent_requests: m.max_concurrent_requests,
+        peak_in_flight: Some(m.peak_in_flight),
         rtfx: 0.0,
         rps_change_events: m.ramp.as_ref().map(|r| r.events(o.started_at)),
         latency: latencies(plan, m, &ps),

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 /// Bumped on any change of a key's meaning (D12).
-pub const RESULT_SCHEMA: u32 = 1;
+pub const RESULT_SCHEMA: u32 = 2;
 
 fn schema_one() -> u32 {
     1
@@ -90,7 +90,12 @@ pub struct RunResult {
     pub output_throughput: f64,
     pub total_token_throughput: f64,
     pub max_output_tokens_per_s: f64,
+    /// vLLM's meaning (schema 2): successful requests active within one second, the
+    /// largest count; schema 1 files hold the instantaneous peak here.
     pub max_concurrent_requests: f64,
+    /// The most requests in flight at one instant, failed ones included (schema 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_in_flight: Option<f64>,
     /// vLLM's inverse real-time factor of audio benchmarks: 0 for text, as vLLM writes it.
     #[serde(default)]
     pub rtfx: f64,

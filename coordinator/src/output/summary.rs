@@ -97,6 +97,9 @@ pub fn summary(r: &RunResult, view: &SummaryView, status: &RunStatus) -> String 
     if !r.ended_by.is_empty() {
         line(&mut out, "Ended by:", &r.ended_by);
     }
+    if let Some(p) = r.peak_in_flight {
+        fline(&mut out, "Peak in flight (one instant):", p);
+    }
     if let Some(q) = &r.e2el_including_client_queue {
         let p99 = q.percentiles.iter().find(|(p, _)| *p == 99.0).map_or(f64::NAN, |(_, v)| *v);
         fline(&mut out, "P99 E2EL incl. client queue (ms):", p99);

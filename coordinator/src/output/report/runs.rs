@@ -13,7 +13,7 @@ pub const BUCKET_BASE: f64 = 1.021_897_148_654_116_7;
 const DISTRIBUTIONS: [(&str, &str); 3] = [("ttft", "TTFT"), ("itl", "ITL"), ("e2el", "E2E latency")];
 
 /// The summary's rows: label and result key, in the order `vllm bench serve` prints them.
-const SUMMARY: [(&str, &str); 14] = [
+const SUMMARY: [(&str, &str); 15] = [
     ("Successful requests", "completed"),
     ("Failed requests", "failed"),
     ("Benchmark duration (s)", "duration"),
@@ -22,7 +22,8 @@ const SUMMARY: [(&str, &str); 14] = [
     ("Request throughput (req/s)", "request_throughput"),
     ("Output token throughput (tok/s)", "output_throughput"),
     ("Peak output token throughput (tok/s)", "max_output_tokens_per_s"),
-    ("Peak concurrent requests", "max_concurrent_requests"),
+    ("Peak concurrent requests (vLLM: per second)", "max_concurrent_requests"),
+    ("Peak in flight (one instant)", "peak_in_flight"),
     ("Total token throughput (tok/s)", "total_token_throughput"),
     ("Request goodput (req/s)", "request_goodput"),
     ("Cost per 1M output tokens (USD)", "cost_per_million_output_tokens"),
