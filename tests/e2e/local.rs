@@ -416,6 +416,34 @@ fn a_linear_ramp_up_climbs_and_writes_rps_change_events() {
     // The whole run lasts about the sum of the gaps: 600 / 360 * ln(10) = 3.8 s.
     let d = r["duration"].as_f64().unwrap();
     assert!((3.0..5.5).contains(&d), "duration {d}");
+    // A --duration run without --num-prompts ramps over the duration (D22): 20 -> 200 req/s
+    // over 3 s sends about the mean rate x 3 = 330 requests.
+    let timed = [
+        "run",
+        "--base-url",
+        &base,
+        "--model",
+        "m",
+        "--duration",
+        "3s",
+        "--random-input-len",
+        "8",
+        "--random-output-len",
+        "2",
+        "--burstiness",
+        "100",
+        "--ramp-up-strategy",
+        "linear",
+        "--ramp-up-start-rps",
+        "20",
+        "--ramp-up-end-rps",
+        "200",
+    ];
+    let r = run_saved(&dir, &timed, Duration::from_secs(60));
+    let n = r["completed"].as_u64().unwrap();
+    assert!((300..=345).contains(&n), "{n} requests in 3 s of a 20 -> 200 ramp");
+    let events = r["rps_change_events"].as_array().unwrap();
+    assert!(events.len() >= 170, "{} events (20..=200 reached by the end)", events.len());
     // Bad flags name themselves.
     for (extra, flag) in [
         (vec!["--request-rate", "5"], "--request-rate"),

@@ -11,7 +11,8 @@ use rand_distr::{Distribution, Gamma};
 use std::time::Duration;
 
 /// vLLM's `--ramp-up-strategy`: the rate of request k goes from `start` to `end` with
-/// k / (n - 1), linearly or geometrically.
+/// k / (n - 1), linearly or geometrically; over a run without a request cap, with the
+/// elapsed part of `over_s` instead (D22).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Ramp {
     pub exponential: bool,
@@ -19,6 +20,9 @@ pub struct Ramp {
     pub end: f64,
     /// Requests in the slice.
     pub n: u64,
+    /// A `--duration` run without `--num-prompts`: the ramp runs over this many seconds
+    /// (0: over the requests).
+    pub over_s: f64,
 }
 
 impl Ramp {
@@ -29,12 +33,21 @@ impl Ramp {
             "exponential" => true,
             _ => return None,
         };
-        Some(Self { exponential, start: w.ramp_start_rps, end: w.ramp_end_rps, n: w.slice_len })
+        let over_s = if w.slice_len == super::jobs::UNBOUNDED { w.duration_ms as f64 / 1000.0 } else { 0.0 };
+        Some(Self { exponential, start: w.ramp_start_rps, end: w.ramp_end_rps, n: w.slice_len, over_s })
     }
 
-    /// The rate of request `k` (0-based), requests/s.
+    /// The rate of request `k` (0-based) due at `t_s` seconds, requests/s.
+    pub fn rate_at(&self, k: u64, t_s: f64) -> f64 {
+        if self.over_s > 0.0 { self.curve((t_s / self.over_s).clamp(0.0, 1.0)) } else { self.rate(k) }
+    }
+
+    /// The rate of request `k` (0-based) of a ramp over the requests, requests/s.
     pub fn rate(&self, k: u64) -> f64 {
-        let progress = (k as f64 / self.n.saturating_sub(1).max(1) as f64).min(1.0);
+        self.curve((k as f64 / self.n.saturating_sub(1).max(1) as f64).min(1.0))
+    }
+
+    fn curve(&self, progress: f64) -> f64 {
         if self.exponential {
             self.start * (self.end / self.start).powf(progress)
         } else {
@@ -137,7 +150,7 @@ impl Schedule {
         match &self.ramp {
             None => x,
             Some(r) => {
-                let rate = r.rate(self.k);
+                let rate = r.rate_at(self.k, self.next_s);
                 if rate > 0.0 { x / rate } else { 0.0 }
             }
         }
@@ -169,7 +182,7 @@ mod tests {
     fn a_linear_ramp_sends_each_part_at_its_rate() {
         // 10 -> 100 req/s over 1,000 requests, nearly regular gaps: the gap before request
         // k is 1 / rate(k), so the schedule's span is the sum of those.
-        let ramp = Ramp { exponential: false, start: 10.0, end: 100.0, n: 1000 };
+        let ramp = Ramp { exponential: false, start: 10.0, end: 100.0, n: 1000, over_s: 0.0 };
         let mut s = Schedule::ramped(ramp, 1e9, 1).unwrap();
         let offs: Vec<f64> = (0..1000).map(|_| s.next_offset().as_secs_f64()).collect();
         let want: f64 = (1..1000).map(|k| 1.0 / ramp.rate(k)).sum();
@@ -183,12 +196,24 @@ mod tests {
 
     #[test]
     fn an_exponential_ramp_is_geometric_and_refuses_a_zero_start() {
-        let ramp = Ramp { exponential: true, start: 1.0, end: 100.0, n: 101 };
+        let ramp = Ramp { exponential: true, start: 1.0, end: 100.0, n: 101, over_s: 0.0 };
         assert!((ramp.rate(50) - 10.0).abs() < 1e-9, "{}", ramp.rate(50));
         assert!(Schedule::ramped(Ramp { start: 0.0, ..ramp }, 1.0, 1).is_err());
         // A linear ramp from 0 sends its first request at once.
-        let mut s = Schedule::ramped(Ramp { exponential: false, start: 0.0, end: 10.0, n: 10 }, 1.0, 1).unwrap();
+        let mut s = Schedule::ramped(Ramp { exponential: false, start: 0.0, end: 10.0, n: 10, over_s: 0.0 }, 1.0, 1).unwrap();
         assert_eq!(s.next_offset(), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_ramp_over_a_duration_follows_elapsed_time() {
+        // 10 -> 100 req/s over 10 s, regular gaps: about 550 requests in the 10 s (the mean
+        // rate), and the last second runs near 100 req/s.
+        let ramp = Ramp { exponential: false, start: 10.0, end: 100.0, n: u64::MAX, over_s: 10.0 };
+        let mut s = Schedule::ramped(ramp, 1e9, 1).unwrap();
+        let offs: Vec<f64> = (0..2000).map(|_| s.next_offset().as_secs_f64()).take_while(|&t| t < 10.0).collect();
+        assert!((540..=560).contains(&offs.len()), "{} requests in 10 s", offs.len());
+        let last_second = offs.iter().filter(|&&t| t >= 9.0).count();
+        assert!((93..=101).contains(&last_second), "{last_second} in the last second");
     }
 
     #[test]

@@ -179,8 +179,9 @@ impl Aggregator {
 
     /// A ramped run: `rps_change_events` are tracked (the agents' slices come with
     /// [`Aggregator::ramp_slices`]).
-    pub fn with_ramp(mut self, ramp: Option<RampPlan>) -> Self {
-        self.ramp = ramp.map(RampEvents::new);
+    /// `over_s`: a ramp over time (a `--duration` run without a request cap).
+    pub fn with_ramp(mut self, ramp: Option<RampPlan>, over_s: Option<f64>) -> Self {
+        self.ramp = ramp.map(|r| RampEvents::new(r, over_s));
         self
     }
 
@@ -330,7 +331,10 @@ impl Aggregator {
             m.server = server.finish(m.time_series.len(), ClientSide::default());
             return m;
         }
-        m.duration_s = (last - first).max(0.0);
+        // vLLM's duration (D21): from the start of the dispatch (the run's planned start,
+        // 0 on this timeline; earlier if an agent's clock put a send before it) to the last
+        // completion.
+        m.duration_s = (last - first.min(0.0)).max(0.0);
         if m.duration_s > 0.0 {
             m.request_throughput = m.completed as f64 / m.duration_s;
             m.output_throughput = m.total_output_tokens as f64 / m.duration_s;

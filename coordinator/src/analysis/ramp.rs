@@ -1,7 +1,8 @@
 //! vLLM's `rps_change_events` for a ramped run: when the ramp reached each whole rate. Each
 //! agent ramps its share over its own slice, so a request's rate is the whole ramp's at its
-//! progress through its agent's slice; an event is the first request sent at or above its
-//! rate. Memory: one time per whole rate reached (not per request).
+//! progress through its agent's slice (or, for a `--duration` run without a request cap,
+//! at its send time's part of the duration, D22); an event is the first request sent at or
+//! above its rate. Memory: one time per whole rate reached (not per request).
 
 use crate::plan::RampPlan;
 use serde::{Deserialize, Serialize};
@@ -17,6 +18,8 @@ pub struct RpsEvent {
 #[derive(Debug, Clone)]
 pub struct RampEvents {
     plan: RampPlan,
+    /// A ramp over time: the run's duration, seconds.
+    over_s: Option<f64>,
     /// Per agent: its slice's first global index and length.
     slices: Vec<(u64, u64)>,
     /// Whole rate (vLLM's `int(rate)`) -> the earliest send seen at it, seconds from the start.
@@ -24,8 +27,8 @@ pub struct RampEvents {
 }
 
 impl RampEvents {
-    pub fn new(plan: RampPlan) -> Self {
-        Self { plan, slices: Vec::new(), first_s: BTreeMap::new() }
+    pub fn new(plan: RampPlan, over_s: Option<f64>) -> Self {
+        Self { plan, over_s, slices: Vec::new(), first_s: BTreeMap::new() }
     }
 
     /// The agents' slices, known once the run is split.
@@ -35,8 +38,11 @@ impl RampEvents {
 
     /// A request of agent `agent` with global index `index`, sent `start_s` after the start.
     pub fn add(&mut self, agent: usize, index: u64, start_s: f64) {
-        let Some(&(first, len)) = self.slices.get(agent) else { return };
-        let progress = index.saturating_sub(first) as f64 / len.saturating_sub(1).max(1) as f64;
+        let progress = match (self.over_s, self.slices.get(agent)) {
+            (Some(d), _) if d > 0.0 => start_s / d,
+            (_, Some(&(first, len))) => index.saturating_sub(first) as f64 / len.saturating_sub(1).max(1) as f64,
+            _ => return,
+        };
         let rps = self.plan.rate(progress).floor() as u32;
         let t = self.first_s.entry(rps).or_insert(start_s);
         *t = t.min(start_s);
@@ -67,7 +73,7 @@ mod tests {
     #[test]
     fn each_whole_rate_at_the_first_request_sent_at_it() {
         // 1 -> 4 req/s over 7 requests on one agent: rates 1, 1.5, 2, 2.5, 3, 3.5, 4.
-        let mut r = RampEvents::new(RampPlan { exponential: false, start: 1, end: 4 });
+        let mut r = RampEvents::new(RampPlan { exponential: false, start: 1, end: 4 }, None);
         r.slices(vec![(100, 7)]);
         for k in 0..7u64 {
             r.add(0, 100 + k, k as f64);
@@ -80,9 +86,15 @@ mod tests {
         assert_eq!(e[1].timestamp, "2027-01-15T08:00:02.000000+00:00", "request 2 reached 2 req/s");
         assert_eq!(e[3].timestamp, "2027-01-15T08:00:06.000000+00:00");
         // Two agents each ramp over their own slice: agent 1's first request is at 1 req/s.
-        let mut r = RampEvents::new(RampPlan { exponential: false, start: 1, end: 4 });
+        let mut r = RampEvents::new(RampPlan { exponential: false, start: 1, end: 4 }, None);
         r.slices(vec![(0, 7), (7, 7)]);
         r.add(1, 13, 0.5);
         assert_eq!(r.events(t0).len(), 4, "agent 1's last request is at the end rate");
+        // Over a 6 s duration: the rate at a send is the ramp's at its time.
+        let mut r = RampEvents::new(RampPlan { exponential: false, start: 1, end: 4 }, Some(6.0));
+        r.add(0, u64::MAX / 2, 4.0);
+        let e = r.events(t0);
+        assert_eq!(e.iter().map(|x| x.rps).collect::<Vec<_>>(), [1, 2, 3], "3 req/s reached at 4 s of 6");
+        assert_eq!(e[2].timestamp, "2027-01-15T08:00:04.000000+00:00");
     }
 }

@@ -25,8 +25,8 @@ fn is_loopback(addr: &str) -> bool {
 }
 
 /// `surge run`'s flags (and `--config`) as a validated plan.
-/// `--ramp-up-*`, checked as vLLM checks them; a ramp needs `--num-prompts` (it runs
-/// over the requests).
+/// `--ramp-up-*`, checked as vLLM checks them. With `--num-prompts` the ramp runs over the
+/// requests (vLLM's); a `--duration` run without it ramps over the duration (D22).
 fn ramp_plan(a: &RunArgs, request_rate: f64) -> Result<Option<crate::plan::RampPlan>, UsageError> {
     let Some(strategy) = a.ramp_up_strategy else {
         if a.ramp_up_start_rps.is_some() || a.ramp_up_end_rps.is_some() {
@@ -46,9 +46,6 @@ fn ramp_plan(a: &RunArgs, request_rate: f64) -> Result<Option<crate::plan::RampP
     let exponential = strategy == crate::cli::RampArg::Exponential;
     if exponential && start == 0 {
         return usage("--ramp-up-start-rps 0: an exponential ramp cannot start at 0");
-    }
-    if a.num_prompts.is_none() && a.duration.is_some() {
-        return usage("--ramp-up-strategy: needs --num-prompts (the ramp runs over the requests, as vLLM's)");
     }
     Ok(Some(crate::plan::RampPlan { exponential, start, end }))
 }
@@ -125,6 +122,7 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
     if a.num_prompts.is_none()
         && a.duration.is_some()
         && a.max_concurrency.is_none()
+        && a.ramp_up_strategy.is_none()
         && a.request_rate.0.iter().all(|r| r.is_infinite())
     {
         return usage(

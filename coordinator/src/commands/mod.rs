@@ -163,7 +163,10 @@ pub async fn run_on(
     keep_rows: bool,
 ) -> Result<(RunRecord, Outcome, Metrics), Failure> {
     let agg = Aggregator::new(plan.slo.clone(), keep_rows || plan.save_detailed, plan.timeslice.as_secs_f64())
-        .with_ramp(plan.ramp);
+        .with_ramp(
+            plan.ramp,
+            plan.duration.filter(|_| plan.num_prompts == crate::plan::UNBOUNDED).map(|d| d.as_secs_f64()),
+        );
     let rows =
         plan.save_rows.as_deref().map(RowFile::create).transpose().map_err(|e| Failure::run("--save-rows", &e))?;
     let duration = plan.duration.map(|d| d.as_secs_f64());
