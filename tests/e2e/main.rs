@@ -5,6 +5,7 @@ mod blackhole;
 mod compare;
 mod datasets;
 mod distributed;
+mod dropin;
 mod failures;
 mod faults;
 mod local;

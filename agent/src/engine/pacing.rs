@@ -200,7 +200,8 @@ mod tests {
         assert!((ramp.rate(50) - 10.0).abs() < 1e-9, "{}", ramp.rate(50));
         assert!(Schedule::ramped(Ramp { start: 0.0, ..ramp }, 1.0, 1).is_err());
         // A linear ramp from 0 sends its first request at once.
-        let mut s = Schedule::ramped(Ramp { exponential: false, start: 0.0, end: 10.0, n: 10, over_s: 0.0 }, 1.0, 1).unwrap();
+        let mut s =
+            Schedule::ramped(Ramp { exponential: false, start: 0.0, end: 10.0, n: 10, over_s: 0.0 }, 1.0, 1).unwrap();
         assert_eq!(s.next_offset(), Duration::ZERO);
     }
 

@@ -71,6 +71,7 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
     }
     let (backend, backend_name, default_endpoint) = match a.backend {
         BackendArg::Openai => (Backend::Openai, "openai", "/v1/completions"),
+        BackendArg::Vllm => (Backend::Openai, "vllm", "/v1/completions"),
         BackendArg::OpenaiChat => (Backend::OpenaiChat, "openai-chat", "/v1/chat/completions"),
         BackendArg::Http => (Backend::Http, "http", "/echo"),
     };
@@ -102,11 +103,6 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         return usage("--temperature: must be a number >= 0");
     }
     let headers = request_headers(&a.headers, std::env::var("OPENAI_API_KEY").ok())?;
-    if let Some(name) = &a.result_filename
-        && name.contains('/')
-    {
-        return usage(format!("--result-filename {name:?}: a file name, not a path (use --result-dir)"));
-    }
     let max_run_time = match (a.max_run_time, a.duration) {
         (Some(m), Some(d)) if m < d => {
             return usage(format!(

@@ -135,6 +135,8 @@ pub enum ScrapeFrom {
 pub enum BackendArg {
     /// OpenAI /v1/completions, streamed.
     Openai,
+    /// vLLM's name for the same (`--backend vllm`): OpenAI /v1/completions.
+    Vllm,
     /// OpenAI /v1/chat/completions, streamed.
     OpenaiChat,
     /// A plain POST of the prompt as the body (e.g. the echo route).
@@ -180,6 +182,11 @@ pub struct RunArgs {
     /// Name sent in requests when the server serves the model under another name.
     #[arg(long)]
     pub served_model_name: Option<String>,
+    /// vLLM's Hugging Face dataset name: vLLM reads it only with `--dataset-name hf`, which
+    /// surge does not have (nothing is downloaded); accepted so vLLM command lines run, and
+    /// ignored as vLLM ignores it with other datasets.
+    #[arg(long = "hf-name", value_name = "NAME")]
+    pub hf_name: Option<String>,
     #[arg(long, value_enum, default_value = "random")]
     pub dataset_name: DatasetArg,
     /// The prompt of --dataset-name fixed.
