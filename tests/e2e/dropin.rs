@@ -1,8 +1,8 @@
 //! `vllm bench serve` command lines as users publish them (REFERENCE.md), run with only the
 //! program name changed (issue 16): every line is accepted, the result lands where vLLM
 //! would put it, and it holds the keys vLLM 0.32 writes for the same flags (captured from
-//! `vllm bench serve` itself, bench/drop-in-vllm.sh) — but `latencies` and `queue_times`,
-//! which surge does not write yet (README, "Differences from vllm bench serve").
+//! `vllm bench serve` itself, bench/drop-in-vllm.sh), `latencies` and `queue_times` with
+//! one value per request.
 
 use crate::util::{TempDir, echo, read_json, surge, text};
 use std::time::Duration;
@@ -48,17 +48,21 @@ const VLLM_KEYS: [&str; 36] = [
     "p99_itl_ms",
 ];
 
-/// vLLM keys surge does not write yet (issue 16).
-const NOT_YET: [&str; 2] = ["latencies", "queue_times"];
-
 fn run_line(line: &str, extra_keys: &[&str], result: &str) -> serde_json::Value {
     let args: Vec<&str> = line.split_whitespace().collect();
     let out = surge(&args, Duration::from_secs(120));
     assert!(out.status.success(), "{line}\n{}", text(&out.stderr));
     let r = read_json(result);
-    for k in VLLM_KEYS.iter().chain(extra_keys).filter(|k| !NOT_YET.contains(k)) {
+    for k in VLLM_KEYS.iter().chain(extra_keys) {
         assert!(r.get(*k).is_some(), "{k} missing after: {line}");
     }
+    let n = r["completed"].as_u64().unwrap() + r["failed"].as_u64().unwrap();
+    for k in ["latencies", "queue_times"] {
+        assert_eq!(r[k].as_array().map(Vec::len), Some(n as usize), "{k}: one per request");
+    }
+    let text = std::fs::read_to_string(result).unwrap();
+    let pos = |k: &str| text.find(&format!("\"{k}\"")).unwrap();
+    assert!(pos("total_token_throughput") < pos("latencies") && pos("queue_times") < pos("max_output_tokens_per_s"));
     r
 }
 
@@ -81,6 +85,13 @@ fn published_vllm_command_lines_run_unchanged() {
         let r = run_line(&line, &[], &file);
         assert_eq!(r["completed"].as_u64(), Some(n), "{line}");
         assert_eq!(r["max_concurrency"].as_u64(), Some(c));
+        // Closed loop: every request arrives at the start, so queue times climb (vLLM's).
+        let q: Vec<f64> = r["queue_times"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+        assert!(q[q.len() - 1] > q[0], "{q:?}");
+        let mean_e2el = r["mean_e2el_ms"].as_f64().unwrap();
+        let lat: Vec<f64> = r["latencies"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+        let mean = lat.iter().sum::<f64>() / lat.len() as f64 * 1000.0;
+        assert!((mean - mean_e2el).abs() < 1e-6 * mean_e2el, "latencies mean {mean} vs mean_e2el_ms {mean_e2el}");
     }
     // REFERENCE.md's second line: `--backend vllm`, `--hf-name` (ignored with the default
     // random dataset, as vLLM ignores it), no result saved: it must just run.

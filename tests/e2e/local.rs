@@ -438,9 +438,13 @@ fn a_linear_ramp_up_climbs_and_writes_rps_change_events() {
         "20",
         "--ramp-up-end-rps",
         "200",
+        "--save-detailed",
     ];
     let r = run_saved(&dir, &timed, Duration::from_secs(60));
     let n = r["completed"].as_u64().unwrap();
+    // D3: a --duration run has vLLM's per-request arrays with --save-detailed.
+    assert_eq!(r["latencies"].as_array().map(Vec::len), Some(n as usize));
+    assert_eq!(r["queue_times"].as_array().map(Vec::len), Some(n as usize));
     assert!((300..=345).contains(&n), "{n} requests in 3 s of a 20 -> 200 ramp");
     let events = r["rps_change_events"].as_array().unwrap();
     assert!(events.len() >= 170, "{} events (20..=200 reached by the end)", events.len());

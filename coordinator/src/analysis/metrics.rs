@@ -264,7 +264,7 @@ impl Aggregator {
             self.queued.add(r.end_s() - i);
             self.samples += 1;
         }
-        self.client_queue.add((r.start_s - r.intended_s.unwrap_or(0.0)).max(0.0));
+        self.client_queue.add(r.queue_s());
         self.samples += 1;
         if r.row.ttft_us > 0 {
             let mut t = r.start_s + r.ttft_s();

@@ -21,6 +21,7 @@ use crate::fleet::outcome::Outcome;
 use crate::fleet::session::{Observer, RunError, Session};
 use crate::output::result::{RunResult, saved_at};
 use crate::output::rows::RowFile;
+use crate::output::spill::Spill;
 use crate::output::summary::SummaryView;
 use crate::output::terminal::{self, Progress};
 use crate::output::{RunRecord, Sink, build as result_build};
@@ -96,6 +97,8 @@ struct Watch<'a> {
     model: String,
     rows: Option<RowFile>,
     row_error: Option<crate::output::OutputError>,
+    /// vLLM's `latencies`/`queue_times`, spilled to disk by request index.
+    spill: Option<Spill>,
 }
 
 impl Observer for Watch<'_> {
@@ -108,6 +111,12 @@ impl Observer for Watch<'_> {
         otlp::with(|t| t.rows(rows));
         for r in rows {
             self.agg.add(r);
+            if let Some(s) = &self.spill
+                && let Err(e) = s.write(r)
+            {
+                tracing::warn!("latencies/queue_times left out of the result: cannot write their spill file: {e}");
+                self.spill = None;
+            }
             if let Some(f) = &mut self.rows
                 && let Err(e) = f.write(r)
             {
@@ -172,8 +181,22 @@ pub async fn run_on(
     let duration = plan.duration.map(|d| d.as_secs_f64());
     let agents = session.agents.iter().map(|a| a.addr.clone()).collect();
     let model_name = model.to_string();
-    let mut watch =
-        Watch { agg, progress, in_flight: Vec::new(), duration, agents, model: model_name, rows, row_error: None };
+    // vLLM's per-request arrays for a run of N prompts (D3; a --duration run has them in
+    // --save-detailed's rows instead).
+    let spill = (plan.num_prompts != crate::plan::UNBOUNDED)
+        .then(|| Spill::create(plan.num_prompts))
+        .and_then(|s| s.map_err(|e| tracing::warn!("latencies/queue_times left out: no spill file: {e}")).ok());
+    let mut watch = Watch {
+        agg,
+        progress,
+        in_flight: Vec::new(),
+        duration,
+        agents,
+        model: model_name,
+        rows,
+        row_error: None,
+        spill,
+    };
     let outcome = session.run(plan, model, &mut watch).await.map_err(|e| run_failure(plan, &e))?;
     if let Some(e) = watch.row_error.take() {
         return Err(Failure::run("--save-rows", &e));
@@ -182,7 +205,8 @@ pub async fn run_on(
         f.finish().map_err(|e| Failure::run("--save-rows", &e))?;
     }
     let m = watch.agg.finish();
-    let result = finish(plan, model, &outcome, &m);
+    let mut result = finish(plan, model, &outcome, &m);
+    result.vllm_arrays = watch.spill.take().map(|s| s.arrays());
     otlp::with(|t| t.level_end(&result));
     let record = RunRecord {
         result,

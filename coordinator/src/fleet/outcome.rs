@@ -20,6 +20,17 @@ pub struct GlobalRow {
 }
 
 impl GlobalRow {
+    /// vLLM's `latencies` entry: the E2E latency of a success, 0.0 for a failure.
+    pub fn vllm_latency_s(&self) -> f64 {
+        if self.ok() { self.e2el_s() } else { 0.0 }
+    }
+
+    /// vLLM's client queue time: the send minus the arrival (the intended send in an open
+    /// loop; the start in a closed loop, where every request arrives at once).
+    pub fn queue_s(&self) -> f64 {
+        (self.start_s - self.intended_s.unwrap_or(0.0)).max(0.0)
+    }
+
     pub fn ok(&self) -> bool {
         self.row.error() == ErrorKind::None
     }

@@ -177,7 +177,9 @@ fn run_metadata(plan: &RunPlan, model: &str, o: &Outcome, saved_at_utc: String) 
     }
 }
 
-fn detailed(m: &Metrics) -> Detailed {
+/// `--save-detailed`'s arrays; `vllm_arrays`: also vLLM's `latencies`/`queue_times` (a run
+/// without a spill).
+fn detailed(m: &Metrics, vllm_arrays: bool) -> Detailed {
     let mut rows: Vec<&crate::fleet::outcome::GlobalRow> = m.rows.iter().collect();
     rows.sort_by_key(|r| r.row.index);
     Detailed {
@@ -189,6 +191,8 @@ fn detailed(m: &Metrics) -> Detailed {
         start_times: rows.iter().map(|r| r.start_s).collect(),
         agent_indices: rows.iter().map(|r| r.agent).collect(),
         errors: rows.iter().map(|r| if r.ok() { String::new() } else { kind_name(r.row.error()) }).collect(),
+        latencies: vllm_arrays.then(|| rows.iter().map(|r| r.vllm_latency_s()).collect()),
+        queue_times: vllm_arrays.then(|| rows.iter().map(|r| r.queue_s()).collect()),
     }
 }
 
@@ -248,6 +252,7 @@ pub fn run_result(
         output_throughput: m.output_throughput,
         total_token_throughput: m.total_token_throughput,
         max_output_tokens_per_s: m.max_output_tokens_per_s,
+        vllm_arrays: None,
         max_concurrent_requests: m.max_concurrent_requests,
         peak_in_flight: Some(m.peak_in_flight),
         rtfx: 0.0,
@@ -295,6 +300,6 @@ pub fn run_result(
         },
         distributions: distributions(m),
         server_metrics: m.server.clone(),
-        detailed: plan.save_detailed.then(|| detailed(m)),
+        detailed: plan.save_detailed.then(|| detailed(m, plan.num_prompts == crate::plan::UNBOUNDED)),
     }
 }

@@ -9,6 +9,7 @@ pub mod read;
 pub mod report;
 pub mod result;
 pub mod rows;
+pub mod spill;
 pub mod summary;
 pub mod tables;
 pub mod terminal;

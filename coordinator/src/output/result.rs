@@ -89,6 +89,10 @@ pub struct RunResult {
     pub request_goodput: Option<f64>,
     pub output_throughput: f64,
     pub total_token_throughput: f64,
+    /// vLLM's per-request `latencies` and `queue_times`, streamed from the run's spill
+    /// file when written (a `--num-prompts` run; D3). Not read back.
+    #[serde(flatten, skip_deserializing)]
+    pub vllm_arrays: Option<super::spill::VllmArrays>,
     pub max_output_tokens_per_s: f64,
     /// vLLM's meaning (schema 2): successful requests active within one second, the
     /// largest count; schema 1 files hold the instantaneous peak here.
@@ -524,6 +528,12 @@ pub struct Detailed {
     pub start_times: Vec<f64>,
     pub agent_indices: Vec<usize>,
     pub errors: Vec<String>,
+    /// vLLM's `latencies` and `queue_times` of a `--duration` run (D3: only with
+    /// `--save-detailed`; a `--num-prompts` run streams them from its spill instead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latencies: Option<Vec<f64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_times: Option<Vec<f64>>,
 }
 
 /// The level a sweep summary entry is at, keyed by what the sweep varies.

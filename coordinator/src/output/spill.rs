@@ -1,0 +1,157 @@
+//! vLLM's per-request `latencies` and `queue_times` arrays (D3) without keeping them in
+//! memory: each row is written, as it arrives, at the file position of its request index
+//! (so the file is in request order whatever order rows arrive in), and the arrays are
+//! streamed from the file into the result JSON when it is written. A run of N prompts costs
+//! 17 bytes per request on disk and nothing per request in memory. The file is removed
+//! when the last result holding it is dropped.
+//!
+//! Values as vLLM's: `latencies` is the E2E latency of a successful request and 0.0 for a
+//! failed one (vLLM sets it only on success); `queue_times` is the send time minus the
+//! request's arrival (its intended send in an open loop, the start in a closed loop, where
+//! vLLM has every request arrive at once). Requests never sent (an interrupted run) are
+//! left out, as vLLM's outputs leave them out.
+
+use crate::analysis::metrics::GlobalRow;
+use serde::ser::{Error, SerializeMap, SerializeSeq};
+use serde::{Serialize, Serializer};
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// One request: a present flag, then latency and queue time (f64 seconds, little endian).
+const RECORD: u64 = 17;
+
+/// The file being written during a run.
+#[derive(Debug)]
+pub struct Spill {
+    file: Arc<SpillFile>,
+    /// Requests of the run: indices 0..n.
+    n: u64,
+}
+
+#[derive(Debug)]
+struct SpillFile {
+    path: PathBuf,
+    file: File,
+}
+
+impl Drop for SpillFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+impl Spill {
+    /// A spill for a run of `n` requests, in the system's temporary directory.
+    pub fn create(n: u64) -> std::io::Result<Self> {
+        static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("surge-arrays-{}-{seq}.bin", std::process::id()));
+        let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
+        file.set_len(n.saturating_mul(RECORD))?;
+        Ok(Self { file: Arc::new(SpillFile { path, file }), n })
+    }
+
+    /// Writes one row at its index (rows outside 0..n are not vLLM's requests: ignored).
+    pub fn write(&self, r: &GlobalRow) -> std::io::Result<()> {
+        if r.row.index >= self.n {
+            return Ok(());
+        }
+        let (latency, queue) = (r.vllm_latency_s(), r.queue_s());
+        let mut rec = [0u8; RECORD as usize];
+        rec[0] = 1;
+        rec[1..9].copy_from_slice(&latency.to_le_bytes());
+        rec[9..17].copy_from_slice(&queue.to_le_bytes());
+        self.file.file.write_all_at(&rec, r.row.index * RECORD)
+    }
+
+    /// The arrays, for the result.
+    pub fn arrays(&self) -> VllmArrays {
+        VllmArrays { file: Arc::clone(&self.file) }
+    }
+}
+
+/// `latencies` and `queue_times`, serialized from the spill file.
+#[derive(Debug, Clone)]
+pub struct VllmArrays {
+    file: Arc<SpillFile>,
+}
+
+impl PartialEq for VllmArrays {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.file, &other.file)
+    }
+}
+
+impl Serialize for VllmArrays {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("latencies", &Column { file: &self.file, offset: 1 })?;
+        m.serialize_entry("queue_times", &Column { file: &self.file, offset: 9 })?;
+        m.end()
+    }
+}
+
+/// One array: the f64 at `offset` of every present record, in index order.
+struct Column<'a> {
+    file: &'a SpillFile,
+    offset: usize,
+}
+
+impl Serialize for Column<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let f =
+            File::open(&self.file.path).map_err(|e| S::Error::custom(format!("{}: {e}", self.file.path.display())))?;
+        let mut r = BufReader::with_capacity(1 << 20, f);
+        let mut seq = s.serialize_seq(None)?;
+        let mut rec = [0u8; RECORD as usize];
+        loop {
+            match r.read_exact(&mut rec) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+                Err(e) => return Err(S::Error::custom(format!("{}: {e}", self.file.path.display()))),
+            }
+            if rec[0] == 1 {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(&rec[self.offset..self.offset + 8]);
+                seq.serialize_element(&f64::from_le_bytes(b))?;
+            }
+        }
+        seq.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use surge_proto::{ErrorKind, Row};
+
+    fn row(index: u64, start_s: f64, intended_s: Option<f64>, latency_us: u64, ok: bool) -> GlobalRow {
+        let mut row = Row { index, latency_us, ttft_us: latency_us / 2, ..Default::default() };
+        if !ok {
+            row.set_error(ErrorKind::HttpStatus);
+        }
+        GlobalRow { agent: 0, start_s, intended_s, row }
+    }
+
+    #[test]
+    fn arrays_in_index_order_whatever_the_arrival_and_the_file_goes_with_the_result() {
+        let spill = Spill::create(4).unwrap();
+        // Arrival order 2, 0, 3; request 1 never sent.
+        spill.write(&row(2, 1.0, Some(0.5), 300_000, true)).unwrap();
+        spill.write(&row(0, 0.1, Some(0.1), 100_000, true)).unwrap();
+        spill.write(&row(3, 2.0, Some(1.0), 400_000, false)).unwrap();
+        spill.write(&row(9, 2.0, None, 1, true)).unwrap();
+        let arrays = spill.arrays();
+        let v = serde_json::to_value(&arrays).unwrap();
+        assert_eq!(v["latencies"], serde_json::json!([0.1, 0.3, 0.0]));
+        assert_eq!(v["queue_times"], serde_json::json!([0.0, 0.5, 1.0]));
+        let path = arrays.file.path.clone();
+        drop(spill);
+        assert!(path.exists(), "the result still holds the file");
+        drop(arrays);
+        assert!(!path.exists(), "removed with the last holder");
+    }
+}
