@@ -50,7 +50,7 @@ impl Drop for TempFile {
 /// A ShareGPT file (`--dataset-name sharegpt`).
 pub fn sharegpt(data: &[u8]) {
     let Some(f) = TempFile::new(data, "json") else { return };
-    let _ = crate::cli::files::sharegpt(&f.0, None, 0, 1000, None);
+    let _ = crate::cli::files::sharegpt(&f.0, None, Some(0), 1000, None);
 }
 
 /// A custom JSONL file (`--dataset-name custom`), for both backends.

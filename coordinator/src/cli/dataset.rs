@@ -99,7 +99,7 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
             prompts = dataset_files::sharegpt(
                 p,
                 tok,
-                a.seed,
+                (!a.disable_shuffle).then_some(a.seed),
                 a.num_prompts.unwrap_or(crate::plan::DEFAULT_NUM_PROMPTS),
                 a.sharegpt_output_len,
             )

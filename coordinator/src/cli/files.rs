@@ -54,11 +54,12 @@ fn item(tok: Option<&Tok>, text: String, output_tokens: u32, messages_json: Stri
     p
 }
 
-/// Up to `num` prompts of a ShareGPT file (fewer when it has fewer usable conversations).
+/// Up to `num` prompts of a ShareGPT file (fewer when it has fewer usable conversations),
+/// its entries shuffled with `shuffle_seed` (`None`: vLLM's `--disable-shuffle`, file order).
 pub fn sharegpt(
     path: &Path,
     tok: Option<&Tok>,
-    seed: u64,
+    shuffle_seed: Option<u64>,
     num: u64,
     fixed_output: Option<u32>,
 ) -> Result<Vec<PromptItem>, String> {
@@ -66,7 +67,9 @@ pub fn sharegpt(
     let entries: Vec<Entry> =
         serde_json::from_str(&text).map_err(|e| format!("{}:{}: {}", path.display(), e.line().max(1), reason(&e)))?;
     let mut order: Vec<usize> = (0..entries.len()).collect();
-    order.shuffle(&mut SmallRng::seed_from_u64(seed));
+    if let Some(seed) = shuffle_seed {
+        order.shuffle(&mut SmallRng::seed_from_u64(seed));
+    }
     let mut out = Vec::new();
     for i in order {
         if out.len() as u64 >= num {
@@ -189,15 +192,22 @@ mod tests {
     #[test]
     fn sharegpt_fixture_loads_shuffled_and_filtered() {
         let t = tok();
-        let p = sharegpt(&fixture("sharegpt.json"), Some(&t), 0, 100, None).unwrap();
+        let p = sharegpt(&fixture("sharegpt.json"), Some(&t), Some(0), 100, None).unwrap();
         assert_eq!(p.len(), 6, "7 conversations, one too short");
         assert!(p.iter().all(|i| i.input_tokens >= 4 && i.output_tokens >= 4 && i.messages_json.is_empty()));
         assert!(
             p.iter()
                 .all(|i| i.input_tokens == t.count(&i.text) && i.input_source() == surge_proto::TokenSource::Tokenizer)
         );
-        assert_eq!(p, sharegpt(&fixture("sharegpt.json"), Some(&t), 0, 100, None).unwrap());
-        let fixed = sharegpt(&fixture("sharegpt.json"), None, 1, 3, Some(77)).unwrap();
+        assert_eq!(p, sharegpt(&fixture("sharegpt.json"), Some(&t), Some(0), 100, None).unwrap());
+        // --disable-shuffle: the same prompts in file order.
+        let ordered = sharegpt(&fixture("sharegpt.json"), Some(&t), None, 100, None).unwrap();
+        let text = std::fs::read_to_string(fixture("sharegpt.json")).unwrap();
+        let at = |p: &PromptItem| text.find(&serde_json::to_string(&p.text).unwrap()).unwrap();
+        assert!(ordered.windows(2).all(|w| at(&w[0]) < at(&w[1])), "file order");
+        assert_eq!(ordered.len(), p.len());
+        assert_ne!(ordered, p, "the seeded shuffle changed the order");
+        let fixed = sharegpt(&fixture("sharegpt.json"), None, Some(1), 3, Some(77)).unwrap();
         assert_eq!(fixed.len(), 3);
         assert!(fixed.iter().all(|i| i.output_tokens == 77));
     }
@@ -231,7 +241,7 @@ mod tests {
         }
         let path =
             scratch("bad.json", "[\n  {\"conversations\": [\n    {\"from\": \"human\", \"value\": 5}\n  ]}\n]\n");
-        let err = sharegpt(&path, None, 0, 10, None).unwrap_err();
+        let err = sharegpt(&path, None, Some(0), 10, None).unwrap_err();
         assert!(err.starts_with(&format!("{}:3: invalid type", path.display())), "{err}");
         let _ = std::fs::remove_file(path);
     }

@@ -187,6 +187,9 @@ pub struct RunArgs {
     /// ignored as vLLM ignores it with other datasets.
     #[arg(long = "hf-name", value_name = "NAME")]
     pub hf_name: Option<String>,
+    /// Keep a ShareGPT file's order instead of shuffling it with --seed (vLLM's flag).
+    #[arg(long = "disable-shuffle")]
+    pub disable_shuffle: bool,
     #[arg(long, value_enum, default_value = "random")]
     pub dataset_name: DatasetArg,
     /// The prompt of --dataset-name fixed.
