@@ -4,6 +4,8 @@
 # files, agent and coordinator configuration. libFuzzer via cargo-fuzz on nightly.
 # Usage: bench/fuzz.sh [SECONDS per target, default 60]   (appends a table to bench/RESULTS.md)
 #        FUZZ_TARGETS="agent_msgs coordinator_msgs" bench/fuzz.sh 600   (some targets only)
+#        FUZZ_RUNS=10500000 nice -n 19 bench/fuzz.sh   (a number of executions instead of a
+#        time, so a run at low priority beside other work still reaches its count)
 # Crashes land in fuzz/artifacts/TARGET/; copy each into fuzz/corpus/TARGET/ once fixed,
 # where the stable replay tests (agent/tests/fuzz_corpus.rs, coordinator/tests/fuzz_corpus.rs)
 # keep it fixed. Exit 77 when nightly or cargo-fuzz cannot be had here.
@@ -28,18 +30,22 @@ for t in "${TARGETS[@]}"; do
     work=$(mktemp -d)   # new inputs go here; the committed corpus stays as it is
     out=$(mktemp)
     rc=0
-    cargo +nightly fuzz run -O "$t" "$work" "corpus/$t" -- -max_total_time="$SECS" -rss_limit_mb=2048 >"$out" 2>&1 || rc=$?
+    limit=(-max_total_time="$SECS")
+    if [[ -n ${FUZZ_RUNS:-} ]]; then limit=(-runs="$FUZZ_RUNS"); fi
+    began=$(date +%s)
+    cargo +nightly fuzz run -O "$t" "$work" "corpus/$t" -- "${limit[@]}" -rss_limit_mb=2048 >"$out" 2>&1 || rc=$?
+    took=$(( $(date +%s) - began )); (( took > 0 )) || took=1
     runs=$(grep -oE '^#[0-9]+' "$out" | tail -1 | tr -d '#')
     n=$(ls "$work" | wc -l)
     crashes=$(ls "artifacts/$t" 2>/dev/null | wc -l)
     [[ $rc == 0 ]] || crashed=1
-    echo "| $t | $SECS | ${runs:-?} | $(( ${runs:-0} / SECS )) | $n new | $crashes (exit $rc) |" >>"$TABLE"
+    echo "| $t | $took | ${runs:-?} | $(( ${runs:-0} / took )) | $n new | $crashes (exit $rc) |" >>"$TABLE"
     rm -rf "$work" "$out"
 done
 cat "$TABLE"
 {
     echo
-    echo "## fuzz ($START_DATE, bench/fuzz.sh $SECS, cargo-fuzz $(cargo +nightly fuzz --version 2>/dev/null | awk '{print $2}'), $(rustc +nightly --version))"
+    echo "## fuzz ($START_DATE, bench/fuzz.sh ${FUZZ_RUNS:+FUZZ_RUNS=$FUZZ_RUNS }$SECS, cargo-fuzz $(cargo +nightly fuzz --version 2>/dev/null | awk '{print $2}'), $(rustc +nightly --version))"
     echo
     cat "$TABLE"
 } >>"$BENCH_DIR/RESULTS.md"
