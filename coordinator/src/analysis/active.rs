@@ -6,19 +6,20 @@
 //! (D23); beyond, buckets are anchored at the run's start instead of the first start, in
 //! memory of one entry per second.
 
+use super::spilled::Spilled;
 use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Default)]
 pub struct ActiveSeconds {
     /// Successful requests' (start, end), seconds, while exact.
-    exact: Option<Vec<(f64, f64)>>,
+    exact: Option<Spilled<(f64, f64)>>,
     /// Start second -> +1, second after the end -> -1, on the run's timeline.
     bins: BTreeMap<i64, i64>,
 }
 
 impl ActiveSeconds {
     pub fn new() -> Self {
-        Self { exact: Some(Vec::new()), bins: BTreeMap::new() }
+        Self { exact: Some(Spilled::new()), bins: BTreeMap::new() }
     }
 
     /// One successful request.
@@ -35,10 +36,17 @@ impl ActiveSeconds {
         self.exact = None;
     }
 
-    /// The largest number of successful requests active within one second.
-    pub fn peak(&self) -> u64 {
+    /// The largest number of successful requests active within one second (the kept
+    /// intervals are read back for it; if they cannot be, the run-anchored bins answer).
+    pub fn peak(&mut self) -> u64 {
+        if let Some(e) = &mut self.exact
+            && e.load().is_err()
+        {
+            self.exact = None;
+        }
         match &self.exact {
             Some(e) if !e.is_empty() => {
+                let e = e.values();
                 let min = e.iter().map(|r| r.0).fold(f64::INFINITY, f64::min);
                 let mut diff: BTreeMap<i64, i64> = BTreeMap::new();
                 for &(s, end) in e {

@@ -11,6 +11,7 @@ use super::coalesce::Coalescing;
 use super::ramp::RampEvents;
 use super::sample::Sample;
 use super::server::{ClientSide, ServerMetrics, ServerView};
+use super::spilled::Spilled;
 use super::timeseries::{Slice, TimeSeries};
 pub use crate::fleet::outcome::{GlobalRow, kind_name};
 use crate::fleet::scrape::ServerScrape;
@@ -146,7 +147,7 @@ pub struct Aggregator {
     /// vLLM's `max_concurrent_requests` (successful requests per one-second bucket).
     active: ActiveSeconds,
     /// (time, +1 start / -1 end) while exact.
-    events: Option<Vec<(f64, i32)>>,
+    events: Option<Spilled<(f64, i32)>>,
     /// Output tokens per second of the run's timeline.
     token_bins: BTreeMap<i64, u64>,
     keep_rows: bool,
@@ -168,7 +169,7 @@ impl Aggregator {
             queued: Sample::new(),
             client_queue: Sample::new(),
             active: ActiveSeconds::new(),
-            events: Some(Vec::new()),
+            events: Some(Spilled::new()),
             token_bins: BTreeMap::new(),
             keep_rows,
             series: TimeSeries::new(slice_s),
@@ -309,7 +310,7 @@ impl Aggregator {
             last,
             queued,
             mut client_queue,
-            active,
+            mut active,
             events,
             token_bins,
             series,
@@ -341,9 +342,9 @@ impl Aggregator {
             m.total_token_throughput = (m.total_input_tokens + m.total_output_tokens) as f64 / m.duration_s;
             m.request_goodput = (!slo.is_empty()).then(|| good as f64 / m.duration_s);
         }
-        m.peak_in_flight = match events {
-            Some(mut ev) => peak_concurrency(&mut ev),
-            None => peak_in_flight as f64,
+        m.peak_in_flight = match events.map(|mut ev| ev.load().map(|()| ev)) {
+            Some(Ok(mut ev)) => peak_concurrency(ev.values_mut()),
+            _ => peak_in_flight as f64,
         };
         m.max_concurrent_requests = active.peak() as f64;
         m.max_output_tokens_per_s = token_bins.values().copied().max().unwrap_or(0) as f64;

@@ -12,6 +12,7 @@ pub mod ramp;
 pub mod repeat;
 pub mod sample;
 pub mod server;
+pub mod spilled;
 pub mod stats;
 pub mod timeseries;
 pub mod token_source;

@@ -1,8 +1,10 @@
 //! One metric's distribution, folded value by value in bounded memory: exact running
 //! count, mean and standard deviation; percentiles exact (numpy's linear interpolation
 //! over the sorted values) while the run's samples fit the exact budget, and from a
-//! mergeable HDR histogram (4 significant digits, 1 µs resolution) beyond it.
+//! mergeable HDR histogram (4 significant digits, 1 µs resolution) beyond it. Kept values
+//! wait on disk until the run ends (see `spilled`).
 
+use super::spilled::Spilled;
 use super::stats::{mean, percentile_sorted, sort, std_dev};
 use hdrhistogram::Histogram;
 
@@ -19,7 +21,7 @@ pub struct Sample {
     n: u64,
     mean: f64,
     m2: f64,
-    exact: Option<Vec<f64>>,
+    exact: Option<Spilled<f64>>,
     hist: Histogram<u64>,
     sorted: bool,
 }
@@ -37,7 +39,7 @@ fn us(v_s: f64) -> u64 {
 impl Sample {
     pub fn new() -> Self {
         let hist = Histogram::new_with_bounds(1, HIGH_US, 4).expect("valid histogram bounds");
-        Self { n: 0, mean: 0.0, m2: 0.0, exact: Some(Vec::new()), hist, sorted: true }
+        Self { n: 0, mean: 0.0, m2: 0.0, exact: Some(Spilled::new()), hist, sorted: true }
     }
 
     /// Adds one value (seconds).
@@ -70,10 +72,15 @@ impl Sample {
         self.n == 0
     }
 
-    /// Sorts the kept values once, before percentiles are read.
+    /// Reads the kept values back and sorts them, once, before percentiles are read. Values
+    /// that cannot be read back leave the histogram's percentiles (as beyond the budget).
     pub fn seal(&mut self) {
         if let (Some(e), false) = (&mut self.exact, self.sorted) {
-            sort(e);
+            if e.load().is_err() {
+                self.exact = None;
+                return;
+            }
+            sort(e.values_mut());
             self.sorted = true;
         }
     }
@@ -81,18 +88,18 @@ impl Sample {
     /// The mean: from the kept values (bit for bit what numpy gives) or the running mean.
     pub fn mean_ms(&self) -> f64 {
         match &self.exact {
-            Some(e) => mean(e) * 1000.0,
-            None if self.n == 0 => 0.0,
-            None => self.mean * 1000.0,
+            Some(e) if self.sorted => mean(e.values()) * 1000.0,
+            _ if self.n == 0 => 0.0,
+            _ => self.mean * 1000.0,
         }
     }
 
     /// Population standard deviation, as numpy's default.
     pub fn std_ms(&self) -> f64 {
         match &self.exact {
-            Some(e) => std_dev(e) * 1000.0,
-            None if self.n == 0 => 0.0,
-            None => (self.m2 / self.n as f64).sqrt() * 1000.0,
+            Some(e) if self.sorted => std_dev(e.values()) * 1000.0,
+            _ if self.n == 0 => 0.0,
+            _ => (self.m2 / self.n as f64).sqrt() * 1000.0,
         }
     }
 
@@ -104,11 +111,8 @@ impl Sample {
     /// first), else linear interpolation between the histogram's ranked values.
     pub fn percentile_ms(&self, p: f64) -> f64 {
         match &self.exact {
-            Some(e) => {
-                debug_assert!(self.sorted, "seal() before percentiles");
-                percentile_sorted(e, p) * 1000.0
-            }
-            None => self.hist_percentile_s(p) * 1000.0,
+            Some(e) if self.sorted => percentile_sorted(e.values(), p) * 1000.0,
+            _ => self.hist_percentile_s(p) * 1000.0,
         }
     }
 

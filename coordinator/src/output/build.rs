@@ -13,6 +13,17 @@ use crate::analysis::verdict::{self, Verdict};
 use crate::fleet::outcome::Outcome;
 use crate::plan::{METRICS, QUEUE_METRICS, RunPlan};
 
+/// The instantaneous peak: exact while the run was exact; beyond D23's budget the time
+/// series' per-slice bound, capped by the agents' own peaks (each agent counts its
+/// requests in flight exactly; their sum bounds the fleet's at any instant).
+fn peak_in_flight(o: &Outcome, m: &Metrics) -> f64 {
+    if m.exact || o.agents.iter().any(|a| a.done.is_none()) {
+        return m.peak_in_flight;
+    }
+    let agents: u64 = o.agents.iter().filter_map(|a| a.done.as_ref()).map(|d| u64::from(d.max_in_flight)).sum();
+    m.peak_in_flight.min(agents as f64)
+}
+
 /// The percentiles a result carries: the plan's, plus 99 (the client-bound and sweep
 /// statistics read it).
 fn percentiles(plan: &RunPlan) -> Vec<f64> {
@@ -254,7 +265,7 @@ pub fn run_result(
         max_output_tokens_per_s: m.max_output_tokens_per_s,
         vllm_arrays: None,
         max_concurrent_requests: m.max_concurrent_requests,
-        peak_in_flight: Some(m.peak_in_flight),
+        peak_in_flight: Some(peak_in_flight(o, m)),
         rtfx: 0.0,
         rps_change_events: m.ramp.as_ref().map(|r| r.events(o.started_at)),
         latency: latencies(plan, m, &ps),

@@ -41,11 +41,7 @@ struct SpillFile {
 impl Spill {
     /// A spill for a run of `n` requests, in the system's temporary directory.
     pub fn create(n: u64) -> std::io::Result<Self> {
-        static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!("surge-arrays-{}-{seq}.bin", std::process::id()));
-        let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
-        std::fs::remove_file(&path)?;
+        let (file, path) = crate::analysis::spilled::unlinked_temp("arrays")?;
         file.set_len(n.saturating_mul(RECORD))?;
         Ok(Self { file: Arc::new(SpillFile { path, file }), n })
     }
