@@ -64,7 +64,7 @@ PORT=${PORT:-$(free_port)}
 ECHO_PID=$!
 wait_http "$PORT" || die "echo server did not come up (see $OUT/echo.log)"
 
-"$SURGE_AGENT" --listen 127.0.0.1:0 --insecure --allowed-targets 127.0.0.1 >"$OUT/agent.log" 2>&1 &
+"$SURGE_AGENT" --listen 127.0.0.1:0 --plaintext --allowed-targets 127.0.0.1 >"$OUT/agent.log" 2>&1 &
 AGENT_PID=$!
 AGENT_ADDR=
 for _ in $(seq 100); do
@@ -81,7 +81,7 @@ sleep 1
 IDLE=$(rss_kib "$AGENT_PID")
 log "echo pid $ECHO_PID on 127.0.0.1:$PORT; agent pid $AGENT_PID on $AGENT_ADDR, idle VmRSS $IDLE KiB"
 
-RUN_CMD=("$SURGE" run --agents "$AGENT_ADDR" --insecure --base-url "http://127.0.0.1:$PORT" --model m
+RUN_CMD=("$SURGE" run --agents "$AGENT_ADDR" --agents-plaintext --base-url "http://127.0.0.1:$PORT" --model m
     --random-input-len "$INPUT_LEN" --random-output-len "$OUTPUT_LEN" --ignore-eos
     --num-prompts "$NUM_PROMPTS" --max-concurrency "$INFLIGHT")
 "${RUN_CMD[@]}" >"$OUT/run.out" 2>"$OUT/run.err" &
@@ -150,8 +150,8 @@ md=$OUT/agent-memory.md
     echo
     echo '```sh'
     echo "surge echo --listen 127.0.0.1:P --ttft-ms $TTFT_MS --itl-ms $ITL_MS"
-    echo "surge-agent --listen 127.0.0.1:0 --insecure --allowed-targets 127.0.0.1   # prints: surge-agent listening on ADDR"
-    echo "surge run --agents ADDR --insecure --base-url http://127.0.0.1:P --model m --random-input-len $INPUT_LEN --random-output-len $OUTPUT_LEN --ignore-eos --num-prompts $NUM_PROMPTS --max-concurrency $INFLIGHT"
+    echo "surge-agent --listen 127.0.0.1:0 --plaintext --allowed-targets 127.0.0.1   # prints: surge-agent listening on ADDR"
+    echo "surge run --agents ADDR --agents-plaintext --base-url http://127.0.0.1:P --model m --random-input-len $INPUT_LEN --random-output-len $OUTPUT_LEN --ignore-eos --num-prompts $NUM_PROMPTS --max-concurrency $INFLIGHT"
     echo "# meanwhile, every $SAMPLE_MS ms: VmRSS from /proc/AGENT_PID/status, surge_echo_requests_running from GET http://127.0.0.1:P/metrics"
     echo '```'
     echo "<!-- agent-memory:end -->"

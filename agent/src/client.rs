@@ -5,10 +5,9 @@
 //! Each call opens one HTTP/1.1 connection, sends one request, reads the whole answer
 //! and closes. The whole exchange is bounded by the caller's timeout.
 
-use crate::engine::conn::{ConnectError, Connector, Target, TargetError};
+use crate::engine::conn::{Body, ConnectError, Connector, Target, TargetError, TargetTls, Version};
 use crate::engine::stats::Stats;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -37,8 +36,8 @@ pub enum ClientError {
     #[error("invalid request: {0}")]
     Request(#[source] http::Error),
     /// The exchange failed after the connection was open (reset, malformed answer).
-    #[error("{0}")]
-    Http(#[source] hyper::Error),
+    #[error("the exchange failed: {}", .0.as_str_name().trim_start_matches("ERROR_KIND_").to_ascii_lowercase())]
+    Http(surge_proto::ErrorKind),
     /// The timeout passed before the whole answer arrived.
     #[error("no answer within {0:?}")]
     Timeout(Duration),
@@ -54,7 +53,12 @@ impl ClientError {
 
 /// `GET {base_url}{path}`.
 pub async fn get(base_url: &str, path: &str, timeout: Duration) -> Result<Response, ClientError> {
-    request(http::Method::GET, base_url, path, None, timeout, None).await
+    request(http::Method::GET, base_url, path, None, timeout, None, &TargetTls::default()).await
+}
+
+/// [`get`], verifying an https target as `tls` says (`--ca-cert`, `--insecure`).
+pub async fn get_tls(tls: &TargetTls, base_url: &str, path: &str, timeout: Duration) -> Result<Response, ClientError> {
+    request(http::Method::GET, base_url, path, None, timeout, None, tls).await
 }
 
 /// [`get`] from the host address `local` (the agent's `--local-address`).
@@ -64,12 +68,12 @@ pub async fn get_from(
     path: &str,
     timeout: Duration,
 ) -> Result<Response, ClientError> {
-    request(http::Method::GET, base_url, path, None, timeout, local).await
+    request(http::Method::GET, base_url, path, None, timeout, local, &TargetTls::default()).await
 }
 
 /// `POST {base_url}{path}` with a JSON body.
 pub async fn post_json(base_url: &str, path: &str, body: Bytes, timeout: Duration) -> Result<Response, ClientError> {
-    request(http::Method::POST, base_url, path, Some(body), timeout, None).await
+    request(http::Method::POST, base_url, path, Some(body), timeout, None, &TargetTls::default()).await
 }
 
 async fn request(
@@ -79,12 +83,13 @@ async fn request(
     body: Option<Bytes>,
     timeout: Duration,
     local: Option<std::net::IpAddr>,
+    tls: &TargetTls,
 ) -> Result<Response, ClientError> {
     let until = Instant::now() + timeout;
     let target = Target::resolve(base_url).await?;
     let uri = target.uri(path, false);
     let authority = target.authority.clone();
-    let connector = Connector::new(target, false)?.from_address(local);
+    let connector = Connector::with_tls(target, Version::Http1, tls)?.from_address(local);
     // Counters nobody reads: the connector counts open connections for the load's health.
     let stats = Arc::new(Stats::default());
     let mut conn = tokio::time::timeout_at(until, connector.connect(&stats))
@@ -94,12 +99,14 @@ async fn request(
     if body.is_some() {
         req = req.header(http::header::CONTENT_TYPE, "application/json");
     }
-    let req = req.body(Full::new(body.unwrap_or_default())).map_err(ClientError::Request)?;
+    let req = req.body(body.unwrap_or_default()).map_err(ClientError::Request)?;
     let exchange = async {
-        let resp = conn.send(req).await.map_err(ClientError::Http)?;
-        let status = resp.status().as_u16();
-        let body = resp.into_body().collect().await.map_err(ClientError::Http)?.to_bytes();
-        Ok(Response { status, body })
+        let (status, mut body): (_, Body) = conn.send(req).await.map_err(ClientError::Http)?;
+        let mut all = bytes::BytesMut::new();
+        while let Some(chunk) = body.chunk().await {
+            all.extend_from_slice(&chunk.map_err(ClientError::Http)?.0);
+        }
+        Ok(Response { status: status.as_u16(), body: all.freeze() })
     };
     tokio::time::timeout_at(until, exchange).await.map_err(|_| ClientError::Timeout(timeout))?
 }

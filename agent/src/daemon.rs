@@ -44,9 +44,10 @@ pub struct AgentArgs {
     /// Dead-man interval: stop all load when the coordinator is silent this long.
     #[arg(long, value_name = "DURATION")]
     pub lease: Option<String>,
-    /// Plaintext gRPC without TLS; refused unless listening on loopback.
-    #[arg(long)]
-    pub insecure: bool,
+    /// Plaintext gRPC without TLS; refused unless listening on loopback. (`--insecure` is
+    /// its old, deprecated name.)
+    #[arg(long, alias = "insecure")]
+    pub plaintext: bool,
     /// Source IP address of connections to the target (pick a NIC or a source address
     /// the target's firewall expects; default: the kernel's choice).
     #[arg(long, value_name = "IP")]
@@ -67,7 +68,9 @@ struct FileConfig {
     allowed_targets: Option<Vec<String>>,
     max_in_flight: Option<u32>,
     lease: Option<String>,
-    insecure: Option<bool>,
+    /// (`insecure` is its old, deprecated name.)
+    #[serde(alias = "insecure")]
+    plaintext: Option<bool>,
     local_address: Option<String>,
     metrics_listen: Option<String>,
 }
@@ -116,11 +119,11 @@ pub enum ConfigError {
         #[source]
         source: std::net::AddrParseError,
     },
-    #[error("insecure: plaintext is allowed only on loopback, but listen is {0}")]
+    #[error("plaintext: allowed only on loopback, but listen is {0}")]
     PlaintextNotLoopback(String),
-    #[error("insecure: cannot be combined with tls-ca/tls-cert/tls-key")]
+    #[error("plaintext: cannot be combined with tls-ca/tls-cert/tls-key")]
     PlaintextWithTls,
-    #[error("tls-ca, tls-cert and tls-key are all required (or --insecure on a loopback listen address)")]
+    #[error("tls-ca, tls-cert and tls-key are all required (or --plaintext on a loopback listen address)")]
     TlsIncomplete,
     #[error(transparent)]
     Allowlist(#[from] AllowlistError),
@@ -200,7 +203,7 @@ impl AgentConfig {
     pub fn load(args: &AgentArgs) -> Result<Self, ConfigError> {
         let f = load_layers(args.config.as_deref())?;
         let listen = args.listen.clone().or(f.listen).unwrap_or_else(|| "0.0.0.0:7171".into());
-        let insecure = args.insecure || f.insecure.unwrap_or(false);
+        let insecure = args.plaintext || f.plaintext.unwrap_or(false);
         let ca = args.tls_ca.clone().or(f.tls_ca);
         let cert = args.tls_cert.clone().or(f.tls_cert);
         let key = args.tls_key.clone().or(f.tls_key);
@@ -309,7 +312,7 @@ mod tests {
     use super::*;
 
     fn args(config: &Path) -> AgentArgs {
-        AgentArgs { config: Some(config.to_path_buf()), insecure: true, ..Default::default() }
+        AgentArgs { config: Some(config.to_path_buf()), plaintext: true, ..Default::default() }
     }
 
     // One test touches the process environment, so the cases run in sequence here.
@@ -346,7 +349,7 @@ mod tests {
         assert!(e.to_string().starts_with("lease \"soon\": "), "{e}");
         std::fs::write(&file, "listen = \"10.0.0.1:7171\"\n").unwrap();
         let e = AgentConfig::load(&args(&file)).unwrap_err();
-        assert_eq!(e.to_string(), "insecure: plaintext is allowed only on loopback, but listen is 10.0.0.1:7171");
+        assert_eq!(e.to_string(), "plaintext: allowed only on loopback, but listen is 10.0.0.1:7171");
         std::fs::write(&file, "listen = \"127.0.0.1:0\"\nallowed-targets = [\"a b\"]\n").unwrap();
         let e = AgentConfig::load(&args(&file)).unwrap_err();
         assert!(matches!(e, ConfigError::Allowlist(_)), "{e:?}");

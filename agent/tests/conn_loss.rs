@@ -7,7 +7,7 @@ use bytes::Bytes;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-use surge_agent::engine::conn::{Connector, Pool, Target};
+use surge_agent::engine::conn::{Connector, Pool, Target, Version};
 use surge_agent::engine::request::{self, Job, Mode, RequestTemplate};
 use surge_agent::engine::stats::Stats;
 use surge_proto::{ErrorKind, TokenSource};
@@ -51,7 +51,7 @@ async fn a_request_left_unanswered_by_an_ended_connection_is_retried() {
     let (addr, accepted) = server().await;
     let target = Target::resolve(&format!("http://{addr}")).await.unwrap();
     let stats = Arc::new(Stats::default());
-    let pool = Arc::new(Pool::new(Connector::new(target.clone(), false).unwrap(), stats.clone(), 1));
+    let pool = Arc::new(Pool::new(Connector::new(target.clone(), Version::Http1).unwrap(), stats.clone(), 1));
     assert_eq!(pool.warm(1, 1).await.unwrap(), 1);
     // The pooled connection (to the silent handler): take its end signal, put it back.
     let (conn, reused) = pool.checkout().await.unwrap();

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use surge_agent::engine::conn::{Connector, Pool, Target};
+use surge_agent::engine::conn::{Connector, Pool, Target, Version};
 use surge_agent::engine::request::{self, Job, Mode, RequestTemplate};
 use surge_agent::engine::stats::Stats;
 use surge_proto::{ErrorKind, TokenSource};
@@ -92,7 +92,11 @@ async fn stream_over_https(h2: bool) {
     let (port, roots) = tls_terminator(backend).await;
     let target = Target::resolve(&format!("https://localhost:{port}")).await.unwrap();
     let stats = Arc::new(Stats::default());
-    let pool = Arc::new(Pool::new(Connector::with_roots(target.clone(), h2, roots).unwrap(), stats, 4));
+    let pool = Arc::new(Pool::new(
+        Connector::with_roots(target.clone(), if h2 { Version::Http2 } else { Version::Http1 }, roots).unwrap(),
+        stats,
+        4,
+    ));
     let tpl = template(&target);
     let t0 = Instant::now();
     for index in 0..4 {
@@ -133,7 +137,7 @@ async fn an_untrusted_certificate_is_a_tls_error() {
     let target = Target::resolve(&format!("https://localhost:{port}")).await.unwrap();
     let stats = Arc::new(Stats::default());
     // The Mozilla roots do not include the test CA.
-    let pool = Arc::new(Pool::new(Connector::new(target.clone(), false).unwrap(), stats, 1));
+    let pool = Arc::new(Pool::new(Connector::new(target.clone(), Version::Http1).unwrap(), stats, 1));
     let job = Job {
         index: 0,
         body: Bytes::from_static(BODY.as_bytes()),

@@ -5,20 +5,21 @@
 
 use std::time::{Duration, Instant};
 use surge_agent::client::{self, Response};
+use surge_agent::engine::conn::TargetTls;
 
 /// How long one `GET /v1/models` may take, connection included.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// One `GET {base}/v1/models`.
-async fn get_models(base_url: &str) -> Result<Response, String> {
-    client::get(base_url, "/v1/models", REQUEST_TIMEOUT).await.map_err(|e| e.to_string())
+/// One `GET {base}/v1/models`, checking an https target's certificate as `tls` says.
+async fn get_models(tls: &TargetTls, base_url: &str) -> Result<Response, String> {
+    client::get_tls(tls, base_url, "/v1/models", REQUEST_TIMEOUT).await.map_err(|e| e.to_string())
 }
 
 /// Polls until `/v1/models` answers 200 or `timeout` passes.
-pub async fn wait_ready(base_url: &str, timeout: Duration) -> Result<(), String> {
+pub async fn wait_ready(tls: &TargetTls, base_url: &str, timeout: Duration) -> Result<(), String> {
     let until = Instant::now() + timeout;
     loop {
-        let last = match get_models(base_url).await {
+        let last = match get_models(tls, base_url).await {
             Ok(Response { status: 200, .. }) => return Ok(()),
             Ok(Response { status, .. }) => format!("HTTP {status}"),
             Err(e) => e,
@@ -31,8 +32,8 @@ pub async fn wait_ready(base_url: &str, timeout: Duration) -> Result<(), String>
 }
 
 /// The first model id listed at `/v1/models`.
-pub async fn first_model(base_url: &str) -> Result<String, String> {
-    let Response { status, body } = get_models(base_url).await?;
+pub async fn first_model(tls: &TargetTls, base_url: &str) -> Result<String, String> {
+    let Response { status, body } = get_models(tls, base_url).await?;
     if status != 200 {
         return Err(format!("GET {base_url}/v1/models answered HTTP {status}"));
     }

@@ -45,7 +45,7 @@ fn run_help_lists_vllm_bench_serve_flags() {
         "--tls-ca",
         "--tls-cert",
         "--tls-key",
-        "--insecure",
+        "--agents-plaintext",
         "--tolerate-agent-loss",
     ] {
         assert!(help.contains(flag), "{flag} missing from `surge run --help`");

@@ -44,6 +44,13 @@ fn base() -> Instant {
 pub(crate) struct ArrivalClock(Arc<AtomicU64>);
 
 impl ArrivalClock {
+    /// A clock that says `at` (bytes read in user space, e.g. from a QUIC stream).
+    pub fn at(at: Instant) -> Self {
+        let clock = Self::default();
+        clock.mark(at);
+        clock
+    }
+
     fn mark(&self, at: Instant) {
         let ns = at.saturating_duration_since(base()).as_nanos() as u64;
         self.0.fetch_max(ns.max(1), Ordering::Relaxed);

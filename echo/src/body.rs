@@ -8,7 +8,8 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
-use hyper::body::{Body, Frame, Incoming, SizeHint};
+use http_body_util::combinators::UnsyncBoxBody;
+use hyper::body::{Body, Frame, SizeHint};
 use serde_json::json;
 
 use crate::sse::SseBody;
@@ -21,7 +22,7 @@ pub(crate) enum ResBody {
     /// A complete body, sent as one frame (`None` once sent or when empty).
     Full(Option<Bytes>),
     /// The request body, echoed frame by frame without copying.
-    Echo(Incoming),
+    Echo(UnsyncBoxBody<Bytes, BoxError>),
     /// A streamed completion.
     Sse(Box<SseBody>),
 }
@@ -41,9 +42,7 @@ impl Body for ResBody {
     fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.get_mut() {
             Self::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
-            Self::Echo(incoming) => {
-                Pin::new(incoming).poll_frame(cx).map(|frame| frame.map(|r| r.map_err(BoxError::from)))
-            }
+            Self::Echo(incoming) => Pin::new(incoming).poll_frame(cx),
             Self::Sse(sse) => Pin::new(&mut **sse).poll_frame(cx).map(|frame| frame.map(|r| r.map_err(BoxError::from))),
         }
     }

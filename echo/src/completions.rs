@@ -9,7 +9,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode, Version, header};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
-use hyper::body::Incoming;
+use hyper::body::Body;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -141,12 +141,16 @@ impl std::error::Error for InjectedReset {}
 
 /// Serve one completion request. Its schedule starts when its bytes arrived
 /// (or when it got a slot, if it had to wait for one).
-pub(crate) async fn handle(
-    req: Request<Incoming>,
+pub(crate) async fn handle<B>(
+    req: Request<B>,
     state: Arc<State>,
     conn: ConnCtx,
     kind: Kind,
-) -> Result<Response<ResBody>, BoxError> {
+) -> Result<Response<ResBody>, BoxError>
+where
+    B: Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
     let index = state.completions.fetch_add(1, Relaxed);
     if let Some(ip) = conn.peer.filter(|ip| state.config.deny_peer.contains(ip)) {
         return Ok(json_error(StatusCode::FORBIDDEN, &format!("requests from {ip} are not allowed")));

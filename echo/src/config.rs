@@ -122,6 +122,19 @@ pub struct EchoArgs {
     #[arg(long = "metrics-allow-peer", value_name = "IP")]
     pub metrics_allow_peer: Vec<std::net::IpAddr>,
 
+    /// Serve HTTPS on the TCP port (ALPN h2 or http/1.1) with a certificate for localhost,
+    /// 127.0.0.1, ::1 and the listen address, signed by a private CA made at start.
+    #[arg(long = "tls-self-signed")]
+    pub tls_self_signed: bool,
+
+    /// Write that CA's certificate (PEM) to FILE, for a client's --ca-cert.
+    #[arg(long = "tls-cert-out", value_name = "FILE", requires = "tls_self_signed")]
+    pub tls_cert_out: Option<PathBuf>,
+
+    /// Also serve HTTP/3 (QUIC) on the UDP port of the same number (needs --tls-self-signed).
+    #[arg(long = "http3", requires = "tls_self_signed")]
+    pub http3: bool,
+
     /// Metric names of GET /metrics: surge (surge_echo_*), or vllm (also vLLM's vllm:*
     /// names, each labelled model_name with --model, as a vLLM server exposes them).
     #[arg(long = "metrics-flavor", value_name = "FLAVOR", value_enum, default_value_t = MetricsFlavor::Surge)]
@@ -167,6 +180,9 @@ impl EchoArgs {
             deny_peer: self.deny_peer,
             metrics_allow_peer: self.metrics_allow_peer,
             metrics_flavor: self.metrics_flavor,
+            tls_self_signed: self.tls_self_signed,
+            tls_cert_out: self.tls_cert_out,
+            http3: self.http3,
         };
         config.validate()?;
         Ok(config)
@@ -226,6 +242,12 @@ pub struct EchoConfig {
     pub metrics_allow_peer: Vec<std::net::IpAddr>,
     /// Metric names of `GET /metrics`.
     pub metrics_flavor: MetricsFlavor,
+    /// HTTPS on the TCP port with a certificate made at start.
+    pub tls_self_signed: bool,
+    /// Where the CA certificate of `tls_self_signed` is written (PEM).
+    pub tls_cert_out: Option<PathBuf>,
+    /// HTTP/3 on the UDP port of the same number (needs `tls_self_signed`).
+    pub http3: bool,
 }
 
 impl Default for EchoConfig {
@@ -255,6 +277,9 @@ impl Default for EchoConfig {
             deny_peer: Vec::new(),
             metrics_allow_peer: Vec::new(),
             metrics_flavor: MetricsFlavor::Surge,
+            tls_self_signed: false,
+            tls_cert_out: None,
+            http3: false,
         }
     }
 }
@@ -262,6 +287,9 @@ impl Default for EchoConfig {
 impl EchoConfig {
     /// Check every value; the error names the flag that carries it.
     pub fn validate(&self) -> Result<(), String> {
+        if self.http3 && !self.tls_self_signed {
+            return Err("--http3 needs --tls-self-signed (QUIC always carries TLS)".to_owned());
+        }
         if self.model.is_empty() {
             return Err("--model must not be empty".to_owned());
         }

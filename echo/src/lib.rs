@@ -87,6 +87,7 @@ mod completions;
 mod config;
 mod counter;
 mod faults;
+mod h3server;
 mod kind;
 mod metrics;
 mod routes;
@@ -95,10 +96,18 @@ mod server;
 mod sse;
 mod state;
 mod timer;
+mod tls;
 mod tokens;
 mod vllm;
 
 pub use config::{EchoArgs, EchoConfig, MAX_OUTPUT_TOKENS, MetricsFlavor};
+pub use server::Ready;
+
+/// Checks `config` and readies the server on `listener` (certificates made and written,
+/// the HTTP/3 socket bound); [`Ready::run`] serves. Errors as [`serve`]'s.
+pub fn prepare(listener: tokio::net::TcpListener, config: EchoConfig) -> std::io::Result<Ready> {
+    server::prepare(listener, config)
+}
 
 /// Serve until `shutdown` resolves. Takes an already-bound listener so tests
 /// bind 127.0.0.1:0.
@@ -112,5 +121,5 @@ pub async fn serve(
     config: EchoConfig,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    server::run(listener, config, shutdown).await
+    server::prepare(listener, config)?.run(shutdown).await
 }

@@ -18,6 +18,8 @@ use crate::vllm::VllmMetrics;
 pub(crate) struct Metrics {
     /// Every request received, whatever its route.
     requests_total: IntCounter,
+    /// Of them, requests that came over HTTP/3.
+    http3_requests_total: IntCounter,
     /// Completions holding a slot (being generated).
     requests_running: IntGauge,
     /// Completions waiting for a slot.
@@ -52,6 +54,8 @@ impl Metrics {
             c
         };
         let requests_total = counter("surge_echo_requests_total", "Requests received, all routes.");
+        let http3_requests_total =
+            counter("surge_echo_http3_requests_total", "Requests received over HTTP/3 (QUIC), all routes.");
         let tokens_total = counter("surge_echo_tokens_total", "Output tokens sent.");
         let prompt_tokens_total =
             counter("surge_echo_prompt_tokens_total", "Prompt tokens received (whitespace-separated words).");
@@ -63,12 +67,26 @@ impl Metrics {
         let requests_running = gauge("surge_echo_requests_running", "Completions being generated (holding a slot).");
         let requests_waiting = gauge("surge_echo_requests_waiting", "Completions waiting for a slot.");
         let vllm = vllm.map(|(model_name, slots)| VllmMetrics::new(&registry, model_name, slots));
-        Self { requests_total, requests_running, requests_waiting, tokens_total, prompt_tokens_total, vllm, registry }
+        Self {
+            requests_total,
+            http3_requests_total,
+            requests_running,
+            requests_waiting,
+            tokens_total,
+            prompt_tokens_total,
+            vllm,
+            registry,
+        }
     }
 
     /// A request received, on any route.
     pub fn count_request(&self) {
         self.requests_total.inc();
+    }
+
+    /// A request received over HTTP/3 (also counted by [`Metrics::count_request`]).
+    pub fn count_http3_request(&self) {
+        self.http3_requests_total.inc();
     }
 
     /// Prompt tokens of a completion request that will be answered.

@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use http::{Method, Request, Response, StatusCode, header};
-use hyper::body::Incoming;
+use http_body_util::BodyExt;
+use hyper::body::Body;
 
 use crate::body::{BoxError, ResBody, json_error, with_type};
 use crate::completions;
@@ -14,12 +15,12 @@ use crate::state::{ConnCtx, State};
 /// Content type of `GET /metrics`: the Prometheus text format 0.0.4.
 const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// Route one request.
-pub(crate) async fn handle(
-    req: Request<Incoming>,
-    state: Arc<State>,
-    conn: ConnCtx,
-) -> Result<Response<ResBody>, BoxError> {
+/// Route one request (its body from hyper, or read whole from an HTTP/3 stream).
+pub(crate) async fn handle<B>(req: Request<B>, state: Arc<State>, conn: ConnCtx) -> Result<Response<ResBody>, BoxError>
+where
+    B: Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
     state.metrics.count_request();
     let method = req.method();
     match req.uri().path() {
@@ -54,9 +55,13 @@ pub(crate) async fn handle(
 }
 
 /// The request body, streamed straight back with the same content type.
-fn echo(mut req: Request<Incoming>) -> Response<ResBody> {
+fn echo<B>(mut req: Request<B>) -> Response<ResBody>
+where
+    B: Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
     let content_type = req.headers_mut().remove(header::CONTENT_TYPE);
-    let mut resp = Response::new(ResBody::Echo(req.into_body()));
+    let mut resp = Response::new(ResBody::Echo(req.into_body().map_err(Into::into).boxed_unsync()));
     if let Some(ct) = content_type {
         resp.headers_mut().insert(header::CONTENT_TYPE, ct);
     }

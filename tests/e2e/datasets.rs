@@ -65,7 +65,7 @@ fn random_prompts_are_exactly_1024_tokens_at_the_server() {
 fn two_agents_get_the_tokenizer_and_disjoint_slices() {
     let tok = fixture("tokenizer/tokenizer.json");
     let (_echo, base) = echo("127.0.0.1", &["--tokenizer", &tok]);
-    let agent_args = ["--insecure", "--allowed-targets", "127.0.0.1"];
+    let agent_args = ["--plaintext", "--allowed-targets", "127.0.0.1"];
     let (_a1, addr1) = agent("127.0.0.1", &agent_args);
     let (_a2, addr2) = agent("127.0.0.1", &agent_args);
     let agents = format!("{addr1},{addr2}");
@@ -90,7 +90,7 @@ fn two_agents_get_the_tokenizer_and_disjoint_slices() {
             "20",
             "--agents",
             &agents,
-            "--insecure",
+            "--agents-plaintext",
         ],
     );
     assert_eq!(r["completed"], 200);

@@ -320,7 +320,18 @@ fn refusals_are_clear() {
     assert!(stderr.contains("allowlist") && stderr.contains("127.0.0.9"), "{stderr}");
     // Plaintext to a TLS agent does not get through either.
     let out = surge(
-        &["run", "--base-url", &base, "--model", "m", "--agents", &addrs[0], "--insecure", "--num-prompts", "5"],
+        &[
+            "run",
+            "--base-url",
+            &base,
+            "--model",
+            "m",
+            "--agents",
+            &addrs[0],
+            "--agents-plaintext",
+            "--num-prompts",
+            "5",
+        ],
         Duration::from_secs(60),
     );
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));

@@ -8,6 +8,7 @@ mod distributed;
 mod dropin;
 mod failures;
 mod faults;
+mod http3;
 mod local;
 mod longruns;
 mod report;

@@ -18,7 +18,7 @@ fn start(dir: &TempDir, base: &str, via: &str, secs: &str) -> crate::util::Backg
         "m",
         "--agents",
         via,
-        "--insecure",
+        "--agents-plaintext",
         "--random-input-len",
         "16",
         "--random-output-len",
@@ -64,7 +64,7 @@ fn a_blip_shorter_than_the_lease_is_resumed_with_every_row_once() {
 
 fn blip(drop_old: bool) {
     let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "20", "--itl-ms", "10"]);
-    let (_agent, addr) = agent("127.0.0.2", &["--insecure", "--allowed-targets", "127.0.0.1"]);
+    let (_agent, addr) = agent("127.0.0.2", &["--plaintext", "--allowed-targets", "127.0.0.1"]);
     let proxy = Blackhole::new(&addr);
     let dir = TempDir::new("resume");
     // Long enough that the blip falls well inside the level even on a loaded host.
@@ -95,7 +95,7 @@ fn blip(drop_old: bool) {
 #[test]
 fn a_partition_longer_than_the_lease_is_a_loss_and_the_load_stops() {
     let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "20", "--itl-ms", "10"]);
-    let (_agent, addr) = agent("127.0.0.2", &["--insecure", "--allowed-targets", "127.0.0.1"]);
+    let (_agent, addr) = agent("127.0.0.2", &["--plaintext", "--allowed-targets", "127.0.0.1"]);
     let proxy = Blackhole::new(&addr);
     let dir = TempDir::new("partition");
     let bg = start(&dir, &base, &proxy.addr, "30s");
@@ -126,7 +126,7 @@ fn an_agent_refuses_more_than_its_open_file_limit() {
     let (_echo, base) = echo("127.0.0.1", &[]);
     let bin = crate::util::bin("surge-agent").display().to_string();
     let script = "ulimit -n 1024 && exec \"$0\" \"$@\"";
-    let args = ["-c", script, &bin, "--listen", "127.0.0.2:0", "--insecure", "--allowed-targets", "127.0.0.1"];
+    let args = ["-c", script, &bin, "--listen", "127.0.0.2:0", "--plaintext", "--allowed-targets", "127.0.0.1"];
     let (_agent, addr) = crate::util::spawn_until(std::path::Path::new("bash"), &args, "listening on ", "agent");
     let out = crate::util::surge(
         &[
@@ -137,7 +137,7 @@ fn an_agent_refuses_more_than_its_open_file_limit() {
             "m",
             "--agents",
             &addr,
-            "--insecure",
+            "--agents-plaintext",
             "--max-concurrency",
             "2000",
             "--num-prompts",

@@ -105,7 +105,7 @@ fn an_agent_scrapes_what_only_agents_may_read() {
     let mut procs = Vec::new();
     let mut addrs = Vec::new();
     for ip in ["127.0.0.2", "127.0.0.3"] {
-        let args = ["--insecure", "--allowed-targets", "127.0.0.1", "--local-address", ip];
+        let args = ["--plaintext", "--allowed-targets", "127.0.0.1", "--local-address", ip];
         let (p, a) = agent(ip, &args);
         procs.push(p);
         addrs.push(a);
@@ -115,7 +115,7 @@ fn an_agent_scrapes_what_only_agents_may_read() {
     let mut args = load(&base, "3000");
     // No periodic scrape within the level: the end is the last scrape the coordinator
     // asks for once every agent is done.
-    args.extend(["--agents", &agents, "--insecure", "--scrape-from", "agent", "--scrape-interval", "10s"]);
+    args.extend(["--agents", &agents, "--agents-plaintext", "--scrape-from", "agent", "--scrape-interval", "10s"]);
     let r = run_saved(&dir, &args, Duration::from_secs(120));
     let s = &r["server_metrics"];
     assert_eq!(s["failed_scrapes"], 0, "{s}");
@@ -126,7 +126,7 @@ fn an_agent_scrapes_what_only_agents_may_read() {
     // The coordinator itself is refused: every scrape fails, and the summary says so.
     let metrics = format!("{base}/metrics");
     let mut args = load(&base, "500");
-    args.extend(["--agents", &agents, "--insecure", "--metrics-url", &metrics]);
+    args.extend(["--agents", &agents, "--agents-plaintext", "--metrics-url", &metrics]);
     let out = surge(&args, Duration::from_secs(120));
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}");

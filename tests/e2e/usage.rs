@@ -23,7 +23,10 @@ fn usage_errors_name_the_flag_and_exit_2() {
     usage_error(&["run", "--base-url", "ftp://x"], "--base-url");
     usage_error(&["run", "--dataset-name", "fixed"], "--prompt");
     usage_error(&["run", "--agents", "10.0.0.1:7000"], "--tls-ca");
-    usage_error(&["run", "--agents", "10.0.0.1:7000", "--insecure"], "--insecure");
+    usage_error(&["run", "--agents", "10.0.0.1:7000", "--agents-plaintext"], "--agents-plaintext");
+    usage_error(&["run", "--base-url", "http://127.0.0.1:1", "--http-version", "3"], "--http-version 3");
+    usage_error(&["run", "--base-url", "https://127.0.0.1:1", "--h3-connections", "2"], "--h3-connections");
+    usage_error(&["run", "--ca-cert", "/nonexistent/ca.pem"], "--ca-cert /nonexistent/ca.pem");
     usage_error(&["run", "--metadata", "novalue"], "--metadata");
     usage_error(&["echo", "--fault-500-rate", "2"], "--fault-500-rate");
 }

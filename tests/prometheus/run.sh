@@ -46,7 +46,7 @@ PIDS+=($!)
 wait_line "$WORK/echo.log" "listening on "
 ECHO=$(sed -n 's/.*listening on http:\/\/\([0-9.:]*\).*/\1/p' "$WORK/echo.log" | head -1)
 AGENT_METRICS=$(free_port)
-"$BIN/surge-agent" --listen 127.0.0.2:0 --insecure --allowed-targets 127.0.0.1 \
+"$BIN/surge-agent" --listen 127.0.0.2:0 --plaintext --allowed-targets 127.0.0.1 \
     --metrics-listen "127.0.0.2:$AGENT_METRICS" >"$WORK/agent.log" 2>&1 &
 PIDS+=($!)
 wait_line "$WORK/agent.log" "listening on "
@@ -68,7 +68,7 @@ prometheus --config.file="$WORK/prometheus.yml" --storage.tsdb.path="$WORK/tsdb"
 PIDS+=($!)
 wait_line "$WORK/prom.log" "Server is ready to receive web requests"
 
-"$BIN/surge" run --base-url "http://$ECHO" --model m --agents "$AGENT" --insecure --no-scrape-metrics \
+"$BIN/surge" run --base-url "http://$ECHO" --model m --agents "$AGENT" --agents-plaintext --no-scrape-metrics \
     --random-input-len 16 --random-output-len 8 --ignore-eos --max-concurrency 20 --duration 6s \
     --prometheus-listen "127.0.0.1:$SURGE_METRICS" --save-result --result-dir "$WORK" --result-filename r.json \
     >"$WORK/run.log" 2>&1 &

@@ -93,7 +93,7 @@ fn a_mooncake_trace_is_sent_at_its_timestamps() {
 fn a_trace_is_replayed_on_one_schedule_across_two_agents() {
     let _alone = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
     let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "2", "--itl-ms", "1"]);
-    let agent_args = ["--insecure", "--allowed-targets", "127.0.0.1"];
+    let agent_args = ["--plaintext", "--allowed-targets", "127.0.0.1"];
     let (_a, a) = agent("127.0.0.2", &agent_args);
     let (_b, b) = agent("127.0.0.3", &agent_args);
     let agents = format!("{a},{b}");
@@ -109,7 +109,7 @@ fn a_trace_is_replayed_on_one_schedule_across_two_agents() {
         "m",
         "--agents",
         &agents,
-        "--insecure",
+        "--agents-plaintext",
         "--dataset-name",
         "timed_trace",
         "--dataset-path",

@@ -1,20 +1,24 @@
-//! Connections to the target: TCP (+ rustls for https), HTTP/1.1 or HTTP/2 (hyper 1.x),
-//! and a pool that hands each in-flight request a connection of its own (HTTP/1.1) or a
-//! share of a multiplexed one (HTTP/2).
+//! Connections to the target, whatever carries them: TCP (+ rustls for https) with
+//! HTTP/1.1 or HTTP/2 (hyper 1.x), or QUIC with HTTP/3 (`h3`); and a pool that hands each
+//! in-flight request a connection of its own (HTTP/1.1) or a share of a multiplexed one
+//! (HTTP/2, HTTP/3). The request loop sees only [`Conn::send`] and [`Body::chunk`]: the
+//! same row, timing points and error kinds for every transport.
 //!
 //! A connection the server closed (llama.cpp's server closes after every streamed
 //! response while advertising keep-alive) is dropped at check-in or check-out and a new
 //! one is opened: a reconnect, counted, never a failed request.
 
+use super::h3;
 use super::ioclock::{IoClock, Stamped};
 use super::stats::Stats;
 use bytes::Bytes;
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full};
 use hyper::client::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 use surge_proto::ErrorKind;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
@@ -54,6 +58,12 @@ pub enum TargetError {
         #[source]
         source: rustls::pki_types::InvalidDnsNameError,
     },
+    /// HTTP/3 needs an https:// base URL (QUIC always carries TLS).
+    #[error("base URL {0:?}: HTTP/3 needs an https:// URL")]
+    H3NeedsHttps(String),
+    /// The extra CA certificates (--ca-cert) are not PEM certificates.
+    #[error("--ca-cert: {0}")]
+    CaCert(String),
     /// The TLS client configuration cannot be built.
     #[error("base URL {url:?}: {source}")]
     Tls {
@@ -93,6 +103,16 @@ pub enum ConnectError {
     /// The HTTP/1.1 or HTTP/2 handshake failed.
     #[error("HTTP handshake: {0}")]
     Http(#[source] hyper::Error),
+    /// The QUIC handshake failed (TLS inside it, or no answer over UDP).
+    #[error("QUIC connect {addr}: {source}")]
+    Quic {
+        addr: SocketAddr,
+        #[source]
+        source: quinn::ConnectionError,
+    },
+    /// The HTTP/3 session could not be set up on a QUIC connection.
+    #[error("HTTP/3 handshake: {0}")]
+    H3(String),
     /// A connecting task died (panicked or was cancelled).
     #[error("{0}")]
     Task(#[source] tokio::task::JoinError),
@@ -102,7 +122,10 @@ impl ConnectError {
     /// The row error kind of a request that could not get a connection.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            ConnectError::Tcp { .. } | ConnectError::Http(_) => ErrorKind::Connect,
+            ConnectError::Tcp { .. } | ConnectError::Http(_) | ConnectError::H3(_) => ErrorKind::Connect,
+            ConnectError::Quic { source, .. } if h3::is_tls_failure(source) => ErrorKind::Tls,
+            ConnectError::Quic { source: quinn::ConnectionError::TimedOut, .. } => ErrorKind::Connect,
+            ConnectError::Quic { .. } => ErrorKind::Connect,
             ConnectError::Tls { .. } => ErrorKind::Tls,
             ConnectError::Task(_) => ErrorKind::Other,
         }
@@ -155,11 +178,63 @@ impl Target {
     }
 }
 
+/// Which HTTP version carries the requests (`--http-version`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    /// Not forced: HTTP/1.1 for http; for https, what ALPN agrees (h2 or http/1.1).
+    Auto,
+    Http1,
+    Http2,
+    Http3,
+}
+
+impl Version {
+    /// From the workload's `http_version` (0 auto, 1, 2, 3; anything else: auto).
+    pub fn from_wire(v: u32) -> Self {
+        match v {
+            1 => Self::Http1,
+            2 => Self::Http2,
+            3 => Self::Http3,
+            _ => Self::Auto,
+        }
+    }
+}
+
+/// How the target's certificate is checked.
+#[derive(Debug, Clone, Default)]
+pub struct TargetTls {
+    /// Do not verify it (vLLM's `--insecure`).
+    pub insecure: bool,
+    /// Roots trusted besides the Mozilla ones (PEM; `--ca-cert`).
+    pub ca_pem: Vec<u8>,
+}
+
 /// The request half of one client connection.
-#[derive(Debug)]
 pub enum Sender {
     H1(http1::SendRequest<Full<Bytes>>),
     H2(http2::SendRequest<Full<Bytes>>),
+    H3(h3::Sender),
+}
+
+impl std::fmt::Debug for Sender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Sender::H1(_) => "Sender::H1",
+            Sender::H2(_) => "Sender::H2",
+            Sender::H3(_) => "Sender::H3",
+        })
+    }
+}
+
+impl Sender {
+    /// Another handle on the same connection, for a multiplexed one.
+    fn share(&self) -> Option<Sender> {
+        match self {
+            Sender::H1(_) => None,
+            Sender::H2(s) => Some(Sender::H2(s.clone())),
+            Sender::H3(s) => Some(Sender::H3(s.clone())),
+        }
+    }
 }
 
 /// One client connection and the time of its latest socket read.
@@ -171,33 +246,97 @@ pub struct Conn {
     pub gone: CancellationToken,
 }
 
+/// A response's body, read chunk by chunk whatever carries it.
+pub enum Body {
+    Hyper(hyper::body::Incoming, IoClock),
+    H3(Box<h3::Stream>),
+}
+
+impl std::fmt::Debug for Body {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Body::Hyper(..) => "Body::Hyper",
+            Body::H3(_) => "Body::H3",
+        })
+    }
+}
+
+impl Body {
+    /// The next chunk of data and when it arrived (`None`: the body ended).
+    pub async fn chunk(&mut self) -> Option<Result<(Bytes, Instant), ErrorKind>> {
+        match self {
+            Body::Hyper(body, clock) => loop {
+                match body.frame().await? {
+                    // Dated by the socket read that brought it (see ioclock.rs).
+                    Ok(frame) => match frame.into_data() {
+                        Ok(data) => return Some(Ok((data, clock.arrival()))),
+                        Err(_) => continue,
+                    },
+                    Err(e) => return Some(Err(kind_of(&e))),
+                }
+            },
+            Body::H3(stream) => h3::chunk(stream).await,
+        }
+    }
+}
+
+/// Classifies a hyper error by its innermost I/O cause.
+fn kind_of(err: &hyper::Error) -> ErrorKind {
+    use std::error::Error as _;
+    let mut src = err.source();
+    while let Some(e) = src {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            return match io.kind() {
+                std::io::ErrorKind::ConnectionReset
+                | std::io::ErrorKind::ConnectionAborted
+                | std::io::ErrorKind::BrokenPipe => ErrorKind::ConnectionReset,
+                std::io::ErrorKind::TimedOut => ErrorKind::Timeout,
+                _ => ErrorKind::Other,
+            };
+        }
+        src = e.source();
+    }
+    if err.is_incomplete_message() || err.is_canceled() {
+        ErrorKind::ConnectionReset
+    } else if err.is_timeout() {
+        ErrorKind::Timeout
+    } else {
+        ErrorKind::Other
+    }
+}
+
 impl Conn {
     pub fn is_closed(&self) -> bool {
         match &self.sender {
             Sender::H1(s) => s.is_closed(),
             Sender::H2(s) => s.is_closed(),
+            Sender::H3(_) => self.gone.is_cancelled(),
         }
     }
 
-    pub fn is_h2(&self) -> bool {
-        matches!(self.sender, Sender::H2(_))
+    /// Whether requests share this connection (HTTP/2, HTTP/3).
+    pub fn is_multiplexed(&self) -> bool {
+        !matches!(self.sender, Sender::H1(_))
     }
 
-    /// Waits until the connection can take a request.
-    pub async fn ready(&mut self) -> Result<(), hyper::Error> {
+    /// Waits until the connection can take a request; false if it cannot any more.
+    pub async fn ready(&mut self) -> bool {
         match &mut self.sender {
-            Sender::H1(s) => s.ready().await,
-            Sender::H2(s) => s.ready().await,
+            Sender::H1(s) => s.ready().await.is_ok(),
+            Sender::H2(s) => s.ready().await.is_ok(),
+            Sender::H3(_) => !self.gone.is_cancelled(),
         }
     }
 
-    pub async fn send(
-        &mut self,
-        req: http::Request<Full<Bytes>>,
-    ) -> Result<http::Response<hyper::body::Incoming>, hyper::Error> {
+    /// Sends a request and waits for the response head.
+    pub async fn send(&mut self, req: http::Request<Bytes>) -> Result<(http::StatusCode, Body), ErrorKind> {
+        let hyper = |r: Result<http::Response<hyper::body::Incoming>, hyper::Error>, clock: &IoClock| {
+            r.map(|resp| (resp.status(), Body::Hyper(resp.into_body(), clock.clone()))).map_err(|e| kind_of(&e))
+        };
         match &mut self.sender {
-            Sender::H1(s) => s.send_request(req).await,
-            Sender::H2(s) => s.send_request(req).await,
+            Sender::H1(s) => hyper(s.send_request(req.map(Full::new)).await, &self.clock),
+            Sender::H2(s) => hyper(s.send_request(req.map(Full::new)).await, &self.clock),
+            Sender::H3(s) => h3::send(s, req).await.map(|(status, stream)| (status, Body::H3(Box::new(stream)))),
         }
     }
 }
@@ -206,52 +345,145 @@ impl Conn {
 pub struct Connector {
     pub target: Target,
     tls: Option<tokio_rustls::TlsConnector>,
+    quic: Option<quinn::ClientConfig>,
     server_name: Option<rustls::pki_types::ServerName<'static>>,
-    h2: bool,
+    version: Version,
+    /// An `Auto` https connection agreed on h2 (so the pool shares connections).
+    negotiated_h2: std::sync::atomic::AtomicBool,
     /// Source address of every connection (`None`: the kernel's choice).
     local: Option<std::net::IpAddr>,
 }
 
 impl std::fmt::Debug for Connector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Connector").field("target", &self.target).field("h2", &self.h2).finish()
+        f.debug_struct("Connector").field("target", &self.target).field("version", &self.version).finish()
+    }
+}
+
+/// Accepts any certificate (vLLM's `--insecure`), still checking the handshake's
+/// signatures with the provider's algorithms.
+#[derive(Debug)]
+struct NoVerify(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for NoVerify {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
     }
 }
 
 impl Connector {
-    /// `h2`: HTTP/2 (prior knowledge on http, ALPN `h2` on https). https targets are
-    /// verified against the Mozilla roots (webpki-roots).
-    pub fn new(target: Target, h2: bool) -> Result<Self, TargetError> {
+    /// https targets are verified against the Mozilla roots (webpki-roots).
+    pub fn new(target: Target, version: Version) -> Result<Self, TargetError> {
+        Self::with_tls(target, version, &TargetTls::default())
+    }
+
+    /// https targets verified as `tls` says.
+    pub fn with_tls(target: Target, version: Version, tls: &TargetTls) -> Result<Self, TargetError> {
         let mut roots = rustls::RootCertStore::empty();
-        if target.https {
+        if target.https || version == Version::Http3 {
             roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+            let mut pem = tls.ca_pem.as_slice();
+            for cert in rustls_pemfile::certs(&mut pem) {
+                let cert = cert.map_err(|e| TargetError::CaCert(e.to_string()))?;
+                roots.add(cert).map_err(|e| TargetError::CaCert(e.to_string()))?;
+            }
         }
-        Self::with_roots(target, h2, roots)
+        Self::build(target, version, roots, tls.insecure)
     }
 
     /// As [`new`](Self::new), verifying https targets against `roots` instead.
-    pub fn with_roots(target: Target, h2: bool, roots: rustls::RootCertStore) -> Result<Self, TargetError> {
-        let (tls, server_name) = if target.https {
+    pub fn with_roots(target: Target, version: Version, roots: rustls::RootCertStore) -> Result<Self, TargetError> {
+        Self::build(target, version, roots, false)
+    }
+
+    fn build(
+        target: Target,
+        version: Version,
+        roots: rustls::RootCertStore,
+        insecure: bool,
+    ) -> Result<Self, TargetError> {
+        if version == Version::Http3 && !target.https {
+            return Err(TargetError::H3NeedsHttps(format!("http://{}{}", target.authority, target.base_path)));
+        }
+        let (mut tls, mut quic, mut server_name) = (None, None, None);
+        if target.https {
             let provider = Arc::new(rustls::crypto::ring::default_provider());
-            let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
-                .with_safe_default_protocol_versions()
-                .map_err(|source| TargetError::Tls { url: target.host.clone(), source })?
-                .with_root_certificates(roots)
-                .with_no_client_auth();
-            cfg.alpn_protocols = if h2 { vec![b"h2".to_vec()] } else { vec![b"http/1.1".to_vec()] };
-            let name = rustls::pki_types::ServerName::try_from(target.host.clone())
-                .map_err(|source| TargetError::ServerName { url: target.host.clone(), source })?;
-            (Some(tokio_rustls::TlsConnector::from(Arc::new(cfg))), Some(name))
-        } else {
-            (None, None)
-        };
-        Ok(Self { target, tls, server_name, h2, local: None })
+            let err = |source| TargetError::Tls { url: target.host.clone(), source };
+            let versions: &[&rustls::SupportedProtocolVersion] =
+                if version == Version::Http3 { &[&rustls::version::TLS13] } else { rustls::DEFAULT_VERSIONS };
+            let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
+                .with_protocol_versions(versions)
+                .map_err(err)?;
+            let mut cfg = if insecure {
+                builder.dangerous().with_custom_certificate_verifier(Arc::new(NoVerify(provider))).with_no_client_auth()
+            } else {
+                builder.with_root_certificates(roots).with_no_client_auth()
+            };
+            cfg.alpn_protocols = match version {
+                Version::Auto => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+                Version::Http1 => vec![b"http/1.1".to_vec()],
+                Version::Http2 => vec![b"h2".to_vec()],
+                Version::Http3 => vec![b"h3".to_vec()],
+            };
+            server_name = Some(
+                rustls::pki_types::ServerName::try_from(target.host.clone())
+                    .map_err(|source| TargetError::ServerName { url: target.host.clone(), source })?,
+            );
+            if version == Version::Http3 {
+                quic = Some(h3::client_config(cfg).map_err(err)?);
+            } else {
+                tls = Some(tokio_rustls::TlsConnector::from(Arc::new(cfg)));
+            }
+        }
+        Ok(Self {
+            target,
+            tls,
+            quic,
+            server_name,
+            version,
+            negotiated_h2: std::sync::atomic::AtomicBool::new(false),
+            local: None,
+        })
     }
 
     /// Connections opened from `local` (an address of this host) when given.
     pub fn from_address(mut self, local: Option<std::net::IpAddr>) -> Self {
         self.local = local;
         self
+    }
+
+    /// Whether requests share connections (forced HTTP/2 or HTTP/3, or h2 agreed by ALPN).
+    pub fn multiplexed(&self) -> bool {
+        matches!(self.version, Version::Http2 | Version::Http3) || self.negotiated_h2.load(Ordering::Relaxed)
     }
 
     async fn tcp(&self) -> std::io::Result<TcpStream> {
@@ -265,6 +497,11 @@ impl Connector {
     /// Opens one connection.
     pub async fn connect(&self, stats: &Arc<Stats>) -> Result<Conn, ConnectError> {
         let addr = self.target.addr;
+        if let Some(quic) = &self.quic {
+            let guard = stats.connection_opened();
+            let (sender, gone) = h3::connect(quic, addr, &self.target.host, self.local, guard).await?;
+            return Ok(Conn { sender: Sender::H3(sender), clock: IoClock::default(), gone });
+        }
         let tcp = self.tcp().await.map_err(|source| ConnectError::Tcp { addr, source })?;
         let _ = tcp.set_nodelay(true);
         // Stamped under TLS: bytes are dated when they reach or leave the socket.
@@ -275,20 +512,30 @@ impl Connector {
                     .connect(name.clone(), tcp)
                     .await
                     .map_err(|source| ConnectError::Tls { host: self.target.host.clone(), source })?;
-                self.handshake(stream, clock, stats).await
+                let h2 = match self.version {
+                    Version::Auto => {
+                        let agreed = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+                        if agreed {
+                            self.negotiated_h2.store(true, Ordering::Relaxed);
+                        }
+                        agreed
+                    }
+                    v => v == Version::Http2,
+                };
+                self.handshake(stream, clock, stats, h2).await
             }
-            _ => self.handshake(tcp, clock, stats).await,
+            _ => self.handshake(tcp, clock, stats, self.version == Version::Http2).await,
         }
     }
 
-    async fn handshake<I>(&self, io: I, clock: IoClock, stats: &Arc<Stats>) -> Result<Conn, ConnectError>
+    async fn handshake<I>(&self, io: I, clock: IoClock, stats: &Arc<Stats>, h2: bool) -> Result<Conn, ConnectError>
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let io = TokioIo::new(io);
         let guard = stats.connection_opened();
         let err = ConnectError::Http;
-        if self.h2 {
+        if h2 {
             let (send, conn) = http2::Builder::new(TokioExecutor::new())
                 .initial_stream_window_size(1 << 20)
                 .initial_connection_window_size(4 << 20)
@@ -315,34 +562,37 @@ async fn watch<F: std::future::Future>(conn: F, guard: impl Send, gone: Cancella
     gone.cancel();
 }
 
-/// A multiplexed HTTP/2 connection as the pool shares it.
-type SharedH2 = (http2::SendRequest<Full<Bytes>>, IoClock, CancellationToken);
+/// Streams multiplexed on one HTTP/2 or HTTP/3 connection before another is opened.
+const STREAMS_PER_CONN: usize = h3::STREAMS_PER_CONN;
 
-/// Streams multiplexed on one HTTP/2 connection before another is opened.
-const H2_STREAMS_PER_CONN: usize = 100;
-
-/// Idle HTTP/1.1 connections, or the shared HTTP/2 ones.
+/// Idle HTTP/1.1 connections, or the shared multiplexed ones.
 #[derive(Debug)]
 pub struct Pool {
     pub connector: Connector,
     stats: Arc<Stats>,
     idle: Mutex<Vec<Conn>>,
-    h2_conns: Mutex<Vec<SharedH2>>,
-    h2_target: usize,
-    h2_next: AtomicUsize,
+    shared: Mutex<Vec<Conn>>,
+    shared_target: usize,
+    shared_next: AtomicUsize,
 }
 
 impl Pool {
-    /// `concurrency`: expected requests in flight (sizes the HTTP/2 connection set).
+    /// `concurrency`: expected requests in flight (sizes the multiplexed connection set).
     pub fn new(connector: Connector, stats: Arc<Stats>, concurrency: usize) -> Self {
-        let h2_target = concurrency.div_ceil(H2_STREAMS_PER_CONN).max(1);
+        Self::with_connections(connector, stats, concurrency, 0)
+    }
+
+    /// As [`new`](Self::new) with `connections` multiplexed connections (0: one per 100
+    /// requests in flight).
+    pub fn with_connections(connector: Connector, stats: Arc<Stats>, concurrency: usize, connections: usize) -> Self {
+        let shared_target = if connections > 0 { connections } else { concurrency.div_ceil(STREAMS_PER_CONN).max(1) };
         Self {
             connector,
             stats,
             idle: Mutex::new(Vec::new()),
-            h2_conns: Mutex::new(Vec::new()),
-            h2_target,
-            h2_next: AtomicUsize::new(0),
+            shared: Mutex::new(Vec::new()),
+            shared_target,
+            shared_next: AtomicUsize::new(0),
         }
     }
 
@@ -352,12 +602,13 @@ impl Pool {
 
     /// A connection for one request, and whether it was used before.
     pub async fn checkout(&self) -> Result<(Conn, bool), ConnectError> {
-        if self.connector.h2 {
-            return self.checkout_h2().await;
+        if self.connector.multiplexed() {
+            return self.checkout_shared().await;
         }
         loop {
             let conn = self.idle.lock().expect("pool lock").pop();
             match conn {
+                Some(c) if c.is_multiplexed() => self.share(&c),
                 Some(c) if !c.is_closed() => return Ok((c, true)),
                 Some(_) => continue,
                 None => break,
@@ -366,49 +617,59 @@ impl Pool {
         Ok((self.connector.connect(&self.stats).await?, false))
     }
 
-    async fn checkout_h2(&self) -> Result<(Conn, bool), ConnectError> {
+    async fn checkout_shared(&self) -> Result<(Conn, bool), ConnectError> {
         {
-            let mut conns = self.h2_conns.lock().expect("pool lock");
-            conns.retain(|(c, _, _)| !c.is_closed());
-            if conns.len() >= self.h2_target {
-                let i = self.h2_next.fetch_add(1, Ordering::Relaxed) % conns.len();
-                let (s, clock, gone) = conns[i].clone();
-                return Ok((Conn { sender: Sender::H2(s), clock, gone }, true));
+            let mut conns = self.shared.lock().expect("pool lock");
+            conns.retain(|c| !c.is_closed());
+            if conns.len() >= self.shared_target {
+                let i = self.shared_next.fetch_add(1, Ordering::Relaxed) % conns.len();
+                let c = &conns[i];
+                if let Some(sender) = c.sender.share() {
+                    return Ok((Conn { sender, clock: c.clock.clone(), gone: c.gone.clone() }, true));
+                }
             }
         }
         let conn = self.connector.connect(&self.stats).await?;
-        self.share_h2(&conn);
+        self.share(&conn);
         Ok((conn, false))
     }
 
-    /// A new connection, not taken from the idle set (HTTP/2: also shared from now on).
+    /// A new connection, not taken from the idle set (multiplexed: also shared from now on).
     pub async fn connect_new(&self) -> Result<Conn, ConnectError> {
         let conn = self.connector.connect(&self.stats).await?;
-        self.share_h2(&conn);
+        self.share(&conn);
         Ok(conn)
     }
 
-    /// Adds an HTTP/2 connection to the shared set (HTTP/1.1 ones are not shared).
-    fn share_h2(&self, conn: &Conn) {
-        if let Sender::H2(s) = &conn.sender {
-            self.h2_conns.lock().expect("pool lock").push((s.clone(), conn.clock.clone(), conn.gone.clone()));
+    /// Adds a multiplexed connection to the shared set (HTTP/1.1 ones are not shared).
+    fn share(&self, conn: &Conn) {
+        if let Some(sender) = conn.sender.share() {
+            let c = Conn { sender, clock: conn.clock.clone(), gone: conn.gone.clone() };
+            self.shared.lock().expect("pool lock").push(c);
         }
     }
 
     /// Returns a connection after a complete response.
     pub fn checkin(&self, conn: Conn) {
-        if conn.is_h2() || conn.is_closed() {
+        if conn.is_multiplexed() || conn.is_closed() {
             return;
         }
         self.idle.lock().expect("pool lock").push(conn);
     }
 
-    /// Opens `n` connections ahead of the run, at most `parallel` connects at a time.
+    /// Opens `n` connections ahead of the run (multiplexed: the shared set), at most
+    /// `parallel` connects at a time. Without a forced version on https, one connection
+    /// first shows what ALPN agrees on.
     pub async fn warm(self: &Arc<Self>, n: usize, parallel: usize) -> Result<usize, ConnectError> {
-        let n = if self.connector.h2 { self.h2_target } else { n };
-        let mut set = tokio::task::JoinSet::new();
         let mut opened = 0;
-        let mut launched = 0;
+        if self.connector.version == Version::Auto && self.connector.target.https && n > 0 {
+            let conn = self.connector.connect(&self.stats).await?;
+            self.keep(conn);
+            opened = 1;
+        }
+        let n = if self.connector.multiplexed() { self.shared_target } else { n };
+        let mut set = tokio::task::JoinSet::new();
+        let mut launched = opened;
         while opened < n {
             while launched < n && set.len() < parallel.max(1) {
                 let pool = Arc::clone(self);
@@ -417,12 +678,17 @@ impl Pool {
             }
             let Some(joined) = set.join_next().await else { break };
             let conn = joined.map_err(ConnectError::Task)??;
-            match &conn.sender {
-                Sender::H2(_) => self.share_h2(&conn),
-                Sender::H1(_) => self.idle.lock().expect("pool lock").push(conn),
-            }
+            self.keep(conn);
             opened += 1;
         }
         Ok(opened)
+    }
+
+    fn keep(&self, conn: Conn) {
+        if conn.is_multiplexed() {
+            self.share(&conn);
+        } else {
+            self.idle.lock().expect("pool lock").push(conn);
+        }
     }
 }

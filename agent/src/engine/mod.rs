@@ -16,6 +16,7 @@
 //! - [`sink`]: where rows go.
 
 pub mod conn;
+pub mod h3;
 pub mod ioclock;
 pub mod jobs;
 pub mod openai;
@@ -45,7 +46,7 @@ pub fn runtime() -> &'static tokio::runtime::Runtime {
 }
 
 use crate::data::tokenizer::{self, Tok, TokenizerError};
-use conn::{Connector, Pool, Target};
+use conn::{Connector, Pool, Target, TargetTls, Version};
 use jobs::{Jobs, Planned};
 use pacing::Schedule;
 use request::{Job, Mode, RequestTemplate, signed_us, us};
@@ -234,10 +235,12 @@ pub async fn prepare_on(mut workload: Workload, local: Option<std::net::IpAddr>)
     let open_loop = schedule.is_open_loop();
     let warm_max = if open_loop { WARM_MAX / 4 } else { WARM_MAX };
     let concurrency = u64::from(workload.max_concurrency).min(jobs.len().max(1)).min(warm_max as u64) as usize;
-    let pool = Arc::new(Pool::new(
-        Connector::new(target, workload.http_version == 2)?.from_address(local),
+    let tls = TargetTls { insecure: workload.target_insecure, ca_pem: std::mem::take(&mut workload.target_ca_pem) };
+    let pool = Arc::new(Pool::with_connections(
+        Connector::with_tls(target, Version::from_wire(workload.http_version), &tls)?.from_address(local),
         Arc::clone(&stats),
         concurrency,
+        workload.h3_connections as usize,
     ));
     let connections_open = pool.warm(concurrency, 128).await.map_err(EngineError::Connect)? as u32;
     if !workload.skip_initial_test && !jobs.is_empty() {

@@ -2,9 +2,10 @@
 //! backends, a plain body for `http`), and turn what happened into a [`Row`].
 //!
 //! A request starts (st) just before its first byte is written to the socket (HTTP/1.1;
-//! on a shared HTTP/2 connection, when it is handed to the connection). Tokens are dated
-//! once per body chunk read from the socket, so events that arrived together get the
-//! same time (a zero gap is the truth there). A reused connection that
+//! on a shared HTTP/2 or HTTP/3 connection, when it is handed to the connection). Tokens
+//! are dated once per body chunk read (by the socket read that brought it over TCP, when
+//! the read completes over QUIC), so events that arrived together get the same time (a
+//! zero gap is the truth there). Nothing here knows which transport carries the bytes. A reused connection that
 //! fails before any response byte is retried once on a fresh one: the server closed it
 //! while it sat idle, which costs a reconnect, not a failed request.
 //!
@@ -13,12 +14,11 @@
 //! run's tokenizer (the text is kept only when there is one), else the number of
 //! token-bearing events. The row says which source each count came from.
 
-use super::conn::{Conn, Pool};
+use super::conn::{Body, Conn, Pool};
 use super::openai::{Event, classify, classify_text, response_id};
 use super::sse::SseParser;
 use crate::data::tokenizer::Tok;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -52,8 +52,10 @@ pub struct RequestTemplate {
 }
 
 impl RequestTemplate {
-    fn build(&self, body: Bytes, h2: bool, index: u64) -> http::Request<Full<Bytes>> {
-        let mut req = http::Request::new(Full::new(body));
+    /// `absolute`: the absolute URI of a multiplexed connection (HTTP/2, HTTP/3), no `Host`.
+    fn build(&self, body: Bytes, absolute: bool, index: u64) -> http::Request<Bytes> {
+        let h2 = absolute;
+        let mut req = http::Request::new(body);
         *req.method_mut() = http::Method::POST;
         *req.uri_mut() = if h2 { self.uri_h2.clone() } else { self.uri_h1.clone() };
         let h = req.headers_mut();
@@ -117,31 +119,6 @@ fn gap_us(d: Duration) -> u32 {
     u32::try_from(d.as_micros()).unwrap_or(u32::MAX)
 }
 
-/// Classifies a hyper error by its innermost I/O cause.
-fn kind_of(err: &hyper::Error) -> ErrorKind {
-    use std::error::Error as _;
-    let mut src = err.source();
-    while let Some(e) = src {
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            return match io.kind() {
-                std::io::ErrorKind::ConnectionReset
-                | std::io::ErrorKind::ConnectionAborted
-                | std::io::ErrorKind::BrokenPipe => ErrorKind::ConnectionReset,
-                std::io::ErrorKind::TimedOut => ErrorKind::Timeout,
-                _ => ErrorKind::Other,
-            };
-        }
-        src = e.source();
-    }
-    if err.is_incomplete_message() || err.is_canceled() {
-        ErrorKind::ConnectionReset
-    } else if err.is_timeout() {
-        ErrorKind::Timeout
-    } else {
-        ErrorKind::Other
-    }
-}
-
 /// Runs one job on a pooled connection and returns its row (never panics, never errors:
 /// failures are rows with an error kind).
 pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Instant) -> Row {
@@ -167,7 +144,7 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
                 return row;
             }
         };
-        if conn.ready().await.is_err() {
+        if !conn.ready().await {
             if !fresh {
                 fresh = true;
                 pool.stats().reconnects.fetch_add(1, Ordering::Relaxed);
@@ -177,7 +154,7 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
             row.set_error(ErrorKind::ConnectionReset);
             return row;
         }
-        let h2 = conn.is_h2();
+        let h2 = conn.is_multiplexed();
         let req = tpl.build(job.body.clone(), h2, job.index);
         if !h2 {
             conn.clock.arm_write();
@@ -189,7 +166,7 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
         let gone = conn.gone.clone();
         let sent = tokio::select! {
             biased;
-            r = conn.send(req) => r.map_err(|e| kind_of(&e)),
+            r = conn.send(req) => r,
             () = gone.cancelled() => Err(ErrorKind::ConnectionReset),
         };
         // st: just before the request's first byte went to the socket (see ioclock.rs).
@@ -198,7 +175,9 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
         let resp = match sent {
             Ok(r) => r,
             Err(kind) => {
-                if reused && !fresh {
+                // A stream refused on a multiplexed connection that is still up was
+                // refused by the server: a failure, not a stale connection.
+                if reused && !fresh && (!h2 || conn.is_closed()) {
                     fresh = true;
                     pool.stats().reconnects.fetch_add(1, Ordering::Relaxed);
                     continue;
@@ -208,7 +187,8 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
                 return row;
             }
         };
-        read_response(pool, tpl, conn, resp, st, &mut row).await;
+        let (status, body) = resp;
+        read_response(pool, tpl, conn, status, body, st, &mut row).await;
         return row;
     }
 }
@@ -217,16 +197,15 @@ async fn read_response(
     pool: &Arc<Pool>,
     tpl: &RequestTemplate,
     conn: Conn,
-    resp: http::Response<hyper::body::Incoming>,
+    status: http::StatusCode,
+    mut body: Body,
     st: Instant,
     row: &mut Row,
 ) {
     let mode = tpl.mode;
     // The streamed text, kept only to re-count it with the tokenizer.
     let mut text = tpl.tokenizer.as_ref().map(|_| String::new());
-    let status = resp.status();
     row.http_status = u32::from(status.as_u16());
-    let mut body = resp.into_body();
     let ok = status.is_success();
     let mut parser = SseParser::default();
     let mut first: Option<Instant> = None;
@@ -243,7 +222,7 @@ async fn read_response(
     loop {
         let frame = tokio::select! {
             biased;
-            f = body.frame() => f.map(|r| r.map_err(|e| kind_of(&e))),
+            f = body.chunk() => f,
             // The connection ended without ending the body: a cut stream.
             () = &mut gone => Some(Err(ErrorKind::ConnectionReset)),
         };
@@ -257,10 +236,8 @@ async fn read_response(
                 });
                 break;
             }
-            Some(Ok(frame)) => {
-                let Ok(data) = frame.into_data() else { continue };
-                // Dated by the socket read that brought it (see ioclock.rs).
-                let now = conn.clock.arrival().max(st);
+            Some(Ok((data, arrived))) => {
+                let now = arrived.max(st);
                 if !ok {
                     let room = MESSAGE_MAX.saturating_sub(refusal.len());
                     refusal.extend_from_slice(&data[..data.len().min(room)]);

@@ -422,7 +422,8 @@ impl Session {
             out.push(Action::Send(error(ErrorCode::OverCapacity, text)));
             return;
         }
-        let h2 = w.http_version == 2;
+        // Multiplexed connections (HTTP/2, HTTP/3) carry 100 streams each.
+        let h2 = w.http_version >= 2;
         if let Err(text) = self.settings.limits.check(w.max_concurrency, h2) {
             out.push(Action::Send(error(ErrorCode::OverCapacity, text)));
             return;

@@ -135,8 +135,8 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
     let f = &a.fleet;
     let addrs = if f.agents.is_empty() { file.agents.clone() } else { f.agents.clone() };
     let agents = if addrs.is_empty() {
-        if f.insecure || f.tls_ca.is_some() {
-            return usage("--insecure/--tls-*: only meaningful with --agents");
+        if f.agents_plaintext || f.tls_ca.is_some() {
+            return usage("--agents-plaintext/--tls-*: only meaningful with --agents");
         }
         Agents::Embedded
     } else {
@@ -149,21 +149,28 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         let cert = f.tls_cert.clone().or(file.tls_cert);
         let key = f.tls_key.clone().or(file.tls_key);
         let tls = match (ca, cert, key) {
-            (Some(ca), Some(cert), Some(key)) if !f.insecure => Some(TlsPaths { ca, cert, key }),
-            (None, None, None) if f.insecure => {
+            (Some(ca), Some(cert), Some(key)) if !f.agents_plaintext => Some(TlsPaths { ca, cert, key }),
+            (None, None, None) if f.agents_plaintext => {
                 if let Some(bad) = addrs.iter().find(|a| !is_loopback(a)) {
-                    return usage(format!("--insecure: plaintext is allowed only to loopback agents, not {bad}"));
+                    return usage(format!(
+                        "--agents-plaintext: plaintext is allowed only to loopback agents, not {bad}"
+                    ));
                 }
                 None
             }
-            _ if f.insecure => return usage("--insecure: cannot be combined with --tls-ca/--tls-cert/--tls-key"),
+            _ if f.agents_plaintext => {
+                return usage("--agents-plaintext: cannot be combined with --tls-ca/--tls-cert/--tls-key");
+            }
             _ => {
-                return usage("--agents: needs --tls-ca, --tls-cert and --tls-key (or --insecure for loopback agents)");
+                return usage(
+                    "--agents: needs --tls-ca, --tls-cert and --tls-key (or --agents-plaintext for loopback agents)",
+                );
             }
         };
         Agents::Remote { addrs, tls }
     };
     let scrape = scrape_plan(&a, &base_url)?;
+    let (http_version, target_tls) = (http_version(&a)?, target_tls(&a)?);
     let extra_body = extra_body(&a, backend)?;
     let otlp = match &a.otlp_endpoint {
         None => None,
@@ -223,7 +230,9 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         result_filename: a.result_filename,
         metadata: a.metadata,
         ready_timeout: a.ready_timeout,
-        http2: a.http2,
+        http_version,
+        h3_connections: a.h3_connections.unwrap_or(0),
+        target_tls,
         headers,
         agents,
         tolerate_agent_loss: a.tolerate_agent_loss,
@@ -341,6 +350,43 @@ pub fn matrix_plan(a: MatrixArgs) -> Result<MatrixPlan, UsageError> {
 /// vLLM's sampling flags and `--extra-body` as one JSON object (the extra body's keys
 /// win); they are refused on the plain `http` backend, as vLLM refuses them on
 /// non-OpenAI backends.
+/// `--http-version` (or `--http2`) as on the wire; HTTP/3 needs an https:// target.
+fn http_version(a: &RunArgs) -> Result<u32, UsageError> {
+    let v = match (a.http_version.as_deref(), a.http2) {
+        (Some("1.1"), false) => 1,
+        (Some("2"), _) | (None, true) => 2,
+        (Some("3"), false) => 3,
+        (Some(v), true) => return usage(format!("--http2 contradicts --http-version {v}")),
+        _ => 0,
+    };
+    let https = a.base_url.as_deref().is_some_and(|u| u.starts_with("https://"));
+    if v == 3 && !https {
+        return usage("--http-version 3: needs an https:// --base-url (QUIC always carries TLS)");
+    }
+    if a.h3_connections.is_some() && v != 3 {
+        return usage("--h3-connections: only with --http-version 3");
+    }
+    Ok(v)
+}
+
+/// `--insecure` and `--ca-cert` (the certificate file read and checked here).
+fn target_tls(a: &RunArgs) -> Result<crate::plan::TargetTls, UsageError> {
+    let ca_pem = match &a.ca_cert {
+        None => Vec::new(),
+        Some(p) => {
+            let bytes = std::fs::read(p).map_err(|e| UsageError(format!("--ca-cert {}: {e}", p.display())))?;
+            let mut rd = bytes.as_slice();
+            let certs: Result<Vec<_>, _> = rustls_pemfile::certs(&mut rd).collect();
+            match certs {
+                Ok(c) if !c.is_empty() => bytes,
+                Ok(_) => return usage(format!("--ca-cert {}: no PEM certificate in it", p.display())),
+                Err(e) => return usage(format!("--ca-cert {}: {e}", p.display())),
+            }
+        }
+    };
+    Ok(crate::plan::TargetTls { insecure: a.insecure, ca_pem })
+}
+
 fn extra_body(a: &RunArgs, backend: Backend) -> Result<Option<String>, UsageError> {
     let mut m = serde_json::Map::new();
     let floats = [

@@ -327,9 +327,24 @@ pub struct RunArgs {
     /// in seconds, is the same flag; 0 = the first answer decides).
     #[arg(long, alias = "ready-check-timeout-sec", value_parser = parse::duration, value_name = "DURATION")]
     pub ready_timeout: Option<Duration>,
-    /// Use HTTP/2 to the target (prior knowledge on http://, ALPN on https://).
+    /// HTTP version to the target: 1.1, 2 (prior knowledge on http://, ALPN h2 on
+    /// https://) or 3 (QUIC; https:// only). Default: 1.1 on http://, what ALPN agrees
+    /// (h2 or http/1.1) on https://. --http2 is --http-version 2.
+    #[arg(long, value_name = "VERSION", value_parser = ["1.1", "2", "3"])]
+    pub http_version: Option<String>,
+    /// The same as --http-version 2.
     #[arg(long)]
     pub http2: bool,
+    /// HTTP/3: QUIC connections per agent its streams are spread over (default: one per
+    /// 100 requests in flight).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub h3_connections: Option<u32>,
+    /// Do not verify the target's TLS certificate (vLLM's --insecure).
+    #[arg(long)]
+    pub insecure: bool,
+    /// Trust this CA certificate (PEM) for the target, besides the Mozilla roots.
+    #[arg(long, value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
     /// Extra request header NAME:VALUE or NAME=VALUE (repeatable; several per flag), e.g.
     /// an Authorization header. OPENAI_API_KEY in the environment sends
     /// `Authorization: Bearer $OPENAI_API_KEY` unless a header names Authorization.
@@ -505,7 +520,7 @@ pub struct FleetArgs {
     pub tls_key: Option<PathBuf>,
     /// Plaintext to agents; only for agents on loopback addresses.
     #[arg(long)]
-    pub insecure: bool,
+    pub agents_plaintext: bool,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -31,15 +31,19 @@ use tokio_util::sync::CancellationToken;
 
 /// Readiness wait, then the model name requests carry (flag, or the server's first).
 pub async fn resolve_model(plan: &RunPlan) -> Result<String, Failure> {
+    let tls = surge_agent::engine::conn::TargetTls {
+        insecure: plan.target_tls.insecure,
+        ca_pem: plan.target_tls.ca_pem.clone(),
+    };
     if let Some(t) = plan.ready_timeout {
-        ready::wait_ready(&plan.base_url, t)
+        ready::wait_ready(&tls, &plan.base_url, t)
             .await
             .map_err(|e| Failure::new(exit::FAILURE, format!("--ready-timeout: {e}")))?;
     }
     match (&plan.served_model_name, &plan.model, plan.backend) {
         (Some(m), _, _) | (None, Some(m), _) => Ok(m.clone()),
         (None, None, surge_proto::Backend::Http) => Ok("none".to_string()),
-        (None, None, _) => ready::first_model(&plan.base_url).await.map_err(|e| {
+        (None, None, _) => ready::first_model(&tls, &plan.base_url).await.map_err(|e| {
             Failure::new(exit::FAILURE, format!("--model not given and the server's model list is unavailable: {e}"))
         }),
     }
@@ -270,11 +274,20 @@ pub async fn echo_command(args: surge_echo::EchoArgs) -> u8 {
             return exit::FAILURE;
         }
     };
-    match listener.local_addr() {
-        Ok(a) => terminal::out(&format!("surge echo listening on http://{a}\n")),
-        Err(e) => terminal::say("echo", &e.to_string()),
-    }
-    match surge_echo::serve(listener, cfg, shutdown_signal()).await {
+    let served = match surge_echo::prepare(listener, cfg) {
+        Ok(ready) => {
+            match ready.url() {
+                Ok(url) if ready.http3() => {
+                    terminal::out(&format!("surge echo listening on {url} (and HTTP/3 on the same UDP port)\n"))
+                }
+                Ok(url) => terminal::out(&format!("surge echo listening on {url}\n")),
+                Err(e) => terminal::say("echo", &e.to_string()),
+            }
+            ready.run(shutdown_signal()).await
+        }
+        Err(e) => Err(e),
+    };
+    match served {
         Ok(()) => exit::OK,
         Err(e) => {
             terminal::say("echo", &e.to_string());

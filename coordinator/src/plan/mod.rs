@@ -92,12 +92,20 @@ pub struct TlsPaths {
     pub key: PathBuf,
 }
 
+/// The target's TLS as the plan carries it to agents.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TargetTls {
+    pub insecure: bool,
+    /// PEM bytes of `--ca-cert` (read once, when the plan is made).
+    pub ca_pem: Vec<u8>,
+}
+
 /// Where the load runs.
 #[derive(Debug, Clone)]
 pub enum Agents {
     /// One in-process agent behind the same gRPC service remote agents serve.
     Embedded,
-    /// Remote agents; `tls` is `None` only with `--insecure` on loopback.
+    /// Remote agents; `tls` is `None` only with `--agents-plaintext` on loopback.
     Remote { addrs: Vec<String>, tls: Option<TlsPaths> },
 }
 
@@ -146,7 +154,12 @@ pub struct RunPlan {
     pub result_filename: Option<String>,
     pub metadata: Vec<(String, String)>,
     pub ready_timeout: Option<Duration>,
-    pub http2: bool,
+    /// `--http-version` as on the wire: 0 not forced, 1, 2, 3.
+    pub http_version: u32,
+    /// `--h3-connections` (0: one per 100 requests in flight).
+    pub h3_connections: u32,
+    /// How the target's certificate is checked (`--insecure`, `--ca-cert`).
+    pub target_tls: TargetTls,
     pub headers: Vec<(String, String)>,
     pub agents: Agents,
     pub tolerate_agent_loss: bool,
