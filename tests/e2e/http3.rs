@@ -194,3 +194,27 @@ fn http3_checks_the_certificate_unless_told_not_to() {
     assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
     assert_eq!(r["completed"].as_u64(), Some(20), "{r}");
 }
+
+#[test]
+fn validate_measures_the_client_over_http3() {
+    let dir = TempDir::new("h3-validate");
+    let out = surge(
+        &[
+            "validate",
+            "--http-version",
+            "3",
+            "--levels",
+            "50",
+            "--requests-per-level",
+            "500",
+            "--result-dir",
+            dir.0.to_str().expect("utf-8 path"),
+        ],
+        Duration::from_secs(120),
+    );
+    assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    let v = read_json(&dir.path("validate.json"));
+    let row = &v["rows"][0];
+    assert_eq!(row["success_rate"].as_f64(), Some(1.0), "{row}");
+    assert_eq!(row["agents"][0]["completed"].as_u64(), Some(500), "{row}");
+}

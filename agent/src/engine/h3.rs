@@ -75,7 +75,9 @@ pub async fn connect(
 /// Sends `req` on a new stream of `sender`: headers, body, end of the request; then
 /// waits for the response head.
 pub async fn send(sender: &mut Sender, req: http::Request<Bytes>) -> Result<(http::StatusCode, Stream), ErrorKind> {
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
+    // hyper adds it for HTTP/1.1 and HTTP/2; proxies (Caddy) read an HTTP/3 body only with it.
+    parts.headers.insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(body.len()));
     let mut stream = sender.send_request(http::Request::from_parts(parts, ())).await.map_err(|e| kind(&e))?;
     if !body.is_empty() {
         stream.send_data(body).await.map_err(|e| kind(&e))?;

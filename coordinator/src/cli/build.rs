@@ -482,7 +482,12 @@ pub fn validate_plan(a: ValidateArgs) -> Result<ValidatePlan, UsageError> {
         return usage("--target URL is required with --agents (remote agents cannot reach an embedded echo server)");
     }
     let mut r = default_run_args()?;
-    r.base_url = Some(a.target.clone().unwrap_or_else(|| "http://127.0.0.1:9".into()));
+    let h3 = a.http_version.as_deref() == Some("3");
+    let placeholder = if h3 { "https://127.0.0.1:9" } else { "http://127.0.0.1:9" };
+    r.base_url = Some(a.target.clone().unwrap_or_else(|| placeholder.into()));
+    r.http_version = a.http_version.clone();
+    // The embedded echo's certificate is made at start: nothing to verify it against.
+    r.insecure = h3 && a.target.is_none();
     r.model = Some("surge-echo".into());
     if a.streaming {
         r.backend = BackendArg::Openai;

@@ -547,6 +547,10 @@ pub struct ValidateArgs {
     pub itl_ms: f64,
     #[arg(long, value_name = "DIR", default_value = "surge-validate")]
     pub result_dir: PathBuf,
+    /// HTTP version to the echo server: 1.1, 2 or 3 (QUIC). With 3 the embedded echo
+    /// serves HTTPS and HTTP/3 with a certificate it makes (not verified by the client).
+    #[arg(long, value_name = "VERSION", value_parser = ["1.1", "2", "3"])]
+    pub http_version: Option<String>,
     /// A result file to judge: is the client's capacity far above what that run needed?
     #[arg(long, value_name = "FILE")]
     pub against: Option<PathBuf>,

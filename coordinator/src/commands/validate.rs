@@ -88,9 +88,14 @@ async fn validate(plan: &ValidatePlan, sinks: &mut dyn Sink) -> Result<u8, Failu
                 .map_err(|e| Failure::run("embedded echo server", &e))?;
             let addr = listener.local_addr().map_err(|e| Failure::run("embedded echo server", &e))?;
             let s = stop_echo.clone();
-            let config = surge_echo::EchoConfig { itl_ms: plan.itl_ms, ..Default::default() };
-            tokio::spawn(surge_echo::serve(listener, config, async move { s.cancelled().await }));
-            format!("http://{addr}")
+            // HTTP/3: HTTPS and QUIC on the same port number, its own certificate.
+            let h3 = plan.base.http_version == 3;
+            let config =
+                surge_echo::EchoConfig { itl_ms: plan.itl_ms, tls_self_signed: h3, http3: h3, ..Default::default() };
+            let ready = surge_echo::prepare(listener, config).map_err(|e| Failure::run("embedded echo server", &e))?;
+            let url = ready.url().unwrap_or_else(|_| format!("http://{addr}"));
+            tokio::spawn(ready.run(async move { s.cancelled().await }));
+            url
         }
     };
     let embedded = CancellationToken::new();
