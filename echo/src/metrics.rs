@@ -208,8 +208,9 @@ mod tests {
         assert!(text.contains("surge_echo_requests_waiting 0\n"));
         assert!(text.contains("surge_echo_tokens_total 10\n"));
         assert!(text.contains("surge_echo_prompt_tokens_total 4\n"));
-        assert_eq!(text.matches("# HELP ").count(), 5);
-        assert_eq!(text.matches("# TYPE ").count(), 5);
+        assert!(text.contains("surge_echo_http3_requests_total 0\n"));
+        assert_eq!(text.matches("# HELP ").count(), 6);
+        assert_eq!(text.matches("# TYPE ").count(), 6);
         drop(running);
         assert!(m.render().contains("surge_echo_requests_running 0\n"));
     }
@@ -219,9 +220,13 @@ mod tests {
         let m = Metrics::new();
         m.requests_total.inc_by(7);
         m.requests_waiting.set(2);
+        m.count_http3_request();
         assert_eq!(
             m.render(),
-            "# HELP surge_echo_prompt_tokens_total Prompt tokens received (whitespace-separated words).\n\
+            "# HELP surge_echo_http3_requests_total Requests received over HTTP/3 (QUIC), all routes.\n\
+             # TYPE surge_echo_http3_requests_total counter\n\
+             surge_echo_http3_requests_total 1\n\
+             # HELP surge_echo_prompt_tokens_total Prompt tokens received (whitespace-separated words).\n\
              # TYPE surge_echo_prompt_tokens_total counter\n\
              surge_echo_prompt_tokens_total 0\n\
              # HELP surge_echo_requests_running Completions being generated (holding a slot).\n\
