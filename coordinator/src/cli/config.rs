@@ -27,9 +27,15 @@ pub fn load_file(path: &Path) -> Result<CoordinatorFile, UsageError> {
     if !path.exists() {
         return Err(UsageError(format!("--config {}: file not found", path.display())));
     }
+    let text =
+        std::fs::read_to_string(path).map_err(|e| UsageError(format!("--config {}: {e}", path.display())))?;
+    parse_text(&text).map_err(|e| UsageError(format!("--config {}: {e}", path.display())))
+}
+
+/// A configuration file's text (TOML), as [`load_file`] reads it.
+pub fn parse_text(text: &str) -> Result<CoordinatorFile, config::ConfigError> {
     config::Config::builder()
-        .add_source(config::File::from(path).format(config::FileFormat::Toml))
+        .add_source(config::File::from_str(text, config::FileFormat::Toml))
         .build()
         .and_then(|c| c.try_deserialize::<CoordinatorFile>())
-        .map_err(|e| UsageError(format!("--config {}: {e}", path.display())))
 }
