@@ -1,6 +1,6 @@
 //! `surge validate` and the client-bound verdict.
 
-use crate::util::{TempDir, echo, read_json, surge, text};
+use crate::util::{TempDir, echo, echo_metric, read_json, surge, surge_bg, text, wait_for};
 use std::time::Duration;
 
 #[test]
@@ -69,4 +69,38 @@ fn validation_table_and_against_verdicts() {
     let msg = text(&fail.stdout);
     assert_eq!(fail.status.code(), Some(5), "{msg}\n{}", text(&fail.stderr));
     assert!(msg.contains("FAIL") && msg.contains("50000000.00 req/s") && msg.contains("headroom"), "{msg}");
+}
+
+/// Ctrl-C during `surge validate`: exit 130 within seconds, the load stops, the level in
+/// progress is kept (its partial measurement) and marked, and no further level is run.
+#[test]
+fn an_interrupted_validation_keeps_what_it_measured() {
+    let (_echo, base) = echo("127.0.0.1", &[]);
+    let dir = TempDir::new("valint");
+    let d = dir.path("");
+    let bg = surge_bg(&[
+        "validate",
+        "--target",
+        &base,
+        "--levels",
+        "20,40",
+        "--requests-per-level",
+        "100000000",
+        "--result-dir",
+        &d,
+    ]);
+    wait_for(Duration::from_secs(60), "load at the echo", || echo_metric(&base, "surge_echo_requests_total") > 2000.0);
+    bg.proc.signal("INT");
+    let out = bg.finish(Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    let seen = echo_metric(&base, "surge_echo_requests_total");
+    std::thread::sleep(Duration::from_millis(500));
+    // Only the metrics request itself came in since (the counter counts every route).
+    assert_eq!(echo_metric(&base, "surge_echo_requests_total"), seen + 1.0, "the load stopped");
+    let v = read_json(&dir.path("validate.json"));
+    assert_eq!(v["stopped"], "interrupted", "{v}");
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "no level after the interrupted one: {v}");
+    assert_eq!(rows[0]["concurrency"], 20);
+    assert!(rows[0]["requests_per_sec"].as_f64().unwrap() > 0.0, "{v}");
 }

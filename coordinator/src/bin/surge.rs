@@ -37,7 +37,7 @@ fn main() -> ExitCode {
             Ok(plan) => block_on(commands::validate::validate_command(plan)),
             Err(e) => usage("validate", &e),
         },
-        Command::Echo(args) => block_on(commands::echo_command(args)),
+        Command::Echo(args) => block_on(commands::echo_command(*args)),
         Command::Demo => block_on(commands::demo_command()),
         Command::Compare(a) => commands::compare::compare_command(&a.paths, &a.fail_if, a.html.as_deref()),
         Command::Report(a) => {

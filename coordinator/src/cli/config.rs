@@ -27,8 +27,7 @@ pub fn load_file(path: &Path) -> Result<CoordinatorFile, UsageError> {
     if !path.exists() {
         return Err(UsageError(format!("--config {}: file not found", path.display())));
     }
-    let text =
-        std::fs::read_to_string(path).map_err(|e| UsageError(format!("--config {}: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path).map_err(|e| UsageError(format!("--config {}: {e}", path.display())))?;
     parse_text(&text).map_err(|e| UsageError(format!("--config {}: {e}", path.display())))
 }
 

@@ -43,7 +43,7 @@ pub enum Command {
     #[command(args_override_self = true)]
     Validate(Box<ValidateArgs>),
     /// Serve the echo / mock OpenAI server.
-    Echo(surge_echo::EchoArgs),
+    Echo(Box<surge_echo::EchoArgs>),
     /// Create a CA and issue certificates for coordinator <-> agent mutual TLS.
     #[command(subcommand)]
     Certs(CertsCommand),

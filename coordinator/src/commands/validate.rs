@@ -12,6 +12,7 @@
 use super::{open_session, run_on};
 use crate::analysis::metrics::Metrics;
 use crate::exit::{self, Failure};
+use crate::fleet::outcome::RunStatus;
 use crate::output::result::{Headroom, JudgedRun, RunResult, ValidationResult, ValidationRow, saved_at};
 use crate::output::terminal::Progress;
 use crate::output::{Sink, standard};
@@ -102,6 +103,7 @@ async fn validate(plan: &ValidatePlan, sinks: &mut dyn Sink) -> Result<u8, Failu
     let _stop_embedded = embedded.clone().drop_guard();
     let mut session = open_session(&plan.at(&base, levels[0]), &embedded).await?;
     let mut rows = Vec::new();
+    let mut stopped = None;
     for &level in &levels {
         let p = plan.at(&base, level);
         let mut progress = Progress::new(None, format!("level {level}"));
@@ -115,9 +117,15 @@ async fn validate(plan: &ValidatePlan, sinks: &mut dyn Sink) -> Result<u8, Failu
             }
         };
         rows.push(row(plan, &p, level, &record.result, &m));
+        // Ctrl-C / SIGTERM (or a lost agent): keep what was measured, run no further level.
+        if record.status != RunStatus::Complete {
+            stopped = Some(record.status.clone());
+            sinks.notice(&format!("level {level} ended {}; the levels after it were not run", record.status.as_str()));
+            break;
+        }
     }
     session.close();
-    let mut code = exit::OK;
+    let mut code = stopped.as_ref().map_or(exit::OK, exit::of_status);
     let against = against.zip(plan.against.as_ref()).map(|(a, path)| {
         let c = a.max_concurrency.unwrap_or(levels[0]);
         // Capacity at c: the smallest validated level at or above c, else the highest.
@@ -148,6 +156,7 @@ async fn validate(plan: &ValidatePlan, sinks: &mut dyn Sink) -> Result<u8, Failu
         rows,
         saved_at_utc: saved_at(chrono::Utc::now()),
         against,
+        stopped: stopped.as_ref().map(|s| s.as_str().to_string()),
     };
     sinks.validation(&v, &plan.result_dir).map_err(|e| Failure::run("", &e))?;
     sinks.notice(&format!("saved {}/validate.json and validate.md", plan.result_dir.display()));

@@ -593,6 +593,10 @@ pub struct ValidationResult {
     pub saved_at_utc: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub against: Option<Headroom>,
+    /// How a level ended when it did not complete (`interrupted`, `invalid`, ...): the last
+    /// row is that level's partial measurement and the levels after it were not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
 }
 
 /// One concurrency level of `surge validate`.
