@@ -35,9 +35,25 @@ else
 fi
 PIDS=()
 cleanup() {
+    local rc=$? pid left=()
     for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    # Every process must end on SIGTERM (an agent whose coordinator vanished once did not).
+    for _ in $(seq 1 160); do
+        left=()
+        for pid in "${PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && left+=("$pid"); done
+        (( ${#left[@]} == 0 )) && break
+        sleep 0.05
+    done
+    if (( ${#left[@]} > 0 )); then
+        for pid in "${left[@]}"; do
+            log "FAILED: $(tr '\0' ' ' </proc/$pid/cmdline 2>/dev/null | cut -c1-80) (pid $pid) still running 8 s after SIGTERM; killed"
+            kill -9 "$pid" 2>/dev/null || true
+        done
+        rc=1
+    fi
     for ns in $(ip netns list | awk '{print $1}' | grep "^${P}-" || true); do ip netns del "$ns"; done
     ip route del unreachable $NET.0/24 2>/dev/null || true
+    exit "$rc"
 }
 trap cleanup EXIT
 

@@ -283,15 +283,27 @@ pub async fn serve(
     }
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
     let grace = shutdown.clone();
-    builder
-        .add_service(svc)
-        .serve_with_incoming_shutdown(incoming, async move {
-            grace.cancelled().await;
-            // Let sessions flush their last batches and send Done.
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        })
-        .await
+    let served = builder.add_service(svc).serve_with_incoming_shutdown(incoming, async move {
+        grace.cancelled().await;
+        // Let sessions flush their last batches and send Done.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    });
+    // A coordinator that vanished without closing its connection (a partition, a deleted
+    // network namespace) would hold the graceful shutdown open forever: it is bounded.
+    tokio::select! {
+        r = served => r,
+        () = async {
+            shutdown.cancelled().await;
+            tokio::time::sleep(SHUTDOWN_MAX).await;
+        } => {
+            tracing::warn!(after = ?SHUTDOWN_MAX, "connections still open after the stop: exiting anyway");
+            Ok(())
+        }
+    }
 }
+
+/// Longest wait for open connections to close once the agent is told to stop.
+const SHUTDOWN_MAX: Duration = Duration::from_secs(5);
 
 /// An in-process agent on a loopback port (plaintext: it never leaves this process's
 /// host), allowing any target. Returns its address; it runs until `shutdown`.

@@ -31,13 +31,16 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match rt.block_on(run(cfg)) {
+    let code = match rt.block_on(run(cfg)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("surge-agent: {e:#}");
             ExitCode::from(1)
         }
-    }
+    };
+    // Tasks still stuck on a connection whose peer vanished must not hold the exit.
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    code
 }
 
 async fn run(cfg: AgentConfig) -> anyhow::Result<()> {
