@@ -8,6 +8,7 @@ mod distributed;
 mod dropin;
 mod failures;
 mod faults;
+mod h3util;
 mod http3;
 mod local;
 mod longruns;

@@ -5,6 +5,9 @@
 #[allow(dead_code)]
 mod util;
 
+#[path = "../e2e/h3util.rs"]
+mod h3util;
+mod http3;
 mod trace;
 
 /// Held by each test for its whole run.

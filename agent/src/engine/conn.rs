@@ -310,7 +310,7 @@ impl Conn {
         match &self.sender {
             Sender::H1(s) => s.is_closed(),
             Sender::H2(s) => s.is_closed(),
-            Sender::H3(_) => self.gone.is_cancelled(),
+            Sender::H3(s) => s.is_closed() || self.gone.is_cancelled(),
         }
     }
 
@@ -324,7 +324,7 @@ impl Conn {
         match &mut self.sender {
             Sender::H1(s) => s.ready().await.is_ok(),
             Sender::H2(s) => s.ready().await.is_ok(),
-            Sender::H3(_) => !self.gone.is_cancelled(),
+            Sender::H3(s) => !s.is_closed() && !self.gone.is_cancelled(),
         }
     }
 
@@ -499,7 +499,12 @@ impl Connector {
         let addr = self.target.addr;
         if let Some(quic) = &self.quic {
             let guard = stats.connection_opened();
-            let (sender, gone) = h3::connect(quic, addr, &self.target.host, self.local, guard).await?;
+            let (sender, gone) =
+                h3::connect(quic, addr, &self.target.host, self.local, guard).await.map_err(|e| match e {
+                    h3::Failure::Socket(source) => ConnectError::Tcp { addr, source },
+                    h3::Failure::Quic(source) => ConnectError::Quic { addr, source },
+                    h3::Failure::Session(text) => ConnectError::H3(text),
+                })?;
             return Ok(Conn { sender: Sender::H3(sender), clock: IoClock::default(), gone });
         }
         let tcp = self.tcp().await.map_err(|source| ConnectError::Tcp { addr, source })?;

@@ -9,7 +9,6 @@
 //! Each connection has its own UDP socket (a quinn endpoint), so the streams of different
 //! connections are driven by different tasks, as TCP connections are.
 
-use super::conn::ConnectError;
 use bytes::{Buf, Bytes};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -17,8 +16,20 @@ use std::time::{Duration, Instant};
 use surge_proto::ErrorKind;
 use tokio_util::sync::CancellationToken;
 
-/// The request half of one HTTP/3 connection (cheap to clone: one per stream).
-pub type Sender = h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>;
+/// The request half of one HTTP/3 connection and the QUIC connection under it (both
+/// cheap to clone: one per stream).
+#[derive(Clone)]
+pub struct Sender {
+    send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
+    quic: quinn::Connection,
+}
+
+impl Sender {
+    /// Whether the QUIC connection has closed (known at once, before its driver task ends).
+    pub fn is_closed(&self) -> bool {
+        self.quic.close_reason().is_some()
+    }
+}
 /// One request's stream: the body is sent on it and the response read from it.
 pub type Stream = h3::client::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
 
@@ -42,6 +53,17 @@ pub fn client_config(mut tls: rustls::ClientConfig) -> Result<quinn::ClientConfi
     Ok(cfg)
 }
 
+/// Why an HTTP/3 connection could not be opened.
+#[derive(Debug)]
+pub enum Failure {
+    /// The UDP socket or the QUIC connection attempt could not be set up.
+    Socket(std::io::Error),
+    /// The QUIC handshake failed (TLS inside it, or no answer).
+    Quic(quinn::ConnectionError),
+    /// The HTTP/3 session could not be set up on the connection.
+    Session(String),
+}
+
 /// Opens one QUIC connection to `addr` (from `local` when given) and its h3 session.
 /// Returns the request sender and a token cancelled once the connection has ended.
 pub async fn connect(
@@ -50,17 +72,18 @@ pub async fn connect(
     host: &str,
     local: Option<IpAddr>,
     guard: impl Send + 'static,
-) -> Result<(Sender, CancellationToken), ConnectError> {
+) -> Result<(Sender, CancellationToken), Failure> {
     let any: IpAddr = if addr.is_ipv4() { Ipv4Addr::UNSPECIFIED.into() } else { Ipv6Addr::UNSPECIFIED.into() };
     let bind = SocketAddr::new(local.unwrap_or(any), 0);
-    let io = |source| ConnectError::Tcp { addr, source };
-    let mut endpoint = quinn::Endpoint::client(bind).map_err(io)?;
+    let mut endpoint = quinn::Endpoint::client(bind).map_err(Failure::Socket)?;
     endpoint.set_default_client_config(cfg.clone());
-    let connecting =
-        endpoint.connect(addr, host).map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidInput, e)))?;
-    let conn = connecting.await.map_err(|source| ConnectError::Quic { addr, source })?;
-    let (mut driver, sender) =
-        h3::client::new(h3_quinn::Connection::new(conn)).await.map_err(|e| ConnectError::H3(e.to_string()))?;
+    let connecting = endpoint
+        .connect(addr, host)
+        .map_err(|e| Failure::Socket(std::io::Error::new(std::io::ErrorKind::InvalidInput, e)))?;
+    let conn = connecting.await.map_err(Failure::Quic)?;
+    let quic = conn.clone();
+    let (mut driver, send) =
+        h3::client::new(h3_quinn::Connection::new(conn)).await.map_err(|e| Failure::Session(e.to_string()))?;
     let gone = CancellationToken::new();
     let done = gone.clone();
     tokio::spawn(async move {
@@ -69,7 +92,7 @@ pub async fn connect(
         let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
         done.cancel();
     });
-    Ok((sender, gone))
+    Ok((Sender { send, quic }, gone))
 }
 
 /// Sends `req` on a new stream of `sender`: headers, body, end of the request; then
@@ -78,7 +101,7 @@ pub async fn send(sender: &mut Sender, req: http::Request<Bytes>) -> Result<(htt
     let (mut parts, body) = req.into_parts();
     // hyper adds it for HTTP/1.1 and HTTP/2; proxies (Caddy) read an HTTP/3 body only with it.
     parts.headers.insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(body.len()));
-    let mut stream = sender.send_request(http::Request::from_parts(parts, ())).await.map_err(|e| kind(&e))?;
+    let mut stream = sender.send.send_request(http::Request::from_parts(parts, ())).await.map_err(|e| kind(&e))?;
     if !body.is_empty() {
         stream.send_data(body).await.map_err(|e| kind(&e))?;
     }
