@@ -149,6 +149,9 @@ pub enum ConfigError {
         #[source]
         source: std::net::AddrParseError,
     },
+    /// The configuration file is not TOML, or holds a key that is no option name.
+    #[error("config {}: {why}", path.display())]
+    BadKey { path: PathBuf, why: String },
     /// A TLS file cannot be read; `what` is its key (`tls-ca`, ...).
     #[error("{what} {}: {source}", path.display())]
     Read {
@@ -165,7 +168,13 @@ fn load_layers(path: Option<&Path>) -> Result<FileConfig, ConfigError> {
         if !p.exists() {
             return Err(ConfigError::FileNotFound(p.to_path_buf()));
         }
-        b = b.add_source(config::File::from(p).format(config::FileFormat::Toml).required(true));
+        let text = std::fs::read_to_string(p).map_err(|source| ConfigError::Read {
+            what: "config",
+            path: p.to_path_buf(),
+            source,
+        })?;
+        crate::tomlkeys::check(&text).map_err(|why| ConfigError::BadKey { path: p.to_path_buf(), why })?;
+        b = b.add_source(config::File::from_str(&text, config::FileFormat::Toml));
     }
     b = b.add_source(
         // SURGE_AGENT_MAX_IN_FLIGHT -> max-in-flight, so it overrides the file's key.
@@ -184,6 +193,7 @@ fn load_layers(path: Option<&Path>) -> Result<FileConfig, ConfigError> {
 /// The keys of a configuration file's text (TOML), as `--config` reads them.
 #[doc(hidden)]
 pub fn parse_config_text(text: &str) -> Result<(), String> {
+    crate::tomlkeys::check(text)?;
     let cfg = config::Config::builder()
         .add_source(config::File::from_str(text, config::FileFormat::Toml))
         .build()

@@ -11,7 +11,8 @@
 //! - [`daemon`] is the `surge-agent` process: configuration, TLS, signals, and the embedded
 //!   agent of a local run;
 //! - [`client`] sends single requests to the target (readiness, model discovery);
-//! - [`cpu`] reads CPU and host signals.
+//! - [`cpu`] reads CPU and host signals;
+//! - [`tomlkeys`] checks configuration keys before the `config` crate reads them.
 //!
 //! Dependencies run one way: `daemon -> service -> engine -> data`, `client -> engine`,
 //! and `service -> cpu`.
@@ -26,6 +27,7 @@ pub mod fuzzing;
 pub mod live;
 pub mod scrape;
 pub mod service;
+pub mod tomlkeys;
 pub mod trace;
 
 // Paths the coordinator and the tests have used since before `data/`.
