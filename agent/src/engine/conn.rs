@@ -124,7 +124,6 @@ impl ConnectError {
         match self {
             ConnectError::Tcp { .. } | ConnectError::Http(_) | ConnectError::H3(_) => ErrorKind::Connect,
             ConnectError::Quic { source, .. } if h3::is_tls_failure(source) => ErrorKind::Tls,
-            ConnectError::Quic { source: quinn::ConnectionError::TimedOut, .. } => ErrorKind::Connect,
             ConnectError::Quic { .. } => ErrorKind::Connect,
             ConnectError::Tls { .. } => ErrorKind::Tls,
             ConnectError::Task(_) => ErrorKind::Other,
@@ -613,7 +612,6 @@ impl Pool {
         loop {
             let conn = self.idle.lock().expect("pool lock").pop();
             match conn {
-                Some(c) if c.is_multiplexed() => self.share(&c),
                 Some(c) if !c.is_closed() => return Ok((c, true)),
                 Some(_) => continue,
                 None => break,

@@ -54,12 +54,11 @@ pub struct RequestTemplate {
 impl RequestTemplate {
     /// `absolute`: the absolute URI of a multiplexed connection (HTTP/2, HTTP/3), no `Host`.
     fn build(&self, body: Bytes, absolute: bool, index: u64) -> http::Request<Bytes> {
-        let h2 = absolute;
         let mut req = http::Request::new(body);
         *req.method_mut() = http::Method::POST;
-        *req.uri_mut() = if h2 { self.uri_h2.clone() } else { self.uri_h1.clone() };
+        *req.uri_mut() = if absolute { self.uri_h2.clone() } else { self.uri_h1.clone() };
         let h = req.headers_mut();
-        if !h2 {
+        if !absolute {
             h.insert(http::header::HOST, self.authority.clone());
         }
         h.insert(http::header::CONTENT_TYPE, self.content_type.clone());
