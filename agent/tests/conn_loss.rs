@@ -69,6 +69,7 @@ async fn a_request_left_unanswered_by_an_ended_connection_is_retried() {
         tokenizer: None,
         trace: None,
         request_id_prefix: None,
+        keep_text: false,
     };
     let job = Job {
         index: 7,

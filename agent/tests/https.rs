@@ -82,6 +82,7 @@ fn template(target: &Target) -> RequestTemplate {
         tokenizer: None,
         trace: None,
         request_id_prefix: None,
+        keep_text: false,
     }
 }
 

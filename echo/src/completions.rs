@@ -179,7 +179,12 @@ where
         Ok(p) => p,
         Err(msg) => return Ok(json_error(StatusCode::BAD_REQUEST, &msg)),
     };
-    if let Some(m) = parsed.model.as_deref().filter(|m| state.config.reject_unknown_model && *m != state.config.model) {
+    let lora = parsed.model.as_deref().filter(|m| state.config.lora_modules.iter().any(|l| l == m));
+    if let Some(m) = parsed
+        .model
+        .as_deref()
+        .filter(|m| state.config.reject_unknown_model && *m != state.config.model && lora.is_none())
+    {
         return Ok(json_error(StatusCode::NOT_FOUND, &format!("The model `{m}` does not exist.")));
     }
     let n = match state.config.output_tokens.or(parsed.max_tokens) {
@@ -195,6 +200,9 @@ where
     }
     let metrics = &state.metrics;
     metrics.count_prompt_tokens(parsed.prompt_tokens);
+    if let Some(name) = lora {
+        metrics.count_lora(name);
+    }
 
     // The schedule starts at arrival, or when a slot freed up for a request that had
     // to wait for one.

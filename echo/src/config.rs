@@ -31,6 +31,12 @@ pub struct EchoArgs {
     #[arg(long)]
     pub reject_unknown_model: bool,
 
+    /// LoRA adapters served beside --model, as vLLM's `NAME=PATH` (the path is ignored):
+    /// completions may name them, and each is counted in
+    /// `surge_echo_lora_requests_total{lora="NAME"}`.
+    #[arg(long = "lora-modules", num_args = 1.., value_name = "NAME[=PATH]")]
+    pub lora_modules: Vec<String>,
+
     /// Time to first token in milliseconds, counted from when the request arrived (the
     /// kernel's receive stamp), or got its slot if it had to wait for one.
     #[arg(long = "ttft-ms", value_name = "MS", default_value_t = 0.0)]
@@ -159,6 +165,11 @@ impl EchoArgs {
             listen: self.listen,
             model: self.model,
             reject_unknown_model: self.reject_unknown_model,
+            lora_modules: self
+                .lora_modules
+                .iter()
+                .map(|m| m.split_once('=').map_or(m.as_str(), |(name, _)| name).to_owned())
+                .collect(),
             ttft_ms: self.ttft_ms,
             itl_ms: self.itl_ms,
             output_tokens: self.output_tokens,
@@ -200,6 +211,8 @@ pub struct EchoConfig {
     pub model: String,
     /// Refuse completions for any other model (404, as vLLM).
     pub reject_unknown_model: bool,
+    /// LoRA adapter names served beside `model`.
+    pub lora_modules: Vec<String>,
     /// Time to first token, milliseconds.
     pub ttft_ms: f64,
     /// Inter-token latency, milliseconds.
@@ -256,6 +269,7 @@ impl Default for EchoConfig {
             listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 8000)),
             model: "surge-echo".to_owned(),
             reject_unknown_model: false,
+            lora_modules: Vec::new(),
             ttft_ms: 0.0,
             itl_ms: 0.0,
             output_tokens: None,

@@ -1,4 +1,4 @@
-//! The server's five metrics, kept in `prometheus` counters and gauges (plain
+//! The server's metrics, kept in `prometheus` counters and gauges (plain
 //! atomics on the hot path) in a registry of their own, one per server, and
 //! rendered by `prometheus`'s `TextEncoder` in the Prometheus text format 0.0.4
 //! for `GET /metrics`. With `--metrics-flavor vllm` the registry also holds
@@ -9,7 +9,7 @@
 
 use std::time::Instant;
 
-use prometheus::{IntCounter, IntGauge, Registry, TextEncoder};
+use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
 
 use crate::vllm::VllmMetrics;
 
@@ -28,6 +28,8 @@ pub(crate) struct Metrics {
     tokens_total: IntCounter,
     /// Prompt tokens received (whitespace-separated words).
     prompt_tokens_total: IntCounter,
+    /// Completions per LoRA adapter (`--lora-modules`), labelled `lora`.
+    lora_requests_total: IntCounterVec,
     /// vLLM's names for the same counts (`--metrics-flavor vllm`).
     vllm: Option<VllmMetrics>,
     /// This server's metrics only: several servers can run in one process (tests).
@@ -66,8 +68,15 @@ impl Metrics {
         };
         let requests_running = gauge("surge_echo_requests_running", "Completions being generated (holding a slot).");
         let requests_waiting = gauge("surge_echo_requests_waiting", "Completions waiting for a slot.");
+        let lora_requests_total = IntCounterVec::new(
+            Opts::new("surge_echo_lora_requests_total", "Completions naming a LoRA adapter (--lora-modules)."),
+            &["lora"],
+        )
+        .expect("valid metric name and label");
+        registry.register(Box::new(lora_requests_total.clone())).expect("metric names are distinct");
         let vllm = vllm.map(|(model_name, slots)| VllmMetrics::new(&registry, model_name, slots));
         Self {
+            lora_requests_total,
             requests_total,
             http3_requests_total,
             requests_running,
@@ -82,6 +91,11 @@ impl Metrics {
     /// A request received, on any route.
     pub fn count_request(&self) {
         self.requests_total.inc();
+    }
+
+    /// A completion naming LoRA adapter `name` (one of `--lora-modules`: bounded labels).
+    pub fn count_lora(&self, name: &str) {
+        self.lora_requests_total.with_label_values(&[name]).inc();
     }
 
     /// A request received over HTTP/3 (also counted by [`Metrics::count_request`]).

@@ -11,6 +11,7 @@ mod faults;
 mod h3util;
 mod http3;
 mod local;
+mod per_request;
 mod longruns;
 mod report;
 mod resume;

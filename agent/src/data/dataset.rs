@@ -243,7 +243,7 @@ fn repetition_prefix(spec: &DatasetSpec, index: u64) -> u64 {
 }
 
 /// SplitMix64 of (seed, index): independent streams per request.
-fn mix(seed: u64, index: u64) -> u64 {
+pub(crate) fn mix(seed: u64, index: u64) -> u64 {
     let mut z = seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);

@@ -48,13 +48,15 @@ pub struct Jobs {
     costly: bool,
     /// Global index of request 0 (`Workload.slice_start`): rows carry `first + k`.
     first: u64,
+    pick: ModelPick,
     source: Source,
 }
 
 #[derive(Debug)]
 enum Source {
-    /// Bodies made once (shipped prompts, the fixed prompt), cycled; never empty.
-    Built(Vec<Planned>),
+    /// Bodies made once (shipped prompts, the fixed prompt), cycled; never empty. One
+    /// list per model a request may name: the base model first, then each LoRA module.
+    Built(Vec<Vec<Planned>>),
     /// Prompts drawn per request from the seeded dataset.
     Generated { spec: DatasetSpec, tok: Option<Arc<Tok>>, shape: Shape },
     /// A timed trace's shipped items (lengths, hash ids, send times; bounded by the
@@ -71,12 +73,39 @@ struct Shape {
     ignore_eos: bool,
     temperature: Option<f64>,
     extra: Option<serde_json::Map<String, serde_json::Value>>,
+    /// `--lora-modules`: the models requests name instead of `model`.
+    lora: Vec<String>,
 }
 
+/// Which model each request names (`--lora-modules`, `--lora-assignment`).
+#[derive(Debug, Clone, Copy)]
+struct ModelPick {
+    /// LoRA modules (0: every request names the base model).
+    modules: u64,
+    /// A seeded draw per index (vLLM's `random`), else round-robin by index.
+    random: bool,
+    seed: u64,
+}
+
+impl ModelPick {
+    /// The model of request `index`: 0 = the base model, m = LoRA module m - 1. A pure
+    /// function of the index, so every agent draws the same for the same request.
+    fn of(self, index: u64, lora: bool) -> usize {
+        if !lora || self.modules == 0 {
+            return 0;
+        }
+        let pick = if self.random { dataset::mix(self.seed ^ LORA_STREAM, index) } else { index };
+        (pick % self.modules) as usize + 1
+    }
+}
+
+/// Keeps the LoRA draw independent of the prompt draws of the same seed and index.
+const LORA_STREAM: u64 = 0x4c6f_5241_0000_0001;
+
 impl Shape {
-    fn params(&self) -> BodyParams<'_> {
+    fn params(&self, model: usize) -> BodyParams<'_> {
         BodyParams {
-            model: &self.model,
+            model: if model == 0 { &self.model } else { &self.lora[model - 1] },
             chat: self.chat,
             ignore_eos: self.ignore_eos,
             temperature: self.temperature,
@@ -84,15 +113,16 @@ impl Shape {
         }
     }
 
-    /// The body of one prompt (fails only on a shipped chat prompt whose messages do not parse).
-    fn planned(&self, p: Prompt) -> Result<Planned, EngineError> {
+    /// The body of one prompt naming `model` (see [`model_of`](Self::model_of)); fails
+    /// only on a shipped chat prompt whose messages do not parse.
+    fn planned(&self, p: Prompt, model: usize) -> Result<Planned, EngineError> {
         let body = if self.mode == Mode::Plain {
             p.text.into_bytes()
         } else if !p.messages_json.is_empty() && self.chat {
             let messages: serde_json::Value = serde_json::from_str(&p.messages_json).map_err(EngineError::Messages)?;
-            openai::chat_body(&self.params(), &messages, p.output_tokens)
+            openai::chat_body(&self.params(model), &messages, p.output_tokens)
         } else {
-            openai::body(&self.params(), &p.text, p.output_tokens)
+            openai::body(&self.params(model), &p.text, p.output_tokens)
         };
         Ok(Planned { body: Bytes::from(body), input_tokens: p.input_tokens, input_source: p.input_source })
     }
@@ -116,7 +146,9 @@ impl Jobs {
                     _ => return Err(EngineError::ExtraBody(format!("not a JSON object: {text}"))),
                 },
             },
+            lora: w.lora_modules.clone(),
         };
+        let pick = ModelPick { modules: w.lora_modules.len() as u64, random: w.lora_assignment == "random", seed: spec.seed };
         let (len, first) = (w.slice_len, w.slice_start);
         let mut shipped = std::mem::take(&mut w.prompts);
         if spec.kind() == DatasetKind::TimedTrace {
@@ -125,38 +157,40 @@ impl Jobs {
             }
             shipped.truncate(usize::try_from(len).unwrap_or(usize::MAX));
             let len = len.min(shipped.len() as u64);
-            return Ok(Self { len, first, costly: true, source: Source::Trace { items: shipped, spec, tok, shape } });
+            return Ok(Self { len, first, pick, costly: true, source: Source::Trace { items: shipped, spec, tok, shape } });
         }
-        let built = if !shipped.is_empty() {
+        let prompts: Vec<Prompt> = if !shipped.is_empty() {
             // Prompts past the slice's length are never sent.
             shipped.truncate(usize::try_from(len).unwrap_or(usize::MAX));
             shipped
                 .into_iter()
                 .map(|p| {
                     let input_source = p.input_source();
-                    let prompt = Prompt {
+                    Prompt {
                         text: p.text,
                         input_tokens: p.input_tokens,
                         output_tokens: p.output_tokens,
                         input_source,
                         messages_json: p.messages_json,
-                    };
-                    shape.planned(prompt)
+                    }
                 })
-                .collect::<Result<Vec<_>, _>>()?
+                .collect()
         } else {
             match spec.kind() {
                 DatasetKind::Sharegpt | DatasetKind::Custom if len > 0 => return Err(EngineError::MissingPrompts),
                 // The same prompt for every index: counted (tokenizer) and serialized once.
-                DatasetKind::Fixed => vec![shape.planned(dataset::build(&spec, tok.as_deref(), first))?],
+                DatasetKind::Fixed => vec![dataset::build(&spec, tok.as_deref(), first)],
                 _ => {
                     let costly = tok.is_some() || prompt_tokens(&spec) > COSTLY_WORDS;
-                    return Ok(Self { len, first, costly, source: Source::Generated { spec, tok, shape } });
+                    return Ok(Self { len, first, pick, costly, source: Source::Generated { spec, tok, shape } });
                 }
             }
         };
-        let len = if built.is_empty() { 0 } else { len };
-        Ok(Self { len, first, costly: false, source: Source::Built(built) })
+        let len = if prompts.is_empty() { 0 } else { len };
+        let built = (0..=shape.lora.len())
+            .map(|model| prompts.iter().map(|p| shape.planned(p.clone(), model)).collect::<Result<Vec<_>, _>>())
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self { len, first, pick, costly: false, source: Source::Built(built) })
     }
 
     /// Whether [`get`](Self::get) is expensive (a tokenizer re-encodes every prompt, or
@@ -188,21 +222,37 @@ impl Jobs {
 
     /// Request `k` of the slice (`k < len`), made now: a prompt drawn and serialized
     /// (generated datasets, a few microseconds without a tokenizer), or a shared body.
+    /// With `--lora-modules` it names its index's module.
     pub fn get(&self, k: u64) -> Planned {
+        self.make(k, true)
+    }
+
+    /// Request `k` naming the base model, as vLLM's initial test and warm-ups do.
+    pub fn get_base(&self, k: u64) -> Planned {
+        self.make(k, false)
+    }
+
+    fn make(&self, k: u64, lora: bool) -> Planned {
+        let index = self.index(k);
         match &self.source {
-            Source::Built(bodies) => bodies[(k % bodies.len() as u64) as usize].clone(),
+            Source::Built(bodies) => {
+                let of = &bodies[self.pick.of(index, lora)];
+                of[(k % of.len() as u64) as usize].clone()
+            }
             Source::Generated { spec, tok, shape } => {
-                let prompt = dataset::build(spec, tok.as_deref(), self.index(k));
+                let prompt = dataset::build(spec, tok.as_deref(), index);
                 // A generated prompt has no messages to parse: serializing cannot fail.
-                shape.planned(prompt).expect("a generated prompt has no messages")
+                shape.planned(prompt, self.pick.of(index, lora)).expect("a generated prompt has no messages")
             }
             Source::Trace { items, spec, tok, shape } => {
                 let item = &items[(k % items.len() as u64) as usize];
-                let prompt = dataset::trace(spec, tok.as_deref(), item, self.index(k));
+                let prompt = dataset::trace(spec, tok.as_deref(), item, index);
+                let model = self.pick.of(index, lora);
                 // Messages were checked when the coordinator parsed the file; a body that
                 // cannot be made is sent as a plain prompt rather than panicking.
-                shape.planned(prompt.clone()).unwrap_or_else(|_| {
-                    shape.planned(Prompt { messages_json: String::new(), ..prompt }).expect("a plain prompt serializes")
+                shape.planned(prompt.clone(), model).unwrap_or_else(|_| {
+                    let plain = Prompt { messages_json: String::new(), ..prompt };
+                    shape.planned(plain, model).expect("a plain prompt serializes")
                 })
             }
         }

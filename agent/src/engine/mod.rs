@@ -191,6 +191,7 @@ fn template(w: &Workload, target: &Target) -> Result<RequestTemplate, EngineErro
         tokenizer: None,
         trace: (w.trace_run_id != 0).then_some((w.trace_run_id, w.trace_sample_ratio)),
         request_id_prefix: (!w.request_id_prefix.is_empty()).then(|| w.request_id_prefix.clone()),
+        keep_text: w.keep_text,
     })
 }
 
@@ -251,7 +252,7 @@ pub async fn prepare_on(mut workload: Workload, local: Option<std::net::IpAddr>)
         let t0 = Instant::now();
         let mut set = tokio::task::JoinSet::new();
         for k in 0..u64::from(workload.num_warmups) {
-            let Planned { body, input_tokens, input_source } = jobs.get(k % jobs.len());
+            let Planned { body, input_tokens, input_source } = jobs.get_base(k % jobs.len());
             let (pool, tpl) = (Arc::clone(&pool), Arc::clone(&tpl));
             set.spawn(async move {
                 let job = Job { index: k, body, input_tokens, input_source, intended: None };
@@ -281,7 +282,7 @@ async fn initial_test(
     tpl: &Arc<RequestTemplate>,
     jobs: &Jobs,
 ) -> Result<(), EngineError> {
-    let Planned { body, input_tokens, input_source } = jobs.get(0);
+    let Planned { body, input_tokens, input_source } = jobs.get_base(0);
     let job = Job { index: jobs.index(0), body, input_tokens, input_source, intended: None };
     let url = format!("{}{}", w.base_url, w.endpoint);
     let ready_until = Instant::now() + Duration::from_millis(w.ready_timeout_ms);

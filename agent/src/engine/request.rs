@@ -49,6 +49,8 @@ pub struct RequestTemplate {
     pub trace: Option<(u64, f64)>,
     /// `x-request-id: <prefix><index>` on every request (vLLM's `--request-id-prefix`).
     pub request_id_prefix: Option<String>,
+    /// Rows carry the generated text (`--save-detailed`: vLLM's `generated_texts`).
+    pub keep_text: bool,
 }
 
 impl RequestTemplate {
@@ -202,8 +204,8 @@ async fn read_response(
     row: &mut Row,
 ) {
     let mode = tpl.mode;
-    // The streamed text, kept only to re-count it with the tokenizer.
-    let mut text = tpl.tokenizer.as_ref().map(|_| String::new());
+    // The streamed text, kept to re-count it with the tokenizer or to ship it in the row.
+    let mut text = (tpl.tokenizer.is_some() || tpl.keep_text).then(String::new);
     row.http_status = u32::from(status.as_u16());
     let ok = status.is_success();
     let mut parser = SseParser::default();
@@ -337,6 +339,9 @@ async fn read_response(
                     }
                 },
             }
+            if tpl.keep_text {
+                row.generated_text = text.unwrap_or_default();
+            }
             pool.checkin(conn);
         }
     }
@@ -357,6 +362,7 @@ mod tests {
             tokenizer: None,
             trace,
             request_id_prefix: Some("bench-1-".into()),
+            keep_text: false,
         }
     }
 

@@ -12,6 +12,10 @@ use tokio::sync::Notify;
 
 /// Rows per batch at most, and the longest a row waits before its batch leaves.
 pub(crate) const BATCH_ROWS: usize = 1024;
+/// Encoded bytes per batch at most (rows carrying generated text can be large; gRPC
+/// refuses messages over 64 MiB): a batch is cut early when its rows reach this. A single
+/// row larger than this still goes, alone.
+pub(crate) const BATCH_BYTES: usize = 8 << 20;
 pub(crate) const BATCH_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Collects a run's rows between flushes; says when a full batch is waiting.
@@ -53,12 +57,13 @@ pub(crate) struct Outbox {
 }
 
 impl Outbox {
-    /// Cuts `rows` into batches of at most [`BATCH_ROWS`] (in order), numbers them and
-    /// keeps a copy of each until it is acknowledged.
+    /// Cuts `rows` into batches of at most [`BATCH_ROWS`] rows and [`BATCH_BYTES`] bytes
+    /// (in order), numbers them and keeps a copy of each until it is acknowledged.
     pub(crate) fn seal(&mut self, run_id: u64, started_unix_ns: i64, mut rows: Vec<Row>) -> Vec<SampleBatch> {
         let mut out = Vec::with_capacity(rows.len().div_ceil(BATCH_ROWS));
         while !rows.is_empty() {
-            let rest = if rows.len() > BATCH_ROWS { rows.split_off(BATCH_ROWS) } else { Vec::new() };
+            let cut = cut_at(&rows);
+            let rest = if rows.len() > cut { rows.split_off(cut) } else { Vec::new() };
             let batch = SampleBatch { run_id, seq: self.next_seq, rows, started_unix_ns };
             self.next_seq += 1;
             self.unacked.insert(batch.seq, batch.clone());
@@ -90,9 +95,33 @@ impl Outbox {
     }
 }
 
+/// How many of `rows` go in the next batch: at most [`BATCH_ROWS`], and fewer when their
+/// encoded size reaches [`BATCH_BYTES`] (at least one).
+fn cut_at(rows: &[Row]) -> usize {
+    let mut bytes = 0;
+    for (i, r) in rows.iter().take(BATCH_ROWS).enumerate() {
+        bytes += prost::Message::encoded_len(r);
+        if bytes > BATCH_BYTES {
+            return i.max(1);
+        }
+    }
+    rows.len().min(BATCH_ROWS)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rows_with_long_texts_are_cut_by_size() {
+        let text = "x".repeat(3 << 20);
+        let rows: Vec<Row> = (0..5).map(|index| Row { index, generated_text: text.clone(), ..Default::default() }).collect();
+        let b = Outbox::default().seal(1, 5, rows);
+        // 3 MiB each, 8 MiB per batch: 2 + 2 + 1, in order.
+        assert_eq!(b.iter().map(|b| b.rows.len()).collect::<Vec<_>>(), [2, 2, 1]);
+        let big = vec![Row { index: 0, generated_text: "y".repeat(9 << 20), ..Default::default() }];
+        assert_eq!(Outbox::default().seal(1, 5, big)[0].rows.len(), 1);
+    }
 
     fn rows(n: usize) -> Vec<Row> {
         (0..n as u64).map(|index| Row { index, ..Default::default() }).collect()

@@ -172,6 +172,12 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
     let scrape = scrape_plan(&a, &base_url)?;
     let (http_version, target_tls) = (http_version(&a)?, target_tls(&a)?);
     let extra_body = extra_body(&a, backend)?;
+    if !a.lora_modules.is_empty() && backend == Backend::Http {
+        return usage("--lora-modules: the http backend sends no model name to replace");
+    }
+    if a.lora_modules.iter().any(|m| m.trim().is_empty()) {
+        return usage("--lora-modules: a module name is empty");
+    }
     let otlp = match &a.otlp_endpoint {
         None => None,
         Some(url) => match url.parse::<http::Uri>() {
@@ -254,6 +260,8 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         cost_per_hour: a.cost_per_hour,
         label: a.label.clone(),
         request_id_prefix: a.request_id_prefix.clone(),
+        lora_modules: a.lora_modules.clone(),
+        lora_random: a.lora_assignment == super::LoraAssignmentArg::Random,
     })
 }
 

@@ -74,6 +74,16 @@ pub struct ReportArgs {
     pub cost_per_hour: Option<f64>,
 }
 
+/// `--lora-assignment`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LoraAssignmentArg {
+    /// A seeded draw per request index.
+    Random,
+    /// Module i % n for request i.
+    #[value(name = "round-robin")]
+    RoundRobin,
+}
+
 /// `--ramp-up-strategy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum RampArg {
@@ -182,6 +192,14 @@ pub struct RunArgs {
     /// Name sent in requests when the server serves the model under another name.
     #[arg(long)]
     pub served_model_name: Option<String>,
+    /// LoRA adapters the server serves: each request names one of them as its `model`
+    /// (the initial test and warm-ups name the base model), as vLLM's flag.
+    #[arg(long = "lora-modules", num_args = 1.., action = clap::ArgAction::Set, value_name = "NAME")]
+    pub lora_modules: Vec<String>,
+    /// How requests are given a --lora-modules adapter: random (seeded by --seed and the
+    /// request index, the same on every agent) or round-robin (request i: module i % n).
+    #[arg(long = "lora-assignment", value_enum, default_value = "random")]
+    pub lora_assignment: LoraAssignmentArg,
     /// vLLM's Hugging Face dataset name: vLLM reads it only with `--dataset-name hf`, which
     /// surge does not have (nothing is downloaded); accepted so vLLM command lines run, and
     /// ignored as vLLM ignores it with other datasets.

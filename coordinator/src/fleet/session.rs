@@ -451,5 +451,8 @@ fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize, run_id: u64) -> Wo
         scrape_metrics: plan.scrape.as_ref().map(|s| s.extra.clone()).unwrap_or_default(),
         trace_run_id: if plan.otlp.is_some() { run_id } else { 0 },
         trace_sample_ratio: plan.otlp.as_ref().map_or(0.0, |o| o.sample_ratio),
+        keep_text: plan.save_detailed,
+        lora_modules: plan.lora_modules.clone(),
+        lora_assignment: if plan.lora_random { "random" } else { "round-robin" }.to_string(),
     }
 }

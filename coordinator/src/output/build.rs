@@ -202,6 +202,7 @@ fn detailed(m: &Metrics, vllm_arrays: bool) -> Detailed {
         start_times: rows.iter().map(|r| r.start_s).collect(),
         agent_indices: rows.iter().map(|r| r.agent).collect(),
         errors: rows.iter().map(|r| if r.ok() { String::new() } else { kind_name(r.row.error()) }).collect(),
+        generated_texts: rows.iter().map(|r| r.row.generated_text.clone()).collect(),
         latencies: vllm_arrays.then(|| rows.iter().map(|r| r.vllm_latency_s()).collect()),
         queue_times: vllm_arrays.then(|| rows.iter().map(|r| r.queue_s()).collect()),
     }

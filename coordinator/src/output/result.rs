@@ -528,6 +528,9 @@ pub struct Detailed {
     pub start_times: Vec<f64>,
     pub agent_indices: Vec<usize>,
     pub errors: Vec<String>,
+    /// The text each request generated, "" for a failed one (vLLM's key).
+    #[serde(default)]
+    pub generated_texts: Vec<String>,
     /// vLLM's `latencies` and `queue_times` of a `--duration` run (D3: only with
     /// `--save-detailed`; a `--num-prompts` run streams them from its spill instead).
     #[serde(default, skip_serializing_if = "Option::is_none")]

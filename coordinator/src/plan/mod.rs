@@ -186,6 +186,10 @@ pub struct RunPlan {
     pub append_result: bool,
     /// `--label`: the result's `label` and its default file name's prefix (vLLM's).
     pub label: Option<String>,
+    /// `--lora-modules` (empty: every request names the model).
+    pub lora_modules: Vec<String>,
+    /// `--lora-assignment random` (else round-robin).
+    pub lora_random: bool,
 }
 
 /// OTLP trace export (issue 15).
