@@ -60,6 +60,8 @@ struct Parsed {
     max_tokens: Option<u64>,
     stream: bool,
     include_usage: bool,
+    /// Chat: `image_url` parts carrying a `data:image/...` URL.
+    images: u64,
 }
 
 /// Parse a request body (prompt tokens counted as words); for tests.
@@ -89,7 +91,8 @@ fn parse_with(kind: Kind, body: &[u8], counter: &Counter) -> Result<Parsed, Stri
     };
     let stream = raw.stream.unwrap_or(false);
     let include_usage = stream && raw.stream_options.and_then(|o| o.include_usage).unwrap_or(false);
-    Ok(Parsed { model: raw.model, prompt_tokens, max_tokens, stream, include_usage })
+    let images = raw.messages.as_deref().unwrap_or_default().iter().map(|m| count_images(m.content.as_ref())).sum();
+    Ok(Parsed { model: raw.model, prompt_tokens, max_tokens, stream, include_usage, images })
 }
 
 /// Prompt tokens of a completions `prompt`: tokens (words) of a string; for an
@@ -125,6 +128,16 @@ fn count_content(content: Option<&Value>, counter: &Counter) -> Result<u64, Stri
             .fold(0u64, u64::saturating_add)),
         Some(_) => Err("message 'content' must be a string, an array of parts or null".to_owned()),
     }
+}
+
+/// Inline images of a chat message `content`: `image_url` parts with a data URL.
+fn count_images(content: Option<&Value>) -> u64 {
+    let Some(Value::Array(parts)) = content else { return 0 };
+    parts
+        .iter()
+        .filter(|p| p.get("type").and_then(Value::as_str) == Some("image_url"))
+        .filter(|p| p.pointer("/image_url/url").and_then(Value::as_str).is_some_and(|u| u.starts_with("data:image/")))
+        .count() as u64
 }
 
 /// Error returned to hyper so that it drops the connection without a response.
@@ -200,6 +213,7 @@ where
     }
     let metrics = &state.metrics;
     metrics.count_prompt_tokens(parsed.prompt_tokens);
+    metrics.count_images(parsed.images);
     if let Some(name) = lora {
         metrics.count_lora(name);
     }
@@ -314,6 +328,7 @@ mod tests {
                 max_tokens: Some(5),
                 stream: true,
                 include_usage: true,
+                images: 0,
             }
         );
     }
@@ -345,10 +360,12 @@ mod tests {
     #[test]
     fn chat_request() {
         let body = br#"{"model":"m","messages":[{"role":"system","content":"be brief"},
-            {"role":"user","content":[{"type":"text","text":"hi there you"},{"type":"image_url"}]},
+            {"role":"user","content":[{"type":"text","text":"hi there you"},{"type":"image_url"},
+                {"type":"image_url","image_url":{"url":"data:image/jpeg;base64,AAAA"}}]},
             {"role":"assistant","content":null}],"max_tokens":3,"max_completion_tokens":9}"#;
         let p = parse(Kind::Chat, body).unwrap();
         assert_eq!(p.prompt_tokens, 5);
+        assert_eq!(p.images, 1, "only the part with a data URL");
         assert_eq!(p.max_tokens, Some(9));
         let p = parse(Kind::Chat, br#"{"messages":[],"max_tokens":3}"#).unwrap();
         assert_eq!(p.max_tokens, Some(3));

@@ -28,6 +28,8 @@ pub(crate) struct Metrics {
     tokens_total: IntCounter,
     /// Prompt tokens received (whitespace-separated words).
     prompt_tokens_total: IntCounter,
+    /// Inline images (`data:image/...` URLs) in chat requests answered.
+    prompt_images_total: IntCounter,
     /// Completions per LoRA adapter (`--lora-modules`), labelled `lora`.
     lora_requests_total: IntCounterVec,
     /// vLLM's names for the same counts (`--metrics-flavor vllm`).
@@ -68,6 +70,8 @@ impl Metrics {
         };
         let requests_running = gauge("surge_echo_requests_running", "Completions being generated (holding a slot).");
         let requests_waiting = gauge("surge_echo_requests_waiting", "Completions waiting for a slot.");
+        let prompt_images_total =
+            counter("surge_echo_prompt_images_total", "Inline images (data URLs) in chat requests answered.");
         let lora_requests_total = IntCounterVec::new(
             Opts::new("surge_echo_lora_requests_total", "Completions naming a LoRA adapter (--lora-modules)."),
             &["lora"],
@@ -76,6 +80,7 @@ impl Metrics {
         registry.register(Box::new(lora_requests_total.clone())).expect("metric names are distinct");
         let vllm = vllm.map(|(model_name, slots)| VllmMetrics::new(&registry, model_name, slots));
         Self {
+            prompt_images_total,
             lora_requests_total,
             requests_total,
             http3_requests_total,
@@ -91,6 +96,11 @@ impl Metrics {
     /// A request received, on any route.
     pub fn count_request(&self) {
         self.requests_total.inc();
+    }
+
+    /// Inline images of a chat request that will be answered.
+    pub fn count_images(&self, n: u64) {
+        self.prompt_images_total.inc_by(n);
     }
 
     /// A completion naming LoRA adapter `name` (one of `--lora-modules`: bounded labels).

@@ -82,7 +82,8 @@ fn save_detailed_keeps_each_generated_text() {
         "--save-detailed",
     ];
     let r = run(&dir, &args);
-    let texts: Vec<&str> = r["generated_texts"].as_array().expect("generated_texts").iter().map(|t| t.as_str().unwrap()).collect();
+    let texts: Vec<&str> =
+        r["generated_texts"].as_array().expect("generated_texts").iter().map(|t| t.as_str().unwrap()).collect();
     let errors = r["errors"].as_array().unwrap();
     assert_eq!(texts.len(), 200);
     let failed = r["failed"].as_u64().unwrap();

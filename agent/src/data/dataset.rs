@@ -16,8 +16,10 @@
 //!   followed by `suffix_len` random tokens of the request's own; requests go through the
 //!   prefixes in blocks of `num_prefixes`, each block in a seeded shuffled order, so every
 //!   prefix is used equally often.
+//! - `random-mm`: the `random` text, then images ([`super::images`]) in one chat message.
 //! - `sharegpt`, `custom`: files, parsed by the coordinator, which ships each agent its
-//!   slice; [`prompt`] has nothing to build for them (an empty prompt).
+//!   slice; [`prompt`] has nothing to build for them (an empty prompt). `timed_trace` and
+//!   `burstgpt` ship lengths: [`trace`] makes each prompt when it is sent.
 
 use super::synth;
 use super::tokenizer::Tok;
@@ -91,6 +93,11 @@ pub fn build(spec: &DatasetSpec, tok: Option<&Tok>, index: u64) -> Prompt {
                 messages_json: String::new(),
             }
         }
+        DatasetKind::RandomMm => {
+            let text = build(&DatasetSpec { kind: DatasetKind::Random as i32, ..spec.clone() }, tok, index);
+            let messages_json = super::images::messages(spec, index, &text.text);
+            Prompt { messages_json, ..text }
+        }
         DatasetKind::Random | DatasetKind::Unspecified => {
             let mut rng = SmallRng::seed_from_u64(mix(spec.seed, index));
             let (input, output) = if spec.random_range_ratio > 0.0 {
@@ -111,7 +118,7 @@ pub fn build(spec: &DatasetSpec, tok: Option<&Tok>, index: u64) -> Prompt {
             let (p, s) = (spec.prefix_repetition_prefix_len, spec.prefix_repetition_suffix_len);
             compose(tok, &mut prefix_rng, p, &mut rng, s, spec.prefix_repetition_output_len)
         }
-        DatasetKind::Sharegpt | DatasetKind::Custom | DatasetKind::TimedTrace => Prompt {
+        DatasetKind::Sharegpt | DatasetKind::Custom | DatasetKind::TimedTrace | DatasetKind::Burstgpt => Prompt {
             text: String::new(),
             input_tokens: 0,
             output_tokens: 0,

@@ -6,5 +6,6 @@
 //! slice of prompts, the coordinator for token counts of file datasets.
 
 pub mod dataset;
+pub mod images;
 pub mod synth;
 pub mod tokenizer;

@@ -59,8 +59,8 @@ enum Source {
     Built(Vec<Vec<Planned>>),
     /// Prompts drawn per request from the seeded dataset.
     Generated { spec: DatasetSpec, tok: Option<Arc<Tok>>, shape: Shape },
-    /// A timed trace's shipped items (lengths, hash ids, send times; bounded by the
-    /// file), each prompt made when it is sent.
+    /// A timed trace's or BurstGPT's shipped items (lengths, hash ids, send times;
+    /// bounded by the file), each prompt made when it is sent.
     Trace { items: Vec<surge_proto::PromptItem>, spec: DatasetSpec, tok: Option<Arc<Tok>>, shape: Shape },
 }
 
@@ -148,16 +148,23 @@ impl Jobs {
             },
             lora: w.lora_modules.clone(),
         };
-        let pick = ModelPick { modules: w.lora_modules.len() as u64, random: w.lora_assignment == "random", seed: spec.seed };
+        let pick =
+            ModelPick { modules: w.lora_modules.len() as u64, random: w.lora_assignment == "random", seed: spec.seed };
         let (len, first) = (w.slice_len, w.slice_start);
         let mut shipped = std::mem::take(&mut w.prompts);
-        if spec.kind() == DatasetKind::TimedTrace {
+        if matches!(spec.kind(), DatasetKind::TimedTrace | DatasetKind::Burstgpt) {
             if shipped.is_empty() && len > 0 {
                 return Err(EngineError::MissingPrompts);
             }
             shipped.truncate(usize::try_from(len).unwrap_or(usize::MAX));
             let len = len.min(shipped.len() as u64);
-            return Ok(Self { len, first, pick, costly: true, source: Source::Trace { items: shipped, spec, tok, shape } });
+            return Ok(Self {
+                len,
+                first,
+                pick,
+                costly: true,
+                source: Source::Trace { items: shipped, spec, tok, shape },
+            });
         }
         let prompts: Vec<Prompt> = if !shipped.is_empty() {
             // Prompts past the slice's length are never sent.
@@ -181,7 +188,8 @@ impl Jobs {
                 // The same prompt for every index: counted (tokenizer) and serialized once.
                 DatasetKind::Fixed => vec![dataset::build(&spec, tok.as_deref(), first)],
                 _ => {
-                    let costly = tok.is_some() || prompt_tokens(&spec) > COSTLY_WORDS;
+                    let costly =
+                        tok.is_some() || prompt_tokens(&spec) > COSTLY_WORDS || spec.kind() == DatasetKind::RandomMm;
                     return Ok(Self { len, first, pick, costly, source: Source::Generated { spec, tok, shape } });
                 }
             }
@@ -261,7 +269,10 @@ impl Jobs {
     /// A timed trace's send times, seconds from the start divided by `speedup`, one per
     /// request of the slice (`None` for other datasets).
     pub fn trace_offsets(&self, speedup: f64) -> Option<Arc<[f64]>> {
-        let Source::Trace { items, .. } = &self.source else { return None };
+        let Source::Trace { items, spec, .. } = &self.source else { return None };
+        if spec.kind() != DatasetKind::TimedTrace {
+            return None;
+        }
         let speedup = if speedup > 0.0 { speedup } else { 1.0 };
         Some(items.iter().map(|i| i.timestamp_ms / 1000.0 / speedup).collect())
     }

@@ -115,7 +115,8 @@ mod tests {
     #[test]
     fn rows_with_long_texts_are_cut_by_size() {
         let text = "x".repeat(3 << 20);
-        let rows: Vec<Row> = (0..5).map(|index| Row { index, generated_text: text.clone(), ..Default::default() }).collect();
+        let rows: Vec<Row> =
+            (0..5).map(|index| Row { index, generated_text: text.clone(), ..Default::default() }).collect();
         let b = Outbox::default().seal(1, 5, rows);
         // 3 MiB each, 8 MiB per batch: 2 + 2 + 1, in order.
         assert_eq!(b.iter().map(|b| b.rows.len()).collect::<Vec<_>>(), [2, 2, 1]);

@@ -63,6 +63,8 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         a.sharegpt_output_len = Some(n);
         a.custom_output_len = n;
         a.prefix_repetition_output_len = n;
+        a.spec_bench_output_len = n;
+        a.hf_output_len = Some(n);
     }
     let base_url = a.base_url.clone().unwrap_or_else(|| format!("http://{}:{}", a.host, a.port));
     match base_url.parse::<http::Uri>() {
@@ -220,7 +222,7 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         trace_speedup: trace.then_some(a.trace_speedup),
         num_warmups: a.num_warmups,
         // As vLLM 0.33: the random dataset runs to the requested length on OpenAI backends.
-        ignore_eos: a.ignore_eos || (d.name == "random" && backend != Backend::Http),
+        ignore_eos: a.ignore_eos || (matches!(d.name, "random" | "random-mm") && backend != Backend::Http),
         // vLLM sends temperature 0.0 (greedy) unless told otherwise.
         temperature: if backend == Backend::Http { a.temperature } else { a.temperature.or(Some(0.0)) },
         extra_body,

@@ -4,6 +4,7 @@
 //! file is a usage error (exit 2) naming `FILE:LINE`.
 
 use super::files as dataset_files;
+use super::vllm_files;
 use super::{BackendArg, DatasetArg, RunArgs, UsageError};
 use crate::plan::TokenizerFile;
 use std::path::Path;
@@ -43,12 +44,22 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
     if !(0.0..1.0).contains(&r) {
         return usage(format!("--random-range-ratio {r}: must be >= 0 and < 1"));
     }
-    let file_dataset = matches!(a.dataset_name, DatasetArg::Sharegpt | DatasetArg::Custom | DatasetArg::TimedTrace);
+    use DatasetArg as D;
+    let file_dataset = matches!(
+        a.dataset_name,
+        D::Sharegpt | D::Custom | D::TimedTrace | D::Burstgpt | D::SpecBench | D::Sonnet | D::Hf
+    );
     let path = match (&a.dataset_path, file_dataset) {
         (Some(p), true) => Some(p.clone()),
-        (None, true) => return usage("--dataset-name sharegpt/custom/timed_trace needs --dataset-path FILE"),
+        (None, true) => {
+            return usage(
+                "--dataset-name sharegpt/custom/timed_trace/burstgpt/spec_bench/sonnet/hf needs --dataset-path FILE (a local file: nothing is downloaded)",
+            );
+        }
         (Some(_), false) => {
-            return usage("--dataset-path: only for --dataset-name sharegpt, custom or timed_trace");
+            return usage(
+                "--dataset-path: only for --dataset-name sharegpt, custom, timed_trace, burstgpt, spec_bench, sonnet or hf",
+            );
         }
         (None, false) => None,
     };
@@ -56,6 +67,8 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
         return usage(format!("--dataset-path {}: no such file", p.display()));
     }
     let tokenizer = a.tokenizer.as_deref().map(load_tokenizer).transpose()?;
+    let num = a.num_prompts.unwrap_or(crate::plan::DEFAULT_NUM_PROMPTS);
+    let shuffle = (!a.disable_shuffle).then_some(a.seed);
     let tok = tokenizer.as_ref().map(|t| &*t.tok);
     let mut spec = DatasetSpec {
         seed: a.seed,
@@ -123,6 +136,56 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
             spec.set_kind(DatasetKind::TimedTrace);
             spec.trace_block_size = a.trace_block_size;
             "timed_trace"
+        }
+        DatasetArg::Burstgpt => {
+            let p = path.as_deref().unwrap_or(Path::new(""));
+            prompts = vllm_files::burstgpt(p, a.seed, num).map_err(|e| UsageError(format!("--dataset-path {e}")))?;
+            spec.set_kind(DatasetKind::Burstgpt);
+            "burstgpt"
+        }
+        DatasetArg::SpecBench => {
+            let p = path.as_deref().unwrap_or(Path::new(""));
+            let category = a.spec_bench_category.as_deref();
+            prompts = vllm_files::spec_bench(p, tok, a.spec_bench_output_len, category, shuffle, num)
+                .map_err(|e| UsageError(format!("--dataset-path {e}")))?;
+            spec.set_kind(DatasetKind::Custom);
+            "spec_bench"
+        }
+        DatasetArg::Sonnet => {
+            let p = path.as_deref().unwrap_or(Path::new(""));
+            let s = vllm_files::Sonnet {
+                input_len: a.sonnet_input_len,
+                prefix_len: a.sonnet_prefix_len,
+                output_len: a.sonnet_output_len,
+            };
+            prompts = vllm_files::sonnet(p, tok, &s, a.seed, num)
+                .map_err(|e| UsageError(if e.starts_with("--") { e } else { format!("--dataset-path {e}") }))?;
+            spec.set_kind(DatasetKind::Custom);
+            "sonnet"
+        }
+        DatasetArg::Hf => {
+            let p = path.as_deref().unwrap_or(Path::new(""));
+            let names = vllm_files::HF_NAMES.join(", ");
+            let name = match a.hf_name.as_deref() {
+                Some(n) if vllm_files::HF_NAMES.contains(&n) => n,
+                Some(n) => return usage(format!("--hf-name {n}: surge reads local copies of {names}")),
+                None => return usage(format!("--dataset-name hf needs --hf-name, one of {names}")),
+            };
+            prompts = vllm_files::hf(p, tok, name, a.hf_output_len, shuffle, num)
+                .map_err(|e| UsageError(format!("--dataset-path {e}")))?;
+            spec.set_kind(DatasetKind::Custom);
+            "hf"
+        }
+        DatasetArg::RandomMm => {
+            if a.backend != BackendArg::OpenaiChat {
+                return usage("--dataset-name random-mm: needs --backend openai-chat (images go in chat content)");
+            }
+            if a.random_input_len == 0 {
+                return usage("--random-input-len: must be at least 1");
+            }
+            super::mm::fill(&mut spec, a)?;
+            spec.set_kind(DatasetKind::RandomMm);
+            "random-mm"
         }
     };
     Ok(DatasetPlan { spec, name, tokenizer, prompts: Arc::new(prompts) })

@@ -37,17 +37,17 @@ const HUMAN: &[&str] = &["human", "user"];
 const REPLY: &[&str] = &["gpt", "assistant", "chatgpt", "bard", "bing", "model"];
 
 /// serde_json's message without its " at line L column C" tail.
-fn reason(e: &serde_json::Error) -> String {
+pub(super) fn reason(e: &serde_json::Error) -> String {
     let s = e.to_string();
     let tail = format!(" at line {} column {}", e.line(), e.column());
     s.strip_suffix(&tail).unwrap_or(&s).to_string()
 }
 
-fn read(path: &Path) -> Result<String, String> {
+pub(super) fn read(path: &Path) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-fn item(tok: Option<&Tok>, text: String, output_tokens: u32, messages_json: String) -> PromptItem {
+pub(super) fn item(tok: Option<&Tok>, text: String, output_tokens: u32, messages_json: String) -> PromptItem {
     let (input_tokens, source) = dataset::count(tok, &text);
     let mut p = PromptItem { text, input_tokens, output_tokens, messages_json, ..Default::default() };
     p.set_input_source(source);

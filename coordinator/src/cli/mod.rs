@@ -7,8 +7,10 @@ pub mod build;
 pub mod config;
 pub mod dataset;
 pub mod files;
+mod mm;
 pub mod parse;
 pub mod trace;
+pub mod vllm_files;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -170,6 +172,18 @@ pub enum DatasetArg {
     /// {"timestamp": MS, "prompt": ...}.
     #[value(name = "timed_trace", alias = "timed-trace", alias = "mooncake")]
     TimedTrace,
+    /// BurstGPT's CSV (--dataset-path): GPT-4 rows' request and response lengths.
+    Burstgpt,
+    /// Spec-Bench's question.jsonl (--dataset-path): the first turn of each question.
+    #[value(name = "spec_bench", alias = "spec-bench")]
+    SpecBench,
+    /// Poem lines (--dataset-path): vLLM's sonnet prompts.
+    Sonnet,
+    /// A local JSON/JSONL copy (--dataset-path) of the Hugging Face dataset --hf-name.
+    Hf,
+    /// Random text plus random JPEG images in chat content (--backend openai-chat).
+    #[value(name = "random-mm", alias = "random_mm")]
+    RandomMm,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -200,11 +214,53 @@ pub struct RunArgs {
     /// request index, the same on every agent) or round-robin (request i: module i % n).
     #[arg(long = "lora-assignment", value_enum, default_value = "random")]
     pub lora_assignment: LoraAssignmentArg,
-    /// vLLM's Hugging Face dataset name: vLLM reads it only with `--dataset-name hf`, which
-    /// surge does not have (nothing is downloaded); accepted so vLLM command lines run, and
-    /// ignored as vLLM ignores it with other datasets.
+    /// `--dataset-name hf`: which Hugging Face dataset the local --dataset-path file is a
+    /// copy of (its fields and output length); ignored with other datasets, as vLLM does.
     #[arg(long = "hf-name", value_name = "NAME")]
     pub hf_name: Option<String>,
+    /// vLLM's split and subset of --hf-name: accepted; a local file holds one split.
+    #[arg(long = "hf-split", value_name = "SPLIT")]
+    pub hf_split: Option<String>,
+    #[arg(long = "hf-subset", value_name = "SUBSET")]
+    pub hf_subset: Option<String>,
+    /// `--dataset-name hf`: max_tokens of every request instead of the dataset's own.
+    #[arg(long = "hf-output-len", value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    pub hf_output_len: Option<u32>,
+    /// `--dataset-name spec_bench`: max_tokens of every request.
+    #[arg(long = "spec-bench-output-len", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    pub spec_bench_output_len: u32,
+    /// `--dataset-name spec_bench`: only questions of this category.
+    #[arg(long = "spec-bench-category", value_name = "NAME")]
+    pub spec_bench_category: Option<String>,
+    /// `--dataset-name sonnet`: prompt tokens at most, shared prefix tokens, max_tokens.
+    #[arg(long = "sonnet-input-len", default_value_t = 550, value_name = "N")]
+    pub sonnet_input_len: u32,
+    #[arg(long = "sonnet-prefix-len", default_value_t = 200, value_name = "N")]
+    pub sonnet_prefix_len: u32,
+    #[arg(long = "sonnet-output-len", default_value_t = 150, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    pub sonnet_output_len: u32,
+    /// `--dataset-name random-mm`: images per request (before the range ratio).
+    #[arg(long = "random-mm-base-items-per-request", default_value_t = 1, value_name = "N")]
+    pub random_mm_base_items_per_request: u32,
+    /// `--dataset-name random-mm`: images per request uniform in base*(1-r)..=base*(1+r).
+    #[arg(long = "random-mm-num-mm-items-range-ratio", default_value_t = 0.0, value_name = "R")]
+    pub random_mm_num_mm_items_range_ratio: f64,
+    /// `--dataset-name random-mm`: most items per prompt by modality, JSON (vLLM's default
+    /// {"image": 255, "video": 1}; surge makes images only).
+    #[arg(
+        long = "random-mm-limit-mm-per-prompt",
+        default_value = r#"{"image": 255, "video": 1}"#,
+        value_name = "JSON"
+    )]
+    pub random_mm_limit_mm_per_prompt: String,
+    /// `--dataset-name random-mm`: image sizes and their probabilities, vLLM's form
+    /// {(height, width, frames): probability, ...}; frames must be 1 (images).
+    #[arg(
+        long = "random-mm-bucket-config",
+        default_value = "{(256, 256, 1): 0.5, (720, 1280, 1): 0.5, (720, 1280, 16): 0.0}",
+        value_name = "DICT"
+    )]
+    pub random_mm_bucket_config: String,
     /// Keep a ShareGPT file's order instead of shuffling it with --seed (vLLM's flag).
     #[arg(long = "disable-shuffle")]
     pub disable_shuffle: bool,
