@@ -233,8 +233,14 @@ mod tests {
         assert!(text.contains("surge_echo_tokens_total 10\n"));
         assert!(text.contains("surge_echo_prompt_tokens_total 4\n"));
         assert!(text.contains("surge_echo_http3_requests_total 0\n"));
-        assert_eq!(text.matches("# HELP ").count(), 6);
-        assert_eq!(text.matches("# TYPE ").count(), 6);
+        assert!(text.contains("surge_echo_prompt_images_total 0\n"));
+        // An adapter's counter appears once it counted.
+        assert!(!text.contains("surge_echo_lora_requests_total"));
+        m.count_lora("a");
+        let text = m.render();
+        assert!(text.contains("surge_echo_lora_requests_total{lora=\"a\"} 1\n"), "{text}");
+        assert_eq!(text.matches("# HELP ").count(), 8);
+        assert_eq!(text.matches("# TYPE ").count(), 8);
         drop(running);
         assert!(m.render().contains("surge_echo_requests_running 0\n"));
     }
@@ -250,6 +256,9 @@ mod tests {
             "# HELP surge_echo_http3_requests_total Requests received over HTTP/3 (QUIC), all routes.\n\
              # TYPE surge_echo_http3_requests_total counter\n\
              surge_echo_http3_requests_total 1\n\
+             # HELP surge_echo_prompt_images_total Inline images (data URLs) in chat requests answered.\n\
+             # TYPE surge_echo_prompt_images_total counter\n\
+             surge_echo_prompt_images_total 0\n\
              # HELP surge_echo_prompt_tokens_total Prompt tokens received (whitespace-separated words).\n\
              # TYPE surge_echo_prompt_tokens_total counter\n\
              surge_echo_prompt_tokens_total 0\n\

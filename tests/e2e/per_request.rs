@@ -101,3 +101,56 @@ fn save_detailed_keeps_each_generated_text() {
     let r = run(&dir2, &args[..args.len() - 1]);
     assert!(r.get("generated_texts").is_none());
 }
+
+#[test]
+fn probes_are_reported_apart_from_the_load() {
+    let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "20", "--itl-ms", "5"]);
+    let dir = TempDir::new("probes");
+    let d = dir.path("");
+    let args = [
+        "run",
+        "--base-url",
+        &base,
+        "--model",
+        "m",
+        "--random-input-len",
+        "8",
+        "--random-output-len",
+        "4",
+        "--num-prompts",
+        "300",
+        "--max-concurrency",
+        "10",
+        "--probe-request-rate",
+        "20",
+        "--plot-timeline",
+        "--result-dir",
+        &d,
+        "--result-filename",
+        "r.json",
+    ];
+    let out = surge(&args, Duration::from_secs(120));
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let r = read_json(&dir.path("r.json"));
+    // The load's counts hold the load only.
+    assert_eq!((r["completed"].as_u64(), r["failed"].as_u64()), (Some(300), Some(0)), "{r}");
+    assert_eq!(r["total_output_tokens"], 1200);
+    let probes = r["probe_completed"].as_u64().expect("probe keys");
+    assert_eq!(r["probe_failed"], 0);
+    // 300 requests of ~40 ms at 10 in flight: ~1.2 s; a probe every ~70 ms (20 + 50).
+    assert!((5..=40).contains(&probes), "{probes} probes");
+    let (median, p99, max) = (
+        r["probe_median_e2el_ms"].as_f64().unwrap(),
+        r["probe_p99_e2el_ms"].as_f64().unwrap(),
+        r["probe_max_e2el_ms"].as_f64().unwrap(),
+    );
+    // One token: the E2E latency is about the TTFT.
+    assert!((19.0..40.0).contains(&median) && median <= p99 && p99 <= max, "{median} {p99} {max}");
+    // The server saw each probe's single token beside the load's 4 + 4 of the initial test.
+    assert_eq!(echo_metric(&base, "surge_echo_tokens_total"), (1200 + 4 + probes) as f64);
+    assert!(stdout.contains("Probe Requests") && stdout.contains("Probe requests completed:"), "{stdout}");
+    // --plot-timeline: surge's report beside the result, vLLM's file name.
+    let page = std::fs::read_to_string(dir.path("r.timeline.html")).expect("r.timeline.html");
+    assert!(page.contains("<svg"), "a page of charts");
+}

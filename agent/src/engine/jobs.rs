@@ -49,6 +49,8 @@ pub struct Jobs {
     /// Global index of request 0 (`Workload.slice_start`): rows carry `first + k`.
     first: u64,
     pick: ModelPick,
+    /// vLLM's probe request: "Hi", one output token, the base model.
+    probe: Planned,
     source: Source,
 }
 
@@ -150,6 +152,14 @@ impl Jobs {
         };
         let pick =
             ModelPick { modules: w.lora_modules.len() as u64, random: w.lora_assignment == "random", seed: spec.seed };
+        let hi = Prompt {
+            text: "Hi".into(),
+            input_tokens: 1,
+            output_tokens: 1,
+            input_source: TokenSource::ClientEstimate,
+            messages_json: String::new(),
+        };
+        let probe = shape.planned(hi, 0)?;
         let (len, first) = (w.slice_len, w.slice_start);
         let mut shipped = std::mem::take(&mut w.prompts);
         if matches!(spec.kind(), DatasetKind::TimedTrace | DatasetKind::Burstgpt) {
@@ -162,6 +172,7 @@ impl Jobs {
                 len,
                 first,
                 pick,
+                probe,
                 costly: true,
                 source: Source::Trace { items: shipped, spec, tok, shape },
             });
@@ -190,7 +201,14 @@ impl Jobs {
                 _ => {
                     let costly =
                         tok.is_some() || prompt_tokens(&spec) > COSTLY_WORDS || spec.kind() == DatasetKind::RandomMm;
-                    return Ok(Self { len, first, pick, costly, source: Source::Generated { spec, tok, shape } });
+                    return Ok(Self {
+                        len,
+                        first,
+                        pick,
+                        probe,
+                        costly,
+                        source: Source::Generated { spec, tok, shape },
+                    });
                 }
             }
         };
@@ -198,7 +216,7 @@ impl Jobs {
         let built = (0..=shape.lora.len())
             .map(|model| prompts.iter().map(|p| shape.planned(p.clone(), model)).collect::<Result<Vec<_>, _>>())
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Self { len, first, pick, costly: false, source: Source::Built(built) })
+        Ok(Self { len, first, pick, probe, costly: false, source: Source::Built(built) })
     }
 
     /// Whether [`get`](Self::get) is expensive (a tokenizer re-encodes every prompt, or
@@ -233,6 +251,11 @@ impl Jobs {
     /// With `--lora-modules` it names its index's module.
     pub fn get(&self, k: u64) -> Planned {
         self.make(k, true)
+    }
+
+    /// The probe request of `--probe-request-rate`.
+    pub fn probe(&self) -> Planned {
+        self.probe.clone()
     }
 
     /// Request `k` naming the base model, as vLLM's initial test and warm-ups do.

@@ -329,6 +329,10 @@ pub async fn run(prepared: Prepared, sink: Arc<dyn Sink>, ctl: Control) -> Repor
     let jobs = Arc::new(jobs);
     let ctx = Arc::new(RunCtx { pool, tpl, sink, stats: Arc::clone(&stats), cancel: ctl.stop.child_token(), t0, jobs });
     let tracker = TaskTracker::new();
+    let probes = (workload.probe_rate > 0.0).then(|| {
+        let stop = ctx.cancel.child_token();
+        (tokio::spawn(probe_loop(Arc::clone(&ctx), workload.probe_rate, stop.clone())), stop)
+    });
     let mut reason = if schedule.is_open_loop() || workload.max_concurrency == 0 {
         paced(&ctx, &tracker, schedule, workload.max_concurrency, duration, &ctl, deadline).await
     } else {
@@ -341,6 +345,11 @@ pub async fn run(prepared: Prepared, sink: Arc<dyn Sink>, ctl: Control) -> Repor
         _ = tokio::time::sleep_until(deadline) => { reason = StopReason::Deadline; ctx.cancel.cancel(); }
     }
     tracker.wait().await;
+    // The load is over: no new probe; the one in flight finishes (as vLLM awaits it).
+    if let Some((task, stop)) = probes {
+        stop.cancel();
+        let _ = task.await;
+    }
     if reason == StopReason::Finished {
         if ctl.stop.is_cancelled() {
             reason = StopReason::Stopped;
@@ -358,6 +367,30 @@ pub async fn run(prepared: Prepared, sink: Arc<dyn Sink>, ctl: Control) -> Repor
         wake: stats.wake(),
         max_in_flight: stats.max_in_flight.load(Ordering::Relaxed),
         reconnects: stats.reconnects.load(Ordering::Relaxed),
+    }
+}
+
+/// vLLM's `--probe-request-rate`: one probe at a time beside the load, each sent
+/// `1 / rate` s after the previous one answered, until `stop` (the load is over) or the
+/// run is cancelled. Probes share the connection pool, not the concurrency bound; their
+/// rows carry `probe` and count in neither `completed` nor `failed`.
+async fn probe_loop(ctx: Arc<RunCtx>, rate: f64, stop: CancellationToken) {
+    let gap = Duration::from_secs_f64((1.0 / rate).min(86_400.0));
+    let mut k = 0u64;
+    while !stop.is_cancelled() {
+        let Planned { body, input_tokens, input_source } = ctx.jobs.probe();
+        let job = Job { index: k, body, input_tokens, input_source, intended: None };
+        let mut row = tokio::select! {
+            row = request::execute(&ctx.pool, &ctx.tpl, job, ctx.t0) => row,
+            () = ctx.cancel.cancelled() => return,
+        };
+        row.probe = true;
+        ctx.sink.record(row);
+        k += 1;
+        tokio::select! {
+            () = tokio::time::sleep(gap) => {}
+            () = stop.cancelled() => return,
+        }
     }
 }
 

@@ -111,6 +111,10 @@ pub struct Metrics {
     pub ramp: Option<RampEvents>,
     /// Successful requests' client queue time (vLLM's `client_queue_time`).
     pub client_queue: Sample,
+    /// `--probe-request-rate`: the E2E latencies of the probes that succeeded, and how
+    /// many failed.
+    pub probe: Sample,
+    pub probe_failed: u64,
 }
 
 impl Metrics {
@@ -285,6 +289,15 @@ impl Aggregator {
         }
     }
 
+    /// A `--probe-request-rate` probe (not a request of the load).
+    pub fn probe(&mut self, r: &GlobalRow) {
+        if r.ok() {
+            self.m.probe.add(r.e2el_s());
+        } else {
+            self.m.probe_failed += 1;
+        }
+    }
+
     /// An agent's health report `t_s` seconds into the run.
     pub fn health(&mut self, agent: usize, h: &surge_proto::Health, t_s: f64) {
         self.series.health(agent, h, t_s);
@@ -348,7 +361,7 @@ impl Aggregator {
         };
         m.max_concurrent_requests = active.peak() as f64;
         m.max_output_tokens_per_s = token_bins.values().copied().max().unwrap_or(0) as f64;
-        for s in [&mut m.ttft, &mut m.tpot, &mut m.itl, &mut m.e2el] {
+        for s in [&mut m.ttft, &mut m.tpot, &mut m.itl, &mut m.e2el, &mut m.probe] {
             s.seal();
         }
         let client = ClientSide {

@@ -174,6 +174,11 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
     let scrape = scrape_plan(&a, &base_url)?;
     let (http_version, target_tls) = (http_version(&a)?, target_tls(&a)?);
     let extra_body = extra_body(&a, backend)?;
+    let thresholds: Vec<Option<f64>> =
+        a.timeline_itl_thresholds.split(',').map(|t| t.trim().parse::<f64>().ok().filter(|v| v.is_finite())).collect();
+    if !matches!(thresholds[..], [Some(lo), Some(hi)] if lo <= hi) {
+        return usage(format!("--timeline-itl-thresholds {:?}: expected LOW,HIGH in ms", a.timeline_itl_thresholds));
+    }
     if !a.lora_modules.is_empty() && backend == Backend::Http {
         return usage("--lora-modules: the http backend sends no model name to replace");
     }
@@ -230,7 +235,7 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         percentile_metrics: a.percentile_metrics.0,
         metric_percentiles: a.metric_percentiles.0,
         slo,
-        save_result: a.save_result || a.save_detailed || a.append_result,
+        save_result: a.save_result || a.save_detailed || a.append_result || a.plot_timeline,
         append_result: a.append_result,
         save_detailed: a.save_detailed,
         save_rows: a.save_rows,
@@ -264,6 +269,8 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         request_id_prefix: a.request_id_prefix.clone(),
         lora_modules: a.lora_modules.clone(),
         lora_random: a.lora_assignment == super::LoraAssignmentArg::Random,
+        probe_rate: a.probe_request_rate,
+        plot_timeline: a.plot_timeline,
     })
 }
 
@@ -416,6 +423,12 @@ fn extra_body(a: &RunArgs, backend: Backend) -> Result<Option<String>, UsageErro
     if let Some(k) = a.top_k {
         m.insert("top_k".into(), k.into());
     }
+    // vLLM sends `logprobs` in completions bodies only; its chat requests leave it out.
+    if let Some(n) = a.logprobs
+        && backend != Backend::OpenaiChat
+    {
+        m.insert("logprobs".into(), n.into());
+    }
     if let Some(text) = &a.extra_body {
         match serde_json::from_str::<serde_json::Value>(text) {
             Ok(serde_json::Value::Object(extra)) => m.extend(extra),
@@ -565,6 +578,28 @@ mod tests {
         a.extra_body = None;
         a.backend = BackendArg::Http;
         assert!(run_plan(a).unwrap_err().0.contains("OpenAI backend"));
+    }
+
+    #[test]
+    fn logprobs_go_in_completions_bodies_only_and_the_tokenizer_can_be_skipped() {
+        let mut a = default_run_args().unwrap();
+        a.base_url = Some("http://127.0.0.1:9".into());
+        a.model = Some("m".into());
+        a.logprobs = Some(5);
+        let p = run_plan(a.clone()).unwrap();
+        assert_eq!(p.extra_body.as_deref(), Some(r#"{"logprobs":5}"#));
+        a.backend = BackendArg::OpenaiChat;
+        assert_eq!(run_plan(a.clone()).unwrap().extra_body, None, "vLLM's chat requests carry no logprobs");
+        let tok = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tokenizer");
+        a.tokenizer = Some(tok);
+        assert!(run_plan(a.clone()).unwrap().tokenizer.is_some());
+        a.skip_tokenizer_init = true;
+        assert!(run_plan(a.clone()).unwrap().tokenizer.is_none(), "--skip-tokenizer-init loads none");
+        a.timeline_itl_thresholds = "50".into();
+        assert!(run_plan(a.clone()).unwrap_err().0.contains("--timeline-itl-thresholds"));
+        a.timeline_itl_thresholds = "10,90".into();
+        a.plot_timeline = true;
+        assert!(run_plan(a).unwrap().save_result, "--plot-timeline draws from the saved result");
     }
 
     #[test]

@@ -66,7 +66,8 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
     if let Some(p) = path.as_ref().filter(|p| !p.is_file()) {
         return usage(format!("--dataset-path {}: no such file", p.display()));
     }
-    let tokenizer = a.tokenizer.as_deref().map(load_tokenizer).transpose()?;
+    // vLLM's --skip-tokenizer-init: no tokenizer, whatever --tokenizer says.
+    let tokenizer = a.tokenizer.as_deref().filter(|_| !a.skip_tokenizer_init).map(load_tokenizer).transpose()?;
     let num = a.num_prompts.unwrap_or(crate::plan::DEFAULT_NUM_PROMPTS);
     let shuffle = (!a.disable_shuffle).then_some(a.seed);
     let tok = tokenizer.as_ref().map(|t| &*t.tok);

@@ -210,6 +210,11 @@ pub struct RunArgs {
     /// (the initial test and warm-ups name the base model), as vLLM's flag.
     #[arg(long = "lora-modules", num_args = 1.., action = clap::ArgAction::Set, value_name = "NAME")]
     pub lora_modules: Vec<String>,
+    /// Beside the load, one-token "Hi" probes to the base model at this rate (one at a
+    /// time, each 1/RATE s after the previous answered, not bounded by --max-concurrency),
+    /// reported apart (`probe_*` keys): how much the load stalls an unrelated request.
+    #[arg(long = "probe-request-rate", default_value_t = 0.0, value_parser = parse::non_negative, value_name = "RATE")]
+    pub probe_request_rate: f64,
     /// How requests are given a --lora-modules adapter: random (seeded by --seed and the
     /// request index, the same on every agent) or round-robin (request i: module i % n).
     #[arg(long = "lora-assignment", value_enum, default_value = "random")]
@@ -367,6 +372,22 @@ pub struct RunArgs {
     pub presence_penalty: Option<f64>,
     #[arg(long, value_name = "X")]
     pub repetition_penalty: Option<f64>,
+    /// Log-probabilities per output token to ask for (completions bodies' `logprobs`; as
+    /// in vLLM, chat requests leave it out: use --extra-body there).
+    #[arg(long, value_name = "N")]
+    pub logprobs: Option<u32>,
+    /// vLLM's flag: surge loads no tokenizer unless --tokenizer names one; with this flag
+    /// it loads none even then (token counts from the server's usage, else events).
+    #[arg(long = "skip-tokenizer-init")]
+    pub skip_tokenizer_init: bool,
+    /// Also write surge's HTML report of the run beside the result (RESULT.timeline.html,
+    /// vLLM's file name); implies --save-result, whose JSON the report is drawn from.
+    #[arg(long = "plot-timeline")]
+    pub plot_timeline: bool,
+    /// vLLM's ITL colour thresholds of --plot-timeline, "LOW,HIGH" ms: checked and
+    /// accepted (surge's report draws ITL distributions instead of colouring each gap).
+    #[arg(long = "timeline-itl-thresholds", default_value = "25,50", value_name = "LOW,HIGH")]
+    pub timeline_itl_thresholds: String,
     /// A JSON object merged into every request body, its keys winning over the sampling
     /// flags (vLLM's --extra-body).
     #[arg(long, value_name = "JSON")]

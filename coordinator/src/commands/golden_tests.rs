@@ -39,6 +39,7 @@ fn row(index: u64, start_us: i64, ttft_us: u32, itl: &[u32], error: ErrorKind) -
         error_message: String::new(),
         response_id: String::new(),
         generated_text: if ok { format!("text of {index}") } else { String::new() },
+        probe: false,
     }
 }
 

@@ -107,12 +107,17 @@ struct Watch<'a> {
 
 impl Observer for Watch<'_> {
     fn rows(&mut self, rows: &[GlobalRow]) {
+        // Probes (--probe-request-rate) are reported apart from the load.
+        let (probes, rows): (Vec<&GlobalRow>, Vec<&GlobalRow>) = rows.iter().partition(|r| r.row.probe);
+        for p in probes {
+            self.agg.probe(p);
+        }
         if let Some(l) = live::get() {
-            for r in rows {
+            for r in &rows {
                 l.row(self.agents.get(r.agent).map_or("", String::as_str), &r.row);
             }
         }
-        otlp::with(|t| t.rows(rows));
+        otlp::with(|t| t.rows(rows.iter().copied()));
         for r in rows {
             self.agg.add(r);
             if let Some(s) = &self.spill
@@ -252,6 +257,17 @@ async fn run_once(plan: RunPlan, sinks: &mut dyn Sink) -> Result<u8, Failure> {
     sinks.run(&record).map_err(|e| Failure::run("", &e))?;
     if let Some(path) = &record.file {
         sinks.notice(&format!("result saved to {}", path.display()));
+        if plan.plot_timeline {
+            // vLLM's --plot-timeline: a page beside the result; a failure is a warning.
+            let out = path.with_extension("timeline.html");
+            let opts = crate::output::report::Options { cost_per_hour: plan.cost_per_hour };
+            let written = report::load_all(std::slice::from_ref(path))
+                .and_then(|inputs| report::write(&report::build(&inputs, opts, Vec::new()), &out, None));
+            match written {
+                Ok(_) => sinks.notice(&format!("report saved to {}", out.display())),
+                Err(e) => sinks.notice(&format!("--plot-timeline: no report: {e}")),
+            }
+        }
     }
     // The reason for a non-zero code is the summary's last line.
     let r = &record.result;

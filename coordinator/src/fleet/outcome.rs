@@ -150,7 +150,8 @@ impl AgentReport {
         let base_s = (started_unix_ns - self.offset.offset_ns - run_start_ns) as f64 / 1e9;
         rows.into_iter()
             .map(|row| {
-                if row.error() == ErrorKind::None {
+                if row.probe {
+                } else if row.error() == ErrorKind::None {
                     self.completed += 1;
                 } else {
                     self.failed += 1;

@@ -452,6 +452,8 @@ fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize, run_id: u64) -> Wo
         trace_run_id: if plan.otlp.is_some() { run_id } else { 0 },
         trace_sample_ratio: plan.otlp.as_ref().map_or(0.0, |o| o.sample_ratio),
         keep_text: plan.save_detailed,
+        // The first agent probes, at the whole rate (one probe at a time, as vLLM).
+        probe_rate: if i == 0 { plan.probe_rate } else { 0.0 },
         lora_modules: plan.lora_modules.clone(),
         lora_assignment: if plan.lora_random { "random" } else { "round-robin" }.to_string(),
     }

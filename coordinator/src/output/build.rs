@@ -3,7 +3,7 @@
 
 use super::result::{
     AgentEntry, ClientBlock, Counts, Detailed, Distribution, ErrorExample, ImpliedLateness, Labels, Lag, Latencies,
-    Lateness, MetricStats, QueueLatency, RESULT_SCHEMA, Rate, RunMetadata, RunResult, ShareEntry, TokenCounts,
+    Lateness, MetricStats, Probes, QueueLatency, RESULT_SCHEMA, Rate, RunMetadata, RunResult, ShareEntry, TokenCounts,
     TokenizerRef,
 };
 use crate::analysis::cost;
@@ -269,6 +269,13 @@ pub fn run_result(
         peak_in_flight: Some(peak_in_flight(o, m)),
         rtfx: 0.0,
         rps_change_events: m.ramp.as_ref().map(|r| r.events(o.started_at)),
+        probes: (!m.probe.is_empty()).then(|| Probes {
+            probe_completed: m.probe.len(),
+            probe_failed: m.probe_failed,
+            probe_median_e2el_ms: m.probe.median_ms(),
+            probe_p99_e2el_ms: m.probe.percentile_ms(99.0),
+            probe_max_e2el_ms: m.probe.percentile_ms(100.0),
+        }),
         latency: latencies(plan, m, &ps),
         e2el_including_client_queue: m.e2el_incl_queue.as_ref().map(|q| QueueLatency {
             mean_ms: q.mean_ms(),

@@ -106,6 +106,9 @@ pub struct RunResult {
     /// A ramped run: when the rate reached each whole request rate (vLLM's key).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rps_change_events: Option<Vec<crate::analysis::ramp::RpsEvent>>,
+    /// `--probe-request-rate`: vLLM's probe keys, when at least one probe succeeded.
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub probes: Option<Probes>,
     /// `mean_/median_/std_/pN_{ttft,tpot,itl,e2el}_ms`.
     #[serde(flatten)]
     pub latency: Latencies,
@@ -515,6 +518,16 @@ pub struct SweepPosition {
     pub level: f64,
     pub run: u32,
     pub runs: u32,
+}
+
+/// vLLM's probe results: counts and E2E latency of the `--probe-request-rate` probes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Probes {
+    pub probe_completed: u64,
+    pub probe_failed: u64,
+    pub probe_median_e2el_ms: f64,
+    pub probe_p99_e2el_ms: f64,
+    pub probe_max_e2el_ms: f64,
 }
 
 /// `--save-detailed`: one entry per request, in request order.

@@ -81,6 +81,14 @@ pub fn summary(r: &RunResult, view: &SummaryView, status: &RunStatus) -> String 
     fline(&mut out, "Peak output token throughput (tok/s):", r.max_output_tokens_per_s);
     fline(&mut out, "Peak concurrent requests:", r.max_concurrent_requests);
     fline(&mut out, "Total token throughput (tok/s):", r.total_token_throughput);
+    if let Some(p) = &r.probes {
+        header(&mut out, "Probe Requests", '-');
+        line(&mut out, "Probe requests completed:", p.probe_completed);
+        line(&mut out, "Probe requests failed:", p.probe_failed);
+        fline(&mut out, "Median probe E2EL (ms):", p.probe_median_e2el_ms);
+        fline(&mut out, "P99 probe E2EL (ms):", p.probe_p99_e2el_ms);
+        fline(&mut out, "Max probe E2EL (ms):", p.probe_max_e2el_ms);
+    }
     for (key, short, title) in SECTIONS {
         if !view.metrics.contains(&key) {
             continue;

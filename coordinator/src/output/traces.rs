@@ -110,7 +110,7 @@ impl Traces {
     }
 
     /// One span per sampled request.
-    pub fn rows(&self, rows: &[GlobalRow]) {
+    pub fn rows<'a>(&self, rows: impl IntoIterator<Item = &'a GlobalRow>) {
         let Some(l) = &self.level else { return };
         let level = SpanContext::new(self.trace, l.span, TraceFlags::SAMPLED, false, TraceState::default());
         for r in rows {

@@ -190,6 +190,10 @@ pub struct RunPlan {
     pub lora_modules: Vec<String>,
     /// `--lora-assignment random` (else round-robin).
     pub lora_random: bool,
+    /// `--probe-request-rate` (0: no probes).
+    pub probe_rate: f64,
+    /// `--plot-timeline`: surge's report beside the result.
+    pub plot_timeline: bool,
 }
 
 /// OTLP trace export (issue 15).
