@@ -41,7 +41,19 @@ LINES=(
     "chat-sampling|--backend openai-chat --endpoint /v1/chat/completions --dataset-name random --random-input-len 32 --random-output-len 16 --num-prompts 200 --max-concurrency 8 --temperature 0.3 --top-p 0.9 --top-k 5 --extra-body {\"seed\":7} --header X-Bench=1 --metadata hardware=cpu run=1"
     "rate|--backend openai --dataset-name random --random-input-len 32 --random-output-len 16 --num-prompts 200 --request-rate 50 --burstiness 2"
     "ramp-up|--backend openai --dataset-name random --random-input-len 32 --random-output-len 16 --num-prompts 200 --ramp-up-strategy linear --ramp-up-start-rps 20 --ramp-up-end-rps 100"
+    "detailed-probes|--backend openai --dataset-name random --random-input-len 32 --random-output-len 16 --num-prompts 200 --max-concurrency 8 --save-detailed --probe-request-rate 10 --logprobs 1"
+    "lora|--backend openai --dataset-name random --random-input-len 32 --random-output-len 16 --num-prompts 200 --max-concurrency 8 --lora-modules m --lora-assignment round-robin"
+    "burstgpt|--backend openai --dataset-name burstgpt --dataset-path $WORK/burstgpt.csv --num-prompts 100 --max-concurrency 8"
 )
+# A BurstGPT-shaped CSV: GPT-4 and ChatGPT rows, some without a response (left out).
+{
+    echo "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type"
+    for i in $(seq 0 299); do
+        model=GPT-4; (( i % 3 == 0 )) && model=ChatGPT
+        resp=$(( 4 + i % 13 )); (( i % 7 == 0 )) && resp=0
+        echo "$i,$model,$(( 16 + i % 48 )),$resp,0,Conversation log"
+    done
+} >"$WORK/burstgpt.csv"
 rows=()
 for line in "${LINES[@]}"; do
     tag=${line%%|*} flags=${line#*|}

@@ -122,4 +122,18 @@ fn published_vllm_command_lines_run_unchanged() {
     );
     let r = run_line(&chat, &["hardware", "run"], &format!("{d}/chat.json"));
     assert_eq!((r["hardware"].as_str(), r["run"].as_str()), (Some("cpu"), Some("1")));
+    // The flags of the second pass (issue 16): probes, log-probabilities, LoRA adapters,
+    // no tokenizer, a timeline page, the detailed arrays with generated texts.
+    let more = format!(
+        "run --backend vllm --base-url {base} --model m --dataset-name random --random-input-len 16 \
+         --random-output-len 4 --num-prompts 60 --max-concurrency 6 --probe-request-rate 50 --logprobs 2 \
+         --lora-modules m --lora-assignment round-robin --skip-tokenizer-init --plot-timeline \
+         --timeline-itl-thresholds 10,20 --save-detailed --result-dir {d} --result-filename more.json"
+    );
+    let detailed = ["input_lens", "output_lens", "ttfts", "itls", "start_times", "errors", "generated_texts"];
+    let probes = ["probe_completed", "probe_failed", "probe_median_e2el_ms", "probe_p99_e2el_ms", "probe_max_e2el_ms"];
+    let keys: Vec<&str> = detailed.iter().chain(&probes).copied().collect();
+    let r = run_line(&more, &keys, &format!("{d}/more.json"));
+    assert_eq!(r["generated_texts"].as_array().map(Vec::len), Some(60));
+    assert!(std::path::Path::new(&format!("{d}/more.timeline.html")).is_file());
 }
