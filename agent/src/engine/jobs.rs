@@ -167,7 +167,8 @@ impl Jobs {
                 return Err(EngineError::MissingPrompts);
             }
             shipped.truncate(usize::try_from(len).unwrap_or(usize::MAX));
-            let len = len.min(shipped.len() as u64);
+            // A trace is sent once; BurstGPT's rows cycle, as file prompts do.
+            let len = if spec.kind() == DatasetKind::TimedTrace { len.min(shipped.len() as u64) } else { len };
             return Ok(Self {
                 len,
                 first,
