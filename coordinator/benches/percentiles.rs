@@ -27,6 +27,8 @@ fn row(i: u64, tokens: usize) -> Row {
         output_source: surge_proto::TokenSource::ServerUsage as i32,
         error_message: String::new(),
         response_id: String::new(),
+        generated_text: String::new(),
+        probe: false,
     }
 }
 

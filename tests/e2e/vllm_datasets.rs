@@ -55,7 +55,10 @@ fn burstgpt_replays_gpt4_lengths() {
     assert_eq!(r["input_tokens_source"], "server_usage");
     // More requests than usable rows: the requests cycle through the rows.
     let dir2 = TempDir::new("burstgpt-cycle");
-    let r = run(&dir2, &["--base-url", &base, "--dataset-name", "burstgpt", "--dataset-path", &path, "--num-prompts", "100"]);
+    let r = run(
+        &dir2,
+        &["--base-url", &base, "--dataset-name", "burstgpt", "--dataset-path", &path, "--num-prompts", "100"],
+    );
     assert_eq!(r["completed"], 100, "{r}");
     let pairs: HashSet<(u64, u64)> = u64s(&r, "input_lens").into_iter().zip(u64s(&r, "output_lens")).collect();
     assert_eq!(pairs, usable, "every usable row, none other");

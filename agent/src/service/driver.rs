@@ -45,8 +45,8 @@ pub(crate) struct Link {
 
 /// Results of the session's background tasks.
 enum Internal {
-    Checked { run_id: u64, workload: Workload, verdict: Result<(), Refused> },
-    Prepared(u64, Result<Prepared, EngineError>),
+    Checked { run_id: u64, workload: Box<Workload>, verdict: Result<(), Refused> },
+    Prepared(u64, Box<Result<Prepared, EngineError>>),
     Finished { report: Report, cpu_seconds: f64, host: cpu::HostSample },
     Scraped(surge_proto::ServerMetrics),
 }
@@ -186,13 +186,18 @@ impl Driver {
     /// A background task's result as a session event (keeping the engine's side here).
     fn internal(&mut self, ev: Internal) -> Event {
         match ev {
-            Internal::Checked { run_id, workload, verdict } => Event::TargetChecked { run_id, workload, verdict },
-            Internal::Prepared(run_id, Ok(p)) => {
-                let info = PrepInfo { connections_open: p.connections_open, warmups_completed: p.warmups_completed };
-                self.prepared = Some((run_id, p));
-                Event::Prepared { run_id, result: Ok(info) }
+            Internal::Checked { run_id, workload, verdict } => {
+                Event::TargetChecked { run_id, workload: *workload, verdict }
             }
-            Internal::Prepared(run_id, Err(e)) => Event::Prepared { run_id, result: Err(e) },
+            Internal::Prepared(run_id, res) => match *res {
+                Ok(p) => {
+                    let info =
+                        PrepInfo { connections_open: p.connections_open, warmups_completed: p.warmups_completed };
+                    self.prepared = Some((run_id, p));
+                    Event::Prepared { run_id, result: Ok(info) }
+                }
+                Err(e) => Event::Prepared { run_id, result: Err(e) },
+            },
             Internal::Finished { report, cpu_seconds, host } => {
                 let rows = self.run.take().map(|r| r.sink.drain()).unwrap_or_default();
                 self.observe(&rows);
@@ -224,7 +229,7 @@ impl Driver {
                                 verdict = settings.allowed.check(url).await;
                             }
                         }
-                        let _ = tx.send(Internal::Checked { run_id, workload, verdict }).await;
+                        let _ = tx.send(Internal::Checked { run_id, workload: Box::new(workload), verdict }).await;
                     });
                 }
                 Action::Prepare { run_id, workload } => {
@@ -235,7 +240,7 @@ impl Driver {
                             Ok(res) => res,
                             Err(source) => Err(EngineError::Task { what: "prepare", source }),
                         };
-                        let _ = tx.send(Internal::Prepared(run_id, res)).await;
+                        let _ = tx.send(Internal::Prepared(run_id, Box::new(res))).await;
                     });
                 }
                 Action::DiscardPrepared => self.prepared = None,

@@ -91,8 +91,11 @@ pub fn burstgpt(path: &Path, seed: u64, num: u64) -> Result<Vec<PromptItem>, Str
         .collect())
 }
 
+/// JSON objects with the line each starts on.
+type Objects = Vec<(usize, serde_json::Map<String, Value>)>;
+
 /// A JSONL file's objects with their line numbers (blank lines skipped).
-fn jsonl(path: &Path, text: &str) -> Result<Vec<(usize, serde_json::Map<String, Value>)>, String> {
+fn jsonl(path: &Path, text: &str) -> Result<Objects, String> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
@@ -109,7 +112,7 @@ fn jsonl(path: &Path, text: &str) -> Result<Vec<(usize, serde_json::Map<String, 
 }
 
 /// A JSON array of objects, or JSONL: the objects with their line numbers (1 for an array).
-fn objects(path: &Path) -> Result<Vec<(usize, serde_json::Map<String, Value>)>, String> {
+fn objects(path: &Path) -> Result<Objects, String> {
     let text = read(path)?;
     if text.trim_start().starts_with('[') {
         let v: Vec<Value> = serde_json::from_str(&text)
