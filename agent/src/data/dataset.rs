@@ -65,6 +65,9 @@ const WORDS: &[&str] = &[
     "city", "earth", "eye", "light", "thought", "head", "under", "story", "saw", "left",
 ];
 
+/// Salt of a random-mm request's image draws (apart from its text's).
+const IMAGE_SALT: u64 = 0x494d_4147_4500_0001;
+
 /// Salt of a timed trace's hash-id blocks.
 const TRACE_BLOCK_SALT: u64 = 0x5452_4143_4500_0001;
 
@@ -95,7 +98,7 @@ pub fn build(spec: &DatasetSpec, tok: Option<&Tok>, index: u64) -> Prompt {
         }
         DatasetKind::RandomMm => {
             let text = build(&DatasetSpec { kind: DatasetKind::Random as i32, ..spec.clone() }, tok, index);
-            let messages_json = super::images::messages(spec, index, &text.text);
+            let messages_json = super::images::messages(spec, mix(spec.seed ^ IMAGE_SALT, index), &text.text);
             Prompt { messages_json, ..text }
         }
         DatasetKind::Random | DatasetKind::Unspecified => {

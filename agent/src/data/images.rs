@@ -2,15 +2,13 @@
 //! `[floor(base*(1-r)), ceil(base*(1+r))]` (at most the limit), each of a size drawn from
 //! the spec's buckets by probability, of uniformly random RGB pixels, JPEG-encoded and sent
 //! as `data:image/jpeg;base64,...` URLs after the text in one user message, as vLLM's
-//! chat request does. A pure function of (seed, index), like every generated prompt, so
-//! each request's images differ (no server-side cache hit) and are the same on every agent.
+//! chat request does. A pure function of the request's seed (`dataset` derives it from the
+//! run's seed and the index), so each request's images differ (no server-side cache hit)
+//! and are the same on every agent.
 
 use base64::Engine;
 use rand::{Rng, RngCore, SeedableRng, rngs::SmallRng};
 use surge_proto::DatasetSpec;
-
-/// Keeps the image draws apart from the text draws of the same seed and index.
-const IMAGE_SALT: u64 = 0x494d_4147_4500_0001;
 
 /// JPEG quality (PIL's default, which vLLM's `Image.save(format="JPEG")` uses).
 const QUALITY: u8 = 75;
@@ -52,9 +50,10 @@ fn jpeg_url(height: u32, width: u32, rng: &mut SmallRng) -> String {
     format!("data:image/jpeg;base64,{}", base64::engine::general_purpose::STANDARD.encode(&jpeg))
 }
 
-/// The chat messages of request `index`: one user message, its text then its images.
-pub fn messages(spec: &DatasetSpec, index: u64, text: &str) -> String {
-    let mut rng = SmallRng::seed_from_u64(super::dataset::mix(spec.seed ^ IMAGE_SALT, index));
+/// The chat messages of one request: one user message, its text then its images, drawn
+/// from `seed` (the request's own, so each request's images differ).
+pub fn messages(spec: &DatasetSpec, seed: u64, text: &str) -> String {
+    let mut rng = SmallRng::seed_from_u64(seed);
     let mut content = vec![serde_json::json!({"type": "text", "text": text})];
     for (h, w) in sizes(spec, &mut rng) {
         content.push(serde_json::json!({"type": "image_url", "image_url": {"url": jpeg_url(h, w, &mut rng)}}));
