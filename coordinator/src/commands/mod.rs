@@ -120,7 +120,7 @@ impl Observer for Watch<'_> {
         otlp::with(|t| t.rows(rows.iter().copied()));
         for r in rows {
             self.agg.add(r);
-            if let Some(s) = &self.spill
+            if let Some(s) = &mut self.spill
                 && let Err(e) = s.write(r)
             {
                 tracing::warn!("latencies/queue_times left out of the result: cannot write their spill file: {e}");
@@ -215,7 +215,11 @@ pub async fn run_on(
     }
     let m = watch.agg.finish();
     let mut result = finish(plan, model, &outcome, &m);
-    result.vllm_arrays = watch.spill.take().map(|s| s.arrays());
+    result.vllm_arrays = watch.spill.take().and_then(|s| {
+        s.arrays()
+            .map_err(|e| tracing::warn!("latencies/queue_times left out: cannot write their spill file: {e}"))
+            .ok()
+    });
     otlp::with(|t| t.level_end(&result));
     let record = RunRecord {
         result,
