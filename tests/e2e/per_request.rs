@@ -154,3 +154,32 @@ fn probes_are_reported_apart_from_the_load() {
     let page = std::fs::read_to_string(dir.path("r.timeline.html")).expect("r.timeline.html");
     assert!(page.contains("<svg"), "a page of charts");
 }
+
+#[test]
+fn a_reasoning_stream_counts_from_its_first_reasoning_token() {
+    // The first 4 of 8 tokens come as `delta.reasoning`: TTFT is the first of them (30 ms),
+    // not the first content token (30 + 4 x 10 ms), and all 8 are output.
+    let (_echo, base) = echo("127.0.0.1", &["--reasoning-tokens", "4", "--ttft-ms", "30", "--itl-ms", "10"]);
+    let dir = TempDir::new("reasoning");
+    let args = [
+        "--base-url",
+        &base,
+        "--backend",
+        "openai-chat",
+        "--model",
+        "m",
+        "--random-input-len",
+        "8",
+        "--random-output-len",
+        "8",
+        "--num-prompts",
+        "100",
+        "--max-concurrency",
+        "10",
+    ];
+    let r = run(&dir, &args);
+    assert_eq!((r["completed"].as_u64(), r["failed"].as_u64()), (Some(100), Some(0)), "{r}");
+    assert_eq!(r["total_output_tokens"], 800);
+    let ttft = r["median_ttft_ms"].as_f64().unwrap();
+    assert!((29.0..36.0).contains(&ttft), "median TTFT {ttft} ms: the echo sends its first reasoning token at 30 ms");
+}
