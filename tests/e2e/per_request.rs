@@ -181,5 +181,7 @@ fn a_reasoning_stream_counts_from_its_first_reasoning_token() {
     assert_eq!((r["completed"].as_u64(), r["failed"].as_u64()), (Some(100), Some(0)), "{r}");
     assert_eq!(r["total_output_tokens"], 800);
     let ttft = r["median_ttft_ms"].as_f64().unwrap();
-    assert!((29.0..36.0).contains(&ttft), "median TTFT {ttft} ms: the echo sends its first reasoning token at 30 ms");
+    // Wide enough for a loaded machine (e2e tests run in parallel), far below the 70 ms of
+    // a client that waits for content.
+    assert!((29.0..50.0).contains(&ttft), "median TTFT {ttft} ms: the echo sends its first reasoning token at 30 ms");
 }
