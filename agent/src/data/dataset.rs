@@ -97,23 +97,11 @@ pub fn build(spec: &DatasetSpec, tok: Option<&Tok>, index: u64) -> Prompt {
             }
         }
         DatasetKind::RandomMm => {
-            let text = build(&DatasetSpec { kind: DatasetKind::Random as i32, ..spec.clone() }, tok, index);
+            let text = random(spec, tok, index);
             let messages_json = super::images::messages(spec, mix(spec.seed ^ IMAGE_SALT, index), &text.text);
             Prompt { messages_json, ..text }
         }
-        DatasetKind::Random | DatasetKind::Unspecified => {
-            let mut rng = SmallRng::seed_from_u64(mix(spec.seed, index));
-            let (input, output) = if spec.random_range_ratio > 0.0 {
-                let r = spec.random_range_ratio.min(1.0);
-                let (lo, hi) = range(spec.random_input_len, r);
-                let (olo, ohi) = range(spec.random_output_len, r);
-                (rng.random_range(lo.max(1.min(hi))..=hi), rng.random_range(olo.max(1)..=ohi.max(1)))
-            } else {
-                (spec.random_input_len, spec.random_output_len)
-            };
-            let mut prefix_rng = SmallRng::seed_from_u64(mix(spec.seed ^ RANDOM_PREFIX_SALT, 0));
-            compose(tok, &mut prefix_rng, spec.random_prefix_len, &mut rng, input, output)
-        }
+        DatasetKind::Random | DatasetKind::Unspecified => random(spec, tok, index),
         DatasetKind::PrefixRepetition => {
             let k = repetition_prefix(spec, index);
             let mut prefix_rng = SmallRng::seed_from_u64(mix(spec.seed ^ REPETITION_PREFIX_SALT, k));
@@ -129,6 +117,21 @@ pub fn build(spec: &DatasetSpec, tok: Option<&Tok>, index: u64) -> Prompt {
             messages_json: String::new(),
         },
     }
+}
+
+/// Request `index` of the `random` dataset (also `random-mm`'s text).
+fn random(spec: &DatasetSpec, tok: Option<&Tok>, index: u64) -> Prompt {
+    let mut rng = SmallRng::seed_from_u64(mix(spec.seed, index));
+    let (input, output) = if spec.random_range_ratio > 0.0 {
+        let r = spec.random_range_ratio.min(1.0);
+        let (lo, hi) = range(spec.random_input_len, r);
+        let (olo, ohi) = range(spec.random_output_len, r);
+        (rng.random_range(lo.max(1.min(hi))..=hi), rng.random_range(olo.max(1)..=ohi.max(1)))
+    } else {
+        (spec.random_input_len, spec.random_output_len)
+    };
+    let mut prefix_rng = SmallRng::seed_from_u64(mix(spec.seed ^ RANDOM_PREFIX_SALT, 0));
+    compose(tok, &mut prefix_rng, spec.random_prefix_len, &mut rng, input, output)
 }
 
 /// Request `index` of a timed trace from its shipped item: the item's own text, else

@@ -200,9 +200,8 @@ pub fn sonnet(path: &Path, tok: Option<&Tok>, s: &Sonnet, seed: u64, num: u64) -
     if lines.is_empty() {
         return Err(format!("{}: no line in the file", path.display()));
     }
-    let count = |t: &str| dataset::count(tok, t).0;
-    let avg = lines.iter().map(|l| f64::from(count(l))).sum::<f64>() / lines.len() as f64;
-    let base = count(SONNET_BASE);
+    let avg = lines.iter().map(|l| f64::from(count(tok, l))).sum::<f64>() / lines.len() as f64;
+    let base = count(tok, SONNET_BASE);
     if s.input_len <= base {
         return Err(format!("--sonnet-input-len {}: must exceed the base prompt's {base} tokens", s.input_len));
     }

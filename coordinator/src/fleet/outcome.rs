@@ -150,11 +150,12 @@ impl AgentReport {
         let base_s = (started_unix_ns - self.offset.offset_ns - run_start_ns) as f64 / 1e9;
         rows.into_iter()
             .map(|row| {
-                if row.probe {
-                } else if row.error() == ErrorKind::None {
-                    self.completed += 1;
-                } else {
-                    self.failed += 1;
+                // Probes (--probe-request-rate) are not the load's requests.
+                if !row.probe {
+                    match row.error() {
+                        ErrorKind::None => self.completed += 1,
+                        _ => self.failed += 1,
+                    }
                 }
                 GlobalRow {
                     agent,

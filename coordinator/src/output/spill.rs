@@ -84,15 +84,16 @@ impl Spill {
     /// Writes block `key`'s present records, one write per run of consecutive ones (so a
     /// block seen again later never overwrites what an earlier write put in the file).
     fn flush(&self, key: u64, block: &[u8]) -> std::io::Result<()> {
-        let recs: Vec<&[u8]> = block.chunks_exact(RECORD as usize).collect();
+        let present = |k: usize| block[k * RECORD as usize] == 1;
+        let n = block.len() / RECORD as usize;
         let mut k = 0;
-        while k < recs.len() {
-            if recs[k][0] == 0 {
+        while k < n {
+            if !present(k) {
                 k += 1;
                 continue;
             }
             let start = k;
-            while k < recs.len() && recs[k][0] == 1 {
+            while k < n && present(k) {
                 k += 1;
             }
             let bytes = &block[start * RECORD as usize..k * RECORD as usize];
