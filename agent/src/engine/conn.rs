@@ -335,7 +335,8 @@ impl Conn {
         match &mut self.sender {
             Sender::H1(s) => hyper(s.send_request(req.map(Full::new)).await, &self.clock),
             Sender::H2(s) => hyper(s.send_request(req.map(Full::new)).await, &self.clock),
-            Sender::H3(s) => h3::send(s, req).await.map(|(status, stream)| (status, Body::H3(Box::new(stream)))),
+            // Boxed: see `Connector::connect`.
+            Sender::H3(s) => Box::pin(h3::send(s, req)).await.map(|(status, stream)| (status, Body::H3(Box::new(stream)))),
         }
     }
 }
@@ -493,8 +494,14 @@ impl Connector {
         socket.connect(addr).await
     }
 
-    /// Opens one connection.
+    /// Opens one connection. The handshakes' futures are large (TLS, QUIC, HTTP/2) and
+    /// rare, so they live on the heap: every request's future holds a connect in its
+    /// state, and a large state is copied each time a request's future is made.
     pub async fn connect(&self, stats: &Arc<Stats>) -> Result<Conn, ConnectError> {
+        Box::pin(self.open(stats)).await
+    }
+
+    async fn open(&self, stats: &Arc<Stats>) -> Result<Conn, ConnectError> {
         let addr = self.target.addr;
         if let Some(quic) = &self.quic {
             let guard = stats.connection_opened();
