@@ -18,6 +18,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::Instant;
 use surge_proto::ErrorKind;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -241,8 +242,45 @@ impl Sender {
 pub struct Conn {
     pub sender: Sender,
     pub clock: IoClock,
-    /// Cancelled once the connection's task has ended and dropped the connection.
+    /// Cancelled once the connection has ended and dropped its requests.
     pub gone: CancellationToken,
+    /// An HTTP/1.1 connection's I/O, driven by the request that holds the connection
+    /// (`None` for a multiplexed one, whose own task drives it, and once it has ended).
+    driver: Option<Driver>,
+}
+
+/// hyper's future of an HTTP/1.1 connection, polled by the task of the request using
+/// the connection rather than by a task of its own: no hand-over between two tasks for
+/// each request, response head and body chunk. Idle in the pool, nobody polls it; a close
+/// by the server is seen when the next request readies the connection (a reconnect).
+struct Driver(std::pin::Pin<Box<dyn Future<Output = ()> + Send>>);
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Driver")
+    }
+}
+
+/// Runs `f` while driving the connection's I/O; `None` if the connection ended while
+/// `f` was still waiting (its requests are then never answered).
+async fn driven<F: Future>(driver: &mut Option<Driver>, f: F) -> Option<F::Output> {
+    let mut f = std::pin::pin!(f);
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(out) = f.as_mut().poll(cx) {
+            return Poll::Ready(Some(out));
+        }
+        let Some(d) = driver.as_mut() else { return Poll::Ready(None) };
+        if d.0.as_mut().poll(cx).is_ready() {
+            *driver = None;
+        }
+        // What the connection just did (written, read) may have completed `f`.
+        match f.as_mut().poll(cx) {
+            Poll::Ready(out) => Poll::Ready(Some(out)),
+            Poll::Pending if driver.is_none() => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    })
+    .await
 }
 
 /// A response's body, read chunk by chunk whatever carries it.
@@ -307,7 +345,7 @@ fn kind_of(err: &hyper::Error) -> ErrorKind {
 impl Conn {
     pub fn is_closed(&self) -> bool {
         match &self.sender {
-            Sender::H1(s) => s.is_closed(),
+            Sender::H1(s) => s.is_closed() || self.driver.is_none(),
             Sender::H2(s) => s.is_closed(),
             Sender::H3(s) => s.is_closed() || self.gone.is_cancelled(),
         }
@@ -321,10 +359,18 @@ impl Conn {
     /// Waits until the connection can take a request; false if it cannot any more.
     pub async fn ready(&mut self) -> bool {
         match &mut self.sender {
-            Sender::H1(s) => s.ready().await.is_ok(),
+            Sender::H1(s) => matches!(driven(&mut self.driver, s.ready()).await, Some(Ok(()))),
             Sender::H2(s) => s.ready().await.is_ok(),
             Sender::H3(s) => !s.is_closed() && !self.gone.is_cancelled(),
         }
+    }
+
+    /// The next chunk of `body`, a response on this connection (see [`Body::chunk`]).
+    pub async fn chunk(&mut self, body: &mut Body) -> Option<Result<(Bytes, Instant), ErrorKind>> {
+        if !matches!(self.sender, Sender::H1(_)) {
+            return body.chunk().await;
+        }
+        driven(&mut self.driver, body.chunk()).await.unwrap_or(Some(Err(ErrorKind::ConnectionReset)))
     }
 
     /// Sends a request and waits for the response head.
@@ -333,10 +379,15 @@ impl Conn {
             r.map(|resp| (resp.status(), Body::Hyper(resp.into_body(), clock.clone()))).map_err(|e| kind_of(&e))
         };
         match &mut self.sender {
-            Sender::H1(s) => hyper(s.send_request(req.map(Full::new)).await, &self.clock),
+            Sender::H1(s) => match driven(&mut self.driver, s.send_request(req.map(Full::new))).await {
+                Some(r) => hyper(r, &self.clock),
+                None => Err(ErrorKind::ConnectionReset),
+            },
             Sender::H2(s) => hyper(s.send_request(req.map(Full::new)).await, &self.clock),
             // Boxed: see `Connector::connect`.
-            Sender::H3(s) => Box::pin(h3::send(s, req)).await.map(|(status, stream)| (status, Body::H3(Box::new(stream)))),
+            Sender::H3(s) => {
+                Box::pin(h3::send(s, req)).await.map(|(status, stream)| (status, Body::H3(Box::new(stream))))
+            }
         }
     }
 }
@@ -511,7 +562,7 @@ impl Connector {
                     h3::Failure::Quic(source) => ConnectError::Quic { addr, source },
                     h3::Failure::Session(text) => ConnectError::H3(text),
                 })?;
-            return Ok(Conn { sender: Sender::H3(sender), clock: IoClock::default(), gone });
+            return Ok(Conn { sender: Sender::H3(sender), clock: IoClock::default(), gone, driver: None });
         }
         let tcp = self.tcp().await.map_err(|source| ConnectError::Tcp { addr, source })?;
         let _ = tcp.set_nodelay(true);
@@ -555,18 +606,19 @@ impl Connector {
                 .map_err(err)?;
             let gone = CancellationToken::new();
             tokio::spawn(watch(conn, guard, gone.clone()));
-            Ok(Conn { sender: Sender::H2(send), clock, gone })
+            Ok(Conn { sender: Sender::H2(send), clock, gone, driver: None })
         } else {
             let (send, conn) = http1::Builder::new().max_buf_size(4 << 20).handshake(io).await.map_err(err)?;
             let gone = CancellationToken::new();
-            tokio::spawn(watch(conn, guard, gone.clone()));
-            Ok(Conn { sender: Sender::H1(send), clock, gone })
+            let driver = Driver(Box::pin(watch(conn, guard, gone.clone())));
+            Ok(Conn { sender: Sender::H1(send), clock, gone, driver: Some(driver) })
         }
     }
 }
 
 /// Drives a connection to its end, then says so: `gone` is cancelled only after the
-/// connection (and with it every pending request callback) has been dropped.
+/// connection (and with it every pending request callback) has been dropped. Spawned for
+/// a multiplexed connection; an HTTP/1.1 connection's requests poll it ([`Driver`]).
 async fn watch<F: std::future::Future>(conn: F, guard: impl Send, gone: CancellationToken) {
     let _guard = guard;
     let _ = conn.await;
@@ -635,7 +687,7 @@ impl Pool {
                 let i = self.shared_next.fetch_add(1, Ordering::Relaxed) % conns.len();
                 let c = &conns[i];
                 if let Some(sender) = c.sender.share() {
-                    return Ok((Conn { sender, clock: c.clock.clone(), gone: c.gone.clone() }, true));
+                    return Ok((Conn { sender, clock: c.clock.clone(), gone: c.gone.clone(), driver: None }, true));
                 }
             }
         }
@@ -654,7 +706,7 @@ impl Pool {
     /// Adds a multiplexed connection to the shared set (HTTP/1.1 ones are not shared).
     fn share(&self, conn: &Conn) {
         if let Some(sender) = conn.sender.share() {
-            let c = Conn { sender, clock: conn.clock.clone(), gone: conn.gone.clone() };
+            let c = Conn { sender, clock: conn.clock.clone(), gone: conn.gone.clone(), driver: None };
             self.shared.lock().expect("pool lock").push(c);
         }
     }
@@ -700,5 +752,50 @@ impl Pool {
         } else {
             self.idle.lock().expect("pool lock").push(conn);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn ended() -> Option<Driver> {
+        Some(Driver(Box::pin(async {})))
+    }
+
+    /// A connection that ends while a request still waits on it releases the request
+    /// (`None`: a reset), whatever hyper does with the request's callback.
+    #[tokio::test]
+    async fn a_connection_that_ends_releases_what_waits_on_it() {
+        let mut driver = ended();
+        let out = tokio::time::timeout(Duration::from_secs(5), driven(&mut driver, std::future::pending::<()>())).await;
+        assert_eq!(out.expect("released"), None);
+        assert!(driver.is_none(), "the ended connection is not polled again");
+        // Once ended, a request that can still complete does; one that cannot is released.
+        assert_eq!(driven(&mut driver, async { 7 }).await, Some(7));
+        assert_eq!(driven(&mut driver, std::future::pending::<()>()).await, None);
+    }
+
+    /// The connection is driven while the request waits: a request that needs the
+    /// connection to make progress completes.
+    #[tokio::test]
+    async fn a_request_completes_once_its_connection_has_done_its_part() {
+        let (tx, rx) = tokio::sync::oneshot::channel::<u8>();
+        let mut tx = Some(tx);
+        let mut polls = 0;
+        // Its first poll is woken again (as by socket readiness); its second answers.
+        let mut driver = Some(Driver(Box::pin(std::future::poll_fn(move |cx| {
+            polls += 1;
+            match polls {
+                1 => cx.waker().wake_by_ref(),
+                2 => drop(tx.take().map(|tx| tx.send(9))),
+                _ => {}
+            }
+            Poll::<()>::Pending
+        }))));
+        let out = tokio::time::timeout(Duration::from_secs(5), driven(&mut driver, rx));
+        assert_eq!(out.await.expect("completed").map(Result::ok), Some(Some(9)));
+        assert!(driver.is_some(), "the connection is still up");
     }
 }

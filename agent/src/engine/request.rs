@@ -161,14 +161,15 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
             conn.clock.arm_write();
         }
         let handed = Instant::now();
-        // A connection whose task ended without answering this request (it has been
-        // seen, rarely, with a server that closes after every stream) must not hold the
-        // request forever: its end counts as a reset.
+        // A connection that ended without answering this request (it has been seen,
+        // rarely, with a server that closes after every stream) must not hold the
+        // request forever: its end counts as a reset. An HTTP/1.1 connection's end is
+        // seen by `send` itself (the request drives it).
         let gone = conn.gone.clone();
         let sent = tokio::select! {
             biased;
             r = conn.send(req) => r,
-            () = gone.cancelled() => Err(ErrorKind::ConnectionReset),
+            () = gone.cancelled(), if h2 => Err(ErrorKind::ConnectionReset),
         };
         // st: just before the request's first byte went to the socket (see ioclock.rs).
         let st = conn.clock.take_write().filter(|_| !h2).map_or(handed, |w| w.max(handed));
@@ -197,7 +198,7 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
 async fn read_response(
     pool: &Arc<Pool>,
     tpl: &RequestTemplate,
-    conn: Conn,
+    mut conn: Conn,
     status: http::StatusCode,
     mut body: Body,
     st: Instant,
@@ -217,15 +218,17 @@ async fn read_response(
     let mut error: Option<ErrorKind> = None;
     // What the server said when it refused (the start of the body), for the message.
     let mut refusal: Vec<u8> = Vec::new();
+    let multiplexed = conn.is_multiplexed();
     let gone = conn.gone.clone();
     let gone = gone.cancelled();
     tokio::pin!(gone);
     loop {
         let frame = tokio::select! {
             biased;
-            f = body.chunk() => f,
-            // The connection ended without ending the body: a cut stream.
-            () = &mut gone => Some(Err(ErrorKind::ConnectionReset)),
+            f = conn.chunk(&mut body) => f,
+            // The connection ended without ending the body: a cut stream (an HTTP/1.1
+            // connection's end is seen by `chunk` itself).
+            () = &mut gone, if multiplexed => Some(Err(ErrorKind::ConnectionReset)),
         };
         match frame {
             None => break,
