@@ -165,11 +165,15 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
         // rarely, with a server that closes after every stream) must not hold the
         // request forever: its end counts as a reset. An HTTP/1.1 connection's end is
         // seen by `send` itself (the request drives it).
-        let gone = conn.gone.clone();
-        let sent = tokio::select! {
-            biased;
-            r = conn.send(req) => r,
-            () = gone.cancelled(), if h2 => Err(ErrorKind::ConnectionReset),
+        let sent = if h2 {
+            let gone = conn.gone.clone();
+            tokio::select! {
+                biased;
+                r = conn.send(req) => r,
+                () = gone.cancelled() => Err(ErrorKind::ConnectionReset),
+            }
+        } else {
+            conn.send(req).await
         };
         // st: just before the request's first byte went to the socket (see ioclock.rs).
         let st = conn.clock.take_write().filter(|_| !h2).map_or(handed, |w| w.max(handed));
@@ -218,9 +222,15 @@ async fn read_response(
     let mut error: Option<ErrorKind> = None;
     // What the server said when it refused (the start of the body), for the message.
     let mut refusal: Vec<u8> = Vec::new();
+    // Watched on a multiplexed connection only (a token's clone takes its lock).
     let multiplexed = conn.is_multiplexed();
-    let gone = conn.gone.clone();
-    let gone = gone.cancelled();
+    let token = multiplexed.then(|| conn.gone.clone());
+    let gone = async {
+        match &token {
+            Some(t) => t.cancelled().await,
+            None => std::future::pending().await,
+        }
+    };
     tokio::pin!(gone);
     loop {
         let frame = tokio::select! {
