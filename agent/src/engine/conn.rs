@@ -1,8 +1,10 @@
 //! Connections to the target, whatever carries them: TCP (+ rustls for https) with
 //! HTTP/1.1 or HTTP/2 (hyper 1.x), or QUIC with HTTP/3 (`h3`); and a pool that hands each
 //! in-flight request a connection of its own (HTTP/1.1) or a share of a multiplexed one
-//! (HTTP/2, HTTP/3). The request loop sees only [`Conn::send`] and [`Body::chunk`]: the
-//! same row, timing points and error kinds for every transport.
+//! (HTTP/2, HTTP/3). The request loop sees only [`Conn::send`] and [`Conn::chunk`]: the
+//! same row, timing points and error kinds for every transport. A multiplexed
+//! connection's I/O runs in a task of its own; an HTTP/1.1 connection's is polled by the
+//! request that holds it (`Driver`), so a request costs no hand-over between tasks.
 //!
 //! A connection the server closed (llama.cpp's server closes after every streamed
 //! response while advertising keep-alive) is dropped at check-in or check-out and a new
