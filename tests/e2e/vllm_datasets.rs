@@ -64,6 +64,50 @@ fn burstgpt_replays_gpt4_lengths() {
     assert_eq!(pairs, usable, "every usable row, none other");
 }
 
+/// A file shorter than the run (D20): the first pass in file order, each later pass in a
+/// new seeded order of every entry, `dataset_passes` in the result; `--no-oversample`
+/// ends the run at the end of the file instead (`ended_by` "dataset"). Entries are told
+/// apart by their prompt's word count (1 to 10 words).
+#[test]
+fn a_short_file_is_sent_again_in_new_orders_unless_no_oversample() {
+    let dir = TempDir::new("passes");
+    let path = dir.path("ten.jsonl");
+    let lines: String = (1..=10)
+        .map(|n| format!("{{\"prompt\": \"{}\", \"output_tokens\": 2}}\n", vec!["word"; n].join(" ")))
+        .collect();
+    std::fs::write(&path, lines).unwrap();
+    let (_echo, base) = echo("127.0.0.1", &[]);
+    let args = ["--base-url", &base, "--dataset-name", "custom", "--dataset-path", &path, "--max-concurrency", "4"];
+    let mut more = args.to_vec();
+    more.extend(["--num-prompts", "25"]);
+    let r = run(&dir, &more);
+    assert_eq!((r["completed"].as_u64(), r["dataset_passes"].as_u64()), (Some(25), Some(3)), "{r}");
+    let lens = u64s(&r, "input_lens");
+    let file_order: Vec<u64> = (1..=10).collect();
+    assert_eq!(lens[..10], file_order, "the first pass in file order");
+    let sorted = |v: &[u64]| {
+        let mut v = v.to_vec();
+        v.sort_unstable();
+        v
+    };
+    assert_eq!(sorted(&lens[10..20]), file_order, "the second pass sends every entry once");
+    assert_ne!(lens[10..20], file_order[..], "in a new order");
+    assert_eq!(lens[20..].iter().collect::<HashSet<_>>().len(), 5, "the third pass has begun, no entry twice");
+    // --no-oversample: the run ends with the file.
+    let dir2 = TempDir::new("no-oversample");
+    let mut capped = args.to_vec();
+    capped.extend(["--num-prompts", "25", "--no-oversample"]);
+    let r = run(&dir2, &capped);
+    assert_eq!(r["completed"], 10, "{r}");
+    assert_eq!(r["ended_by"], "dataset");
+    assert_eq!(r["dataset_passes"], 1);
+    assert_eq!(u64s(&r, "input_lens"), file_order);
+    // Generated prompts have no passes.
+    let dir3 = TempDir::new("no-passes");
+    let r = run(&dir3, &["--base-url", &base, "--num-prompts", "5", "--random-input-len", "4"]);
+    assert!(r.get("dataset_passes").is_none(), "{r}");
+}
+
 #[test]
 fn spec_bench_sonnet_and_hf_files_run() {
     let dir = TempDir::new("vllm-files");

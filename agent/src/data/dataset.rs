@@ -255,12 +255,70 @@ fn repetition_prefix(spec: &DatasetSpec, index: u64) -> u64 {
     order[pos as usize]
 }
 
+/// Salt of the orders of a file's later passes.
+const PASS_SALT: u64 = 0x005e_ed0f_9a55;
+
+/// The entry of a file of `n` entries that position `pos` of pass `pass` takes: pass 0
+/// in file order, every later pass in an order of its own drawn from `seed` and the pass
+/// (D20; vLLM oversamples by random choice). The order is a seeded affine bijection
+/// `a * pos + b mod n` (a coprime to n), so no pass is materialized and every entry is
+/// taken once per pass.
+pub fn pass_entry(seed: u64, pass: u64, pos: u64, n: u64) -> u64 {
+    if n <= 1 {
+        return 0;
+    }
+    if pass == 0 {
+        return pos % n;
+    }
+    let h = mix(seed ^ PASS_SALT, pass);
+    let mut a = 1 + h % (n - 1);
+    while gcd(a, n) != 1 {
+        a = 1 + a % (n - 1);
+    }
+    let b = mix(h, 1) % n;
+    ((u128::from(a) * u128::from(pos % n) + u128::from(b)) % u128::from(n)) as u64
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
 /// SplitMix64 of (seed, index): independent streams per request.
 pub(crate) fn mix(seed: u64, index: u64) -> u64 {
     let mut z = seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod pass_tests {
+    use super::pass_entry;
+
+    /// Every pass takes every entry once; pass 0 in file order, later ones in new orders.
+    #[test]
+    fn each_pass_is_an_order_of_the_whole_file() {
+        for n in [1u64, 2, 7, 10, 24, 1000, 1024] {
+            let mut orders = Vec::new();
+            for pass in 0..4 {
+                let order: Vec<u64> = (0..n).map(|pos| pass_entry(42, pass, pos, n)).collect();
+                let mut sorted = order.clone();
+                sorted.sort_unstable();
+                assert_eq!(sorted, (0..n).collect::<Vec<_>>(), "n {n} pass {pass}");
+                orders.push(order);
+            }
+            assert_eq!(orders[0], (0..n).collect::<Vec<_>>(), "pass 0 in file order");
+            if n >= 7 {
+                assert_ne!(orders[1], orders[0], "n {n}: a new order");
+                assert_ne!(orders[2], orders[1], "n {n}: each pass its own");
+            }
+        }
+        // Huge indices do not overflow.
+        assert!(pass_entry(7, u64::MAX / 3, u64::MAX - 1, 1_000_003) < 1_000_003);
+    }
 }
 
 #[cfg(test)]

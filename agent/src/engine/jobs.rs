@@ -52,6 +52,9 @@ pub struct Jobs {
     /// vLLM's probe request: "Hi", one output token, the base model.
     probe: Planned,
     source: Source,
+    /// The shipped prompts are the whole file (`Workload.prompts_whole_file`): request i
+    /// takes its entry by [`dataset::pass_entry`] with this seed. `None`: entry `k % n`.
+    passes: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -162,11 +165,15 @@ impl Jobs {
         let probe = shape.planned(hi, 0)?;
         let (len, first) = (w.slice_len, w.slice_start);
         let mut shipped = std::mem::take(&mut w.prompts);
+        let passes = w.prompts_whole_file.then_some(spec.seed);
+        // Prompts past the slice's length are never sent (a whole file is kept whole).
+        if !w.prompts_whole_file {
+            shipped.truncate(usize::try_from(len).unwrap_or(usize::MAX));
+        }
         if matches!(spec.kind(), DatasetKind::TimedTrace | DatasetKind::Burstgpt) {
             if shipped.is_empty() && len > 0 {
                 return Err(EngineError::MissingPrompts);
             }
-            shipped.truncate(usize::try_from(len).unwrap_or(usize::MAX));
             // A trace is sent once; BurstGPT's rows cycle, as file prompts do.
             let len = if spec.kind() == DatasetKind::TimedTrace { len.min(shipped.len() as u64) } else { len };
             return Ok(Self {
@@ -176,11 +183,10 @@ impl Jobs {
                 probe,
                 costly: true,
                 source: Source::Trace { items: shipped, spec, tok, shape },
+                passes,
             });
         }
         let prompts: Vec<Prompt> = if !shipped.is_empty() {
-            // Prompts past the slice's length are never sent.
-            shipped.truncate(usize::try_from(len).unwrap_or(usize::MAX));
             shipped
                 .into_iter()
                 .map(|p| {
@@ -209,6 +215,7 @@ impl Jobs {
                         probe,
                         costly,
                         source: Source::Generated { spec, tok, shape },
+                        passes: None,
                     });
                 }
             }
@@ -217,7 +224,7 @@ impl Jobs {
         let built = (0..=shape.lora.len())
             .map(|model| prompts.iter().map(|p| shape.planned(p.clone(), model)).collect::<Result<Vec<_>, _>>())
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Self { len, first, pick, probe, costly: false, source: Source::Built(built) })
+        Ok(Self { len, first, pick, probe, costly: false, source: Source::Built(built), passes })
     }
 
     /// Whether [`get`](Self::get) is expensive (a tokenizer re-encodes every prompt, or
@@ -264,12 +271,24 @@ impl Jobs {
         self.make(k, false)
     }
 
+    /// Which of `n` shipped entries request `k` takes.
+    fn entry(&self, k: u64, n: usize) -> usize {
+        let n = n as u64;
+        match self.passes {
+            None => (k % n) as usize,
+            Some(seed) => {
+                let i = self.index(k);
+                dataset::pass_entry(seed, i / n, i % n, n) as usize
+            }
+        }
+    }
+
     fn make(&self, k: u64, lora: bool) -> Planned {
         let index = self.index(k);
         match &self.source {
             Source::Built(bodies) => {
                 let of = &bodies[self.pick.of(index, lora)];
-                of[(k % of.len() as u64) as usize].clone()
+                of[self.entry(k, of.len())].clone()
             }
             Source::Generated { spec, tok, shape } => {
                 let prompt = dataset::build(spec, tok.as_deref(), index);
@@ -277,7 +296,7 @@ impl Jobs {
                 shape.planned(prompt, self.pick.of(index, lora)).expect("a generated prompt has no messages")
             }
             Source::Trace { items, spec, tok, shape } => {
-                let item = &items[(k % items.len() as u64) as usize];
+                let item = &items[self.entry(k, items.len())];
                 let prompt = dataset::trace(spec, tok.as_deref(), item, index);
                 let model = self.pick.of(index, lora);
                 // Messages were checked when the coordinator parsed the file; a body that

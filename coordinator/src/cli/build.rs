@@ -200,6 +200,17 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
             _ => return usage(format!("--otlp-endpoint {url:?}: expected http(s)://HOST:PORT[/PATH]")),
         },
     };
+    let num_prompts = match (a.num_prompts, a.duration) {
+        (Some(n), _) => n,
+        // A trace is replayed whole unless asked for fewer.
+        (None, _) if trace => trace_len,
+        (None, Some(_)) => crate::plan::UNBOUNDED,
+        (None, None) => crate::plan::DEFAULT_NUM_PROMPTS,
+    };
+    // --no-oversample: a file shorter than the run ends it (D20); a trace already does.
+    let file_len = d.prompts.len() as u64;
+    let ends_at_dataset = a.no_oversample && !trace && file_len > 0 && num_prompts > file_len;
+    let num_prompts = if ends_at_dataset { file_len } else { num_prompts };
     Ok(RunPlan {
         base_url: base_url.trim_end_matches('/').to_string(),
         endpoint,
@@ -211,13 +222,8 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         dataset_name: d.name,
         tokenizer: d.tokenizer,
         prompts: d.prompts,
-        num_prompts: match (a.num_prompts, a.duration) {
-            (Some(n), _) => n,
-            // A trace is replayed whole unless asked for fewer.
-            (None, _) if trace => trace_len,
-            (None, Some(_)) => crate::plan::UNBOUNDED,
-            (None, None) => crate::plan::DEFAULT_NUM_PROMPTS,
-        },
+        num_prompts,
+        ends_at_dataset,
         timeslice: a.timeslice,
         duration: a.duration,
         max_concurrency: a.max_concurrency,

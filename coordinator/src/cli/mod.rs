@@ -321,6 +321,11 @@ pub struct RunArgs {
     /// cap: the duration ends the run; with both, whichever comes first).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub num_prompts: Option<u64>,
+    /// A file dataset with fewer entries than the run's requests ends the run at the end
+    /// of the file (ended_by "dataset"), as vLLM's flag; without it, surge starts a new
+    /// pass over the file in a new seeded order (result key dataset_passes).
+    #[arg(long)]
+    pub no_oversample: bool,
     /// Stop issuing requests after this long (e.g. 10s); in-flight requests finish.
     #[arg(long, value_parser = parse::duration)]
     pub duration: Option<Duration>,

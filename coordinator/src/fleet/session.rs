@@ -407,6 +407,7 @@ impl Runner<'_> {
 }
 
 fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize, run_id: u64) -> Workload {
+    let (prompts, prompts_whole_file) = split::slice_prompts(&plan.prompts, s.slice_start, s.num_prompts);
     Workload {
         base_url: plan.base_url.clone(),
         endpoint: plan.endpoint.clone(),
@@ -434,7 +435,8 @@ fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize, run_id: u64) -> Wo
         target_insecure: plan.target_tls.insecure,
         target_ca_pem: plan.target_tls.ca_pem.clone(),
         headers: plan.headers.iter().cloned().collect(),
-        prompts: split::slice_prompts(&plan.prompts, s.slice_start, s.num_prompts),
+        prompts,
+        prompts_whole_file,
         tokenizer_json: plan.tokenizer.as_ref().map(|t| t.bytes.to_vec()).unwrap_or_default(),
         tokenizer_sha256: plan.tokenizer.as_ref().map(|t| t.sha256.clone()).unwrap_or_default(),
         skip_initial_test: plan.no_initial_test,

@@ -209,7 +209,7 @@ fn detailed(m: &Metrics, vllm_arrays: bool) -> Detailed {
 }
 
 /// What ended the run.
-pub fn ended_by(o: &Outcome) -> &'static str {
+pub fn ended_by(plan: &RunPlan, o: &Outcome) -> &'static str {
     use crate::fleet::outcome::RunStatus;
     match &o.status {
         RunStatus::Interrupted | RunStatus::Terminated => "interrupt",
@@ -221,6 +221,8 @@ pub fn ended_by(o: &Outcome) -> &'static str {
                 "max_run_time"
             } else if reasons.contains(&"duration") {
                 "duration"
+            } else if plan.ends_at_dataset {
+                "dataset"
             } else {
                 "num_prompts"
             }
@@ -254,7 +256,10 @@ pub fn run_result(
         ramp_up_end_rps: plan.ramp.map(|r| r.end),
         labels: Labels(plan.metadata.clone()),
         duration: m.duration_s,
-        ended_by: ended_by(o).into(),
+        ended_by: ended_by(plan, o).into(),
+        dataset_passes: (plan.dataset_name != "timed_trace")
+            .then(|| crate::plan::split::dataset_passes(plan.prompts.len(), m.completed + m.failed))
+            .flatten(),
         completed: m.completed,
         failed: m.failed,
         total_input_tokens: m.total_input_tokens,

@@ -77,10 +77,14 @@ pub struct RunResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ramp_up_end_rps: Option<u32>,
     pub duration: f64,
-    /// What ended the run: `num_prompts`, `duration`, `max_run_time`, `interrupt` or
-    /// `agent_loss`.
+    /// What ended the run: `num_prompts`, `dataset` (`--no-oversample` at the end of a
+    /// file), `duration`, `max_run_time`, `interrupt` or `agent_loss`.
     #[serde(default)]
     pub ended_by: String,
+    /// File datasets: passes over the file that the run's requests made (D20; 2 = every
+    /// entry was sent, then some again in a new order). Absent for generated prompts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset_passes: Option<u64>,
     pub completed: u64,
     pub failed: u64,
     pub total_input_tokens: u64,

@@ -165,6 +165,9 @@ pub struct RunPlan {
     pub tolerate_agent_loss: bool,
     /// `--no-initial-test`.
     pub no_initial_test: bool,
+    /// `--no-oversample` cut `num_prompts` to a file dataset's length: the run ends at
+    /// the end of the file (`ended_by = dataset`, D20).
+    pub ends_at_dataset: bool,
     /// `--max-failure-rate`.
     pub max_failure_rate: f64,
     pub max_run_time: Duration,

@@ -52,14 +52,25 @@ pub fn split(
     shares
 }
 
-/// The prompts an agent needs for requests `[start, start + len)` of a file dataset:
-/// item k is request `start + k`, and the agent repeats them past the end.
-pub fn slice_prompts(prompts: &[PromptItem], start: u64, len: u64) -> Vec<PromptItem> {
+/// The prompts an agent needs for requests `[start, start + len)` of a file dataset, and
+/// whether they are the whole file. A slice inside the file's first pass gets its own
+/// entries (item k is request `start + k`); a slice that runs past the end gets the whole
+/// file in file order, as later passes take entries in orders of their own (D20).
+pub fn slice_prompts(prompts: &[PromptItem], start: u64, len: u64) -> (Vec<PromptItem>, bool) {
     let n = prompts.len() as u64;
     if n == 0 {
-        return Vec::new();
+        return (Vec::new(), false);
     }
-    (0..len.min(n)).map(|k| prompts[((start + k) % n) as usize].clone()).collect()
+    match start.checked_add(len) {
+        Some(end) if end <= n => ((start..end).map(|i| prompts[i as usize].clone()).collect(), false),
+        _ => (prompts.to_vec(), true),
+    }
+}
+
+/// Passes over a file of `n` entries that `issued` requests made (vLLM oversamples a
+/// file that is too short; surge starts a new pass, D20). `None` without a file.
+pub fn dataset_passes(n: usize, issued: u64) -> Option<u64> {
+    (n > 0).then(|| issued.div_ceil(n as u64))
 }
 
 #[cfg(test)]
@@ -82,6 +93,23 @@ mod tests {
                 assert!((s.iter().map(|x| x.request_rate).sum::<f64>() - 100.0).abs() < 1e-9);
             }
         }
+    }
+
+    #[test]
+    fn a_slice_past_the_end_of_the_file_gets_the_whole_file() {
+        let file: Vec<PromptItem> =
+            (0..5).map(|i| PromptItem { text: format!("p{i}"), ..Default::default() }).collect();
+        let texts = |v: &[PromptItem]| v.iter().map(|p| p.text.clone()).collect::<Vec<_>>();
+        let (inside, whole) = slice_prompts(&file, 1, 3);
+        assert_eq!((texts(&inside), whole), (vec!["p1".to_string(), "p2".into(), "p3".into()], false));
+        let (past, whole) = slice_prompts(&file, 3, 4);
+        assert_eq!((past.len(), whole), (5, true));
+        assert_eq!(past[0].text, "p0", "in file order");
+        assert!(slice_prompts(&file, u64::MAX - 1, 10).1, "an unbounded slice");
+        assert_eq!(dataset_passes(5, 0), Some(0));
+        assert_eq!(dataset_passes(5, 5), Some(1));
+        assert_eq!(dataset_passes(5, 11), Some(3));
+        assert_eq!(dataset_passes(0, 11), None);
     }
 
     #[test]
@@ -108,18 +136,31 @@ mod slice_tests {
     #[test]
     fn file_slices_partition_the_sequence() {
         let all: Vec<PromptItem> = (0..7).map(item).collect();
+        let n = all.len() as u64;
         let expand = |start: u64, len: u64| -> Vec<String> {
-            let got = slice_prompts(&all, start, len);
-            (0..len as usize).map(|k| got[k % got.len()].text.clone()).collect()
+            let (got, whole) = slice_prompts(&all, start, len);
+            (0..len)
+                .map(|k| {
+                    let i = start + k;
+                    let entry = if whole { surge_agent::data::dataset::pass_entry(3, i / n, i % n, n) } else { k };
+                    got[entry as usize].text.clone()
+                })
+                .collect()
         };
         for (total, cut) in [(7u64, 3u64), (5, 2), (20, 9), (20, 13)] {
             let whole = expand(0, total);
             let mut parts = expand(0, cut);
             parts.extend(expand(cut, total - cut));
             assert_eq!(parts, whole, "total {total} cut {cut}");
-            let expected: Vec<String> = (0..total).map(|i| format!("p{}", i % 7)).collect();
-            assert_eq!(whole, expected);
+            // The first pass in file order, each later one every entry once.
+            let first: Vec<String> = (0..total.min(n)).map(|i| format!("p{i}")).collect();
+            assert_eq!(whole[..first.len()], first);
+            for pass in whole.chunks(n as usize).skip(1).filter(|p| p.len() == n as usize) {
+                let mut p = pass.to_vec();
+                p.sort();
+                assert_eq!(p, (0..n).map(|i| format!("p{i}")).collect::<Vec<_>>());
+            }
         }
-        assert!(slice_prompts(&[], 0, 5).is_empty());
+        assert!(slice_prompts(&[], 0, 5).0.is_empty());
     }
 }
