@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Plain-HTTP client throughput: surge vs oha vs wrk against `surge echo`'s POST /echo.
 #
-#   bench/compare-http.sh            # full: levels 64 and 256, 3 alternating rounds, 10 s runs
+#   bench/compare-http.sh            # full: levels 64 and 256, 5 alternating rounds, 10 s runs
 #   bench/compare-http.sh --quick    # smoke: 1 round, 3 s runs; RESULTS.md is left alone
 #
 # The echo server is pinned to CPU $SERVER_CPU (1), every client to CPU $CLIENT_CPU (0),
@@ -11,7 +11,7 @@
 # --duration and a cap of $SURGE_NUM_PROMPTS prompts).
 #
 # Environment (defaults in brackets):
-#   LEVELS ["64 256"]  ROUNDS [3; quick 1]  DURATION seconds [10; quick 3]
+#   LEVELS ["64 256"]  ROUNDS [5; quick 1]  DURATION seconds [10; quick 3]
 #   TOOLS ["surge oha wrk"]  SERVER_CPU [1]  CLIENT_CPU [0]  PORT [a free one]
 #   SURGE_NUM_PROMPTS [1500000; quick 400000]  PAUSE seconds between runs [2]
 #   OHA [oha on PATH, else ~/.cargo/bin/oha]  OHA_WAIT seconds to wait for oha to appear [0]
@@ -44,7 +44,7 @@ if (( QUICK )); then
     QUIET_WAIT=${QUIET_WAIT:-0}; RETRIES=${RETRIES:-0}; OTHER_MAX=${OTHER_MAX:-15}
     RESULTS=${RESULTS:-}
 else
-    ROUNDS=${ROUNDS:-3}; DURATION=${DURATION:-10}; SURGE_NUM_PROMPTS=${SURGE_NUM_PROMPTS:-1500000}
+    ROUNDS=${ROUNDS:-5}; DURATION=${DURATION:-10}; SURGE_NUM_PROMPTS=${SURGE_NUM_PROMPTS:-1500000}
     QUIET_WAIT=${QUIET_WAIT:-900}; RETRIES=${RETRIES:-4}; OTHER_MAX=${OTHER_MAX:-15}
     RESULTS=${RESULTS-$BENCH_DIR/RESULTS.md}
 fi
@@ -292,6 +292,37 @@ md=$OUT/compare-http.md
                 }
                 if (hasoha) printf " %.2f |", (med["oha"] > 0 ? med["surge"] / med["oha"] : 0)
                 if (haswrk) printf " %.2f |", (med["wrk"] > 0 ? med["surge"] / med["wrk"] : 0)
+                print ""
+            }
+        }' "$OUT/runs.tsv"
+    echo
+    echo "Ratios round by round: within a round the tools run back to back, so each ratio compares"
+    echo "runs seconds apart, and drift of the machine between rounds cancels out; the median of"
+    echo "the round ratios is the figure to compare with the targets (surge/oha >= 1.0, surge/wrk >= 0.9)."
+    echo
+    awk -F'\t' -v tools="$TOOLS" '
+        function median(arr, n,   i, j, t) {
+            for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (arr[j] < arr[i]) { t = arr[i]; arr[i] = arr[j]; arr[j] = t }
+            return n % 2 ? arr[(n + 1) / 2] : (arr[n / 2] + arr[n / 2 + 1]) / 2
+        }
+        { r[$1, $3, $2] = $4; lv[$1] = 1; if ($3 > rounds) rounds = $3 }
+        END {
+            nt = split("oha wrk", P, " ")
+            printf "| level |"; for (p = 1; p <= nt; p++) if (index(" " tools " ", " " P[p] " ")) printf " surge/%s by round | median |", P[p]; print ""
+            printf "|---:|"; for (p = 1; p <= nt; p++) if (index(" " tools " ", " " P[p] " ")) printf "---|---:|"; print ""
+            nl = 0; for (l in lv) L[++nl] = l + 0
+            for (i = 1; i <= nl; i++) for (j = i + 1; j <= nl; j++) if (L[j] < L[i]) { t = L[i]; L[i] = L[j]; L[j] = t }
+            for (li = 1; li <= nl; li++) {
+                l = L[li]; printf "| %s |", l
+                for (p = 1; p <= nt; p++) {
+                    if (!index(" " tools " ", " " P[p] " ")) continue
+                    m = 0; list = ""
+                    for (k = 1; k <= rounds; k++) {
+                        s = r[l, k, "surge"]; o = r[l, k, P[p]]
+                        if (s > 0 && o > 0) { q[++m] = s / o; list = list (m > 1 ? ", " : "") sprintf("%.2f", s / o) }
+                    }
+                    if (m > 0) printf " %s | %.2f |", list, median(q, m); else printf " - | - |"
+                }
                 print ""
             }
         }' "$OUT/runs.tsv"
