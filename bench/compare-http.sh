@@ -233,6 +233,12 @@ log "$LOAD_AFTER; builds running: $BUILDS_AFTER"
 OHA_VERSION=$( [[ -n ${OHA_BIN:-} ]] && "$OHA_BIN" --version 2>/dev/null | head -1 || echo "not used")
 WRK_VERSION=$("$WRK" -v 2>&1 | head -1 | awk '{print $1, $2}' || true)
 md=$OUT/compare-http.md
+# The median of arr[1..n] (sorts arr in place), shared by the two summary tables.
+AWK_MEDIAN='
+function median(arr, n,   i, j, t) {
+    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (arr[j] < arr[i]) { t = arr[i]; arr[i] = arr[j]; arr[j] = t }
+    return n % 2 ? arr[(n + 1) / 2] : (arr[n / 2] + arr[n / 2 + 1]) / 2
+}'
 {
     echo "<!-- compare-http:begin -->"
     echo "## HTTP client throughput: surge vs oha vs wrk ($( ((QUICK)) && echo "quick mode" || echo "full mode"))"
@@ -268,11 +274,7 @@ md=$OUT/compare-http.md
     echo
     echo "Medians per tool (of req/s; client and server CPU are medians too):"
     echo
-    awk -F'\t' -v tools="$TOOLS" '
-        function median(arr, n,   i, j, t) {
-            for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (arr[j] < arr[i]) { t = arr[i]; arr[i] = arr[j]; arr[j] = t }
-            return n % 2 ? arr[(n + 1) / 2] : (arr[n / 2] + arr[n / 2 + 1]) / 2
-        }
+    awk -F'\t' -v tools="$TOOLS" "$AWK_MEDIAN"'
         { key = $1 SUBSEP $2; n[key]++; v[key, n[key]] = $4; cc[key, n[key]] = $7; sc[key, n[key]] = $8; lv[$1] = 1 }
         END {
             nt = split(tools, T, " ")
@@ -300,11 +302,7 @@ md=$OUT/compare-http.md
     echo "runs seconds apart, and drift of the machine between rounds cancels out; the median of"
     echo "the round ratios is the figure to compare with the targets (surge/oha >= 1.0, surge/wrk >= 0.9)."
     echo
-    awk -F'\t' -v tools="$TOOLS" '
-        function median(arr, n,   i, j, t) {
-            for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (arr[j] < arr[i]) { t = arr[i]; arr[i] = arr[j]; arr[j] = t }
-            return n % 2 ? arr[(n + 1) / 2] : (arr[n / 2] + arr[n / 2 + 1]) / 2
-        }
+    awk -F'\t' -v tools="$TOOLS" "$AWK_MEDIAN"'
         { r[$1, $3, $2] = $4; lv[$1] = 1; if ($3 > rounds) rounds = $3 }
         END {
             nt = split("oha wrk", P, " ")
