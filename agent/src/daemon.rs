@@ -315,18 +315,11 @@ pub async fn serve(
 /// Longest wait for open connections to close once the agent is told to stop.
 const SHUTDOWN_MAX: Duration = Duration::from_secs(5);
 
-/// An in-process agent on a loopback port (plaintext: it never leaves this process's
-/// host), allowing any target. Returns its address; it runs until `shutdown`.
-pub async fn spawn_embedded(shutdown: CancellationToken) -> std::io::Result<SocketAddr> {
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let settings = AgentSettings::new(1_000_000, DEFAULT_LEASE, Allowlist::any());
-    tokio::spawn(async move {
-        if let Err(e) = serve(listener, None, settings, shutdown).await {
-            tracing::error!("embedded agent: {e}");
-        }
-    });
-    Ok(addr)
+/// The in-process agent a local `surge run` talks to over channels
+/// ([`AgentService::open_local`]: no socket, no encoding), allowing any target; its
+/// sessions stop their load at `shutdown`.
+pub fn embedded(shutdown: CancellationToken) -> AgentService {
+    AgentService::new(AgentSettings::new(1_000_000, DEFAULT_LEASE, Allowlist::any()), shutdown)
 }
 
 #[cfg(test)]

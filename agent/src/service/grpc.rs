@@ -45,6 +45,42 @@ impl AgentService {
         }
     }
 
+    /// Starts a session on a stream whose first message, `first`, was read (or resumes
+    /// the session it names); returns what the session says on this stream.
+    pub(super) async fn open(
+        &self,
+        first: CoordinatorMsg,
+        inbound: Inbound,
+        peer: String,
+    ) -> Result<mpsc::UnboundedReceiver<Result<AgentMsg, Status>>, Status> {
+        // Never blocks the session: its lease timer must fire whatever the coordinator
+        // reads; what waits here is bounded by the lease (the stream is replaced or the
+        // session ends).
+        let (tx, rx) = mpsc::unbounded_channel();
+        let resume = match &first.msg {
+            Some(coordinator_msg::Msg::Hello(h)) => h.resume_session_id,
+            _ => 0,
+        };
+        if resume != 0 {
+            let attach = self.sessions.lock().expect("sessions lock").get(&resume).cloned();
+            let gone = || Status::not_found(format!("session {resume} is over (its lease expired)"));
+            let attach = attach.ok_or_else(gone)?;
+            attach.send(Attach { inbound, tx, peer }).await.map_err(|_| gone())?;
+        } else {
+            let id = self.next_id.fetch_add(2, Ordering::Relaxed);
+            let (attach_tx, attach_rx) = mpsc::channel(4);
+            self.sessions.lock().expect("sessions lock").insert(id, attach_tx);
+            let inbound: Inbound = Box::pin(tokio_stream::once(Ok(first)).chain(inbound));
+            let (settings, shutdown, sessions) =
+                (Arc::clone(&self.settings), self.shutdown.clone(), self.sessions.clone());
+            tokio::spawn(async move {
+                driver::run(settings, shutdown, driver::Link { id, inbound, tx, attach: attach_rx }, peer).await;
+                sessions.lock().expect("sessions lock").remove(&id);
+            });
+        }
+        Ok(rx)
+    }
+
     /// The tonic server wrapper.
     pub fn into_server(self) -> surge_proto::agent_server::AgentServer<Self> {
         surge_proto::agent_server::AgentServer::new(self)
@@ -71,32 +107,8 @@ impl surge_proto::agent_server::Agent for AgentService {
             Ok(Ok(None)) => return Err(Status::cancelled("the stream ended before its Hello")),
             Ok(Ok(Some(m))) => m,
         };
-        // Never blocks the session: its lease timer must fire whatever the coordinator
-        // reads; what waits here is bounded by the lease (the stream is replaced or the
-        // session ends).
-        let (tx, rx) = mpsc::unbounded_channel();
-        let resume = match &first.msg {
-            Some(coordinator_msg::Msg::Hello(h)) => h.resume_session_id,
-            _ => 0,
-        };
-        if resume != 0 {
-            let attach = self.sessions.lock().expect("sessions lock").get(&resume).cloned();
-            let gone = || Status::not_found(format!("session {resume} is over (its lease expired)"));
-            let attach = attach.ok_or_else(gone)?;
-            let inbound: Inbound = Box::pin(inbound);
-            attach.send(Attach { inbound, tx, peer }).await.map_err(|_| gone())?;
-        } else {
-            let id = self.next_id.fetch_add(2, Ordering::Relaxed);
-            let (attach_tx, attach_rx) = mpsc::channel(4);
-            self.sessions.lock().expect("sessions lock").insert(id, attach_tx);
-            let inbound: Inbound = Box::pin(tokio_stream::once(Ok(first)).chain(inbound));
-            let (settings, shutdown, sessions) =
-                (Arc::clone(&self.settings), self.shutdown.clone(), self.sessions.clone());
-            tokio::spawn(async move {
-                driver::run(settings, shutdown, driver::Link { id, inbound, tx, attach: attach_rx }, peer).await;
-                sessions.lock().expect("sessions lock").remove(&id);
-            });
-        }
+        let inbound: Inbound = Box::pin(inbound);
+        let rx = self.open(first, inbound, peer).await?;
         Ok(Response::new(Box::pin(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))))
     }
 }

@@ -7,6 +7,7 @@
 //!   engine results) into events and performs the actions (send, prepare, start, stop);
 //! - `batch`: rows into numbered batches, kept until acknowledged;
 //! - `grpc`: the tonic service that starts a driver per stream;
+//! - `local`: the same sessions over in-process channels, for the embedded agent;
 //! - [`allowlist`]: which targets this agent may load.
 
 pub mod allowlist;
@@ -14,12 +15,14 @@ mod batch;
 mod capacity;
 mod driver;
 mod grpc;
+mod local;
 mod scraping;
 pub(crate) mod session;
 
 pub use allowlist::{Allowlist, AllowlistError, Refused};
 pub use capacity::{Capacity, HostLimits};
 pub use grpc::AgentService;
+pub use local::LocalSession;
 
 use std::sync::Arc;
 use std::time::Duration;

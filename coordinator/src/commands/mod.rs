@@ -58,12 +58,7 @@ pub async fn open_session(plan: &RunPlan, embedded: &CancellationToken) -> Resul
         otlp::start(o).await?;
     }
     let fleet = match &plan.agents {
-        Agents::Embedded => {
-            let addr = surge_agent::daemon::spawn_embedded(embedded.clone())
-                .await
-                .map_err(|e| Failure::run("cannot start the embedded agent", &e))?;
-            Fleet::connect(&[addr.to_string()], None).await
-        }
+        Agents::Embedded => Fleet::embedded(&surge_agent::daemon::embedded(embedded.clone())).await,
         Agents::Remote { addrs, tls } => Fleet::connect(addrs, tls.as_ref()).await,
     };
     let fleet = fleet.map_err(|e| Failure::run("", &e))?;

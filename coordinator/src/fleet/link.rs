@@ -16,7 +16,7 @@ use tonic::Streaming;
 use tonic::transport::{Channel, Endpoint};
 
 /// Liveness both ways (D2).
-const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(100);
+pub(super) const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(100);
 /// Silence after which the coordinator dials a fresh connection to resume (D2).
 const REDIAL_AFTER: Duration = Duration::from_millis(500);
 /// TCP connect timeout of a resume's connection (D2).

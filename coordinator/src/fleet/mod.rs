@@ -1,5 +1,6 @@
 //! The coordinator's side of the agent sessions: one gRPC session stream per agent
-//! (mutual TLS, or plaintext to loopback), a link task per agent that forwards every
+//! (mutual TLS, or plaintext to loopback), or in-process channels to the embedded agent
+//! ([`local`]), a link task per agent that forwards every
 //! message into one event channel stamped with its arrival time, sends heartbeats every
 //! 100 ms, and resumes the session on a fresh connection when the old one falls silent
 //! or breaks (D2). [`session`] runs the handshake and each run
@@ -9,17 +10,22 @@
 pub mod clock;
 pub mod collect;
 mod link;
+mod local;
 pub mod outcome;
 pub mod scrape;
 pub mod session;
 
 use crate::plan::TlsPaths;
 use link::{Link, RESUME_CONNECT_TIMEOUT, hello, open_stream};
+use local::LocalLink;
 use std::time::Duration;
 use surge_proto::{CoordinatorMsg, agent_msg, coordinator_msg};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
+
+/// The embedded agent's name where a remote agent's address goes.
+pub const EMBEDDED: &str = "embedded";
 
 /// How long opening a session may take before the agent counts as unreachable.
 const SESSION_OPEN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -184,6 +190,20 @@ impl Fleet {
             senders.push(tx);
         }
         Ok(Self { addrs: addrs.to_vec(), senders, events, links: stop })
+    }
+
+    /// A session with the embedded agent over in-process channels (D1: typed rows, no
+    /// encoding); its address in results and messages is [`EMBEDDED`].
+    pub async fn embedded(agent: &surge_agent::service::AgentService) -> Result<Self, FleetError> {
+        let session = agent.open_local(hello(0)).await.map_err(|s| FleetError::Connect {
+            addr: EMBEDDED.to_string(),
+            message: format!("session refused: {}", chain(&s)),
+        })?;
+        let (ev_tx, events) = mpsc::channel(8192);
+        let (tx, rx) = mpsc::channel::<CoordinatorMsg>(1024);
+        let stop = CancellationToken::new();
+        tokio::spawn(LocalLink { agent: 0, session, rx, events: ev_tx, stop: stop.clone() }.run());
+        Ok(Self { addrs: vec![EMBEDDED.to_string()], senders: vec![tx], events, links: stop })
     }
 
     pub fn len(&self) -> usize {

@@ -1,0 +1,113 @@
+//! The embedded agent's link (D1): the session's messages cross in-process channels as
+//! typed values. Heartbeats go out every 100 ms as over gRPC (the agent's lease is the
+//! same state machine); there is nothing to resume, since two channels cannot break
+//! apart while both ends live.
+
+use super::link::HEARTBEAT_INTERVAL;
+use super::{Event, now_ns};
+use surge_agent::service::LocalSession;
+use surge_proto::{AgentMsg, CoordinatorMsg, Heartbeat, agent_msg, coordinator_msg};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// Forwards the fleet's messages to the embedded agent and the agent's messages to the
+/// fleet's events, stamped with their arrival time. Ends the session with Bye.
+pub(super) struct LocalLink {
+    pub agent: usize,
+    pub session: LocalSession,
+    /// The fleet's messages for this agent.
+    pub rx: mpsc::Receiver<CoordinatorMsg>,
+    pub events: mpsc::Sender<Event>,
+    /// Cancelled when the fleet closes.
+    pub stop: CancellationToken,
+}
+
+impl LocalLink {
+    pub(super) async fn run(self) {
+        let LocalLink { agent, session: LocalSession { tx, rx: mut from_agent }, mut rx, events, stop } = self;
+        let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut opened = false;
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => {
+                    let _ = tx.send(CoordinatorMsg { msg: Some(coordinator_msg::Msg::Bye(surge_proto::Bye {})) });
+                    return;
+                }
+                m = rx.recv() => match m {
+                    Some(m) => { let _ = tx.send(m); }
+                    None => return,
+                },
+                m = from_agent.recv() => {
+                    let error = match m {
+                        Some(Ok(AgentMsg { msg: Some(msg) })) => {
+                            opened |= matches!(msg, agent_msg::Msg::Hello(_));
+                            if events.send(Event::Msg { agent, msg, recv_ns: now_ns() }).await.is_err() {
+                                return;
+                            }
+                            continue;
+                        }
+                        Some(Ok(AgentMsg { msg: None })) => continue,
+                        Some(Err(s)) => Some(format!("{}: {}", s.code(), s.message())),
+                        // As over gRPC: a session that never opened closes cleanly; one
+                        // that did ended on the agent's side (shutdown or its lease).
+                        None if opened => Some("the embedded agent ended the session".to_string()),
+                        None => None,
+                    };
+                    let _ = events.send(Event::Closed { agent, error }).await;
+                    return;
+                }
+                _ = tick.tick() => {
+                    let beat = Heartbeat { sent_unix_ns: now_ns() };
+                    let _ = tx.send(CoordinatorMsg { msg: Some(coordinator_msg::Msg::Heartbeat(beat)) });
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{EMBEDDED, Event, Fleet};
+    use std::time::{Duration, Instant};
+    use surge_proto::agent_msg;
+    use tokio_util::sync::CancellationToken;
+
+    /// The session opens, outlives the agent's 3 s lease on the link's heartbeats alone,
+    /// and is reported closed when the agent stops.
+    #[tokio::test]
+    async fn the_embedded_session_lives_on_heartbeats_and_closes_with_the_agent() {
+        let stop = CancellationToken::new();
+        let mut fleet = Fleet::embedded(&surge_agent::daemon::embedded(stop.clone())).await.unwrap();
+        assert_eq!(fleet.addrs, [EMBEDDED]);
+        let first = fleet.next(Duration::from_secs(5)).await;
+        assert!(
+            matches!(&first, Some(Event::Msg { msg: agent_msg::Msg::Hello(h), .. }) if h.session_id != 0 && !h.resumed),
+            "{first:?}"
+        );
+        let lease = surge_agent::daemon::DEFAULT_LEASE;
+        let until = Instant::now() + lease + Duration::from_millis(700);
+        let mut heard = 0;
+        while Instant::now() < until {
+            match fleet.next(Duration::from_secs(1)).await {
+                Some(Event::Msg { .. }) => heard += 1,
+                other => panic!("the session ended within the lease: {other:?}"),
+            }
+        }
+        assert!(heard >= 20, "agent heartbeats every 100 ms: {heard}");
+        stop.cancel();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            assert!(Instant::now() < deadline, "no Closed after the agent stopped");
+            match fleet.next(Duration::from_secs(10)).await {
+                Some(Event::Closed { agent: 0, error }) => {
+                    assert_eq!(error.as_deref(), Some("the embedded agent ended the session"));
+                    break;
+                }
+                Some(_) => {}
+                None => panic!("no Closed after the agent stopped"),
+            }
+        }
+        fleet.close();
+    }
+}
