@@ -333,16 +333,21 @@ pub async fn run(prepared: Prepared, sink: Arc<dyn Sink>, ctl: Control) -> Repor
         let stop = ctx.cancel.child_token();
         (tokio::spawn(probe_loop(Arc::clone(&ctx), workload.probe_rate, stop.clone())), stop)
     });
-    let mut reason = if schedule.is_open_loop() || workload.max_concurrency == 0 {
-        paced(&ctx, &tracker, schedule, workload.max_concurrency, duration, &ctl, deadline).await
+    let (mut reason, workers) = if schedule.is_open_loop() || workload.max_concurrency == 0 {
+        (paced(&ctx, &tracker, schedule, workload.max_concurrency, duration, &ctl, deadline).await, Vec::new())
     } else {
-        closed_loop(&ctx, &tracker, workload.max_concurrency, duration)
+        (StopReason::Finished, closed_loop(&ctx, &tracker, workload.max_concurrency, duration))
     };
     tracker.close();
+    let cancel = |reason| {
+        ctx.cancel.cancel();
+        workers.iter().for_each(tokio::task::AbortHandle::abort);
+        reason
+    };
     tokio::select! {
         _ = tracker.wait() => {}
-        _ = ctl.stop.cancelled() => { reason = StopReason::Stopped; ctx.cancel.cancel(); }
-        _ = tokio::time::sleep_until(deadline) => { reason = StopReason::Deadline; ctx.cancel.cancel(); }
+        _ = ctl.stop.cancelled() => reason = cancel(StopReason::Stopped),
+        _ = tokio::time::sleep_until(deadline) => reason = cancel(StopReason::Deadline),
     }
     tracker.wait().await;
     // The load is over: no new probe; the one in flight finishes (as vLLM awaits it).
@@ -422,54 +427,94 @@ impl RunCtx {
         }
     }
 
-    /// Makes request `k` of the slice, sends it and reports its row. Runs in the
-    /// request's own task (open loop) or its worker (closed loop), so bodies are made in
-    /// parallel, before `st` is taken.
+    /// Makes request `k` of the slice, sends it and reports its row, or the row of its
+    /// cancellation (stop, deadline). Runs in the request's own task (open loop), so
+    /// bodies are made in parallel, before `st` is taken.
     async fn one(&self, k: u64, intended: Option<Duration>) {
+        tokio::select! {
+            () = self.attempt(k, intended) => {}
+            // Dropping the attempt reports its cancellation.
+            () = self.cancel.cancelled() => {}
+        }
+    }
+
+    /// Makes request `k`, sends it and reports its row. Dropped while the request is in
+    /// flight (a cancelled run), it reports the request's cancelled row instead.
+    async fn attempt(&self, k: u64, intended: Option<Duration>) {
         let index = self.jobs.index(k);
         let Planned { body, input_tokens, input_source } = self.make(k).await;
         let row = {
             let _in_flight = self.stats.request_started();
             let started = self.t0.elapsed();
+            let input = (input_tokens, input_source);
+            let mut cancelled = Cancelled { ctx: self, armed: true, index, intended, started, input };
             let job = Job { index, body, input_tokens, input_source, intended };
-            tokio::select! {
-                row = request::execute(&self.pool, &self.tpl, job, self.t0) => row,
-                _ = self.cancel.cancelled() => {
-                    cancelled_row(index, intended, started, (self.t0, Instant::now()), (input_tokens, input_source))
-                }
-            }
+            let row = request::execute(&self.pool, &self.tpl, job, self.t0).await;
+            cancelled.armed = false;
+            row
         };
+        self.record(row);
+    }
+
+    fn record(&self, row: Row) {
         let counter = if row.error() == ErrorKind::None { &self.stats.completed } else { &self.stats.failed };
         counter.fetch_add(1, Ordering::Relaxed);
         self.sink.record(row);
     }
 }
 
+/// A request in flight: reports its cancelled row when dropped still armed (its
+/// attempt was dropped before the answer: a stopped run, a deadline).
+struct Cancelled<'a> {
+    ctx: &'a RunCtx,
+    armed: bool,
+    index: u64,
+    intended: Option<Duration>,
+    started: Duration,
+    input: (u32, TokenSource),
+}
+
+impl Drop for Cancelled<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let now = Instant::now();
+            self.ctx.record(cancelled_row(self.index, self.intended, self.started, (self.ctx.t0, now), self.input));
+        }
+    }
+}
+
 /// Closed loop: `concurrency` workers, each sending its next request as soon as its
-/// previous one finished (no task per request, no semaphore).
-fn closed_loop(ctx: &Arc<RunCtx>, tracker: &TaskTracker, concurrency: u32, duration: Option<Duration>) -> StopReason {
+/// previous one finished (no task per request, no semaphore, no cancellation to watch:
+/// a stopped run aborts the workers, and each reports its request in flight as
+/// cancelled). Returns the workers' abort handles.
+fn closed_loop(
+    ctx: &Arc<RunCtx>,
+    tracker: &TaskTracker,
+    concurrency: u32,
+    duration: Option<Duration>,
+) -> Vec<tokio::task::AbortHandle> {
     // The next request of the slice; u64, as the slice may be unbounded.
     let next = Arc::new(AtomicU64::new(0));
-    for _ in 0..u64::from(concurrency).min(ctx.jobs.len()) {
-        let (ctx, next) = (Arc::clone(ctx), Arc::clone(&next));
-        tracker.spawn(async move {
-            loop {
-                if ctx.cancel.is_cancelled() {
-                    return;
+    let workers = u64::from(concurrency).min(ctx.jobs.len());
+    (0..workers)
+        .map(|_| {
+            let (ctx, next) = (Arc::clone(ctx), Arc::clone(&next));
+            let worker = tracker.spawn(async move {
+                loop {
+                    if duration.is_some_and(|d| ctx.t0.elapsed() >= d) {
+                        ctx.stats.duration_reached.store(true, Ordering::Relaxed);
+                        return;
+                    }
+                    let k = next.fetch_add(1, Ordering::Relaxed);
+                    if k >= ctx.jobs.len() {
+                        return;
+                    }
+                    ctx.attempt(k, None).await;
                 }
-                if duration.is_some_and(|d| ctx.t0.elapsed() >= d) {
-                    ctx.stats.duration_reached.store(true, Ordering::Relaxed);
-                    return;
-                }
-                let k = next.fetch_add(1, Ordering::Relaxed);
-                if k >= ctx.jobs.len() {
-                    return;
-                }
-                ctx.one(k, None).await;
-            }
-        });
-    }
-    StopReason::Finished
+            });
+            worker.abort_handle()
+        })
+        .collect()
 }
 
 /// Open loop (or unbounded concurrency): requests released by the pacing thread at

@@ -38,7 +38,11 @@ impl Sink for BatchSink {
 impl BatchSink {
     /// Takes the rows recorded so far.
     pub(crate) fn drain(&self) -> Vec<Row> {
-        std::mem::take(&mut *self.rows.lock().expect("sink lock"))
+        let mut rows = self.rows.lock().expect("sink lock");
+        // Room for as many rows as the last flush took: a steady run fills its batches
+        // without growing (and copying) them row by row.
+        let room = Vec::with_capacity(rows.len().min(BATCH_ROWS));
+        std::mem::replace(&mut *rows, room)
     }
 
     /// Completes once a full batch of rows is waiting.
@@ -48,15 +52,29 @@ impl BatchSink {
 }
 
 /// Sequence numbers of a session's batches, and the batches not yet acknowledged.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Outbox {
     /// Sequence number of the next batch; numbers run on across the runs of a session.
     next_seq: u64,
     /// Sent and not acknowledged, by sequence number.
     unacked: BTreeMap<u64, SampleBatch>,
+    /// Whether to keep a copy of each batch for a resumed stream: not on a session that
+    /// cannot be resumed (in-process), where the copy of every row would be wasted.
+    keep: bool,
+}
+
+impl Default for Outbox {
+    fn default() -> Self {
+        Self { next_seq: 0, unacked: BTreeMap::new(), keep: true }
+    }
 }
 
 impl Outbox {
+    /// An outbox that numbers batches and keeps no copies (nothing is ever resent).
+    pub(crate) fn without_copies() -> Self {
+        Self { keep: false, ..Self::default() }
+    }
+
     /// Cuts `rows` into batches of at most [`BATCH_ROWS`] rows and [`BATCH_BYTES`] bytes
     /// (in order), numbers them and keeps a copy of each until it is acknowledged.
     pub(crate) fn seal(&mut self, run_id: u64, started_unix_ns: i64, mut rows: Vec<Row>) -> Vec<SampleBatch> {
@@ -66,7 +84,9 @@ impl Outbox {
             let rest = if rows.len() > cut { rows.split_off(cut) } else { Vec::new() };
             let batch = SampleBatch { run_id, seq: self.next_seq, rows, started_unix_ns };
             self.next_seq += 1;
-            self.unacked.insert(batch.seq, batch.clone());
+            if self.keep {
+                self.unacked.insert(batch.seq, batch.clone());
+            }
             out.push(batch);
             rows = rest;
         }
@@ -142,6 +162,19 @@ mod tests {
         assert!(o.seal(1, 5, Vec::new()).is_empty(), "no empty batch");
         assert_eq!(o.seal(2, 6, rows(1))[0].seq, 3, "numbers run on across runs");
         assert_eq!(o.sealed(), 4);
+    }
+
+    #[test]
+    fn an_outbox_without_copies_numbers_batches_and_keeps_none() {
+        let mut o = Outbox::without_copies();
+        let b = o.seal(1, 5, rows(BATCH_ROWS + 1));
+        assert_eq!(b.iter().map(|b| (b.seq, b.rows.len())).collect::<Vec<_>>(), [(0, BATCH_ROWS), (1, 1)]);
+        assert_eq!(o.pending().count(), 0, "nothing kept to resend");
+        assert!(!o.ack(0), "nothing waits for an ack");
+        assert_eq!(o.seal(2, 6, rows(1))[0].seq, 2);
+        let mut kept = Outbox::default();
+        kept.seal(1, 5, rows(1));
+        assert_eq!(kept.pending().count(), 1);
     }
 
     #[test]

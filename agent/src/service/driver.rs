@@ -41,6 +41,8 @@ pub(crate) struct Link {
     pub inbound: Inbound,
     pub tx: Outbound,
     pub attach: mpsc::Receiver<Attach>,
+    /// False in-process: the stream cannot break, so batches are not kept for a resend.
+    pub resumable: bool,
 }
 
 /// Results of the session's background tasks.
@@ -77,7 +79,7 @@ struct Driver {
 /// Runs one session until it ends, on `link`'s stream and then on each stream that
 /// resumes it.
 pub(crate) async fn run(settings: Arc<AgentSettings>, shutdown: CancellationToken, link: Link, peer: String) {
-    let Link { id, mut inbound, tx, mut attach } = link;
+    let Link { id, mut inbound, tx, mut attach, resumable } = link;
     tracing::info!(%peer, id, "session opened");
     // Small: each task sends one result and waits its turn.
     let (internal_tx, mut internal_rx) = mpsc::channel(4);
@@ -87,7 +89,10 @@ pub(crate) async fn run(settings: Arc<AgentSettings>, shutdown: CancellationToke
     }
     let mut d = Driver {
         live_label: gethostname::gethostname().to_string_lossy().into_owned(),
-        session: Session::new(Arc::clone(&settings), id, Instant::now()),
+        session: match Session::new(Arc::clone(&settings), id, Instant::now()) {
+            s if resumable => s,
+            s => s.unresumable(),
+        },
         settings,
         tx,
         cpu: CpuMeter::default(),
@@ -334,7 +339,12 @@ mod tests {
         let (tx, rx) = mpsc::unbounded_channel();
         let inbound: Inbound = Box::pin(tokio_stream::wrappers::ReceiverStream::new(in_rx));
         let (_attach_tx, attach) = mpsc::channel(1);
-        tokio::spawn(run(settings, CancellationToken::new(), Link { id: 1, inbound, tx, attach }, "test".into()));
+        tokio::spawn(run(
+            settings,
+            CancellationToken::new(),
+            Link { id: 1, inbound, tx, attach, resumable: true },
+            "test".into(),
+        ));
         (in_tx, rx)
     }
 

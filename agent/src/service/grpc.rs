@@ -46,12 +46,14 @@ impl AgentService {
     }
 
     /// Starts a session on a stream whose first message, `first`, was read (or resumes
-    /// the session it names); returns what the session says on this stream.
+    /// the session it names); returns what the session says on this stream. A session
+    /// that is not `resumable` keeps no batches for a resend.
     pub(super) async fn open(
         &self,
         first: CoordinatorMsg,
         inbound: Inbound,
         peer: String,
+        resumable: bool,
     ) -> Result<mpsc::UnboundedReceiver<Result<AgentMsg, Status>>, Status> {
         // Never blocks the session: its lease timer must fire whatever the coordinator
         // reads; what waits here is bounded by the lease (the stream is replaced or the
@@ -74,7 +76,8 @@ impl AgentService {
             let (settings, shutdown, sessions) =
                 (Arc::clone(&self.settings), self.shutdown.clone(), self.sessions.clone());
             tokio::spawn(async move {
-                driver::run(settings, shutdown, driver::Link { id, inbound, tx, attach: attach_rx }, peer).await;
+                driver::run(settings, shutdown, driver::Link { id, inbound, tx, attach: attach_rx, resumable }, peer)
+                    .await;
                 sessions.lock().expect("sessions lock").remove(&id);
             });
         }
@@ -108,7 +111,7 @@ impl surge_proto::agent_server::Agent for AgentService {
             Ok(Ok(Some(m))) => m,
         };
         let inbound: Inbound = Box::pin(inbound);
-        let rx = self.open(first, inbound, peer).await?;
+        let rx = self.open(first, inbound, peer, true).await?;
         Ok(Response::new(Box::pin(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))))
     }
 }

@@ -26,7 +26,8 @@ impl AgentService {
     pub async fn open_local(&self, hello: CoordinatorMsg) -> Result<LocalSession, Status> {
         let (tx, from_coordinator) = mpsc::unbounded_channel();
         let inbound: Inbound = Box::pin(UnboundedReceiverStream::new(from_coordinator).map(Ok));
-        let rx = self.open(hello, inbound, "in-process".to_string()).await?;
+        // Two channels cannot break apart: nothing is resent, so no batch is kept.
+        let rx = self.open(hello, inbound, "in-process".to_string(), false).await?;
         Ok(LocalSession { tx, rx })
     }
 }

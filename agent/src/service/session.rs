@@ -234,6 +234,13 @@ impl Session {
         }
     }
 
+    /// The same session on a stream that cannot break and be resumed (in-process): its
+    /// batches are sent and not kept for a resend.
+    pub(crate) fn unresumable(mut self) -> Self {
+        self.outbox = Outbox::without_copies();
+        self
+    }
+
     /// When the next heartbeat is due.
     pub(crate) fn next_heartbeat(&self) -> Instant {
         self.next_heartbeat
