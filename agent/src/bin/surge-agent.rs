@@ -5,6 +5,11 @@ use std::process::ExitCode;
 use surge_agent::daemon::{self, AgentArgs, AgentConfig};
 use tokio_util::sync::CancellationToken;
 
+// hyper gives each response a fresh 8 KiB read buffer: glibc's malloc serves it by
+// consolidating its fast bins every time (2-3 % of a closed loop's CPU on /echo).
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     let args = AgentArgs::parse();
     tracing_subscriber::fmt()
