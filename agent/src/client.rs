@@ -61,14 +61,15 @@ pub async fn get_tls(tls: &TargetTls, base_url: &str, path: &str, timeout: Durat
     request(http::Method::GET, base_url, path, None, timeout, None, tls).await
 }
 
-/// [`get`] from the host address `local` (the agent's `--local-address`).
+/// [`get_tls`] from the host address `local` (the agent's `--local-address`).
 pub async fn get_from(
     local: Option<std::net::IpAddr>,
+    tls: &TargetTls,
     base_url: &str,
     path: &str,
     timeout: Duration,
 ) -> Result<Response, ClientError> {
-    request(http::Method::GET, base_url, path, None, timeout, local, &TargetTls::default()).await
+    request(http::Method::GET, base_url, path, None, timeout, local, tls).await
 }
 
 /// `POST {base_url}{path}` with a JSON body.

@@ -132,3 +132,28 @@ fn an_agent_scrapes_what_only_agents_may_read() {
     assert!(out.status.success(), "{stdout}");
     assert!(stdout.contains("WARNING: server:") && stdout.contains("HTTP 403"), "{stdout}");
 }
+
+/// An https target's `/metrics` is verified as its load is: with the echo's private CA
+/// (`--ca-cert`) or `--insecure`, by the coordinator and by an agent, every scrape reads.
+#[test]
+fn an_https_targets_metrics_are_read_with_its_ca_or_without_verification() {
+    let dir = TempDir::new("server-view-tls");
+    let ca = dir.path("echo-ca.pem");
+    let echo_args = ["--tls-self-signed", "--tls-cert-out", &ca, "--metrics-flavor", "vllm", "--output-tokens", "4"];
+    let (_echo, line) = echo("127.0.0.1", &echo_args);
+    let base = line.split_whitespace().next().expect("a URL").to_string();
+    assert!(base.starts_with("https://"), "{line}");
+    for (how, extra) in [
+        ("ca-cert", vec!["--ca-cert", ca.as_str()]),
+        ("insecure", vec!["--insecure"]),
+        ("ca-cert from the agent", vec!["--ca-cert", ca.as_str(), "--scrape-from", "agent"]),
+    ] {
+        let mut args = load(&base, "200");
+        args.extend(extra);
+        let r = run_saved(&dir, &args, Duration::from_secs(120));
+        let s = &r["server_metrics"];
+        assert_eq!(s["failed_scrapes"], 0, "{how}: {s}");
+        assert!(s["scrapes"].as_u64().is_some_and(|n| n >= 2), "{how}: {s}");
+        assert_eq!(s["deltas"]["vllm:request_success_total"].as_f64(), Some(200.0), "{how}: {s}");
+    }
+}

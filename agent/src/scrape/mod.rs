@@ -71,12 +71,14 @@ fn merge(a: &mut Snapshot, b: Snapshot) {
 }
 
 /// Scrapes every URL once (from the host address `local` when given), each within
-/// `timeout`; an error names the URL.
+/// `timeout`, verifying https URLs as `tls` says (the target's `--ca-cert`,
+/// `--insecure`); an error names the URL.
 pub async fn scrape(
     urls: &[String],
     extra: &[String],
     timeout: Duration,
     local: Option<std::net::IpAddr>,
+    tls: &crate::engine::conn::TargetTls,
 ) -> Result<Snapshot, String> {
     let mut all = Snapshot::new();
     for url in urls {
@@ -86,7 +88,7 @@ pub async fn scrape(
         };
         let base = format!("{scheme}://{authority}");
         let path = uri.path_and_query().map_or("/metrics", |p| p.as_str());
-        let r = crate::client::get_from(local, &base, path, timeout).await.map_err(|e| format!("{url}: {e}"))?;
+        let r = crate::client::get_from(local, tls, &base, path, timeout).await.map_err(|e| format!("{url}: {e}"))?;
         if r.status != 200 {
             return Err(format!("{url}: HTTP {}", r.status));
         }

@@ -2,6 +2,7 @@
 //! (issue 15): once before the load (the baseline), every interval while it runs, and
 //! once after its last request, each as a [`ServerMetrics`] message.
 
+use crate::engine::conn::TargetTls;
 use crate::scrape;
 use std::time::Duration;
 use surge_proto::{ServerMetrics, Workload};
@@ -15,6 +16,8 @@ pub(super) struct Job {
     extra: Vec<String>,
     interval: Duration,
     local: Option<std::net::IpAddr>,
+    /// The target's TLS settings: `/metrics` is verified as the load is.
+    tls: TargetTls,
 }
 
 impl Job {
@@ -26,6 +29,7 @@ impl Job {
             extra: w.scrape_metrics.clone(),
             interval: Duration::from_millis(w.scrape_interval_ms.max(100)),
             local,
+            tls: TargetTls { insecure: w.target_insecure, ca_pem: w.target_ca_pem.clone() },
         })
     }
 
@@ -38,7 +42,7 @@ impl Job {
         let scraped_unix_ns = super::session::Now::read().unix_ns;
         // Bounded well within the interval, so scrapes never pile up.
         let timeout = self.interval.min(Duration::from_secs(5));
-        let (metrics, error) = match scrape::scrape(&self.urls, &self.extra, timeout, self.local).await {
+        let (metrics, error) = match scrape::scrape(&self.urls, &self.extra, timeout, self.local, &self.tls).await {
             Ok(s) => (scrape::to_proto(&s), String::new()),
             Err(e) => (Vec::new(), e),
         };

@@ -171,8 +171,8 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         };
         Agents::Remote { addrs, tls }
     };
-    let scrape = scrape_plan(&a, &base_url)?;
     let (http_version, target_tls) = (http_version(&a)?, target_tls(&a)?);
+    let scrape = scrape_plan(&a, &base_url, &target_tls)?;
     let extra_body = extra_body(&a, backend)?;
     let thresholds: Vec<Option<f64>> =
         a.timeline_itl_thresholds.split(',').map(|t| t.trim().parse::<f64>().ok().filter(|v| v.is_finite())).collect();
@@ -472,7 +472,7 @@ fn request_headers(raw: &[String], api_key: Option<String>) -> Result<Vec<(Strin
 
 /// `--metrics-url`, `--no-scrape-metrics`, `--scrape-interval`, `--scrape-metric`,
 /// `--scrape-from` as a plan.
-fn scrape_plan(a: &RunArgs, base_url: &str) -> Result<Option<ScrapePlan>, UsageError> {
+fn scrape_plan(a: &RunArgs, base_url: &str, tls: &crate::plan::TargetTls) -> Result<Option<ScrapePlan>, UsageError> {
     if a.no_scrape_metrics {
         return Ok(None);
     }
@@ -494,6 +494,7 @@ fn scrape_plan(a: &RunArgs, base_url: &str) -> Result<Option<ScrapePlan>, UsageE
         extra: a.scrape_metrics.clone(),
         interval: a.scrape_interval,
         from_agent: a.scrape_from == super::ScrapeFrom::Agent,
+        tls: tls.clone(),
     }))
 }
 

@@ -230,6 +230,8 @@ pub struct ScrapePlan {
     /// `--scrape-from agent`: the first agent scrapes (the target may be reachable only
     /// from agents).
     pub from_agent: bool,
+    /// The target's TLS settings (`--ca-cert`, `--insecure`), for https URLs.
+    pub tls: TargetTls,
 }
 
 /// Thresholds of the client-bound verdict (documented in `surge run --help`).
