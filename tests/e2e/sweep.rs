@@ -32,7 +32,7 @@ fn knee_of_a_32_slot_server_and_ci_columns() {
     let dir = TempDir::new("knee");
     let d = dir.path("");
     let out = surge(
-        &sweep_args(&base, &d, "8,16,64,128", &["--runs", "3", "--cooldown", "0s", "--find-knee"]),
+        &sweep_args(&base, &d, "8,16,64,128", &["--runs", "3", "--cooldown", "0s", "--find-knee", "--plot-timeline"]),
         Duration::from_secs(400),
     );
     let stdout = text(&out.stdout);
@@ -60,6 +60,12 @@ fn knee_of_a_32_slot_server_and_ci_columns() {
     assert_eq!(one["max_concurrency"], 16);
     assert_eq!(one["sweep"]["run"], 2);
     assert_eq!(one["run_metadata"]["result_tag"], "sweep-c16");
+    // --plot-timeline: the directory's report, with the sweep's charts over its levels.
+    let html = std::fs::read_to_string(dir.path("report.html")).expect("--plot-timeline writes DIR/report.html");
+    assert!(html.contains("<h2>Sweep</h2>") && html.contains("sweep-output-throughput"), "no sweep charts");
+    assert!(html.matches("<svg").count() >= 5, "charts drawn");
+    let said = format!("{stdout}{}", text(&out.stderr));
+    assert!(said.contains("report saved to"), "{said}");
 }
 
 #[test]

@@ -62,5 +62,8 @@ async fn matrix(plan: &MatrixPlan, sinks: &mut dyn Sink) -> Result<u8, Failure> 
     }
     session.close();
     sinks.notice(&format!("results in {}", plan.dir.display()));
+    if plan.base.plot_timeline {
+        super::plot_timeline(sinks, &plan.dir, &plan.dir.join("report.html"), plan.base.cost_per_hour);
+    }
     Ok(code)
 }

@@ -257,20 +257,24 @@ async fn run_once(plan: RunPlan, sinks: &mut dyn Sink) -> Result<u8, Failure> {
     if let Some(path) = &record.file {
         sinks.notice(&format!("result saved to {}", path.display()));
         if plan.plot_timeline {
-            // vLLM's --plot-timeline: a page beside the result; a failure is a warning.
-            let out = path.with_extension("timeline.html");
-            let opts = crate::output::report::Options { cost_per_hour: plan.cost_per_hour };
-            let written = report::load_all(std::slice::from_ref(path))
-                .and_then(|inputs| report::write(&report::build(&inputs, opts, Vec::new()), &out, None));
-            match written {
-                Ok(_) => sinks.notice(&format!("report saved to {}", out.display())),
-                Err(e) => sinks.notice(&format!("--plot-timeline: no report: {e}")),
-            }
+            plot_timeline(sinks, path, &path.with_extension("timeline.html"), plan.cost_per_hour);
         }
     }
     // The reason for a non-zero code is the summary's last line.
     let r = &record.result;
     Ok(exit::of_run(&record.status, r.completed, &r.errors_by_kind, plan.max_failure_rate).0)
+}
+
+/// vLLM's `--plot-timeline`: surge's HTML report of `input` (a result file, or a sweep or
+/// matrix directory) written at `out`; a failure is a warning, not the run's.
+fn plot_timeline(sinks: &mut dyn Sink, input: &std::path::Path, out: &std::path::Path, cost_per_hour: Option<f64>) {
+    let opts = crate::output::report::Options { cost_per_hour };
+    let written = report::load_all(&[input.to_path_buf()])
+        .and_then(|inputs| report::write(&report::build(&inputs, opts, Vec::new()), out, None));
+    match written {
+        Ok(_) => sinks.notice(&format!("report saved to {}", out.display())),
+        Err(e) => sinks.notice(&format!("--plot-timeline: no report: {e}")),
+    }
 }
 
 /// `surge echo`: serves until Ctrl-C / SIGTERM.

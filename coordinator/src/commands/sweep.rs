@@ -196,5 +196,8 @@ async fn sweep(plan: &SweepPlan, sinks: &mut dyn Sink) -> Result<u8, Failure> {
     let summary = results.summary(plan, knee);
     sinks.sweep(&summary, &plan.dir, true).map_err(|e| Failure::run("summary", &e))?;
     sinks.notice(&format!("results in {}", plan.dir.display()));
+    if plan.base.plot_timeline {
+        super::plot_timeline(sinks, &plan.dir, &plan.dir.join("report.html"), plan.base.cost_per_hour);
+    }
     res.map(|()| exit::OK)
 }
