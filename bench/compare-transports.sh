@@ -9,7 +9,10 @@
 #
 # Environment: CONCURRENCY [256] ROUNDS [3] DURATION seconds [10] SERVER_CPU [1]
 #   CLIENT_CPU [0] OUT raw-output directory, RESULTS file whose "compare-transports"
-#   section is replaced [bench/RESULTS.md; empty = none].
+#   section is replaced [bench/RESULTS.md; empty = none]. OHA_H3: an oha built with its
+#   HTTP/3 feature (`cargo install oha --locked --features http3 --root DIR`); when given,
+#   each version's surge run is followed by oha's (`--http-version V --insecure`, the same
+#   body as compare-http.sh) and the table gets oha's rows beside surge's.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -35,7 +38,10 @@ for _ in $(seq 1 100); do grep -q "listening on" "$OUT/echo.log" && break; sleep
 URL="https://127.0.0.1:$port"
 
 VERSIONS=(1.1 2 3)
-declare -A RPS
+BODY="water people little answer country time long find make day the of and to was he"
+OHA_H3=${OHA_H3:-}
+[[ -z $OHA_H3 || -x $OHA_H3 ]] || die "OHA_H3=$OHA_H3 is not an executable"
+declare -A RPS OHA
 for round in $(seq 1 "$ROUNDS"); do
     for k in 0 1 2; do
         v=${VERSIONS[$(( (k + round - 1) % 3 ))]}
@@ -48,6 +54,21 @@ for round in $(seq 1 "$ROUNDS"); do
         r=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(f\"{d['request_throughput']:.0f} {d['failed']} {d['client']['agents'][0]['cpu_percent']:.0f}\")" "$f" 2>/dev/null || echo "0 ? ?")
         RPS[$v]+="$r;"
         sleep 2
+        if [[ -n $OHA_H3 ]]; then
+            o="$OUT/oha-h$v.r$round"
+            log "round $round: oha HTTP/$v"
+            /usr/bin/time -f "%e %U %S" -o "$o.time" taskset -c "$CLIENT_CPU" "$OHA_H3" --no-tui --output-format json \
+                --insecure --http-version "$v" -z "${DURATION}s" -c "$CONCURRENCY" -m POST -T text/plain -d "$BODY" \
+                "$URL/echo" >"$o.json" 2>"$o.err" || log "oha HTTP/$v exited $? (see $o.err)"
+            r=$(python3 -c "
+import json,sys
+d=json.load(open(sys.argv[1])); e,u,s=map(float,open(sys.argv[2]).read().split()[-3:])
+ok=sum(v for k,v in d['statusCodeDistribution'].items() if k.startswith('2'))
+bad=sum(v for k,v in d.get('errorDistribution',{}).items() if k!='aborted due to deadline')+sum(v for k,v in d['statusCodeDistribution'].items() if not k.startswith('2'))
+print(f\"{ok/d['summary']['total']:.0f} {bad} {100*(u+s)/e:.0f}\")" "$o.json" "$o.time" 2>/dev/null || echo "0 ? ?")
+            OHA[$v]+="$r;"
+            sleep 2
+        fi
     done
 done
 
@@ -61,10 +82,15 @@ md=$OUT/section.md
     echo
     echo "| version | median req/s | rounds (req/s, failed, client CPU %) |"
     echo "|---|---|---|"
+    median() { python3 -c "import statistics,sys; print(f'{statistics.median(float(x.split()[0]) for x in sys.argv[1].split(\";\") if x):.0f}')" "$1"; }
     for v in "${VERSIONS[@]}"; do
-        med=$(python3 -c "import statistics,sys; print(f'{statistics.median(float(x.split()[0]) for x in sys.argv[1].split(\";\") if x):.0f}')" "${RPS[$v]}")
-        echo "| HTTP/$v | $med | ${RPS[$v]%;} |"
+        echo "| HTTP/$v | $(median "${RPS[$v]}") | ${RPS[$v]%;} |"
+        [[ -n $OHA_H3 ]] && echo "| oha HTTP/$v | $(median "${OHA[$v]}") | ${OHA[$v]%;} |"
     done
+    if [[ -n $OHA_H3 ]]; then
+        echo
+        echo "oha: \`$("$OHA_H3" --version)\` built with \`--features http3\`, run right after surge at each version: \`oha --no-tui --output-format json --insecure --http-version V -z ${DURATION}s -c $CONCURRENCY -m POST -T text/plain -d BODY URL/echo\` (2xx per second of its run; failed = non-2xx + transport errors, not the requests cut at the deadline; client CPU from /usr/bin/time)."
+    fi
     echo "<!-- compare-transports:end -->"
 } >"$md"
 cat "$md"
