@@ -211,6 +211,13 @@ pub struct TargetTls {
     pub ca_pem: Vec<u8>,
 }
 
+impl TargetTls {
+    /// A workload's target TLS settings (`target_insecure`, `target_ca_pem`).
+    pub fn of(w: &surge_proto::Workload) -> Self {
+        Self { insecure: w.target_insecure, ca_pem: w.target_ca_pem.clone() }
+    }
+}
+
 /// The request half of one client connection.
 pub enum Sender {
     H1(http1::SendRequest<Full<Bytes>>),

@@ -236,7 +236,7 @@ pub async fn prepare_on(mut workload: Workload, local: Option<std::net::IpAddr>)
     let open_loop = schedule.is_open_loop();
     let warm_max = if open_loop { WARM_MAX / 4 } else { WARM_MAX };
     let concurrency = u64::from(workload.max_concurrency).min(jobs.len().max(1)).min(warm_max as u64) as usize;
-    let tls = TargetTls { insecure: workload.target_insecure, ca_pem: workload.target_ca_pem.clone() };
+    let tls = TargetTls::of(&workload);
     let pool = Arc::new(Pool::with_connections(
         Connector::with_tls(target, Version::from_wire(workload.http_version), &tls)?.from_address(local),
         Arc::clone(&stats),

@@ -89,10 +89,7 @@ pub(crate) async fn run(settings: Arc<AgentSettings>, shutdown: CancellationToke
     }
     let mut d = Driver {
         live_label: gethostname::gethostname().to_string_lossy().into_owned(),
-        session: match Session::new(Arc::clone(&settings), id, Instant::now()) {
-            s if resumable => s,
-            s => s.unresumable(),
-        },
+        session: Session::new(Arc::clone(&settings), id, Instant::now()).resumable(resumable),
         settings,
         tx,
         cpu: CpuMeter::default(),

@@ -29,7 +29,7 @@ impl Job {
             extra: w.scrape_metrics.clone(),
             interval: Duration::from_millis(w.scrape_interval_ms.max(100)),
             local,
-            tls: TargetTls { insecure: w.target_insecure, ca_pem: w.target_ca_pem.clone() },
+            tls: TargetTls::of(w),
         })
     }
 

@@ -234,10 +234,12 @@ impl Session {
         }
     }
 
-    /// The same session on a stream that cannot break and be resumed (in-process): its
-    /// batches are sent and not kept for a resend.
-    pub(crate) fn unresumable(mut self) -> Self {
-        self.outbox = Outbox::without_copies();
+    /// The same session, on a stream that can (gRPC) or cannot (in-process) break and be
+    /// resumed: a session that cannot keeps no batches for a resend.
+    pub(crate) fn resumable(mut self, resumable: bool) -> Self {
+        if !resumable {
+            self.outbox = Outbox::without_copies();
+        }
         self
     }
 

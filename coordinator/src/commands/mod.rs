@@ -31,10 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 /// Readiness wait, then the model name requests carry (flag, or the server's first).
 pub async fn resolve_model(plan: &RunPlan) -> Result<String, Failure> {
-    let tls = surge_agent::engine::conn::TargetTls {
-        insecure: plan.target_tls.insecure,
-        ca_pem: plan.target_tls.ca_pem.clone(),
-    };
+    let tls = plan.target_tls.client();
     if let Some(t) = plan.ready_timeout {
         ready::wait_ready(&tls, &plan.base_url, t)
             .await

@@ -32,8 +32,7 @@ impl ServerScrape {
 
 /// One scrape of the plan's URLs, bounded by the interval (at most 5 s).
 pub async fn once(plan: &ScrapePlan) -> Result<Snapshot, String> {
-    let tls = surge_agent::engine::conn::TargetTls { insecure: plan.tls.insecure, ca_pem: plan.tls.ca_pem.clone() };
-    scrape::scrape(&plan.urls, &plan.extra, plan.interval.min(Duration::from_secs(5)), None, &tls).await
+    scrape::scrape(&plan.urls, &plan.extra, plan.interval.min(Duration::from_secs(5)), None, &plan.tls.client()).await
 }
 
 /// Scrapes every interval until `stop`, sending each result with the time it was taken

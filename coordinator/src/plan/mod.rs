@@ -100,6 +100,14 @@ pub struct TargetTls {
     pub ca_pem: Vec<u8>,
 }
 
+impl TargetTls {
+    /// The same settings for this process's own requests to the target (readiness,
+    /// model list, `/metrics`).
+    pub fn client(&self) -> surge_agent::engine::conn::TargetTls {
+        surge_agent::engine::conn::TargetTls { insecure: self.insecure, ca_pem: self.ca_pem.clone() }
+    }
+}
+
 /// Where the load runs.
 #[derive(Debug, Clone)]
 pub enum Agents {
