@@ -62,7 +62,7 @@ fn random_prompts_are_exactly_1024_tokens_at_the_server() {
 }
 
 #[test]
-fn two_agents_get_the_tokenizer_and_disjoint_slices() {
+fn two_agents_get_the_tokenizer_and_take_turns_by_index() {
     let tok = fixture("tokenizer/tokenizer.json");
     let (_echo, base) = echo("127.0.0.1", &["--tokenizer", &tok]);
     let agent_args = ["--plaintext", "--allowed-targets", "127.0.0.1"];
@@ -99,8 +99,13 @@ fn two_agents_get_the_tokenizer_and_disjoint_slices() {
         r["client"]["agents"].as_array().unwrap().iter().map(|a| a["share"]["num_prompts"].as_u64().unwrap()).collect();
     assert_eq!(shares.iter().sum::<u64>(), 200);
     assert!(shares.iter().all(|&s| s > 0), "{shares:?}");
-    let idx: HashSet<u64> = r["agent_indices"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
-    assert_eq!(idx.len(), 2, "both agents sent requests");
+    // Requests by global index: the two agents (same host, same cores) take turns (D20).
+    let by_index: Vec<u64> = r["agent_indices"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+    assert_eq!(by_index.iter().collect::<HashSet<_>>().len(), 2, "both agents sent requests");
+    assert!(by_index.windows(2).all(|w| w[0] != w[1]), "round-robin by index: {by_index:?}");
+    let cycles: Vec<u64> =
+        r["client"]["agents"].as_array().unwrap().iter().map(|a| a["share"]["index_cycle"].as_u64().unwrap()).collect();
+    assert_eq!(cycles, [2, 2]);
 }
 
 #[test]

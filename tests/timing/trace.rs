@@ -127,6 +127,10 @@ fn a_trace_is_replayed_on_one_schedule_across_two_agents() {
     assert_eq!(r["completed"], 1000);
     let by_agent = r["client"]["agents"].as_array().unwrap();
     assert!(by_agent.iter().all(|a| a["completed"].as_u64().unwrap() >= 400), "both agents replayed their half");
+    // Lines go round-robin (D20): both agents send all through the trace, not one after
+    // the other.
+    let turns: Vec<u64> = r["agent_indices"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+    assert!(turns.windows(2).all(|w| w[0] != w[1]), "line by line, the agents take turns");
     let bound = by_agent.iter().map(|a| a["clock_offset_bound_ms"].as_f64().unwrap()).fold(0.0, f64::max);
     let late = lateness_ms(&r, &offsets);
     let p99 = late[late.len() * 99 / 100];

@@ -1,14 +1,14 @@
 //! The requests of an agent's slice, made when they are sent (DESIGN.md D20).
 //!
-//! Request `k` of the slice (global index `slice_start + k`) is a pure function of the
-//! workload and `k`, so nothing is built for the whole slice: preparing a run costs the
-//! same, in time and memory, for ten requests as for a hundred million, and a run without
-//! a request cap ([`UNBOUNDED`]) is no different.
+//! Request `k` of the slice (its global index given by the share's [`Stripe`]) is a pure
+//! function of the workload and `k`, so nothing is built for the whole slice: preparing
+//! a run costs the same, in time and memory, for ten requests as for a hundred million,
+//! and a run without a request cap ([`UNBOUNDED`]) is no different.
 //!
-//! - Generated datasets (`random`, `prefix-repetition`): [`Jobs::get`] draws prompt
-//!   `slice_start + k` with [`dataset::build`] and serializes its body, in the task that
-//!   sends the request (never in a loop every request waits for). Same seed and index,
-//!   same prompt and body as when the slice was built up front. Cost per request
+//! - Generated datasets (`random`, `prefix-repetition`): [`Jobs::get`] draws the prompt
+//!   of request `k`'s global index with [`dataset::build`] and serializes its body, in the
+//!   task that sends the request (never in a loop every request waits for). Same seed and
+//!   index, same prompt and body as when the slice was built up front. Cost per request
 //!   (`benches/jobs.rs`, one core): ~0.65 us for 16 words, ~18 us for 1024 words, ~28 us
 //!   for 16 exact tokens and ~2.2 ms for 1024 exact tokens with the fixture tokenizer;
 //!   [`Jobs::costly`] says when a build belongs on a blocking thread rather than on the
@@ -21,6 +21,7 @@ use super::EngineError;
 use super::openai::{self, BodyParams};
 use super::request::Mode;
 use crate::data::dataset::{self, Prompt};
+use crate::data::share::Stripe;
 use crate::data::tokenizer::Tok;
 use bytes::Bytes;
 use std::sync::Arc;
@@ -46,8 +47,8 @@ pub struct Jobs {
     /// Whether making one request takes long enough (tens of microseconds and up) to
     /// keep it off the async workers, which also read the responses.
     costly: bool,
-    /// Global index of request 0 (`Workload.slice_start`): rows carry `first + k`.
-    first: u64,
+    /// The share's global indices (`Workload.slice_*`): rows carry `indices.index(k)`.
+    indices: Stripe,
     pick: ModelPick,
     /// vLLM's probe request: "Hi", one output token, the base model.
     probe: Planned,
@@ -163,7 +164,7 @@ impl Jobs {
             messages_json: String::new(),
         };
         let probe = shape.planned(hi, 0)?;
-        let (len, first) = (w.slice_len, w.slice_start);
+        let (len, indices) = (w.slice_len, Stripe::of(w));
         let mut shipped = std::mem::take(&mut w.prompts);
         let passes = w.prompts_whole_file.then_some(spec.seed);
         // Prompts past the slice's length are never sent (a whole file is kept whole).
@@ -178,7 +179,7 @@ impl Jobs {
             let len = if spec.kind() == DatasetKind::TimedTrace { len.min(shipped.len() as u64) } else { len };
             return Ok(Self {
                 len,
-                first,
+                indices,
                 pick,
                 probe,
                 costly: true,
@@ -204,13 +205,13 @@ impl Jobs {
             match spec.kind() {
                 DatasetKind::Sharegpt | DatasetKind::Custom if len > 0 => return Err(EngineError::MissingPrompts),
                 // The same prompt for every index: counted (tokenizer) and serialized once.
-                DatasetKind::Fixed => vec![dataset::build(&spec, tok.as_deref(), first)],
+                DatasetKind::Fixed => vec![dataset::build(&spec, tok.as_deref(), indices.first())],
                 _ => {
                     let costly =
                         tok.is_some() || prompt_tokens(&spec) > COSTLY_WORDS || spec.kind() == DatasetKind::RandomMm;
                     return Ok(Self {
                         len,
-                        first,
+                        indices,
                         pick,
                         probe,
                         costly,
@@ -224,7 +225,7 @@ impl Jobs {
         let built = (0..=shape.lora.len())
             .map(|model| prompts.iter().map(|p| shape.planned(p.clone(), model)).collect::<Result<Vec<_>, _>>())
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Self { len, first, pick, probe, costly: false, source: Source::Built(built), passes })
+        Ok(Self { len, indices, pick, probe, costly: false, source: Source::Built(built), passes })
     }
 
     /// Whether [`get`](Self::get) is expensive (a tokenizer re-encodes every prompt, or
@@ -249,9 +250,7 @@ impl Jobs {
 
     /// The global request index of request `k` of the slice.
     pub fn index(&self, k: u64) -> u64 {
-        // Wrapping: an unbounded slice that started near the top of the index space
-        // keeps distinct, seeded indices instead of panicking.
-        self.first.wrapping_add(k)
+        self.indices.index(k)
     }
 
     /// Request `k` of the slice (`k < len`), made now: a prompt drawn and serialized
@@ -378,6 +377,20 @@ mod tests {
                 assert_eq!((job.input_tokens, job.input_source), (p.input_tokens, p.input_source));
                 assert_eq!(jobs.index(k as u64), 1_000 + k as u64);
             }
+        }
+    }
+
+    /// A share that takes turns with others (D20) makes the prompts of its own indices.
+    #[test]
+    fn a_striped_share_makes_the_prompts_of_its_indices() {
+        let mut w = workload(4);
+        (w.slice_cycle, w.slice_positions) = (3, vec![1]);
+        let spec = w.dataset.clone().unwrap();
+        let jobs = Jobs::new(&mut w, Mode::Stream, None).unwrap();
+        for (k, i) in [1u64, 4, 7, 10].into_iter().enumerate() {
+            assert_eq!(jobs.index(k as u64), i);
+            let body: serde_json::Value = serde_json::from_slice(&jobs.get(k as u64).body).unwrap();
+            assert_eq!(body["prompt"], dataset::build(&spec, None, i).text.as_str(), "request {k}");
         }
     }
 

@@ -17,6 +17,7 @@ pub use crate::fleet::outcome::{GlobalRow, kind_name};
 use crate::fleet::scrape::ServerScrape;
 use crate::plan::{RampPlan, Slo};
 use std::collections::BTreeMap;
+use surge_agent::data::share::Stripe;
 
 /// Whether a successful row met every objective of `slo`.
 fn meets(slo: &Slo, r: &GlobalRow) -> bool {
@@ -190,8 +191,8 @@ impl Aggregator {
         self
     }
 
-    /// The agents' slices: (first global index, length).
-    pub fn ramp_slices(&mut self, slices: Vec<(u64, u64)>) {
+    /// The agents' shares: (their global indices, how many).
+    pub fn ramp_slices(&mut self, slices: Vec<(Stripe, u64)>) {
         if let Some(r) = &mut self.ramp {
             r.slices(slices);
         }

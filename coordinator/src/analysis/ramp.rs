@@ -1,12 +1,13 @@
 //! vLLM's `rps_change_events` for a ramped run: when the ramp reached each whole rate. Each
-//! agent ramps its share over its own slice, so a request's rate is the whole ramp's at its
-//! progress through its agent's slice (or, for a `--duration` run without a request cap,
+//! agent ramps its share over its own requests, so a request's rate is the whole ramp's at
+//! its progress through its agent's share (or, for a `--duration` run without a request cap,
 //! at its send time's part of the duration, D22); an event is the first request sent at or
 //! above its rate. Memory: one time per whole rate reached (not per request).
 
 use crate::plan::RampPlan;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use surge_agent::data::share::Stripe;
 
 /// One event as vLLM writes it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -20,8 +21,8 @@ pub struct RampEvents {
     plan: RampPlan,
     /// A ramp over time: the run's duration, seconds.
     over_s: Option<f64>,
-    /// Per agent: its slice's first global index and length.
-    slices: Vec<(u64, u64)>,
+    /// Per agent: its share's global indices and how many it sends.
+    slices: Vec<(Stripe, u64)>,
     /// Whole rate (vLLM's `int(rate)`) -> the earliest send seen at it, seconds from the start.
     first_s: BTreeMap<u32, f64>,
 }
@@ -31,8 +32,8 @@ impl RampEvents {
         Self { plan, over_s, slices: Vec::new(), first_s: BTreeMap::new() }
     }
 
-    /// The agents' slices, known once the run is split.
-    pub fn slices(&mut self, slices: Vec<(u64, u64)>) {
+    /// The agents' shares, known once the run is split.
+    pub fn slices(&mut self, slices: Vec<(Stripe, u64)>) {
         self.slices = slices;
     }
 
@@ -40,7 +41,10 @@ impl RampEvents {
     pub fn add(&mut self, agent: usize, index: u64, start_s: f64) {
         let progress = match (self.over_s, self.slices.get(agent)) {
             (Some(d), _) if d > 0.0 => start_s / d,
-            (_, Some(&(first, len))) => index.saturating_sub(first) as f64 / len.saturating_sub(1).max(1) as f64,
+            (_, Some((share, len))) => {
+                let Some(k) = share.position(index) else { return };
+                k as f64 / len.saturating_sub(1).max(1) as f64
+            }
             _ => return,
         };
         let rps = self.plan.rate(progress).floor() as u32;
@@ -74,7 +78,7 @@ mod tests {
     fn each_whole_rate_at_the_first_request_sent_at_it() {
         // 1 -> 4 req/s over 7 requests on one agent: rates 1, 1.5, 2, 2.5, 3, 3.5, 4.
         let mut r = RampEvents::new(RampPlan { exponential: false, start: 1, end: 4 }, None);
-        r.slices(vec![(100, 7)]);
+        r.slices(vec![(Stripe::contiguous(100), 7)]);
         for k in 0..7u64 {
             r.add(0, 100 + k, k as f64);
         }
@@ -85,9 +89,13 @@ mod tests {
         assert_eq!(e[0].timestamp, "2027-01-15T08:00:00.000000+00:00");
         assert_eq!(e[1].timestamp, "2027-01-15T08:00:02.000000+00:00", "request 2 reached 2 req/s");
         assert_eq!(e[3].timestamp, "2027-01-15T08:00:06.000000+00:00");
-        // Two agents each ramp over their own slice: agent 1's first request is at 1 req/s.
+        // Two agents each ramp over their own share (taking turns by index): agent 1's
+        // last request, index 13, is at the end rate; index 12 is not its request.
         let mut r = RampEvents::new(RampPlan { exponential: false, start: 1, end: 4 }, None);
-        r.slices(vec![(0, 7), (7, 7)]);
+        let shares = surge_agent::data::share::stripes(&[1, 1]);
+        r.slices(shares.into_iter().map(|s| (s, 7)).collect());
+        r.add(1, 12, 0.2);
+        assert_eq!(r.events(t0).len(), 1, "another agent's index counts for nothing");
         r.add(1, 13, 0.5);
         assert_eq!(r.events(t0).len(), 4, "agent 1's last request is at the end rate");
         // Over a 6 s duration: the rate at a send is the ramp's at its time.

@@ -155,7 +155,7 @@ impl Observer for Watch<'_> {
     fn server(&mut self, scrape: &crate::fleet::scrape::ServerScrape) {
         self.agg.server(scrape);
     }
-    fn started(&mut self, run_id: u64, start_unix_ns: i64, slices: &[(u64, u64)]) {
+    fn started(&mut self, run_id: u64, start_unix_ns: i64, slices: &[(surge_agent::data::share::Stripe, u64)]) {
         self.agg.ramp_slices(slices.to_vec());
         let agents = self.agents.clone();
         let model = self.model.clone();

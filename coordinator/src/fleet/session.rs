@@ -11,6 +11,7 @@ use super::{Event, Fleet, now_ns};
 use crate::plan::RunPlan;
 use crate::plan::split::{self, Share};
 use std::time::{Duration, Instant};
+use surge_agent::data::share::Stripe;
 use surge_proto::{
     ClockPing, HelloReply, PROTOCOL_VERSION, Prepare, ScrapeLast, Start, Workload, agent_msg, coordinator_msg::Msg,
 };
@@ -34,8 +35,8 @@ pub trait Observer: Send {
     /// A scrape of the server's metrics.
     fn server(&mut self, _scrape: &ServerScrape) {}
     /// The run `run_id` starts at `start_unix_ns` (coordinator clock); `slices` are the
-    /// agents' request slices (first global index, length).
-    fn started(&mut self, _run_id: u64, _start_unix_ns: i64, _slices: &[(u64, u64)]) {}
+    /// agents' request shares (their global indices, how many).
+    fn started(&mut self, _run_id: u64, _start_unix_ns: i64, _slices: &[(Stripe, u64)]) {}
 }
 
 /// An observer that ignores everything.
@@ -275,8 +276,11 @@ impl Runner<'_> {
         let lead_ns = (250_000_000i64).max(4 * max_rtt);
         let start_ns = now_ns() + lead_ns;
         self.start_ns = start_ns;
-        let slices: Vec<(u64, u64)> =
-            self.agents.iter().map(|a| a.share.as_ref().map_or((0, 0), |s| (s.slice_start, s.num_prompts))).collect();
+        let slices: Vec<(Stripe, u64)> = self
+            .agents
+            .iter()
+            .map(|a| a.share.as_ref().map_or((Stripe::contiguous(0), 0), |s| (s.indices.clone(), s.num_prompts)))
+            .collect();
         self.observer.started(run_id, start_ns, &slices);
         if let Some((s, baseline_ns)) = &scraping {
             let mut b = s.clone();
@@ -407,15 +411,17 @@ impl Runner<'_> {
 }
 
 fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize, run_id: u64) -> Workload {
-    let (prompts, prompts_whole_file) = split::slice_prompts(&plan.prompts, s.slice_start, s.num_prompts);
+    let (prompts, prompts_whole_file) = split::slice_prompts(&plan.prompts, &s.indices, s.num_prompts);
     Workload {
         base_url: plan.base_url.clone(),
         endpoint: plan.endpoint.clone(),
         backend: plan.backend as i32,
         model: model.to_string(),
         dataset: Some(plan.dataset.clone()),
-        slice_start: s.slice_start,
+        slice_start: s.indices.first(),
         slice_len: s.num_prompts,
+        slice_cycle: s.indices.cycle(),
+        slice_positions: s.indices.positions().to_vec(),
         max_concurrency: s.max_concurrency,
         request_rate: if s.request_rate.is_finite() { s.request_rate } else { 0.0 },
         burstiness: plan.burstiness,

@@ -104,7 +104,9 @@ pub fn client_block(plan: &RunPlan, o: &Outcome, m: &Metrics, verdict: Verdict) 
                 cores: a.hello.cores.max(1),
                 share: a.share.as_ref().map(|s| ShareEntry {
                     fraction: s.fraction,
-                    slice_start: s.slice_start,
+                    slice_start: s.indices.first(),
+                    index_cycle: s.indices.cycle(),
+                    index_positions: s.indices.positions().to_vec(),
                     num_prompts: cap(s.num_prompts),
                     max_concurrency: s.max_concurrency,
                     request_rate: Rate(s.request_rate),

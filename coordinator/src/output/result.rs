@@ -490,7 +490,12 @@ pub struct ImpliedLateness {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShareEntry {
     pub fraction: f64,
+    /// The agent's first global request index.
     pub slice_start: u64,
+    /// The agent's global request indices (D20): in every cycle of `index_cycle`
+    /// consecutive indices, those at `index_positions`.
+    pub index_cycle: u64,
+    pub index_positions: Vec<u64>,
     pub num_prompts: Option<u64>,
     pub max_concurrency: u32,
     pub request_rate: Rate,

@@ -1,22 +1,27 @@
 //! Deterministic division of a run across agents by capacity (k6-style): agent i owns
 //! the fraction [from_i, to_i) of the whole, and gets round(N*to_i) - round(N*from_i) of
-//! any integer quantity N, so shares always add up to N exactly. Request rates split by
-//! the same fractions (superposed Poisson streams are Poisson); request indices are
-//! contiguous slices, so no two agents send the same prompt.
+//! the concurrency and the warm-ups, so shares always add up exactly. Request rates split
+//! by the same fractions (superposed Poisson streams are Poisson). Request indices go
+//! round-robin by index, weighted the same way ([`stripes`], D20): no two agents send the
+//! same request, and each agent's requests are spread over the whole run (and over a file
+//! dataset or a timed trace) instead of one agent taking its first part.
 
+use surge_agent::data::share::{Stripe, stripes};
 use surge_proto::PromptItem;
 
 /// One agent's part of the run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Share {
     pub fraction: f64,
-    pub slice_start: u64,
+    /// The global request indices the agent sends.
+    pub indices: Stripe,
+    /// How many of them (the indices below the run's request count).
     pub num_prompts: u64,
     /// 0 = unbounded.
     pub max_concurrency: u32,
     /// Requests/s; infinite = unpaced.
     pub request_rate: f64,
-    /// Warm-up requests: `--num-warmups` split like the prompts, so the agents send
+    /// Warm-up requests: `--num-warmups` split like the concurrency, so the agents send
     /// exactly as many as asked.
     pub num_warmups: u32,
 }
@@ -33,17 +38,16 @@ pub fn split(
     let total: u64 = weights.iter().map(|&w| u64::from(w.max(1))).sum();
     let mut acc = 0u64;
     let mut shares = Vec::with_capacity(weights.len());
-    // Without a cap, each agent gets its own index range, far apart.
     let unbounded = num_prompts == super::UNBOUNDED;
-    for (i, &w) in weights.iter().enumerate() {
+    for (&w, indices) in weights.iter().zip(stripes(weights)) {
         let from = acc as f64 / total as f64;
         acc += u64::from(w.max(1));
         let to = acc as f64 / total as f64;
         let part = |n: u64| (n as f64 * to).round() as u64 - (n as f64 * from).round() as u64;
         shares.push(Share {
             fraction: to - from,
-            slice_start: if unbounded { (i as u64) << 56 } else { (num_prompts as f64 * from).round() as u64 },
-            num_prompts: if unbounded { super::UNBOUNDED } else { part(num_prompts) },
+            num_prompts: if unbounded { super::UNBOUNDED } else { indices.count_below(num_prompts) },
+            indices,
             max_concurrency: max_concurrency.map_or(0, |c| part(u64::from(c)) as u32),
             request_rate: if request_rate.is_finite() { request_rate * (to - from) } else { f64::INFINITY },
             num_warmups: part(u64::from(num_warmups)) as u32,
@@ -52,19 +56,20 @@ pub fn split(
     shares
 }
 
-/// The prompts an agent needs for requests `[start, start + len)` of a file dataset, and
-/// whether they are the whole file. A slice inside the file's first pass gets its own
-/// entries (item k is request `start + k`); a slice that runs past the end gets the whole
-/// file in file order, as later passes take entries in orders of their own (D20).
-pub fn slice_prompts(prompts: &[PromptItem], start: u64, len: u64) -> (Vec<PromptItem>, bool) {
+/// The prompts an agent needs for the `len` requests of its share of a file dataset, and
+/// whether they are the whole file. A share inside the file's first pass gets its own
+/// entries (item k is request k of the share); a share that runs past the end gets the
+/// whole file in file order, as later passes take entries in orders of their own (D20).
+pub fn slice_prompts(prompts: &[PromptItem], indices: &Stripe, len: u64) -> (Vec<PromptItem>, bool) {
     let n = prompts.len() as u64;
-    if n == 0 {
+    if n == 0 || len == 0 {
         return (Vec::new(), false);
     }
-    match start.checked_add(len) {
-        Some(end) if end <= n => ((start..end).map(|i| prompts[i as usize].clone()).collect(), false),
-        _ => (prompts.to_vec(), true),
+    // Indices grow with k: the last request's is the largest (unless they wrapped).
+    if len != super::UNBOUNDED && indices.index(len - 1) < n && indices.first() <= indices.index(len - 1) {
+        return ((0..len).map(|k| prompts[indices.index(k) as usize].clone()).collect(), false);
     }
+    (prompts.to_vec(), true)
 }
 
 /// Passes over a file of `n` entries that `issued` requests made (vLLM oversamples a
@@ -78,34 +83,46 @@ mod tests {
     use super::*;
 
     #[test]
-    fn integer_parts_add_up_and_slices_tile() {
+    fn integer_parts_add_up_and_shares_partition_the_indices() {
         for n in [1u64, 7, 10, 1000, 10_000, 12_345] {
             for weights in [vec![1, 1, 1], vec![2, 1], vec![4, 4, 2, 1], vec![1]] {
                 let s = split(&weights, n, Some(2000), 100.0, 5);
                 assert_eq!(s.iter().map(|x| x.num_warmups).sum::<u32>(), 5, "exactly the warm-ups asked");
                 assert_eq!(s.iter().map(|x| x.num_prompts).sum::<u64>(), n);
                 assert_eq!(s.iter().map(|x| u64::from(x.max_concurrency)).sum::<u64>(), 2000);
-                let mut next = 0;
-                for x in &s {
-                    assert_eq!(x.slice_start, next);
-                    next += x.num_prompts;
-                }
+                let mut all: Vec<u64> = s.iter().flat_map(|x| (0..x.num_prompts).map(|k| x.indices.index(k))).collect();
+                all.sort_unstable();
+                assert_eq!(all, (0..n).collect::<Vec<_>>(), "every index once");
                 assert!((s.iter().map(|x| x.request_rate).sum::<f64>() - 100.0).abs() < 1e-9);
             }
         }
     }
 
     #[test]
-    fn a_slice_past_the_end_of_the_file_gets_the_whole_file() {
+    fn agents_take_turns_by_index() {
+        let s = split(&[4, 4], 10, None, f64::INFINITY, 0);
+        let of = |x: &Share| (0..x.num_prompts).map(|k| x.indices.index(k)).collect::<Vec<_>>();
+        assert_eq!(of(&s[0]), vec![0, 2, 4, 6, 8]);
+        assert_eq!(of(&s[1]), vec![1, 3, 5, 7, 9]);
+        // A run without a cap: every agent's indices, interleaved.
+        let s = split(&[1, 2], super::super::UNBOUNDED, Some(30), f64::INFINITY, 0);
+        assert_eq!(s[0].num_prompts, super::super::UNBOUNDED);
+        assert_eq!((s[0].indices.index(0), s[1].indices.index(0), s[1].indices.index(1)), (1, 0, 2));
+    }
+
+    #[test]
+    fn a_share_past_the_end_of_the_file_gets_the_whole_file() {
         let file: Vec<PromptItem> =
-            (0..5).map(|i| PromptItem { text: format!("p{i}"), ..Default::default() }).collect();
+            (0..6).map(|i| PromptItem { text: format!("p{i}"), ..Default::default() }).collect();
         let texts = |v: &[PromptItem]| v.iter().map(|p| p.text.clone()).collect::<Vec<_>>();
-        let (inside, whole) = slice_prompts(&file, 1, 3);
-        assert_eq!((texts(&inside), whole), (vec!["p1".to_string(), "p2".into(), "p3".into()], false));
-        let (past, whole) = slice_prompts(&file, 3, 4);
-        assert_eq!((past.len(), whole), (5, true));
+        let two = split(&[1, 1], 6, None, f64::INFINITY, 0);
+        let (inside, whole) = slice_prompts(&file, &two[1].indices, two[1].num_prompts);
+        assert_eq!((texts(&inside), whole), (vec!["p1".to_string(), "p3".into(), "p5".into()], false));
+        let (past, whole) = slice_prompts(&file, &two[1].indices, 4);
+        assert_eq!((past.len(), whole), (6, true));
         assert_eq!(past[0].text, "p0", "in file order");
-        assert!(slice_prompts(&file, u64::MAX - 1, 10).1, "an unbounded slice");
+        assert!(slice_prompts(&file, &two[0].indices, super::super::UNBOUNDED).1, "an unbounded share");
+        assert!(slice_prompts(&file, &Stripe::contiguous(u64::MAX - 1), 10).1, "indices that wrap");
         assert_eq!(dataset_passes(5, 0), Some(0));
         assert_eq!(dataset_passes(5, 5), Some(1));
         assert_eq!(dataset_passes(5, 11), Some(3));
@@ -116,7 +133,7 @@ mod tests {
     fn three_equal_agents() {
         let s = split(&[2, 2, 2], 10_000, Some(2000), f64::INFINITY, 0);
         let n: Vec<u64> = s.iter().map(|x| x.num_prompts).collect();
-        assert_eq!(n, vec![3333, 3334, 3333]);
+        assert_eq!(n, vec![3334, 3333, 3333]);
         let c: Vec<u32> = s.iter().map(|x| x.max_concurrency).collect();
         assert_eq!(c, vec![667, 666, 667]);
         assert!(s[0].request_rate.is_infinite());
@@ -131,27 +148,32 @@ mod slice_tests {
         PromptItem { text: format!("p{i}"), ..Default::default() }
     }
 
-    /// Agent slices of a file dataset, expanded as the agent expands them, equal the
-    /// one-agent sequence and share no request.
+    /// The agents' shares of a file dataset, expanded as each agent expands them, give
+    /// the one-agent sequence index by index, and share no request.
     #[test]
-    fn file_slices_partition_the_sequence() {
+    fn file_shares_partition_the_sequence() {
         let all: Vec<PromptItem> = (0..7).map(item).collect();
         let n = all.len() as u64;
-        let expand = |start: u64, len: u64| -> Vec<String> {
-            let (got, whole) = slice_prompts(&all, start, len);
-            (0..len)
+        // Request k of a share, as the agent makes it: its own entries, or the passes.
+        let expand = |s: &Share| -> Vec<(u64, String)> {
+            let (got, whole) = slice_prompts(&all, &s.indices, s.num_prompts);
+            (0..s.num_prompts)
                 .map(|k| {
-                    let i = start + k;
+                    let i = s.indices.index(k);
                     let entry = if whole { surge_agent::data::dataset::pass_entry(3, i / n, i % n, n) } else { k };
-                    got[entry as usize].text.clone()
+                    (i, got[entry as usize].text.clone())
                 })
                 .collect()
         };
-        for (total, cut) in [(7u64, 3u64), (5, 2), (20, 9), (20, 13)] {
-            let whole = expand(0, total);
-            let mut parts = expand(0, cut);
-            parts.extend(expand(cut, total - cut));
-            assert_eq!(parts, whole, "total {total} cut {cut}");
+        for total in [7u64, 5, 20, 13] {
+            let alone = expand(&split(&[1], total, None, f64::INFINITY, 0)[0]);
+            for weights in [vec![1, 1], vec![2, 1, 1]] {
+                let mut parts: Vec<(u64, String)> =
+                    split(&weights, total, None, f64::INFINITY, 0).iter().flat_map(expand).collect();
+                parts.sort();
+                assert_eq!(parts, alone, "total {total}, weights {weights:?}");
+            }
+            let whole: Vec<String> = alone.into_iter().map(|(_, t)| t).collect();
             // The first pass in file order, each later one every entry once.
             let first: Vec<String> = (0..total.min(n)).map(|i| format!("p{i}")).collect();
             assert_eq!(whole[..first.len()], first);
@@ -161,6 +183,6 @@ mod slice_tests {
                 assert_eq!(p, (0..n).map(|i| format!("p{i}")).collect::<Vec<_>>());
             }
         }
-        assert!(slice_prompts(&[], 0, 5).0.is_empty());
+        assert!(slice_prompts(&[], &Stripe::contiguous(0), 5).0.is_empty());
     }
 }
