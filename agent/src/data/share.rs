@@ -85,12 +85,18 @@ impl Stripe {
     }
 }
 
+/// The largest weight a share is drawn with: a capacity above it counts as this much, so
+/// that an agent reporting an absurd core count cannot make the cycle (and the positions
+/// sent to every agent) huge.
+pub const MAX_WEIGHT: u32 = 4096;
+
 /// The shares of agents with capacities `weights`, in order: cycles of `sum(weights) /
 /// gcd` indices, in which agent `i` holds `weights[i] / gcd` positions spread evenly
 /// (each step goes to the agent furthest behind its part, the first one on ties). Every
-/// index belongs to exactly one share; a weight of 0 counts as 1.
+/// index belongs to exactly one share; a weight counts as at least 1 and at most
+/// [`MAX_WEIGHT`].
 pub fn stripes(weights: &[u32]) -> Vec<Stripe> {
-    let weights: Vec<u64> = weights.iter().map(|&w| u64::from(w.max(1))).collect();
+    let weights: Vec<u64> = weights.iter().map(|&w| u64::from(w.clamp(1, MAX_WEIGHT))).collect();
     let g = weights.iter().copied().reduce(gcd).unwrap_or(1);
     let weights: Vec<i64> = weights.iter().map(|&w| (w / g) as i64).collect();
     let cycle: i64 = weights.iter().sum();
@@ -173,5 +179,7 @@ mod tests {
         let s = Stripe::of(&w);
         assert_eq!(s.positions(), &[0, 2], "sorted, positions outside the cycle dropped");
         assert_eq!(stripes(&[5])[0].index(u64::MAX), u64::MAX, "one agent holds every index");
+        let s = stripes(&[u32::MAX, 1]);
+        assert_eq!((s[0].cycle(), s[1].positions().len()), (u64::from(MAX_WEIGHT) + 1, 1), "weights are capped");
     }
 }

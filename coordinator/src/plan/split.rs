@@ -6,7 +6,7 @@
 //! same request, and each agent's requests are spread over the whole run (and over a file
 //! dataset or a timed trace) instead of one agent taking its first part.
 
-use surge_agent::data::share::{Stripe, stripes};
+use surge_agent::data::share::{MAX_WEIGHT, Stripe, stripes};
 use surge_proto::PromptItem;
 
 /// One agent's part of the run.
@@ -27,7 +27,7 @@ pub struct Share {
 }
 
 /// Splits `num_prompts`, `max_concurrency`, `request_rate` and `num_warmups` by `weights`
-/// (capacities).
+/// (capacities, each counted as 1 to [`MAX_WEIGHT`]).
 pub fn split(
     weights: &[u32],
     num_prompts: u64,
@@ -35,13 +35,14 @@ pub fn split(
     request_rate: f64,
     num_warmups: u32,
 ) -> Vec<Share> {
-    let total: u64 = weights.iter().map(|&w| u64::from(w.max(1))).sum();
+    let weights: Vec<u32> = weights.iter().map(|&w| w.clamp(1, MAX_WEIGHT)).collect();
+    let total: u64 = weights.iter().map(|&w| u64::from(w)).sum();
     let mut acc = 0u64;
     let mut shares = Vec::with_capacity(weights.len());
     let unbounded = num_prompts == super::UNBOUNDED;
-    for (&w, indices) in weights.iter().zip(stripes(weights)) {
+    for (&w, indices) in weights.iter().zip(stripes(&weights)) {
         let from = acc as f64 / total as f64;
-        acc += u64::from(w.max(1));
+        acc += u64::from(w);
         let to = acc as f64 / total as f64;
         let part = |n: u64| (n as f64 * to).round() as u64 - (n as f64 * from).round() as u64;
         shares.push(Share {
