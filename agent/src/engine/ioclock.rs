@@ -117,7 +117,13 @@ impl IoClock {
 thread_local! {
     /// Where reads land before they are copied to the caller (64 KiB per thread).
     static SCRATCH: RefCell<Box<[u8]>> = RefCell::new(vec![0; 64 * 1024].into_boxed_slice());
+    /// Where the pieces of a small vectored write are joined (see `poll_write_vectored`).
+    static JOINED: RefCell<Vec<u8>> = RefCell::new(Vec::with_capacity(JOIN_MAX));
 }
+
+/// Most bytes of a vectored write that are joined and sent with one `write` rather than
+/// a `writev`: about where copying them costs what the `writev` would have cost more.
+const JOIN_MAX: usize = 8 * 1024;
 
 /// A TCP stream that stamps its [`IoClock`] on every read that returned bytes (with the
 /// kernel's receive time) and on the first write after the clock was armed.
@@ -232,9 +238,25 @@ impl AsyncWrite for Stamped {
     ) -> Poll<std::io::Result<usize>> {
         let this = self.get_mut();
         this.clock.mark_write();
+        // hyper hands over a request as its head and its body. Linux's `write` of one
+        // buffer is cheaper than a `writev` of several (bench/RESULTS.md: 6 % more
+        // requests per second on one core with small bodies), so small pieces are joined
+        // and written at once; large bodies still go without a copy.
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
         loop {
             let mut guard = ready!(this.io.poll_write_ready(cx))?;
-            match guard.try_io(|io| io.get_ref().write_vectored(bufs)) {
+            let written = match bufs {
+                [one] => guard.try_io(|io| io.get_ref().write(one)),
+                _ if total <= JOIN_MAX => JOINED.with_borrow_mut(|joined| {
+                    joined.clear();
+                    for b in bufs {
+                        joined.extend_from_slice(b);
+                    }
+                    guard.try_io(|io| io.get_ref().write(joined))
+                }),
+                _ => guard.try_io(|io| io.get_ref().write_vectored(bufs)),
+            };
+            match written {
                 Ok(result) => return Poll::Ready(result),
                 Err(_would_block) => continue,
             }
@@ -298,6 +320,37 @@ mod tests {
         let slack = Duration::from_millis(2);
         assert!(t + slack >= before && t <= sent + slack, "dated at arrival, {:?} after the send", t - before);
         assert!(t <= Instant::now());
+    }
+
+    /// Vectored writes reach the peer whole and in order, joined (small) or not (large),
+    /// and are stamped like plain writes.
+    #[tokio::test]
+    async fn vectored_writes_arrive_in_order_joined_or_not() {
+        let (mut stamped, clock, mut server) = pair().await;
+        let big: Vec<u8> = (0..JOIN_MAX + 100).map(|i| (i % 251) as u8).collect();
+        let cases: [&[&[u8]]; 4] = [&[b"POST / HTTP/1.1\r\n\r\n", b"body"], &[b"one"], &[b"head:", &big], &[]];
+        for pieces in cases {
+            clock.arm_write();
+            let want: Vec<u8> = pieces.concat();
+            let mut sent = 0;
+            while sent < want.len() {
+                // The pieces not yet written, as a caller would pass them again.
+                let mut skip = sent;
+                let rest: Vec<std::io::IoSlice<'_>> = pieces
+                    .iter()
+                    .filter_map(|p| {
+                        let from = skip.min(p.len());
+                        skip -= from;
+                        (from < p.len()).then(|| std::io::IoSlice::new(&p[from..]))
+                    })
+                    .collect();
+                sent += stamped.write_vectored(&rest).await.unwrap();
+            }
+            let mut got = vec![0u8; want.len()];
+            server.read_exact(&mut got).await.unwrap();
+            assert_eq!(got, want, "{} piece(s)", pieces.len());
+            assert_eq!(clock.take_write().is_some(), !want.is_empty(), "stamped when bytes were written");
+        }
     }
 
     #[tokio::test]
