@@ -88,6 +88,14 @@ done
 served() { ip netns exec ${P}-target curl -fsS http://$NET.20:8000/metrics | awk '/^surge_echo_tokens_total/ {print int($2/8)}'; }
 running() { ip netns exec ${P}-target curl -fsS http://$NET.20:8000/metrics | awk '/^surge_echo_requests_running/ {print int($2)}'; }
 for _ in $(seq 100); do [[ -n $(served 2>/dev/null) ]] && break; sleep 0.1; done
+[[ -n $(served 2>/dev/null) ]] || { cat "$WORK/echo.log" >&2; die "the echo target did not answer within 10 s"; }
+# The coordinator does not retry an agent that refuses the connection (exit 1, no result),
+# so wait for each agent's "listening" line; on a loaded 2-core host it once came after
+# the first level had started.
+for a in a1 a2; do
+    for _ in $(seq 200); do grep -q "listening on" "$WORK/$a.log" && break; sleep 0.05; done
+    grep -q "listening on" "$WORK/$a.log" || { cat "$WORK/$a.log" >&2; die "agent $a did not listen within 10 s"; }
+done
 
 # One level: 2,000 in flight for D seconds; the control path of a1 is cut at 5 s for CUT s.
 level() { # name duration cut
@@ -132,6 +140,11 @@ NFT
     local rc=0; wait $pid || rc=$?
     sleep 1
     local after; after=$(served)
+    if [[ ! -s $dir/r.json ]]; then
+        log "level $name: surge run exited $rc without a result; its output:"
+        tail -n 40 "$dir/out.txt" "$dir/err.txt" "$WORK/a1.log" "$WORK/a2.log" >&2 || true
+        die "level $name wrote no result"
+    fi
     python3 - "$dir" "$name" "$rc" "$t_cut" "${stopped:-}" "$((after - before))" >>"$WORK/table.md" <<'PY'
 import json, sys
 d, name, rc, t_cut, stopped, served = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5], int(sys.argv[6])
