@@ -7,47 +7,19 @@
 # Exit: 0 passed; 1 failed; 77 SKIPPED (no caddy and no way to install it).
 # Environment: SURGE_BIN_DIR (default target/debug), REQUESTS (500), CONCURRENCY (50).
 set -euo pipefail
-REPO=$(cd "$(dirname "$0")/../.." && pwd)
-BIN=${SURGE_BIN_DIR:-$REPO/target/debug}
+say() { echo "caddy HTTP/3 test: $*" >&2; }
+source "$(dirname "$0")/../lib.sh"
 REQUESTS=${REQUESTS:-500}
 CONCURRENCY=${CONCURRENCY:-50}
-SKIP=77
-say() { echo "caddy HTTP/3 test: $*" >&2; }
 
-if ! command -v caddy >/dev/null 2>&1; then
-    if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
-        say "installing Debian's caddy package"
-        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends caddy; } \
-            >/dev/null 2>&1 || { say "SKIPPED: cannot apt-get install caddy"; exit $SKIP; }
-    else
-        say "SKIPPED: no caddy, and not root with apt-get to install it"
-        exit $SKIP
-    fi
-fi
-command -v python3 >/dev/null || { say "SKIPPED: needs python3"; exit $SKIP; }
-[[ -x $BIN/surge ]] || { say "no surge binary in $BIN (run cargo build)"; exit 1; }
-
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-wait_for() { # what command...
-    local what=$1; shift
-    for _ in $(seq 1 400); do "$@" >/dev/null 2>&1 && return 0; sleep 0.05; done
-    say "FAILED: $what"; exit 1
-}
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
+need_command python3 python3
+need_bins surge
+need_command caddy caddy
 
 # The echo, plaintext HTTP/1.1 behind the proxy.
 "$BIN/surge" echo --listen 127.0.0.1:0 --ttft-ms 20 --itl-ms 5 >"$WORK/echo.out" 2>&1 &
 PIDS+=($!)
-wait_for "echo start" grep -q "listening on" "$WORK/echo.out"
+wait_line "$WORK/echo.out" "listening on"
 ECHO=$(grep -o 'http://[0-9.:]*' "$WORK/echo.out" | head -1)
 
 # Caddy: HTTPS with its internal CA on a free port, HTTP/3 on the same UDP port; SSE

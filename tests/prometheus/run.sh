@@ -10,36 +10,12 @@
 # Exit: 0 passed; 1 failed; 77 SKIPPED (no prometheus and no way to install it).
 # Environment: SURGE_BIN_DIR (default target/debug: the README's test command built it).
 set -euo pipefail
-REPO=$(cd "$(dirname "$0")/../.." && pwd)
-BIN=${SURGE_BIN_DIR:-$REPO/target/debug}
-SKIP=77
 say() { echo "prometheus test: $*" >&2; }
+source "$(dirname "$0")/../lib.sh"
 
-if ! command -v prometheus >/dev/null 2>&1; then
-    if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
-        say "installing Debian's prometheus package"
-        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; } \
-            >/dev/null 2>&1 || { say "SKIPPED: cannot apt-get install prometheus"; exit $SKIP; }
-    else
-        say "SKIPPED: no prometheus binary, and not root with apt-get to install it"
-        exit $SKIP
-    fi
-fi
-[[ -x $BIN/surge && -x $BIN/surge-agent ]] || { say "no surge binaries in $BIN (run cargo build)"; exit 1; }
-
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
-wait_line() { # file pattern
-    for _ in $(seq 1 200); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.05; done
-    say "timed out waiting for '$2' in $1"; cat "$1" >&2; return 1
-}
+need_command python3 python3
+need_bins surge surge-agent
+need_command prometheus prometheus
 
 "$BIN/surge" echo --listen 127.0.0.1:0 --ttft-ms 5 --itl-ms 2 >"$WORK/echo.log" 2>&1 &
 PIDS+=($!)

@@ -8,38 +8,16 @@
 # Environment: SURGE_BIN_DIR (default target/debug), SURGE_REPORT_KEEP=DIR copies the
 # report, the screenshot and the PNGs there (how the README's screenshot was made).
 set -euo pipefail
-REPO=$(cd "$(dirname "$0")/../.." && pwd)
-BIN=${SURGE_BIN_DIR:-$REPO/target/debug}
-SKIP=77
 say() { echo "report browser test: $*" >&2; }
+source "$(dirname "$0")/../lib.sh"
 
+need_command python3 python3
+need_bins surge
 CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
 if [[ -z $CHROMIUM ]]; then
-    if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
-        say "installing Debian's chromium package"
-        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; } \
-            >/dev/null 2>&1 || { say "SKIPPED: cannot apt-get install chromium"; exit $SKIP; }
-        CHROMIUM=$(command -v chromium)
-    else
-        say "SKIPPED: no chromium, and not root with apt-get to install it"
-        exit $SKIP
-    fi
+    need_command chromium chromium
+    CHROMIUM=$(command -v chromium)
 fi
-command -v python3 >/dev/null || { say "SKIPPED: needs python3"; exit $SKIP; }
-[[ -x $BIN/surge ]] || { say "no surge binary in $BIN (run cargo build)"; exit 1; }
-
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-wait_line() { # file pattern
-    for _ in $(seq 1 200); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.05; done
-    say "timed out waiting for '$2' in $1"; cat "$1" >&2; return 1
-}
 
 "$BIN/surge" echo --listen 127.0.0.1:0 --ttft-ms 20 --itl-ms 4 --max-concurrent-streams 16 >"$WORK/echo.log" 2>&1 &
 PIDS+=($!)
