@@ -104,7 +104,9 @@ async fn request(
     let exchange = async {
         let (status, mut body): (_, Body) = conn.send(req).await.map_err(ClientError::Http)?;
         let mut all = bytes::BytesMut::new();
-        while let Some(chunk) = body.chunk().await {
+        // Through the connection: an HTTP/1.1 body longer than one read arrives only while
+        // the connection's I/O is driven (a 53 KB vLLM /metrics page did not, otherwise).
+        while let Some(chunk) = conn.chunk(&mut body).await {
             all.extend_from_slice(&chunk.map_err(ClientError::Http)?.0);
         }
         Ok(Response { status: status.as_u16(), body: all.freeze() })
@@ -180,5 +182,33 @@ mod tests {
         drop(listener);
         let e = get("ftp://x", "/", Duration::from_secs(1)).await.unwrap_err();
         assert!(matches!(e, ClientError::Target(TargetError::Scheme(_))), "{e:?}");
+    }
+
+    /// A body that arrives over several reads, some time apart (vLLM's /metrics is ~53 KB),
+    /// is read whole within the timeout.
+    #[tokio::test]
+    async fn a_long_body_in_several_writes_is_read_whole() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        const PART: usize = 20_000;
+        let server = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut buf = vec![0u8; 4096];
+            let mut got = Vec::new();
+            while !got.ends_with(b"\r\n\r\n") {
+                let n = s.read(&mut buf).await.unwrap();
+                assert!(n > 0, "the client closed early");
+                got.extend_from_slice(&buf[..n]);
+            }
+            s.write_all(format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", 3 * PART).as_bytes()).await.unwrap();
+            for part in [b'a', b'b', b'c'] {
+                s.write_all(&[part; PART]).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(30)).await;
+            }
+        });
+        let r = get(&base, "/metrics", Duration::from_secs(5)).await.unwrap();
+        assert_eq!((r.status, r.body.len()), (200, 3 * PART));
+        assert!(r.body[..PART].iter().all(|&b| b == b'a') && r.body[2 * PART..].iter().all(|&b| b == b'c'));
+        server.await.unwrap();
     }
 }
