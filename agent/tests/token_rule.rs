@@ -1,6 +1,6 @@
 //! The token rule (DESIGN.md D10): a chunk carrying generated output is a token event even
-//! when its text is empty; role announcements, finish-only chunks, usage chunks and
-//! `[DONE]` are not. Checked against `surge echo --partial-tokens` (completions and chat,
+//! when its text is empty; role announcements, finish-only chunks (unless `usage` counts
+//! them: vLLM's last token), usage chunks and `[DONE]` are not. Checked against `surge echo --partial-tokens` (completions and chat,
 //! with reasoning and tool-call deltas) and against a server written here whose every
 //! chunk is placed by hand.
 
@@ -143,8 +143,9 @@ const FINISH_MS: u64 = 100;
 const USAGE_TOKENS: u32 = 11;
 
 /// A chat server: role chunk at once, OUTPUT chunks GAP_MS apart, a finish_reason-only
-/// chunk FINISH_MS later, then (optionally) a usage chunk, a comment and `[DONE]`.
-async fn hand_written_server(usage: bool) -> String {
+/// chunk with `"content": ""` `finish_ms` later, then (optionally) a usage chunk claiming
+/// `usage` completion tokens, a comment and `[DONE]`.
+async fn hand_written_server(usage: Option<u32>, finish_ms: u64) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
@@ -170,11 +171,11 @@ async fn hand_written_server(usage: bool) -> String {
                         return;
                     }
                 }
-                tokio::time::sleep(Duration::from_millis(FINISH_MS)).await;
+                tokio::time::sleep(Duration::from_millis(finish_ms)).await;
                 let mut tail = chunk(r#"{"index":0,"delta":{"content":""},"finish_reason":"stop"}"#);
-                if usage {
+                if let Some(tokens) = usage {
                     tail.push_str(&format!(
-                        "data: {{\"id\":\"x\",\"choices\":[],\"usage\":{{\"prompt_tokens\":16,\"completion_tokens\":{USAGE_TOKENS}}}}}\n\n"
+                        "data: {{\"id\":\"x\",\"choices\":[],\"usage\":{{\"prompt_tokens\":16,\"completion_tokens\":{tokens}}}}}\n\n"
                     ));
                 }
                 tail.push_str(": keep-alive comment\n\ndata: [DONE]\n\n");
@@ -211,7 +212,7 @@ fn check_hand_written(rows: &[Row]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hand_written_stream_with_usage() {
-    let base = hand_written_server(true).await;
+    let base = hand_written_server(Some(USAGE_TOKENS), FINISH_MS).await;
     let rows = rows(workload(&base, true, 4, 2, 16)).await;
     check_hand_written(&rows);
     for r in &rows {
@@ -222,10 +223,38 @@ async fn hand_written_stream_with_usage() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hand_written_stream_without_usage_counts_events() {
-    let base = hand_written_server(false).await;
+    let base = hand_written_server(None, FINISH_MS).await;
     let rows = rows(workload(&base, true, 4, 2, 16)).await;
     check_hand_written(&rows);
     for r in &rows {
         assert_eq!((r.output_tokens, r.output_source()), (OUTPUT.len() as u32, TokenSource::EventCount));
+    }
+}
+
+/// vLLM's last token rides on its finish chunk, and its text is `""` when the stream stops
+/// inside a character or on EOS (seen on a real vLLM server: 31 token events for 32
+/// generated tokens of emoji before this case). When usage counts one token more than
+/// the events, the finish chunk is that token: one more gap, E2EL at the finish chunk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finish_chunk_is_the_last_token_when_usage_counts_it() {
+    let tokens = OUTPUT.len() as u32 + 1;
+    let base = hand_written_server(Some(tokens), GAP_MS).await;
+    let got = rows(workload(&base, true, 4, 2, 16)).await;
+    assert_eq!(got.len(), 4);
+    for r in &got {
+        assert_eq!(r.error(), ErrorKind::None, "{r:?}");
+        assert_eq!((r.output_tokens, r.output_source()), (tokens, TokenSource::ServerUsage));
+        assert_eq!(r.itl_us.len(), OUTPUT.len(), "one gap per token after the first: {:?}", r.itl_us);
+        let last = f64::from(*r.itl_us.last().unwrap()) / 1e3;
+        assert!((GAP_MS as f64 - 1.0..2.0 * GAP_MS as f64 - 1.0).contains(&last), "last gap {last} ms");
+        let span = ((r.latency_us - r.ttft_us) as f64) / 1e3;
+        let sum: f64 = r.itl_us.iter().map(|&g| f64::from(g) / 1e3).sum();
+        assert!((span - sum).abs() < 0.01, "E2EL ends at the finish chunk: E2EL - TTFT {span} ms, gaps {sum} ms");
+    }
+    // The same stream whose usage does not count the finish chunk: not a token event.
+    let base = hand_written_server(Some(OUTPUT.len() as u32), GAP_MS).await;
+    for r in &rows(workload(&base, true, 4, 2, 16)).await {
+        assert_eq!(r.error(), ErrorKind::None, "{r:?}");
+        assert_eq!(r.itl_us.len(), OUTPUT.len() - 1, "{:?}", r.itl_us);
     }
 }

@@ -101,7 +101,8 @@ pub struct EchoArgs {
 
     /// Each streamed token that does not complete a character is, with probability P,
     /// the first half of a multi-byte character split over two tokens: its chunk carries
-    /// "" and the next one the whole character (as vLLM streams Chinese text or emoji).
+    /// "" and the next one the whole character (as vLLM streams Chinese text or emoji);
+    /// a last token so split ends the stream inside a character.
     #[arg(long = "partial-tokens", value_name = "P", default_value_t = 0.0)]
     pub partial_tokens: f64,
 

@@ -244,7 +244,7 @@ impl Body for SseBody {
                         return Poll::Ready(Some(Err(Truncated)));
                     }
                     let last = k + 1 == this.p.n;
-                    let tok = this.p.tokens.token(k, this.p.n);
+                    let tok = this.p.tokens.token(k);
                     let data = if this.p.malformed_at == Some(k) {
                         this.p.chunker.malformed(&mut this.buf, tok)
                     } else {

@@ -15,16 +15,29 @@ use std::borrow::Cow;
 /// one for every such token. Not token events: chat's role announcement (a delta with
 /// `role` and empty or no output), a chunk whose only news is a `finish_reason` with empty
 /// output, usage-only chunks (`"choices": []`), and SSE comments (dropped by the framer).
+///
+/// One refinement, measured on a real vLLM server: vLLM puts the `finish_reason` on the
+/// chunk of the last generated token, and that token's text is `""` when the stream is cut
+/// in the middle of a character or ends on a special token (EOS). A finish chunk whose
+/// output field is present but empty is therefore a [`Event::Finish`]: the request counts
+/// it as its last token event exactly when the server's `usage.completion_tokens` is one
+/// more than the token events before it. A finish chunk without an output field (`"delta":
+/// {}`, OpenAI's and llama.cpp's separate last chunk) is [`Event::Empty`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event {
     /// A chunk carrying generated output: a token event.
     Token,
+    /// A chunk whose only news is a `finish_reason`, with an empty output field present: a
+    /// token event if `usage` says so (see above).
+    Finish,
     /// A chunk without generated output (role announcement, finish_reason only, keep-alive).
     Empty,
     /// The final `usage` block.
     Usage { prompt_tokens: u32, completion_tokens: u32 },
     /// The chunk carried both a token and usage (some servers do that).
     TokenAndUsage { prompt_tokens: u32, completion_tokens: u32 },
+    /// The chunk carried both a [`Event::Finish`] and usage.
+    FinishAndUsage { prompt_tokens: u32, completion_tokens: u32 },
     /// `data: [DONE]`.
     Done,
     /// An `{"error": ...}` object in the stream.
@@ -107,9 +120,18 @@ impl Output {
     }
 }
 
+/// What one choice is to the token rule.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Carries {
+    Token,
+    /// Only a `finish_reason`, with an output field present but empty.
+    Finish,
+    Nothing,
+}
+
 impl Choice<'_> {
     /// D10 for one choice.
-    fn is_token(&self) -> bool {
+    fn carries(&self) -> Carries {
         let mut out = Output::of(self.text.as_deref());
         let mut role = false;
         if let Some(d) = &self.delta {
@@ -123,11 +145,12 @@ impl Choice<'_> {
                 out = out.or(Output { present: true, nonempty: true });
             }
         }
-        if out.nonempty {
-            return true;
-        }
         // Empty output: a token unless the chunk is a role announcement or a finish.
-        out.present && !role && self.finish_reason.is_none()
+        match (out.nonempty, out.present && !role, self.finish_reason.is_some()) {
+            (true, _, _) | (false, true, false) => Carries::Token,
+            (false, true, true) => Carries::Finish,
+            (false, false, _) => Carries::Nothing,
+        }
     }
 
     fn push_text(&self, out: &mut String) {
@@ -190,18 +213,28 @@ fn classify_into(data: &[u8], out: Option<&mut String>) -> Event {
     if chunk.error.is_some() {
         return Event::ServerError;
     }
-    let token = chunk.choices.iter().any(Choice::is_token);
+    let carries = chunk.choices.iter().map(Choice::carries).fold(Carries::Nothing, |a, c| match (a, c) {
+        (Carries::Token, _) | (_, Carries::Token) => Carries::Token,
+        (Carries::Finish, _) | (_, Carries::Finish) => Carries::Finish,
+        _ => Carries::Nothing,
+    });
     if let Some(out) = out {
         for c in &chunk.choices {
             c.push_text(out);
         }
     }
-    match (token, chunk.usage) {
-        (true, None) => Event::Token,
-        (false, None) => Event::Empty,
-        (false, Some(u)) => Event::Usage { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens },
-        (true, Some(u)) => {
+    match (carries, chunk.usage) {
+        (Carries::Token, None) => Event::Token,
+        (Carries::Finish, None) => Event::Finish,
+        (Carries::Nothing, None) => Event::Empty,
+        (Carries::Nothing, Some(u)) => {
+            Event::Usage { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens }
+        }
+        (Carries::Token, Some(u)) => {
             Event::TokenAndUsage { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens }
+        }
+        (Carries::Finish, Some(u)) => {
+            Event::FinishAndUsage { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens }
         }
     }
 }
@@ -311,7 +344,7 @@ mod tests {
         assert_eq!(classify(br#"{"choices":[{"index":0,"text":" hi"}]}"#), Event::Token);
         assert_eq!(classify(br#"{"choices":[{"delta":{"content":"x"}}]}"#), Event::Token);
         assert_eq!(classify(br#"{"choices":[{"delta":{"role":"assistant"}}]}"#), Event::Empty);
-        assert_eq!(classify(br#"{"choices":[{"text":"","finish_reason":"length"}]}"#), Event::Empty);
+        assert_eq!(classify(br#"{"choices":[{"text":"","finish_reason":"length"}]}"#), Event::Finish);
         assert_eq!(
             classify(br#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":7,"total_tokens":12}}"#),
             Event::Usage { prompt_tokens: 5, completion_tokens: 7 }
@@ -343,10 +376,13 @@ mod tests {
             (br#"{"choices":[{"delta":{"role":"assistant","content":""}}]}"#, Event::Empty),
             (br#"{"choices":[{"delta":{"role":"assistant"}}]}"#, Event::Empty),
             (br#"{"choices":[{"delta":{"role":"assistant","content":" hi"}}]}"#, Event::Token),
-            // Only a finish_reason, with empty or no output.
-            (br#"{"choices":[{"text":"","finish_reason":"stop"}]}"#, Event::Empty),
-            (br#"{"choices":[{"delta":{"content":""},"finish_reason":"stop"}]}"#, Event::Empty),
+            // Only a finish_reason with an empty output field: maybe vLLM's last token
+            // (usage decides); with no output field: not a token.
+            (br#"{"choices":[{"text":"","finish_reason":"stop"}]}"#, Event::Finish),
+            (br#"{"choices":[{"delta":{"content":""},"finish_reason":"length"}]}"#, Event::Finish),
+            (br#"{"choices":[{"delta":{"role":"assistant","content":""},"finish_reason":"stop"}]}"#, Event::Empty),
             (br#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#, Event::Empty),
+            (br#"{"choices":[{"delta":{"content":null},"finish_reason":"stop"}]}"#, Event::Empty),
             (br#"{"choices":[{"delta":{}}]}"#, Event::Empty),
             (br#"{"choices":[]}"#, Event::Empty),
         ];
@@ -356,6 +392,10 @@ mod tests {
         assert_eq!(
             classify(br#"{"choices":[{"text":""}],"usage":{"prompt_tokens":1,"completion_tokens":2}}"#),
             Event::TokenAndUsage { prompt_tokens: 1, completion_tokens: 2 }
+        );
+        assert_eq!(
+            classify(br#"{"choices":[{"text":"","finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":3}}"#),
+            Event::FinishAndUsage { prompt_tokens: 1, completion_tokens: 3 }
         );
     }
 

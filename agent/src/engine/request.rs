@@ -199,6 +199,15 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
     }
 }
 
+/// Dates one token event: the first sets TTFT, each later one adds a gap.
+fn token_event(at: Instant, first: &mut Option<Instant>, last: &mut Option<Instant>, itl_us: &mut Vec<u32>) {
+    match *last {
+        None => *first = Some(at),
+        Some(prev) => itl_us.push(gap_us(at - prev)),
+    }
+    *last = Some(at);
+}
+
 async fn read_response(
     pool: &Arc<Pool>,
     tpl: &RequestTemplate,
@@ -218,6 +227,9 @@ async fn read_response(
     let mut last: Option<Instant> = None;
     let mut events: u32 = 0;
     let mut usage: Option<(u32, u32)> = None;
+    // When a finish chunk with empty output came after the last token event (D10's
+    // refinement): the last token if usage counts one more than the events.
+    let mut finish: Option<Instant> = None;
     let mut done = false;
     let mut error: Option<ErrorKind> = None;
     // What the server said when it refused (the start of the body), for the message.
@@ -274,6 +286,10 @@ async fn read_response(
                     let token = match event {
                         Event::Token => true,
                         Event::Empty => false,
+                        Event::Finish => {
+                            finish = Some(now);
+                            false
+                        }
                         Event::Usage { prompt_tokens, completion_tokens } => {
                             usage = Some((prompt_tokens, completion_tokens));
                             false
@@ -281,6 +297,11 @@ async fn read_response(
                         Event::TokenAndUsage { prompt_tokens, completion_tokens } => {
                             usage = Some((prompt_tokens, completion_tokens));
                             true
+                        }
+                        Event::FinishAndUsage { prompt_tokens, completion_tokens } => {
+                            usage = Some((prompt_tokens, completion_tokens));
+                            finish = Some(now);
+                            false
                         }
                         Event::Done => {
                             done = true;
@@ -296,12 +317,9 @@ async fn read_response(
                         }
                     };
                     if token {
+                        finish = None;
                         events += 1;
-                        match last {
-                            None => first = Some(now),
-                            Some(prev) => row.itl_us.push(gap_us(now - prev)),
-                        }
-                        last = Some(now);
+                        token_event(now, &mut first, &mut last, &mut row.itl_us);
                     }
                 });
                 if res.is_err() {
@@ -312,6 +330,14 @@ async fn read_response(
         }
     }
     let end = Instant::now();
+    // vLLM's last token rides on its finish chunk, with "" for text when the stream stops
+    // inside a character or on EOS: the server's count says whether that chunk was one.
+    if let (Some(at), Some((_, completion))) = (finish, usage)
+        && completion == events + 1
+    {
+        events += 1;
+        token_event(at, &mut first, &mut last, &mut row.itl_us);
+    }
     if error.is_none() && ok && mode == Mode::Stream && !done && usage.is_none() {
         error = Some(ErrorKind::Truncated);
     }
