@@ -114,7 +114,7 @@ PER_REQ_HWM=$(awk -v p="$HWM" -v i="$IDLE" -v n="$INFLIGHT" 'BEGIN { printf "%.1
 VERDICT=$(awk -v x="$PER_REQ" -v t="$TARGET_KIB" 'BEGIN { print (x <= t ? "meets" : "MISSES") }')
 OK=$(sed -n 's/^Successful requests:[[:space:]]*\([0-9]*\).*/\1/p' "$OUT/run.out")
 FAILED=$(sed -n 's/^Failed requests:[[:space:]]*\([0-9]*\).*/\1/p' "$OUT/run.out")
-PEAKCONC=$(sed -n 's/^Peak concurrent requests:[[:space:]]*\([0-9.]*\).*/\1/p' "$OUT/run.out")
+PEAKCONC=$(sed -n 's/^Peak in flight (one instant):[[:space:]]*\([0-9.]*\).*/\1/p' "$OUT/run.out")
 DUR=$(sed -n 's/^Benchmark duration (s):[[:space:]]*\([0-9.]*\).*/\1/p' "$OUT/run.out")
 
 md=$OUT/agent-memory.md
@@ -137,7 +137,7 @@ md=$OUT/agent-memory.md
     echo "| agent VmRSS after the run | $AFTER KiB |"
     echo "| echo \`surge_echo_requests_running\`, max sampled | $MAXRUN |"
     echo "| samples with all $INFLIGHT in flight | $AT2000 |"
-    echo "| surge run: successful / failed, peak concurrent, duration | ${OK:-?} / ${FAILED:-?}, ${PEAKCONC:-?}, ${DUR:-?} s (exit $RUN_RC) |"
+    echo "| surge run: successful / failed, peak in flight (one instant), duration | ${OK:-?} / ${FAILED:-?}, ${PEAKCONC:-?}, ${DUR:-?} s (exit $RUN_RC) |"
     echo "| **(peak - idle) / $INFLIGHT** | **$PER_REQ KiB per in-flight request** ($VERDICT the target of <= $TARGET_KIB KiB) |"
     echo "| (VmHWM - idle) / $INFLIGHT | $PER_REQ_HWM KiB |"
     echo "| of which (prepared - idle) / $INFLIGHT, before any request is sent | $(awk -v p="$PRE" -v i="$IDLE" -v n="$INFLIGHT" 'BEGIN { printf "%.1f", (p - i) / n }') KiB |"

@@ -43,7 +43,7 @@ for run in $(seq "$RUNS"); do
         --save-result --result-dir "$OUT" --result-filename "run-$run.json" >"$OUT/run-$run.txt" 2>&1 \
         || die "surge run failed (see $OUT/run-$run.txt)"
     kill "$ECHO_PID"; wait "$ECHO_PID" 2>/dev/null || true; ECHO_PID=
-    jq -r --arg run "$run" --arg load "$load_before" '"| \($run) | \(.completed) | \(.failed) | \(.max_concurrent_requests) | \(.median_ttft_ms*100|round/100) | \(.p90_ttft_ms*100|round/100) | \(.p99_ttft_ms*100|round/100) | \(.median_itl_ms*100|round/100) | \(.p99_itl_ms*100|round/100) | \(.request_throughput|round) | \($load) |"' \
+    jq -r --arg run "$run" --arg load "$load_before" '"| \($run) | \(.completed) | \(.failed) | \(.peak_in_flight) | \(.median_ttft_ms*100|round/100) | \(.p90_ttft_ms*100|round/100) | \(.p99_ttft_ms*100|round/100) | \(.median_itl_ms*100|round/100) | \(.p99_itl_ms*100|round/100) | \(.request_throughput|round) | \($load) |"' \
         "$OUT/run-$run.json" | tee -a "$ROWS" >&2
 done
 
