@@ -30,6 +30,15 @@ impl ServerScrape {
     }
 }
 
+/// What to tell the user when the default `{base-url}/metrics` fails before the load:
+/// nothing when the server has no such page (HTTP 404: many OpenAI-compatible servers),
+/// else why the result will have no server view.
+pub fn default_url_failed(err: &str) -> Option<String> {
+    (!err.ends_with(": HTTP 404")).then(|| {
+        format!("no server view: {err} (--metrics-url URL to scrape another address, --no-scrape-metrics to skip this)")
+    })
+}
+
 /// One scrape of the plan's URLs, bounded by the interval (at most 5 s).
 pub async fn once(plan: &ScrapePlan) -> Result<Snapshot, String> {
     scrape::scrape(&plan.urls, &plan.extra, plan.interval.min(Duration::from_secs(5)), None, &plan.tls.client()).await
@@ -51,5 +60,19 @@ pub async fn periodic(plan: ScrapePlan, start_ns: i64, tx: mpsc::Sender<ServerSc
         if stop.is_cancelled() || tx.send(ServerScrape { t_s, result, baseline: false, last: false }).await.is_err() {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failing_default_metrics_page_is_told_unless_the_server_has_none() {
+        assert_eq!(default_url_failed("http://127.0.0.1:8000/metrics: HTTP 404"), None);
+        let told = default_url_failed("http://127.0.0.1:8000/metrics: no answer within 1s").unwrap();
+        assert!(told.starts_with("no server view: http://127.0.0.1:8000/metrics: no answer within 1s"), "{told}");
+        assert!(told.contains("--metrics-url") && told.contains("--no-scrape-metrics"), "{told}");
+        assert!(default_url_failed("http://h/metrics: HTTP 500").is_some());
     }
 }

@@ -346,7 +346,12 @@ impl Runner<'_> {
         let result = scrape::once(sp).await;
         match &result {
             Ok(s) if s.is_empty() && !sp.explicit => return None,
-            Err(_) if !sp.explicit => return None,
+            Err(e) if !sp.explicit => {
+                if let Some(why) = scrape::default_url_failed(e) {
+                    self.observer.notice(&why);
+                }
+                return None;
+            }
             Err(e) => self.observer.notice(&format!("cannot scrape the server's metrics: {e}")),
             _ => {}
         }
