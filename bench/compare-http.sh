@@ -58,6 +58,7 @@ BODY="water people little answer country time long find make day the of and to w
 # --- tools -------------------------------------------------------------------
 command -v taskset >/dev/null || die "taskset not found (util-linux)"
 [[ -x /usr/bin/time ]] || die "/usr/bin/time not found (apt-get install time)"
+[[ ${BIN:-release} == release ]] || die "BIN=$BIN: comparisons use the release build"
 prepare_bins "$OUT"
 
 find_oha() {

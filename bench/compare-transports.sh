@@ -25,6 +25,7 @@ RESULTS=${RESULTS-$BENCH_DIR/RESULTS.md}
 OUT=${OUT:-$(mktemp -d /tmp/surge-compare-transports.XXXXXX)}
 mkdir -p "$OUT"
 ulimit -n 20000 2>/dev/null || true
+[[ ${BIN:-release} == release ]] || die "BIN=$BIN: comparisons use the release build"
 prepare_bins "$OUT"
 
 PIDS=()

@@ -27,14 +27,7 @@ mkdir -p "$OUT"
 ulimit -n 20000 2>/dev/null || true
 (( $(ulimit -n) >= INFLIGHT + 256 )) || die "open-file limit $(ulimit -n) is below $((INFLIGHT + 256))"
 
-if [[ ${BIN:-release} == debug ]]; then
-    (cd "$ROOT" && cargo build --bins -q) || die "cargo build failed"
-    mkdir -p "$OUT/bin"
-    cp "$ROOT/target/debug/surge" "$ROOT/target/debug/surge-agent" "$OUT/bin/"
-    SURGE=$OUT/bin/surge SURGE_AGENT=$OUT/bin/surge-agent BINS_BUILT="(dev profile)"
-else
-    prepare_bins "$OUT"
-fi
+prepare_bins "$OUT"
 
 port=$(free_port)
 "$SURGE" echo --listen "127.0.0.1:$port" --ttft-ms 500 --itl-ms 10 >"$OUT/echo.log" 2>&1 &

@@ -11,9 +11,17 @@ die() { log "error: $*"; exit 1; }
 
 # Builds the release binaries when one of them is missing, then copies both into
 # $1/bin so that a concurrent `cargo build` in the workspace cannot swap them in the
-# middle of a comparison. Sets SURGE and SURGE_AGENT.
+# middle of a comparison. Sets SURGE, SURGE_AGENT and BINS_BUILT. With BIN=debug, builds
+# and copies the optimized dev profile instead (no release build; not for comparisons).
 prepare_bins() {
     local dest=$1/bin
+    if [[ ${BIN:-release} == debug ]]; then
+        (cd "$ROOT" && cargo build --bins -q) || die "cargo build failed"
+        mkdir -p "$dest"
+        cp "$ROOT/target/debug/surge" "$ROOT/target/debug/surge-agent" "$dest/"
+        SURGE=$dest/surge SURGE_AGENT=$dest/surge-agent BINS_BUILT="(dev profile)"
+        return
+    fi
     if [[ ! -x $ROOT/target/release/surge || ! -x $ROOT/target/release/surge-agent ]]; then
         log "release binaries missing: cargo build --release --bins"
         (cd "$ROOT" && cargo build --release --bins) || die "cargo build failed"

@@ -36,14 +36,7 @@ OUT=${OUT:-$(mktemp -d /tmp/surge-long-runs.XXXXXX)}
 mkdir -p "$OUT"
 ulimit -n 20000 2>/dev/null || true
 
-if [[ ${BIN:-release} == debug ]]; then
-    (cd "$ROOT" && cargo build --bins -q) || die "cargo build failed"
-    mkdir -p "$OUT/bin"
-    cp "$ROOT/target/debug/surge" "$ROOT/target/debug/surge-agent" "$OUT/bin/"
-    SURGE=$OUT/bin/surge SURGE_AGENT=$OUT/bin/surge-agent BINS_BUILT="(dev profile)"
-else
-    prepare_bins "$OUT"
-fi
+prepare_bins "$OUT"
 
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; }

@@ -25,14 +25,7 @@ ip netns list >/dev/null 2>&1 || { echo "partition: no network namespaces here";
 
 P=surgepart NET=10.78.0
 WORK=$(mktemp -d /tmp/surge-partition.XXXXXX)
-if [[ ${BIN:-release} == debug ]]; then
-    (cd "$ROOT" && cargo build --bins -q) || die "cargo build failed"
-    mkdir -p "$WORK/bin"
-    cp "$ROOT/target/debug/surge" "$ROOT/target/debug/surge-agent" "$WORK/bin/"
-    SURGE=$WORK/bin/surge SURGE_AGENT=$WORK/bin/surge-agent BINS_BUILT="(dev profile)"
-else
-    prepare_bins "$WORK"
-fi
+prepare_bins "$WORK"
 PIDS=()
 cleanup() {
     local rc=$? pid left=()

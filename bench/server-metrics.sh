@@ -79,14 +79,7 @@ case $ENGINE in
         fi ;;
 esac
 
-if [[ ${BIN:-release} == debug ]]; then
-    (cd "$ROOT" && cargo build --bins -q) || die "cargo build failed"
-    mkdir -p "$WORK/bin"
-    cp "$ROOT/target/debug/surge" "$ROOT/target/debug/surge-agent" "$WORK/bin/"
-    SURGE=$WORK/bin/surge SURGE_AGENT=$WORK/bin/surge-agent BINS_BUILT="(dev profile)"
-else
-    prepare_bins "$WORK"
-fi
+prepare_bins "$WORK"
 
 # name|arguments of one level
 LEVELS=("completions|--random-input-len 32 --random-output-len 32")
