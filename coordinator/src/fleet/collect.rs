@@ -91,6 +91,14 @@ impl Collector {
         }
     }
 
+    /// When the quietest pending agent's silence passes [`LOSS_TIMEOUT`]: the collection
+    /// loop wakes then (a quiet input), so a loss is declared on time rather than at the
+    /// next input or poll.
+    pub fn next_loss_check(&self) -> Option<Instant> {
+        let heard = self.agents.iter().filter(|a| a.pending()).filter_map(|a| a.last_heard).min()?;
+        Some(heard + LOSS_TIMEOUT + Duration::from_millis(1))
+    }
+
     /// Every agent is done or lost, the hard stop passed, or a second interrupt came.
     pub fn finished(&self, now: Instant) -> bool {
         !self.agents.iter().any(AgentReport::pending) || now > self.hard_stop || self.abandoned
@@ -303,6 +311,24 @@ mod tests {
         assert_eq!(stops(&acts), 0, "{acts:?}");
         assert!(c.finished(t0 + Duration::from_millis(100)), "a second Ctrl-C leaves at once");
         assert_eq!(c.finish().1, RunStatus::Interrupted);
+    }
+
+    #[test]
+    fn the_loss_check_is_due_just_after_the_quietest_agents_timeout() {
+        let t0 = Instant::now();
+        let mut c = collector(2, false, t0);
+        c.handle(heartbeat(0), t0 + Duration::from_millis(700));
+        let at = c.next_loss_check().unwrap();
+        assert_eq!(at, t0 + LOSS_TIMEOUT + Duration::from_millis(1), "agent 1, silent since t0");
+        assert!(c.handle(Input::Quiet, at - Duration::from_millis(1)).is_empty());
+        assert_eq!(stops(&c.handle(Input::Quiet, at)), 1, "due means lost");
+        // Lost or done agents are not waited for.
+        assert_eq!(
+            c.next_loss_check(),
+            Some(t0 + Duration::from_millis(700) + LOSS_TIMEOUT + Duration::from_millis(1))
+        );
+        c.handle(done(0, "stopped"), t0 + Duration::from_secs(4));
+        assert_eq!(c.next_loss_check(), None);
     }
 
     #[test]
