@@ -387,6 +387,12 @@ impl Session {
                 }
             }
             Msg::Start(s) => {
+                // The coordinator resends Start after a resume, in case the first went into
+                // the broken stream: a Start of the run already running or done is that.
+                let current = self.running.as_ref().map(|r| r.run_id).or(self.last_done.as_ref().map(|d| d.run_id));
+                if current == Some(s.run_id) {
+                    return;
+                }
                 let prepared = self.prepared.take();
                 if prepared != Some(s.run_id) {
                     if prepared.is_some() {
@@ -608,6 +614,30 @@ mod tests {
                 Action::Close(end) => format!("close: {}", end.as_str()),
             })
             .collect()
+    }
+
+    #[test]
+    fn a_start_resent_after_a_resume_is_ignored() {
+        let c = Clock::new();
+        let mut s = session(&c);
+        let now = c.at(ms(0));
+        start_run(&mut s, now);
+        let again = Start { run_id: 1, start_at_unix_ns: now.unix_ns, deadline_unix_ns: now.unix_ns + 60e9 as i64 };
+        assert!(s.handle(msg(coordinator_msg::Msg::Start(again)), now).is_empty(), "running: ignored");
+        let done = s.handle(
+            Event::EngineFinished {
+                report: report(StopReason::Duration),
+                cpu_seconds: 0.0,
+                host: Default::default(),
+                rows: Vec::new(),
+            },
+            now,
+        );
+        assert_eq!(sent(&done), ["done duration 0"]);
+        assert!(s.handle(msg(coordinator_msg::Msg::Start(again)), now).is_empty(), "done: ignored, not an error");
+        // A Start of another run that was never prepared is still refused.
+        let other = Start { run_id: 2, ..again };
+        assert_eq!(sent(&s.handle(msg(coordinator_msg::Msg::Start(other)), now)), ["error 3"]);
     }
 
     /// Hello, Prepare and Start of run 1 at `t`: the session is running.

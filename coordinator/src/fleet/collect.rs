@@ -175,6 +175,13 @@ impl Collector {
                     "agent {addr}: control connection resumed after {:.1}s; unacknowledged batches resent",
                     after.as_secs_f64()
                 )));
+                // A Start sent as the stream broke may never have arrived (the agent
+                // ignores a second Start of its run).
+                if a.done.is_none()
+                    && let Some(start) = a.start
+                {
+                    out.push(Action::Send { agent, msg: Msg::Start(start) });
+                }
                 // A Stop sent into the broken connection may never have arrived.
                 if self.interrupted || self.stopping {
                     let reason = if self.interrupted { "interrupted" } else { "another agent was lost" };
@@ -226,7 +233,7 @@ impl Collector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use surge_proto::{Done, Health, Heartbeat, Row, SampleBatch};
+    use surge_proto::{Done, Health, Heartbeat, Row, SampleBatch, Start};
 
     const RUN: u64 = 7;
 
@@ -298,6 +305,21 @@ mod tests {
             }),
             "{acts:?}"
         );
+    }
+
+    #[test]
+    fn a_resumed_agent_gets_its_start_again_until_it_is_done() {
+        let t0 = Instant::now();
+        let mut c = collector(2, false, t0);
+        let start = Start { run_id: RUN, start_at_unix_ns: 5, deadline_unix_ns: 9 };
+        c.agents[1].start = Some(start);
+        let resumed = Input::Resumed { agent: 1, after: Duration::from_millis(600) };
+        let acts = c.handle(resumed, t0 + Duration::from_millis(700));
+        assert!(acts.contains(&Action::Send { agent: 1, msg: Msg::Start(start) }), "{acts:?}");
+        c.handle(done(1, "duration"), t0 + Duration::from_secs(2));
+        let acts =
+            c.handle(Input::Resumed { agent: 1, after: Duration::from_millis(600) }, t0 + Duration::from_secs(3));
+        assert!(!acts.iter().any(|a| matches!(a, Action::Send { .. })), "done: nothing to resend: {acts:?}");
     }
 
     #[test]

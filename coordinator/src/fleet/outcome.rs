@@ -122,6 +122,9 @@ pub struct AgentReport {
     pub(crate) started_unix_ns: Option<i64>,
     pub(crate) seen: SeenBatches,
     pub(crate) last_heard: Option<Instant>,
+    /// The Start sent to it, resent when its session resumes (the first may have gone
+    /// into the broken stream).
+    pub(crate) start: Option<surge_proto::Start>,
 }
 
 impl AgentReport {

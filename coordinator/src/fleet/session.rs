@@ -289,15 +289,15 @@ impl Runner<'_> {
         }
         let started_at = chrono::DateTime::from_timestamp_nanos(start_ns);
         let limit = plan.max_run_time;
-        let offsets: Vec<i64> = self.agents.iter().map(|a| a.offset.offset_ns).collect();
-        self.broadcast(|i| {
-            Msg::Start(Start {
+        for a in &mut self.agents {
+            a.start = Some(Start {
                 run_id,
-                start_at_unix_ns: start_ns + offsets[i],
-                deadline_unix_ns: start_ns + offsets[i] + limit.as_nanos() as i64,
-            })
-        })
-        .await;
+                start_at_unix_ns: start_ns + a.offset.offset_ns,
+                deadline_unix_ns: start_ns + a.offset.offset_ns + limit.as_nanos() as i64,
+            });
+        }
+        let starts: Vec<Option<Start>> = self.agents.iter().map(|a| a.start).collect();
+        self.broadcast(|i| Msg::Start(starts[i].expect("set above"))).await;
         // 5. Collect until every agent is done or lost (scraping every interval).
         let stop_scraping = CancellationToken::new();
         let (scrape_tx, scrape_rx) = mpsc::channel(16);
