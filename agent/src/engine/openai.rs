@@ -120,13 +120,13 @@ impl Output {
     }
 }
 
-/// What one choice is to the token rule.
-#[derive(Clone, Copy, PartialEq, Eq)]
+/// What one choice is to the token rule; a chunk is what the most of its choices is.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Carries {
-    Token,
+    Nothing,
     /// Only a `finish_reason`, with an output field present but empty.
     Finish,
-    Nothing,
+    Token,
 }
 
 impl Choice<'_> {
@@ -213,11 +213,7 @@ fn classify_into(data: &[u8], out: Option<&mut String>) -> Event {
     if chunk.error.is_some() {
         return Event::ServerError;
     }
-    let carries = chunk.choices.iter().map(Choice::carries).fold(Carries::Nothing, |a, c| match (a, c) {
-        (Carries::Token, _) | (_, Carries::Token) => Carries::Token,
-        (Carries::Finish, _) | (_, Carries::Finish) => Carries::Finish,
-        _ => Carries::Nothing,
-    });
+    let carries = chunk.choices.iter().map(Choice::carries).max().unwrap_or(Carries::Nothing);
     if let Some(out) = out {
         for c in &chunk.choices {
             c.push_text(out);

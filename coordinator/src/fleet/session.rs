@@ -296,8 +296,7 @@ impl Runner<'_> {
                 deadline_unix_ns: start_ns + a.offset.offset_ns + limit.as_nanos() as i64,
             });
         }
-        let starts: Vec<Option<Start>> = self.agents.iter().map(|a| a.start).collect();
-        self.broadcast(|i| Msg::Start(starts[i].expect("set above"))).await;
+        self.broadcast(|i| Msg::Start(self.agents[i].start.expect("set above"))).await;
         // 5. Collect until every agent is done or lost (scraping every interval).
         let stop_scraping = CancellationToken::new();
         let (scrape_tx, scrape_rx) = mpsc::channel(16);
