@@ -1,5 +1,5 @@
 # Shared preamble of the scripts that .ci/run calls after the README's test command
-# (tests/report, tests/prometheus, tests/caddy; D28): install a Debian package or skip
+# (tests/report, tests/prometheus, tests/proxies; D28): install a Debian package or skip
 # loudly, a scratch directory and the processes to end with the script, and bounded waits.
 # Source it after defining `say` (the script's prefixed message); do not run it.
 # shellcheck shell=bash

@@ -102,14 +102,14 @@ async fn request(
     }
     let req = req.body(body.unwrap_or_default()).map_err(ClientError::Request)?;
     let exchange = async {
-        let (status, mut body): (_, Body) = conn.send(req).await.map_err(ClientError::Http)?;
+        let (head, mut body): (_, Body) = conn.send(req).await.map_err(ClientError::Http)?;
         let mut all = bytes::BytesMut::new();
         // Through the connection: an HTTP/1.1 body longer than one read arrives only while
         // the connection's I/O is driven (a 53 KB vLLM /metrics page did not, otherwise).
         while let Some(chunk) = conn.chunk(&mut body).await {
-            all.extend_from_slice(&chunk.map_err(ClientError::Http)?.0);
+            all.extend_from_slice(&chunk.map_err(|e| ClientError::Http(e.kind))?.0);
         }
-        Ok(Response { status: status.as_u16(), body: all.freeze() })
+        Ok(Response { status: head.status.as_u16(), body: all.freeze() })
     };
     tokio::time::timeout_at(until, exchange).await.map_err(|_| ClientError::Timeout(timeout))?
 }

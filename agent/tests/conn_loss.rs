@@ -77,6 +77,7 @@ async fn a_request_left_unanswered_by_an_ended_connection_is_retried() {
         trace: None,
         request_id_prefix: None,
         keep_text: false,
+        read_timeout: None,
     };
     let job = Job {
         index: 7,

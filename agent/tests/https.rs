@@ -83,6 +83,7 @@ fn template(target: &Target) -> RequestTemplate {
         trace: None,
         request_id_prefix: None,
         keep_text: false,
+        read_timeout: None,
     }
 }
 

@@ -259,6 +259,8 @@ where
         let headers = resp.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        // Names the echo in a client's report of a cut stream (a proxy adds its own).
+        headers.insert(header::SERVER, HeaderValue::from_static("surge-echo"));
         return Ok(resp);
     }
 

@@ -44,6 +44,8 @@ fn errors_are_counted_by_kind_and_the_run_finishes() {
             "32",
             "--save-result",
             "--save-detailed",
+            "--save-rows",
+            &dir.path("rows.jsonl"),
             "--result-dir",
             &dir.path(""),
             "--result-filename",
@@ -67,6 +69,29 @@ fn errors_are_counted_by_kind_and_the_run_finishes() {
     assert_eq!(kinds.values().map(|v| v.as_u64().unwrap()).sum::<u64>(), failed);
     let errors = r["errors"].as_array().unwrap();
     assert_eq!(errors.iter().filter(|e| !e.as_str().unwrap().is_empty()).count() as u64, failed);
+    // The echo cuts a truncated stream by ending its HTTP/1.1 connection mid-body: each
+    // example says so, names the echo and HTTP/1.1, and so does each such row.
+    for e in r["error_examples"]["truncated"].as_array().unwrap() {
+        let s = &e["stream"];
+        assert_eq!((s["ended"].as_str(), s["ended_by"].as_str()), (Some("peer_closed"), Some("peer")), "{e}");
+        assert_eq!((s["server"].as_str(), s["http_version"].as_str()), (Some("surge-echo"), Some("HTTP/1.1")), "{e}");
+        assert!(s["events"].as_u64().unwrap() >= 1 && s["bytes"].as_u64().unwrap() > 0, "{e}");
+        assert!(e["message"].as_str().unwrap().starts_with("stream cut, ended by the peer: the peer closed"), "{e}");
+    }
+    let rows = std::fs::read_to_string(dir.path("rows.jsonl")).unwrap();
+    let mut cut = 0;
+    for line in rows.lines() {
+        let row: serde_json::Value = serde_json::from_str(line).unwrap();
+        match row["error_kind"].as_str().unwrap() {
+            "truncated" => {
+                assert_eq!(row["stream"]["ended"], "peer_closed", "{row}");
+                cut += 1;
+            }
+            // A 500, a malformed event and a reset before the head are not cut streams.
+            _ => assert!(row.get("stream").is_none(), "{row}"),
+        }
+    }
+    assert_eq!(cut, by("truncated"));
 }
 
 #[test]

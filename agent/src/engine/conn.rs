@@ -10,6 +10,7 @@
 //! response while advertising keep-alive) is dropped at check-in or check-out and a new
 //! one is opened: a reconnect, counted, never a failed request.
 
+use super::ending::{ReadError, end_of_hyper};
 use super::h3;
 use super::ioclock::{IoClock, Stamped};
 use super::stats::Stats;
@@ -22,7 +23,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::Instant;
-use surge_proto::ErrorKind;
+use surge_proto::{ErrorKind, StreamEnd};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
@@ -307,9 +308,25 @@ impl std::fmt::Debug for Body {
     }
 }
 
+/// A response's head: what the request loop reads of it.
+#[derive(Debug)]
+pub struct Head {
+    pub status: http::StatusCode,
+    pub version: http::Version,
+    /// Kept (a move, not a copy) to name the peer if the body is cut (`Server`, `Via`).
+    pub headers: http::HeaderMap,
+}
+
+impl Head {
+    fn of<B>(resp: http::Response<B>) -> (Self, B) {
+        let (parts, body) = resp.into_parts();
+        (Self { status: parts.status, version: parts.version, headers: parts.headers }, body)
+    }
+}
+
 impl Body {
-    /// The next chunk of data and when it arrived (`None`: the body ended).
-    pub async fn chunk(&mut self) -> Option<Result<(Bytes, Instant), ErrorKind>> {
+    /// The next chunk of data and when it arrived (`None`: the body ended cleanly).
+    pub async fn chunk(&mut self) -> Option<Result<(Bytes, Instant), ReadError>> {
         match self {
             Body::Hyper(body, clock) => loop {
                 match body.frame().await? {
@@ -318,7 +335,7 @@ impl Body {
                         Ok(data) => return Some(Ok((data, clock.arrival()))),
                         Err(_) => continue,
                     },
-                    Err(e) => return Some(Err(kind_of(&e))),
+                    Err(e) => return Some(Err(ReadError::new(kind_of(&e), end_of_hyper(&e)))),
                 }
             },
             Body::H3(stream) => h3::chunk(stream).await,
@@ -375,17 +392,24 @@ impl Conn {
     }
 
     /// The next chunk of `body`, a response on this connection (see [`Body::chunk`]).
-    pub async fn chunk(&mut self, body: &mut Body) -> Option<Result<(Bytes, Instant), ErrorKind>> {
+    pub async fn chunk(&mut self, body: &mut Body) -> Option<Result<(Bytes, Instant), ReadError>> {
         if !matches!(self.sender, Sender::H1(_)) {
             return body.chunk().await;
         }
-        driven(&mut self.driver, body.chunk()).await.unwrap_or(Some(Err(ErrorKind::ConnectionReset)))
+        // The connection ended before the body said why: the peer closed it.
+        driven(&mut self.driver, body.chunk())
+            .await
+            .unwrap_or(Some(Err(ReadError::new(ErrorKind::ConnectionReset, StreamEnd::PeerClosed))))
     }
 
     /// Sends a request and waits for the response head.
-    pub async fn send(&mut self, req: http::Request<Bytes>) -> Result<(http::StatusCode, Body), ErrorKind> {
+    pub async fn send(&mut self, req: http::Request<Bytes>) -> Result<(Head, Body), ErrorKind> {
         let hyper = |r: Result<http::Response<hyper::body::Incoming>, hyper::Error>, clock: &IoClock| {
-            r.map(|resp| (resp.status(), Body::Hyper(resp.into_body(), clock.clone()))).map_err(|e| kind_of(&e))
+            r.map(|resp| {
+                let (head, body) = Head::of(resp);
+                (head, Body::Hyper(body, clock.clone()))
+            })
+            .map_err(|e| kind_of(&e))
         };
         match &mut self.sender {
             Sender::H1(s) => match driven(&mut self.driver, s.send_request(req.map(Full::new))).await {
@@ -395,7 +419,7 @@ impl Conn {
             Sender::H2(s) => hyper(s.send_request(req.map(Full::new)).await, &self.clock),
             // Boxed: see `Connector::connect`.
             Sender::H3(s) => {
-                Box::pin(h3::send(s, req)).await.map(|(status, stream)| (status, Body::H3(Box::new(stream))))
+                Box::pin(h3::send(s, req)).await.map(|(resp, stream)| (Head::of(resp).0, Body::H3(Box::new(stream))))
             }
         }
     }

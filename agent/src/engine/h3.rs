@@ -9,11 +9,12 @@
 //! Each connection has its own UDP socket (a quinn endpoint), so the streams of different
 //! connections are driven by different tasks, as TCP connections are.
 
+use super::ending::ReadError;
 use bytes::{Buf, Bytes};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use surge_proto::ErrorKind;
+use surge_proto::{ErrorKind, StreamEnd};
 use tokio_util::sync::CancellationToken;
 
 /// The request half of one HTTP/3 connection and the QUIC connection under it (both
@@ -97,7 +98,7 @@ pub async fn connect(
 
 /// Sends `req` on a new stream of `sender`: headers, body, end of the request; then
 /// waits for the response head.
-pub async fn send(sender: &mut Sender, req: http::Request<Bytes>) -> Result<(http::StatusCode, Stream), ErrorKind> {
+pub async fn send(sender: &mut Sender, req: http::Request<Bytes>) -> Result<(http::Response<()>, Stream), ErrorKind> {
     let (mut parts, body) = req.into_parts();
     // hyper adds it for HTTP/1.1 and HTTP/2; proxies (Caddy) read an HTTP/3 body only with it.
     parts.headers.insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(body.len()));
@@ -107,18 +108,35 @@ pub async fn send(sender: &mut Sender, req: http::Request<Bytes>) -> Result<(htt
     }
     stream.finish().await.map_err(|e| kind(&e))?;
     let resp = stream.recv_response().await.map_err(|e| kind(&e))?;
-    Ok((resp.status(), stream))
+    Ok((resp, stream))
 }
 
 /// The next body chunk of a response and when its read completed (`None`: the end).
-pub async fn chunk(stream: &mut Stream) -> Option<Result<(Bytes, Instant), ErrorKind>> {
+pub async fn chunk(stream: &mut Stream) -> Option<Result<(Bytes, Instant), ReadError>> {
     match stream.recv_data().await {
         Ok(Some(mut buf)) => {
             let at = Instant::now();
             Some(Ok((buf.copy_to_bytes(buf.remaining()), at)))
         }
         Ok(None) => None,
-        Err(e) => Some(Err(kind(&e))),
+        Err(e) => Some(Err(ReadError::new(kind(&e), end(&e)))),
+    }
+}
+
+/// How a failed h3 stream ended: reset by the peer (RESET_STREAM, or its connection
+/// closed with an error), closed by the peer (it is going away), or timed out.
+pub fn end(e: &h3::error::StreamError) -> StreamEnd {
+    let text = e.to_string();
+    if text.starts_with("Remote reset") {
+        StreamEnd::Reset
+    } else if text.starts_with("Remote is closing") {
+        StreamEnd::PeerClosed
+    } else if text.starts_with("Connection error") && text.ends_with("Timeout") {
+        StreamEnd::ReadTimeout
+    } else if text.starts_with("Connection error") {
+        StreamEnd::Reset
+    } else {
+        StreamEnd::Unspecified
     }
 }
 

@@ -16,6 +16,7 @@
 //! - [`sink`]: where rows go.
 
 pub mod conn;
+pub mod ending;
 pub mod h3;
 pub mod ioclock;
 pub mod jobs;
@@ -192,6 +193,7 @@ fn template(w: &Workload, target: &Target) -> Result<RequestTemplate, EngineErro
         trace: (w.trace_run_id != 0).then_some((w.trace_run_id, w.trace_sample_ratio)),
         request_id_prefix: (!w.request_id_prefix.is_empty()).then(|| w.request_id_prefix.clone()),
         keep_text: w.keep_text,
+        read_timeout: (w.read_timeout_ms > 0).then(|| std::time::Duration::from_millis(w.read_timeout_ms)),
     })
 }
 

@@ -14,7 +14,8 @@
 //! run's tokenizer (the text is kept only when there is one), else the number of
 //! token-bearing events. The row says which source each count came from.
 
-use super::conn::{Body, Conn, Pool};
+use super::conn::{Body, Conn, Head, Pool};
+use super::ending::{self, ReadError, Tally};
 use super::openai::{Event, classify, classify_text, response_id};
 use super::sse::SseParser;
 use crate::data::tokenizer::Tok;
@@ -22,7 +23,7 @@ use bytes::Bytes;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-use surge_proto::{ErrorKind, Row, TokenSource};
+use surge_proto::{ErrorKind, Row, StreamEnd, TokenSource};
 
 /// How the body of a response is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +52,8 @@ pub struct RequestTemplate {
     pub request_id_prefix: Option<String>,
     /// Rows carry the generated text (`--save-detailed`: vLLM's `generated_texts`).
     pub keep_text: bool,
+    /// `--read-timeout`: the longest wait for the next body byte once the head came.
+    pub read_timeout: Option<Duration>,
 }
 
 impl RequestTemplate {
@@ -193,8 +196,8 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
                 return row;
             }
         };
-        let (status, body) = resp;
-        read_response(pool, tpl, conn, status, body, st, &mut row).await;
+        let (head, body) = resp;
+        read_response(pool, tpl, conn, head, body, st, &mut row).await;
         return row;
     }
 }
@@ -212,12 +215,13 @@ async fn read_response(
     pool: &Arc<Pool>,
     tpl: &RequestTemplate,
     mut conn: Conn,
-    status: http::StatusCode,
+    head: Head,
     mut body: Body,
     st: Instant,
     row: &mut Row,
 ) {
     let mode = tpl.mode;
+    let status = head.status;
     // The streamed text, kept to re-count it with the tokenizer or to ship it in the row.
     let mut text = (tpl.tokenizer.is_some() || tpl.keep_text).then(String::new);
     row.http_status = u32::from(status.as_u16());
@@ -232,6 +236,11 @@ async fn read_response(
     let mut finish: Option<Instant> = None;
     let mut done = false;
     let mut error: Option<ErrorKind> = None;
+    // How the body ended when it broke off (a failed read), and what came before it.
+    let mut broke: Option<StreamEnd> = None;
+    let mut tally = Tally::default();
+    // --read-timeout: a timer only when asked (none on the default path).
+    let mut idle = tpl.read_timeout.map(|t| Box::pin(tokio::time::sleep(t)));
     // What the server said when it refused (the start of the body), for the message.
     let mut refusal: Vec<u8> = Vec::new();
     // Watched on a multiplexed connection only (a token's clone takes its lock).
@@ -250,20 +259,28 @@ async fn read_response(
             f = conn.chunk(&mut body) => f,
             // The connection ended without ending the body: a cut stream (an HTTP/1.1
             // connection's end is seen by `chunk` itself).
-            () = &mut gone, if multiplexed => Some(Err(ErrorKind::ConnectionReset)),
+            () = &mut gone, if multiplexed => Some(Err(ReadError::new(ErrorKind::ConnectionReset, StreamEnd::PeerClosed))),
+            () = async { if let Some(s) = idle.as_mut() { s.as_mut().await } }, if idle.is_some() => {
+                Some(Err(ReadError::new(ErrorKind::Timeout, StreamEnd::ReadTimeout)))
+            }
         };
         match frame {
             None => break,
-            Some(Err(kind)) => {
+            Some(Err(ReadError { kind, end })) => {
                 error = Some(match kind {
                     ErrorKind::Other | ErrorKind::ConnectionReset if done => ErrorKind::Other,
                     ErrorKind::Other | ErrorKind::ConnectionReset => ErrorKind::Truncated,
                     k => k,
                 });
+                broke = Some(end);
                 break;
             }
             Some(Ok((data, arrived))) => {
                 let now = arrived.max(st);
+                tally.bytes += data.len() as u64;
+                if let (Some(s), Some(t)) = (idle.as_mut(), tpl.read_timeout) {
+                    s.as_mut().reset(tokio::time::Instant::now() + t);
+                }
                 if !ok {
                     let room = MESSAGE_MAX.saturating_sub(refusal.len());
                     refusal.extend_from_slice(&data[..data.len().min(room)]);
@@ -275,6 +292,7 @@ async fn read_response(
                     continue;
                 }
                 let res = parser.feed(&data, |ev| {
+                    tally.events += 1;
                     let event = match &mut text {
                         Some(t) => classify_text(ev, t),
                         None => classify(ev),
@@ -340,6 +358,18 @@ async fn read_response(
     }
     if error.is_none() && ok && mode == Mode::Stream && !done && usage.is_none() {
         error = Some(ErrorKind::Truncated);
+        broke = Some(if tally.bytes == 0 { StreamEnd::EmptyBody } else { StreamEnd::CleanEnd });
+    }
+    // A 200 whose body broke off, or ended without the stream's end: say how and who.
+    if ok
+        && !done
+        && let (Some(end), Some(kind)) = (broke, error)
+    {
+        let cut = ending::cut(end, &tally, ending::version_of(head.version), &head.headers);
+        if matches!(kind, ErrorKind::Truncated | ErrorKind::Timeout | ErrorKind::ConnectionReset) {
+            row.error_message = ending::message(&cut);
+            row.cut = Some(cut);
+        }
     }
     if error.is_none() && !ok {
         error = Some(ErrorKind::HttpStatus);
@@ -402,6 +432,7 @@ mod tests {
             trace,
             request_id_prefix: Some("bench-1-".into()),
             keep_text: false,
+            read_timeout: None,
         }
     }
 

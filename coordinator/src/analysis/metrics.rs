@@ -41,6 +41,9 @@ pub struct ErrorSeen {
     pub http_status: u32,
     pub count: u64,
     pub agent: usize,
+    /// How the first stream with this message was cut (a cut stream's message names
+    /// the ending and the peer, not the counts: those are the first one's, here).
+    pub cut: Option<surge_proto::StreamCut>,
 }
 
 /// Send times seen, for the client's achieved rate.
@@ -238,6 +241,7 @@ impl Aggregator {
                     http_status: r.row.http_status,
                     count: 1,
                     agent: r.agent,
+                    cut: r.row.cut.clone(),
                 }),
                 None => {}
             }

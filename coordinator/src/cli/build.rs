@@ -105,6 +105,9 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         return usage("--temperature: must be a number >= 0");
     }
     let headers = request_headers(&a.headers, std::env::var("OPENAI_API_KEY").ok())?;
+    if a.read_timeout.is_some_and(|t| t.as_millis() == 0) {
+        return usage("--read-timeout: must be at least 1ms (leave it out for no limit)");
+    }
     let max_run_time = match (a.max_run_time, a.duration) {
         (Some(m), Some(d)) if m < d => {
             return usage(format!(
@@ -258,6 +261,7 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         max_failure_rate: a.max_failure_rate,
         no_initial_test: a.no_initial_test,
         max_run_time,
+        read_timeout: a.read_timeout,
         verdict: VerdictLimits {
             cpu_fraction: a.client_cpu_limit,
             lag_p99_us: a.client_lag_limit.as_micros() as u64,

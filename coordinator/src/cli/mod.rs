@@ -543,6 +543,11 @@ pub struct RunArgs {
     /// --duration plus 60s).
     #[arg(long, value_parser = parse::duration, value_name = "DURATION")]
     pub max_run_time: Option<Duration>,
+    /// Fail a request as `timeout` when its response body brings no byte for this long
+    /// (its stream is then reported as ended by the client); default: no limit, as vLLM's
+    /// client (which waits up to 6 h per request).
+    #[arg(long, value_parser = parse::duration, value_name = "DURATION")]
+    pub read_timeout: Option<Duration>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -459,6 +459,7 @@ fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize, run_id: u64) -> Wo
         skip_initial_test: plan.no_initial_test,
         ready_timeout_ms: plan.ready_timeout.map_or(0, |d| d.as_millis() as u64),
         max_run_time_ms: plan.max_run_time.as_millis() as u64,
+        read_timeout_ms: plan.read_timeout.map_or(0, |d| d.as_millis() as u64),
         // The first agent scrapes when the plan says agents scrape.
         scrape_urls: plan
             .scrape

@@ -3,8 +3,8 @@
 
 use super::result::{
     AgentEntry, ClientBlock, Counts, Detailed, Distribution, ErrorExample, ImpliedLateness, Labels, Lag, Latencies,
-    Lateness, MetricStats, Probes, QueueLatency, RESULT_SCHEMA, Rate, RunMetadata, RunResult, ShareEntry, TokenCounts,
-    TokenizerRef,
+    Lateness, MetricStats, Probes, QueueLatency, RESULT_SCHEMA, Rate, RunMetadata, RunResult, ShareEntry,
+    StreamExample, TokenCounts, TokenizerRef,
 };
 use crate::analysis::cost;
 use crate::analysis::metrics::{Metrics, kind_name};
@@ -301,6 +301,7 @@ pub fn run_result(
                         message: e.message.clone(),
                         count: e.count,
                         agent: o.agents.get(e.agent).map_or_else(String::new, |a| a.addr.clone()),
+                        stream: e.cut.as_ref().map(StreamExample::of),
                     })
                     .collect();
                 (kind.clone(), examples)

@@ -382,6 +382,42 @@ pub struct ErrorExample {
     pub count: u64,
     /// The first agent that saw it.
     pub agent: String,
+    /// A stream cut after its response head: how it ended and who ended it (issue 39).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<StreamExample>,
+}
+
+/// How a cut stream ended, as the first request with the example's message saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamExample {
+    /// `empty_body` (a clean end right after the head), `clean_end` (a clean end without
+    /// `[DONE]`), `peer_closed` (FIN), `reset` (RST, RST_STREAM), `read_timeout`.
+    pub ended: String,
+    /// `peer` (the server, or the proxy that `server` and `via` name) or `client` (surge).
+    pub ended_by: String,
+    /// SSE events and body bytes received before the end.
+    pub events: u32,
+    pub bytes: u64,
+    /// `HTTP/1.1`, `HTTP/2` or `HTTP/3`.
+    pub http_version: String,
+    /// The response's `Server` and `Via` headers (`""` when absent).
+    pub server: String,
+    pub via: String,
+}
+
+impl StreamExample {
+    pub fn of(c: &surge_proto::StreamCut) -> Self {
+        use surge_agent::engine::ending::{end_name, ended_by, version_name};
+        Self {
+            ended: end_name(c.end()).to_string(),
+            ended_by: ended_by(c.end()).to_string(),
+            events: c.events,
+            bytes: c.bytes,
+            http_version: version_name(c.version()).to_string(),
+            server: c.server.clone(),
+            via: c.via.clone(),
+        }
+    }
 }
 
 /// Rows per token-count source, for input and output counts.

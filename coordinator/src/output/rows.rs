@@ -3,6 +3,7 @@
 //! detailed keys in the singular; times in seconds from the run's start.
 
 use super::OutputError;
+use super::result::StreamExample;
 use crate::analysis::metrics::{GlobalRow, kind_name};
 use serde::Serialize;
 use std::fs::File;
@@ -28,6 +29,9 @@ struct Line<'a> {
     seq: u64,
     /// The server's response id (`""` when it sent none).
     id: &'a str,
+    /// A stream cut after its head: how it ended and who ended it (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream: Option<StreamExample>,
 }
 
 /// The open file.
@@ -74,6 +78,7 @@ impl RowFile {
             error_kind: &kind,
             seq: r.row.index,
             id: &r.row.response_id,
+            stream: r.row.cut.as_ref().map(StreamExample::of),
         };
         let err = |source| OutputError::Write { path: self.path.clone(), source };
         serde_json::to_writer(&mut self.out, &line).map_err(|e| err(std::io::Error::other(e)))?;

@@ -179,6 +179,8 @@ pub struct RunPlan {
     /// `--max-failure-rate`.
     pub max_failure_rate: f64,
     pub max_run_time: Duration,
+    /// `--read-timeout`: the longest wait for the next body byte of a response (`None`: no limit).
+    pub read_timeout: Option<Duration>,
     pub verdict: VerdictLimits,
     /// The ITL the server intends (`--server-itl-ms`; `surge validate` sets its echo's):
     /// with it, read coalescing implies how late the client read.
