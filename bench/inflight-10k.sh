@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 10,000 requests in flight from one agent (issue 13, item 7).
+# 10,000 requests in flight from one agent (D13).
 #
 #   bench/inflight-10k.sh
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Long and large runs (issue 13): a run's cost must not grow with its length.
+# Long and large runs (D13, D23): a run's cost must not grow with its length.
 #
 #   bench/long-runs.sh            # the checks below, soak and open loop scaled down (~10 min)
 #   bench/long-runs.sh --full     # soak 30 min, open loop 1 h at 5,000 req/s

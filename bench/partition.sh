@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Control-path partitions between the coordinator and one agent (issue 18, D2, D13), in
+# Control-path partitions between the coordinator and one agent (D2, D13), in
 # network namespaces with nft drops, at 2,000 requests in flight:
 #   1. a 2.5 s drop (both directions) in the middle of the level: the level completes
 #      valid, the agents' counts add up to what the target served, no row twice, and both

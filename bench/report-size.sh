@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14, item 4: the report of a 10-level sweep with 5 runs per level is < 2 MB and
+# Report size and render time: the report of a 10-level sweep with 5 runs per level is < 2 MB and
 # renders in well under a second. Runs the sweep against `surge echo` (levels 1..512, 200
 # requests per run), times `surge report` (HTML + every PNG) three times, and times
 # headless Chromium taking a screenshot of the report against an empty page (the browser's

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The server's view against a REAL engine (issue 15, D29), scraped by surge during a level:
+# The server's view against a REAL engine (D11, D29), scraped by surge during a level:
 #   llamacpp  llama.cpp's llama-server with --metrics (tools/real-llm-target.sh; its build
 #             takes ~20 min once per machine): random completions;
 #   vllm      vLLM 0.32 on the CPU (tools/vllm-cpu-target.sh; hosts with AVX-512 only):

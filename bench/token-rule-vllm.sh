@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Token events against a REAL vLLM server (issue 23, DESIGN.md D10 and D29).
+# Token events against a REAL vLLM server (D10 and D29 in docs/design.md).
 #
 # For completions and chat, an English prompt and a Chinese/emoji prompt, 64 output tokens
 # with --ignore-eos: surge's token events per request (len(itls) + 1) beside the server's

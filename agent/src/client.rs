@@ -1,4 +1,4 @@
-//! Single requests to the target outside a run (DESIGN.md D12: one client API for the
+//! Single requests to the target outside a run (D12: one client API for the
 //! initial test request, `/v1/models`, `/metrics` and readiness), on the engine's own
 //! connector: the same name resolution, TLS verification and HTTP/1.1 stack as the load.
 //!

@@ -1,4 +1,4 @@
-//! CPU and host signals of this agent (DESIGN.md D24: the one module that reads them).
+//! CPU and host signals of this agent (D24: the one module that reads them).
 //!
 //! The CPU time of the engine's own threads (the runtime every run's requests are driven on, so the
 //! client's CPU is the same whether the agent is embedded in `surge run` beside the

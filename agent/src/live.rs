@@ -1,4 +1,4 @@
-//! The client's own live metrics in the Prometheus text format 0.0.4 (issue 15, D16), for
+//! The client's own live metrics in the Prometheus text format 0.0.4 (D16), for
 //! Prometheus or Grafana to watch a long run: `surge run|sweep --prometheus-listen` (every
 //! agent, labelled by address) and `surge-agent --metrics-listen` (this agent, plus its
 //! sessions). Kept in `prometheus` counters, gauges and histograms of a registry of

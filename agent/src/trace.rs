@@ -1,4 +1,4 @@
-//! W3C trace context for the requests of a traced run (issue 15, D19): a request's trace
+//! W3C trace context for the requests of a traced run (D19): a request's trace
 //! id and span id are derived from the run id and its global index, so the `traceparent`
 //! an agent sends and the span the coordinator rebuilds from the row agree, with nothing
 //! extra on the wire. Sampling (`--otlp-sample-ratio`) is decided from the trace id the

@@ -1,4 +1,4 @@
-//! How a stream that ends before `[DONE]` ended, and who ended it (issue 39): a server
+//! How a stream that ends before `[DONE]` ended, and who ended it (D38): a server
 //! written here cuts a streamed completion each way a proxy or a server can, and the
 //! failed row must say which: a clean end with an empty body right after the head (what
 //! Caddy's HTTP/1.1 proxy sends when it loses its upstream), a clean end after some events,

@@ -1,4 +1,4 @@
-//! The token rule (DESIGN.md D10): a chunk carrying generated output is a token event even
+//! The token rule (D10): a chunk carrying generated output is a token event even
 //! when its text is empty; role announcements, finish-only chunks (unless `usage` counts
 //! them: vLLM's last token), usage chunks and `[DONE]` are not. Checked against `surge echo --partial-tokens` (completions and chat,
 //! with reasoning and tool-call deltas) and against a server written here whose every

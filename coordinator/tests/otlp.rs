@@ -1,4 +1,4 @@
-//! OTLP traces (issue 15): `surge run --otlp-endpoint` against receivers built on the
+//! OTLP traces (ids per D19): `surge run --otlp-endpoint` against receivers built on the
 //! official OTLP protobuf service definitions (`opentelemetry-proto`), over gRPC and
 //! HTTP/protobuf. The spans are counted and checked against the run's rows.
 

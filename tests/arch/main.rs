@@ -1,9 +1,10 @@
-//! Architecture rules of the workspace (DESIGN.md, "Layout"), checked on the
+//! Architecture rules of the workspace (CONTRIBUTING.md, "Architecture rules (`tests/arch`)"), checked on the
 //! source files: no import cycle between the top-level modules of
 //! `coordinator`, `agent` and `echo`; library code prints nothing and never
 //! exits the process; the coordinator builds no JSON by hand (`json!`).
 //! Test code (`#[cfg(test)]` items, `mod tests`) is exempt. Std only, no build.
 
+mod docs;
 mod rules;
 mod scan;
 
@@ -51,7 +52,7 @@ fn assert_no_cycles(krate: &str) {
     let found = rules::cycles(krate, &g);
     assert!(
         found.is_empty(),
-        "import cycles between top-level modules (DESIGN.md: none allowed):\n{}",
+        "import cycles between top-level modules (none allowed; CONTRIBUTING.md):\n{}",
         found.join("\n")
     );
 }

@@ -1,4 +1,4 @@
-//! `surge compare` (issue 14): two runs against echo servers with a TTFT of 10 and 20 ms,
+//! `surge compare`: two runs against echo servers with a TTFT of 10 and 20 ms,
 //! gated by `--fail-if` rules; a metric missing from the results and results of
 //! different schemas are usage errors naming them.
 

@@ -138,7 +138,7 @@ fn three_agents_merge_exactly() {
         let (offset, bound) = (a["clock_offset_ms"].as_f64().unwrap(), a["clock_offset_bound_ms"].as_f64().unwrap());
         assert!(offset.abs() <= bound + 0.05 && bound > 0.0 && bound < 5.0, "offset {offset} ms, bound {bound} ms");
         assert_eq!(a["health"], "ok");
-        // The host signals came over gRPC from each agent (issue 21).
+        // The host signals came over gRPC from each agent (D14).
         let busy = a["host_busy_pct"].as_f64().unwrap();
         assert!(busy > 0.0 && busy <= 100.0, "host busy {busy}");
         if std::path::Path::new("/proc/pressure/cpu").exists() {

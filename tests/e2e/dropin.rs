@@ -1,5 +1,5 @@
 //! `vllm bench serve` command lines as users publish them (REFERENCE.md), run with only the
-//! program name changed (issue 16): every line is accepted, the result lands where vLLM
+//! program name changed (D27): every line is accepted, the result lands where vLLM
 //! would put it, and it holds the keys vLLM 0.32 writes for the same flags (captured from
 //! `vllm bench serve` itself, bench/drop-in-vllm.sh), `latencies` and `queue_times` with
 //! one value per request.
@@ -122,7 +122,7 @@ fn published_vllm_command_lines_run_unchanged() {
     );
     let r = run_line(&chat, &["hardware", "run"], &format!("{d}/chat.json"));
     assert_eq!((r["hardware"].as_str(), r["run"].as_str()), (Some("cpu"), Some("1")));
-    // The flags of the second pass (issue 16): probes, log-probabilities, LoRA adapters,
+    // More of vLLM's flags: probes, log-probabilities, LoRA adapters,
     // no tokenizer, a timeline page, the detailed arrays with generated texts.
     let more = format!(
         "run --backend vllm --base-url {base} --model m --dataset-name random --random-input-len 16 \

@@ -1,4 +1,4 @@
-//! HTTP/3 (issue 17): `surge run --http-version 3` against `surge echo --tls-self-signed
+//! HTTP/3: `surge run --http-version 3` against `surge echo --tls-self-signed
 //! --http3` on 127.0.0.1: faults counted by kind, TLS verification (`--ca-cert`,
 //! `--insecure`), `surge validate --http-version 3`. The fidelity test (timing) is in the
 //! `timing` test binary, run alone.

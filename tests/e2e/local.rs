@@ -3,7 +3,7 @@
 use crate::util::{TempDir, echo, read_json, run_saved, surge, text};
 use std::time::Duration;
 
-/// Every key DESIGN.md lists for the result file.
+/// Every key docs/results.md lists for the result file.
 const KEYS: &[&str] = &[
     "date",
     "backend",

@@ -1,4 +1,4 @@
-//! Long and large runs (issue 13) in short form: a duration run without a request cap,
+//! Long and large runs in short form: a duration run without a request cap,
 //! the time series, rows streamed to disk, and a huge `--num-prompts` that costs nothing
 //! up front. The full-length checks (120 s at 2000 in flight, RSS flat; 30-minute soak)
 //! are `bench/long-runs.sh`.

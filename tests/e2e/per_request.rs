@@ -1,4 +1,4 @@
-//! What vLLM sets per request, end to end (issue 16): `--lora-modules` names one adapter
+//! What vLLM sets per request, end to end: `--lora-modules` names one adapter
 //! per request (round-robin or a seeded draw, the same across agents), the initial test
 //! and warm-ups name the base model; `--save-detailed` keeps each request's generated text
 //! as `generated_texts`, "" for a failed request.

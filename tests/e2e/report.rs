@@ -1,4 +1,4 @@
-//! `surge report` (issue 14): the HTML page parsed with an HTML parser: nothing in it points
+//! `surge report`: the HTML page parsed with an HTML parser: nothing in it points
 //! outside the file, every section has its chart, and the values plotted (each chart's data
 //! table) are the values in the result files; PNGs decode and are not blank.
 

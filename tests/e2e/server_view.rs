@@ -1,4 +1,4 @@
-//! The server's own view (issue 15): `surge echo --metrics-flavor vllm` scraped beside
+//! The server's own view (D11): `surge echo --metrics-flavor vllm` scraped beside
 //! a level, its counters checked against the client's, other traffic flagged, and an
 //! agent scraping a `/metrics` that only agents may read.
 

@@ -1,4 +1,4 @@
-//! vLLM's other datasets from local files, end to end (issue 16): `burstgpt` (CSV
+//! vLLM's other datasets from local files, end to end (D20, D27): `burstgpt` (CSV
 //! lengths, prompts made by the agents), `spec_bench`, `sonnet`, `hf` (a local copy named
 //! by `--hf-name`) and `random-mm` (images in chat content), and their refusals (exit 2
 //! naming the flag).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A real Prometheus scrapes surge's live metrics (issue 15, item 4) and a value is read
+# A real Prometheus scrapes surge's live metrics (D16, D28) and a value is read
 # back through its HTTP query API:
 #   - `surge run --prometheus-listen` (every agent, labelled) against `surge echo`,
 #     through a remote `surge-agent --metrics-listen` (its own endpoint, with sessions);

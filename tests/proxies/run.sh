@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Streams through real reverse proxies (issue 39): Debian's Caddy on HTTP/1.1, HTTP/2 and
+# Streams through real reverse proxies (D38): Debian's Caddy on HTTP/1.1, HTTP/2 and
 # HTTP/3 (TLS from its internal CA), and Debian's nginx on HTTP/1.1 and HTTP/2 (TLS from a
 # private CA made here), each in front of `surge echo`; 2,000 streamed completions at 100
 # and at 1,000 in flight per path (64 in, 32 out, TTFT 50 ms; ITL 10 ms at 100 in flight and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Browser check of `surge report` (issue 14): a 3-level sweep against `surge echo`, its
+# Browser check of `surge report` (D28): a 3-level sweep against `surge echo`, its
 # report opened in headless Chromium (Debian's `chromium`, apt-installed when missing), a
 # screenshot taken and checked not to be blank; the report's PNGs are checked the same way
 # (tests/report/pngcheck.py decodes PNGs with Python's standard library).

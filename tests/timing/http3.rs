@@ -1,4 +1,4 @@
-//! HTTP/3 fidelity (issue 17), as for HTTP/1.1 and HTTP/2: 2,000 requests at 200 in
+//! HTTP/3 fidelity, as for HTTP/1.1 and HTTP/2: 2,000 requests at 200 in
 //! flight against `surge echo --tls-self-signed --http3 --ttft-ms 50 --itl-ms 10`, then
 //! 2,000 in flight; alone ([`crate::ALONE`]), so no other test's load moves the times.
 

@@ -1,4 +1,4 @@
-//! Tests that measure when requests are sent (trace replay, issue 16): their own test
+//! Tests that measure when requests are sent (trace replay): their own test
 //! binary, and one at a time ([`ALONE`]), so no other test's load delays the sends.
 
 #[path = "../e2e/util.rs"]

@@ -1,4 +1,4 @@
-//! Trace replay (`--dataset-name timed_trace`, issue 16): 1,000 requests of a Mooncake-form
+//! Trace replay (`--dataset-name timed_trace`, D26): 1,000 requests of a Mooncake-form
 //! trace are sent at their timestamps (p99 within 1 ms on one agent; across two agents,
 //! within 1 ms plus the clock-offset bound), faster with `--trace-speedup`, and bad trace
 //! lines and flags are usage errors naming FILE:LINE or the flag.

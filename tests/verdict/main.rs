@@ -1,4 +1,4 @@
-//! The client-bound verdict (issue 21, D15): its own test binary, its tests one at a
+//! The client-bound verdict (D14, D15): its own test binary, its tests one at a
 //! time, so no other test's CPU use enters their host-wide measurements. Against `surge echo`
 //! (TTFT 20 ms, ITL 20 ms, 32 tokens, 500 in flight): alone the verdict is false; with a
 //! busy loop on every core for the whole level it is true and names the host.

@@ -1,4 +1,4 @@
-//! Which global request indices an agent's share of a run holds (DESIGN.md D20: agents
+//! Which global request indices an agent's share of a run holds (D20: agents
 //! take disjoint shares of the requests, round-robin by index, weighted by capacity).
 //!
 //! A share is a [`Stripe`]: in every cycle of `cycle` consecutive global indices it holds

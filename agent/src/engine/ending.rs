@@ -1,6 +1,6 @@
 //! How a response body ended, when it ended badly: a clean end with nothing in it, a clean
 //! end without `[DONE]`, the peer closing the connection (FIN), a reset (TCP RST or an
-//! HTTP/2 / HTTP/3 stream reset), or surge's own read timeout (issue 39).
+//! HTTP/2 / HTTP/3 stream reset), or surge's own read timeout (D38).
 //!
 //! A stream cut by a reverse proxy looks, to a client, like one cut by the server: the
 //! kind stays `truncated` (or `connection_reset`, `timeout`: the counts and exit codes keep

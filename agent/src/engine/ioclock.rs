@@ -14,7 +14,7 @@
 //!
 //! Writes: the request task arms the clock just before handing a request to an HTTP/1.1
 //! connection (one request at a time); the first write after that is the request's, and
-//! is stamped just before the bytes go to the socket (DESIGN.md: st is "just before the
+//! is stamped just before the bytes go to the socket (docs/measurement.md: st is "just before the
 //! request is written"). HTTP/2 streams share a connection, so they are not armed.
 
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg, setsockopt, sockopt};

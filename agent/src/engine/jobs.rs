@@ -1,4 +1,4 @@
-//! The requests of an agent's slice, made when they are sent (DESIGN.md D20).
+//! The requests of an agent's slice, made when they are sent (D20).
 //!
 //! Request `k` of the slice (its global index given by the share's [`Stripe`]) is a pure
 //! function of the workload and `k`, so nothing is built for the whole slice: preparing

@@ -7,7 +7,7 @@ use std::borrow::Cow;
 
 /// What one SSE `data` payload of a completion stream means to the timer.
 ///
-/// The token rule (DESIGN.md D10): a chunk is a token event when one of its choices
+/// The token rule (D10): a chunk is a token event when one of its choices
 /// carries generated output, *even an empty string*: completions `text`; chat
 /// `delta.content`, `delta.reasoning`, `delta.reasoning_content`, `delta.tool_calls` or
 /// `delta.function_call`. An empty string is a generated token whose text cannot be

@@ -1,4 +1,4 @@
-//! The server's own metrics (issue 15): `GET` each `/metrics` URL, keep the families with
+//! The server's own metrics (D11, D16): `GET` each `/metrics` URL, keep the families with
 //! the serving stacks' prefixes (`vllm:`, `sglang:`, `llamacpp:`, `tgi_`) and any asked by
 //! name, summed over label sets and over the URLs (replicas). Used by the coordinator
 //! and, when the target is reachable only from agents, by an agent, whose scrapes travel

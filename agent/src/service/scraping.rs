@@ -1,5 +1,5 @@
 //! The target's `/metrics`, scraped by this agent for its run when the workload asks
-//! (issue 15): once before the load (the baseline), every interval while it runs, and
+//! (D11): once before the load (the baseline), every interval while it runs, and
 //! once after its last request, each as a [`ServerMetrics`] message.
 
 use crate::engine::conn::TargetTls;

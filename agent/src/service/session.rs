@@ -3,7 +3,7 @@
 //! does no I/O and never waits, so unit tests drive it with explicit instants; the
 //! driver (`driver.rs`) gathers the events and performs the actions.
 //!
-//! Rules enforced here (DESIGN.md, protocol): the protocol version must match; targets
+//! Rules enforced here (docs/design.md, D2 and D34): the protocol version must match; targets
 //! outside the allowlist are refused; a heartbeat goes out every 100 ms and a health
 //! report every second; a coordinator silent for the lease stops all load at once
 //! (dead-man switch) and the session ends once the run's last batch and its Done are

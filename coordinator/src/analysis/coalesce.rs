@@ -1,4 +1,4 @@
-//! Read coalescing (issue 21, D15): a token event that arrived in the same socket read as
+//! Read coalescing (D14, D15): a token event that arrived in the same socket read as
 //! the previous token event of its stream carries the same kernel stamp, an ITL gap of
 //! exactly 0. A client that keeps up with a server writing one token per write reads
 //! each token alone; one that reads late gets several at once and dates them all at the

@@ -1,4 +1,4 @@
-//! Two benchmarks side by side (issue 14): per level and metric, the relative change of a
+//! Two benchmarks side by side (`surge compare`): per level and metric, the relative change of a
 //! candidate against a base, Welch's t-test where both sides have at least two runs, and
 //! the `--fail-if` rules a CI pipeline gates on.
 

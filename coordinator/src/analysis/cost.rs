@@ -1,4 +1,4 @@
-//! Cost per million tokens (issue 14): the deployment's price per hour over the tokens it
+//! Cost per million tokens (`--cost-per-hour`): the deployment's price per hour over the tokens it
 //! serves in an hour at the measured throughput.
 
 /// USD per million tokens at `tokens_per_s`, for a deployment costing `per_hour` USD an

@@ -1,4 +1,4 @@
-//! The server's own view of a level (issue 15), from its `/metrics` scrapes: counter
+//! The server's own view of a level (D11), from its `/metrics` scrapes: counter
 //! increases between the baseline (after the initial test requests, before the load) and
 //! the last scrape (after the last request), gauges' mean and max over the level,
 //! histogram percentiles from bucket increases, a per-family series on the time series'

@@ -1,4 +1,4 @@
-//! The target's `/metrics` beside a run (issue 15, D11): scraped here, or by the first
+//! The target's `/metrics` beside a run (D11): scraped here, or by the first
 //! agent when the target is reachable only from agents (its scrapes arrive as
 //! `ServerMetrics` messages). Either way each scrape reaches the observer as a
 //! [`ServerScrape`] on the run's timeline: a baseline after the initial test requests and

@@ -149,7 +149,7 @@ pub struct RunResult {
     /// across agents (D4); reports draw histograms and CDFs from it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub distributions: BTreeMap<String, Distribution>,
-    /// The server's own metrics over the level (issue 15), when scraped.
+    /// The server's own metrics over the level (D11), when scraped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_metrics: Option<crate::analysis::server::ServerMetrics>,
     /// `--save-detailed`: per-request arrays in seconds, as vLLM saves them.
@@ -382,7 +382,7 @@ pub struct ErrorExample {
     pub count: u64,
     /// The first agent that saw it.
     pub agent: String,
-    /// A stream cut after its response head: how it ended and who ended it (issue 39).
+    /// A stream cut after its response head: how it ended and who ended it (D38).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<StreamExample>,
 }

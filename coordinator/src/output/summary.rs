@@ -124,7 +124,7 @@ pub fn summary(r: &RunResult, view: &SummaryView, status: &RunStatus) -> String 
     line(&mut out, "Agents:", client.agents.len());
     let cpu = client.agents.iter().map(|a| a.cpu_percent).fold(0.0, f64::max);
     fline(&mut out, "Client CPU, busiest agent (%):", cpu);
-    // The other client-bound signals, the worst agent's (issue 21).
+    // The other client-bound signals, the worst agent's (D14).
     let worst = |f: fn(&super::result::AgentEntry) -> Option<f64>| client.agents.iter().filter_map(f).reduce(f64::max);
     if let Some(v) = worst(|a| Some(a.host_busy_pct)) {
         fline(&mut out, "Client host busy, busiest (%):", v);
@@ -174,7 +174,7 @@ pub fn summary(r: &RunResult, view: &SummaryView, status: &RunStatus) -> String 
     out
 }
 
-/// The server's own view (issue 15): what it counted against what the client did.
+/// The server's own view (D11): what it counted against what the client did.
 fn server_section(out: &mut String, s: &crate::analysis::server::ServerMetrics) {
     header(out, "Server", '-');
     line(out, "Scrapes (failed):", format!("{} ({})", s.scrapes, s.failed_scrapes));

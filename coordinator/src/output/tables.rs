@@ -205,7 +205,7 @@ pub fn validation_markdown(rows: &[ValidationRow]) -> String {
             r.success_rate * 100.0
         );
     }
-    // The client-bound signals per level and agent (issue 21); "-" = not measured.
+    // The client-bound signals per level and agent (D14); "-" = not measured.
     s.push_str(
         "\n| Concurrency | Agent | CPU (%) | Send lag p99 (us) | Host busy (%) | CPU pressure (%) | Coalesced reads (%) \
          | Implied read lateness max (ms) | Client-bound |\n|---|---|---|---|---|---|---|---|---|\n",

@@ -1,4 +1,4 @@
-//! OTLP traces of a command (issue 15): a span for the command's run (its metadata and
+//! OTLP traces of a command: a span for the command's run (its metadata and
 //! headline numbers), a child span per level, and a span per request (`llm.request`,
 //! OpenTelemetry GenAI attributes) rebuilt from its row, with the trace and span ids the
 //! agent sent in its `traceparent` (D19), so a server that traces joins the request's

@@ -209,7 +209,7 @@ pub struct RunPlan {
     pub plot_timeline: bool,
 }
 
-/// OTLP trace export (issue 15).
+/// OTLP trace export.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OtlpPlan {
     pub endpoint: String,
@@ -226,7 +226,7 @@ pub enum OtlpProtocol {
     HttpProtobuf,
 }
 
-/// Scraping the server's metrics (issue 15, D11).
+/// Scraping the server's metrics (D11).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScrapePlan {
     /// `--metrics-url` (repeatable), else `{base-url}/metrics`.
