@@ -72,7 +72,7 @@ async fn serve(mut tcp: TcpStream, script: Script) {
         Script::Rst(_) => {
             // Let the events reach the client before the reset discards what is unread.
             tokio::time::sleep(Duration::from_millis(50)).await;
-            let _ = tcp.set_linger(Some(Duration::ZERO));
+            let _ = tcp.set_zero_linger();
             drop(tcp);
         }
         Script::Silent(_) => {

@@ -29,6 +29,7 @@ fn row(i: u64, tokens: usize) -> Row {
         response_id: String::new(),
         generated_text: String::new(),
         probe: false,
+        cut: None,
     }
 }
 

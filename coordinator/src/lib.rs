@@ -6,8 +6,10 @@
 //! `commands`. `certs` issues the mutual-TLS material, `ready` talks to the target
 //! before a run, `exit` maps outcomes to exit codes.
 //!
-//! A local run is the same code as a distributed one: with no `--agents`, an agent is
-//! started in-process behind the same gRPC service and the run goes through it. Library
+//! A local run is the same session logic as a distributed one: with no `--agents`, an
+//! agent runs in-process and talks to the coordinator over in-process channels, with the
+//! same messages the gRPC stream carries and rows handed over typed, without protobuf
+//! encoding (D1; `fleet::local`). Library
 //! code prints nothing (sinks under `output` do) and never exits the process.
 
 pub mod analysis;

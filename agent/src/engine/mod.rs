@@ -88,9 +88,10 @@ pub enum EngineError {
     Messages(#[source] serde_json::Error),
     #[error("extra body: {0}")]
     ExtraBody(String),
-    /// No request cap, no concurrency limit and no rate: nothing would bound the load.
+    /// The request sent before the load failed (D7, D17).
     #[error("the initial test request to {url} failed: {message} (--no-initial-test skips it)")]
     InitialTest { url: String, message: String },
+    /// No request cap, no concurrency limit and no rate: nothing would bound the load.
     #[error("a run without a request cap needs a concurrency limit or a request rate")]
     Unbounded,
     /// A blocking task (tokenizer parsing) died.

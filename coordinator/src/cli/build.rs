@@ -3,7 +3,10 @@
 //! fields of these values, never by building command lines.
 
 use super::config::{CoordinatorFile, load_file};
-use super::{BackendArg, MatrixArgs, RunArgs, SweepArgs, UsageError, ValidateArgs, dataset, parse};
+use super::{
+    BackendArg, LoadArgs, MatrixArgs, RunArgs, SamplingArgs, ServerViewArgs, SweepArgs, TelemetryArgs, TransportArgs,
+    UsageError, ValidateArgs, VerdictArgs, dataset, parse,
+};
 use crate::plan::matrix::{MatrixPlan, standard};
 use crate::plan::sweep::{Kind, KneeRule, SweepPlan};
 use crate::plan::validate::ValidatePlan;
@@ -24,17 +27,16 @@ fn is_loopback(addr: &str) -> bool {
     addr.rsplit_once(':').is_some_and(|(h, _)| h == "localhost")
 }
 
-/// `surge run`'s flags (and `--config`) as a validated plan.
 /// `--ramp-up-*`, checked as vLLM checks them. With `--num-prompts` the ramp runs over the
 /// requests (vLLM's); a `--duration` run without it ramps over the duration (D22).
-fn ramp_plan(a: &RunArgs, request_rate: f64) -> Result<Option<crate::plan::RampPlan>, UsageError> {
-    let Some(strategy) = a.ramp_up_strategy else {
-        if a.ramp_up_start_rps.is_some() || a.ramp_up_end_rps.is_some() {
+fn ramp_plan(l: &LoadArgs, request_rate: f64) -> Result<Option<crate::plan::RampPlan>, UsageError> {
+    let Some(strategy) = l.ramp_up_strategy else {
+        if l.ramp_up_start_rps.is_some() || l.ramp_up_end_rps.is_some() {
             return usage("--ramp-up-start-rps/--ramp-up-end-rps: need --ramp-up-strategy linear|exponential");
         }
         return Ok(None);
     };
-    let (Some(start), Some(end)) = (a.ramp_up_start_rps, a.ramp_up_end_rps) else {
+    let (Some(start), Some(end)) = (l.ramp_up_start_rps, l.ramp_up_end_rps) else {
         return usage("--ramp-up-strategy: both --ramp-up-start-rps and --ramp-up-end-rps must be given");
     };
     if request_rate.is_finite() {
@@ -50,46 +52,49 @@ fn ramp_plan(a: &RunArgs, request_rate: f64) -> Result<Option<crate::plan::RampP
     Ok(Some(crate::plan::RampPlan { exponential, start, end }))
 }
 
+/// `surge run`'s flags (and `--config`) as a validated plan: each group of flags is
+/// checked and built by its own function (`agents_plan`, `verdict_limits`, `otlp_plan`,
+/// `scrape_plan`, `http_version`, `target_tls`, `extra_body`, `ramp_plan`, `dataset::resolve`).
 pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
     // vLLM's shorthands set every dataset's length.
-    if let Some(n) = a.input_len {
-        a.random_input_len = n;
+    if let Some(n) = a.dataset.input_len {
+        a.dataset.random_input_len = n;
     }
-    if let Some(n) = a.output_len {
+    if let Some(n) = a.dataset.output_len {
         if n == 0 {
             return usage("--output-len: at least 1");
         }
-        a.random_output_len = n;
-        a.sharegpt_output_len = Some(n);
-        a.custom_output_len = n;
-        a.prefix_repetition_output_len = n;
-        a.spec_bench_output_len = n;
-        a.hf_output_len = Some(n);
+        a.dataset.random_output_len = n;
+        a.dataset.sharegpt_output_len = Some(n);
+        a.dataset.custom_output_len = n;
+        a.dataset.prefix_repetition_output_len = n;
+        a.dataset.spec_bench_output_len = n;
+        a.dataset.hf_output_len = Some(n);
     }
-    let base_url = a.base_url.clone().unwrap_or_else(|| format!("http://{}:{}", a.host, a.port));
+    let base_url = a.target.base_url.clone().unwrap_or_else(|| format!("http://{}:{}", a.target.host, a.target.port));
     match base_url.parse::<http::Uri>() {
         Ok(u) if matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some() => {}
         _ => return usage(format!("--base-url {base_url:?}: expected http://HOST[:PORT] or https://...")),
     }
-    let (backend, backend_name, default_endpoint) = match a.backend {
+    let (backend, backend_name, default_endpoint) = match a.target.backend {
         BackendArg::Openai => (Backend::Openai, "openai", "/v1/completions"),
         BackendArg::Vllm => (Backend::Openai, "vllm", "/v1/completions"),
         BackendArg::OpenaiChat => (Backend::OpenaiChat, "openai-chat", "/v1/chat/completions"),
         BackendArg::Http => (Backend::Http, "http", "/echo"),
     };
-    let endpoint = a.endpoint.clone().unwrap_or_else(|| default_endpoint.to_string());
+    let endpoint = a.target.endpoint.clone().unwrap_or_else(|| default_endpoint.to_string());
     if !endpoint.starts_with('/') {
         return usage(format!("--endpoint {endpoint:?}: must start with '/'"));
     }
     let d = dataset::resolve(&a)?;
-    if backend != Backend::Http && a.random_output_len == 0 {
+    if backend != Backend::Http && a.dataset.random_output_len == 0 {
         return usage("--random-output-len: must be at least 1");
     }
-    let request_rate = match a.request_rate.0.as_slice() {
+    let request_rate = match a.load.request_rate.0.as_slice() {
         [r] => *r,
         _ => return usage("--request-rate: surge run takes one rate (lists of levels are for surge sweep)"),
     };
-    let ramp = ramp_plan(&a, request_rate)?;
+    let ramp = ramp_plan(&a.load, request_rate)?;
     let trace = d.name == "timed_trace";
     let trace_len = d.prompts.len() as u64;
     if trace && (request_rate.is_finite() || ramp.is_some()) {
@@ -97,18 +102,18 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
             "--dataset-name timed_trace: the trace sets the send times; drop --request-rate/--ramp-up-strategy",
         );
     }
-    if trace && a.num_prompts.is_some_and(|n| n > trace_len) {
-        return usage(format!("--num-prompts {}: the trace has {trace_len} requests", a.num_prompts.unwrap_or(0)));
+    if trace && a.load.num_prompts.is_some_and(|n| n > trace_len) {
+        return usage(format!("--num-prompts {}: the trace has {trace_len} requests", a.load.num_prompts.unwrap_or(0)));
     }
-    let slo = parse::goodput(&a.goodput).map_err(|e| UsageError(format!("--goodput: {e}")))?;
-    if a.temperature.is_some_and(|t| !(t >= 0.0 && t.is_finite())) {
+    let slo = parse::goodput(&a.output.goodput).map_err(|e| UsageError(format!("--goodput: {e}")))?;
+    if a.sampling.temperature.is_some_and(|t| !(t >= 0.0 && t.is_finite())) {
         return usage("--temperature: must be a number >= 0");
     }
-    let headers = request_headers(&a.headers, std::env::var("OPENAI_API_KEY").ok())?;
-    if a.read_timeout.is_some_and(|t| t.as_millis() == 0) {
+    let headers = request_headers(&a.target.headers, std::env::var("OPENAI_API_KEY").ok())?;
+    if a.target.read_timeout.is_some_and(|t| t.as_millis() == 0) {
         return usage("--read-timeout: must be at least 1ms (leave it out for no limit)");
     }
-    let max_run_time = match (a.max_run_time, a.duration) {
+    let max_run_time = match (a.load.max_run_time, a.load.duration) {
         (Some(m), Some(d)) if m < d => {
             return usage(format!(
                 "--max-run-time {}: shorter than --duration {} (the hard limit would cut the run)",
@@ -120,26 +125,128 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         (None, Some(d)) => d + crate::plan::DURATION_GRACE,
         (None, None) => crate::plan::DEFAULT_MAX_RUN_TIME,
     };
-    if a.num_prompts.is_none()
-        && a.duration.is_some()
-        && a.max_concurrency.is_none()
-        && a.ramp_up_strategy.is_none()
-        && a.request_rate.0.iter().all(|r| r.is_infinite())
+    if a.load.num_prompts.is_none()
+        && a.load.duration.is_some()
+        && a.load.max_concurrency.is_none()
+        && a.load.ramp_up_strategy.is_none()
+        && a.load.request_rate.0.iter().all(|r| r.is_infinite())
     {
         return usage(
             "--duration without --num-prompts: give --max-concurrency or a finite --request-rate (otherwise nothing bounds the load)",
         );
     }
-    if a.timeslice.is_zero() {
+    if a.output.timeslice.is_zero() {
         return usage("--timeslice: must be above 0");
     }
     let file = match &a.config {
         Some(p) => load_file(p)?,
         None => CoordinatorFile::default(),
     };
-    let f = &a.fleet;
+    let agents = agents_plan(&a.fleet, file)?;
+    let (http_version, target_tls) = (http_version(&a.transport, &base_url)?, target_tls(&a.transport)?);
+    let scrape = scrape_plan(&a.server, &base_url, &target_tls)?;
+    let extra_body = extra_body(&a.sampling, backend)?;
+    let thresholds: Vec<Option<f64>> = a
+        .output
+        .timeline_itl_thresholds
+        .split(',')
+        .map(|t| t.trim().parse::<f64>().ok().filter(|v| v.is_finite()))
+        .collect();
+    if !matches!(thresholds[..], [Some(lo), Some(hi)] if lo <= hi) {
+        return usage(format!(
+            "--timeline-itl-thresholds {:?}: expected LOW,HIGH in ms",
+            a.output.timeline_itl_thresholds
+        ));
+    }
+    if !a.target.lora_modules.is_empty() && backend == Backend::Http {
+        return usage("--lora-modules: the http backend sends no model name to replace");
+    }
+    if a.target.lora_modules.iter().any(|m| m.trim().is_empty()) {
+        return usage("--lora-modules: a module name is empty");
+    }
+    let otlp = otlp_plan(&a.telemetry)?;
+    let num_prompts = match (a.load.num_prompts, a.load.duration) {
+        (Some(n), _) => n,
+        // A trace is replayed whole unless asked for fewer.
+        (None, _) if trace => trace_len,
+        (None, Some(_)) => crate::plan::UNBOUNDED,
+        (None, None) => crate::plan::DEFAULT_NUM_PROMPTS,
+    };
+    // --no-oversample: a file shorter than the run ends it (D20); a trace already does.
+    let file_len = d.prompts.len() as u64;
+    let ends_at_dataset = a.dataset.no_oversample && !trace && file_len > 0 && num_prompts > file_len;
+    let num_prompts = if ends_at_dataset { file_len } else { num_prompts };
+    Ok(RunPlan {
+        base_url: base_url.trim_end_matches('/').to_string(),
+        endpoint,
+        backend,
+        backend_name,
+        model: a.target.model,
+        served_model_name: a.target.served_model_name,
+        dataset: d.spec,
+        dataset_name: d.name,
+        tokenizer: d.tokenizer,
+        prompts: d.prompts,
+        num_prompts,
+        ends_at_dataset,
+        timeslice: a.output.timeslice,
+        duration: a.load.duration,
+        max_concurrency: a.load.max_concurrency,
+        request_rate,
+        burstiness: a.load.burstiness,
+        ramp,
+        trace_speedup: trace.then_some(a.load.trace_speedup),
+        num_warmups: a.load.num_warmups,
+        // As vLLM 0.33: the random dataset runs to the requested length on OpenAI backends.
+        ignore_eos: a.sampling.ignore_eos || (matches!(d.name, "random" | "random-mm") && backend != Backend::Http),
+        // vLLM sends temperature 0.0 (greedy) unless told otherwise.
+        temperature: if backend == Backend::Http {
+            a.sampling.temperature
+        } else {
+            a.sampling.temperature.or(Some(0.0))
+        },
+        extra_body,
+        seed: a.dataset.seed,
+        percentile_metrics: a.output.percentile_metrics.0,
+        metric_percentiles: a.output.metric_percentiles.0,
+        slo,
+        save_result: a.output.save_result || a.output.save_detailed || a.output.append_result || a.output.plot_timeline,
+        append_result: a.output.append_result,
+        save_detailed: a.output.save_detailed,
+        save_rows: a.output.save_rows,
+        result_dir: a.output.result_dir,
+        result_filename: a.output.result_filename,
+        metadata: a.output.metadata,
+        ready_timeout: a.target.ready_timeout,
+        http_version,
+        h3_connections: a.transport.h3_connections.unwrap_or(0),
+        target_tls,
+        headers,
+        agents,
+        tolerate_agent_loss: a.tolerate_agent_loss,
+        max_failure_rate: a.output.max_failure_rate,
+        no_initial_test: a.target.no_initial_test,
+        max_run_time,
+        read_timeout: a.target.read_timeout,
+        verdict: verdict_limits(&a.verdict),
+        server_itl_ms: a.server.server_itl_ms,
+        scrape,
+        prometheus_listen: a.telemetry.prometheus_listen,
+        otlp,
+        cost_per_hour: a.output.cost_per_hour,
+        label: a.output.label.clone(),
+        request_id_prefix: a.telemetry.request_id_prefix.clone(),
+        lora_modules: a.target.lora_modules.clone(),
+        lora_random: a.target.lora_assignment == super::LoraAssignmentArg::Random,
+        probe_rate: a.load.probe_request_rate,
+        plot_timeline: a.output.plot_timeline,
+    })
+}
+
+/// `--agents`, their TLS and the config file's agents: where the load runs.
+fn agents_plan(f: &super::FleetArgs, file: CoordinatorFile) -> Result<Agents, UsageError> {
     let addrs = if f.agents.is_empty() { file.agents.clone() } else { f.agents.clone() };
-    let agents = if addrs.is_empty() {
+    Ok(if addrs.is_empty() {
         if f.agents_plaintext || f.tls_ca.is_some() {
             return usage("--agents-plaintext/--tls-*: only meaningful with --agents");
         }
@@ -173,114 +280,37 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
             }
         };
         Agents::Remote { addrs, tls }
-    };
-    let (http_version, target_tls) = (http_version(&a)?, target_tls(&a)?);
-    let scrape = scrape_plan(&a, &base_url, &target_tls)?;
-    let extra_body = extra_body(&a, backend)?;
-    let thresholds: Vec<Option<f64>> =
-        a.timeline_itl_thresholds.split(',').map(|t| t.trim().parse::<f64>().ok().filter(|v| v.is_finite())).collect();
-    if !matches!(thresholds[..], [Some(lo), Some(hi)] if lo <= hi) {
-        return usage(format!("--timeline-itl-thresholds {:?}: expected LOW,HIGH in ms", a.timeline_itl_thresholds));
+    })
+}
+
+/// `--client-*`: the limits of the client-bound verdict.
+fn verdict_limits(v: &VerdictArgs) -> VerdictLimits {
+    VerdictLimits {
+        cpu_fraction: v.client_cpu_limit,
+        lag_p99_us: v.client_lag_limit.as_micros() as u64,
+        rate_shortfall: v.client_rate_shortfall,
+        host_busy_pct: v.client_host_busy_limit,
+        cpu_pressure_pct: v.client_pressure_limit,
+        coalesced_fraction: v.client_coalesced_limit,
     }
-    if !a.lora_modules.is_empty() && backend == Backend::Http {
-        return usage("--lora-modules: the http backend sends no model name to replace");
-    }
-    if a.lora_modules.iter().any(|m| m.trim().is_empty()) {
-        return usage("--lora-modules: a module name is empty");
-    }
-    let otlp = match &a.otlp_endpoint {
+}
+
+/// `--otlp-*`: where and how the run's traces go.
+fn otlp_plan(tm: &TelemetryArgs) -> Result<Option<OtlpPlan>, UsageError> {
+    Ok(match &tm.otlp_endpoint {
         None => None,
         Some(url) => match url.parse::<http::Uri>() {
             Ok(u) if matches!(u.scheme_str(), Some("http" | "https")) && u.authority().is_some() => Some(OtlpPlan {
                 endpoint: url.clone(),
-                protocol: match a.otlp_protocol {
+                protocol: match tm.otlp_protocol {
                     super::OtlpProtocolArg::Grpc => OtlpProtocol::Grpc,
                     super::OtlpProtocolArg::HttpProtobuf => OtlpProtocol::HttpProtobuf,
                 },
-                headers: a.otlp_headers.clone(),
-                sample_ratio: a.otlp_sample_ratio,
+                headers: tm.otlp_headers.clone(),
+                sample_ratio: tm.otlp_sample_ratio,
             }),
             _ => return usage(format!("--otlp-endpoint {url:?}: expected http(s)://HOST:PORT[/PATH]")),
         },
-    };
-    let num_prompts = match (a.num_prompts, a.duration) {
-        (Some(n), _) => n,
-        // A trace is replayed whole unless asked for fewer.
-        (None, _) if trace => trace_len,
-        (None, Some(_)) => crate::plan::UNBOUNDED,
-        (None, None) => crate::plan::DEFAULT_NUM_PROMPTS,
-    };
-    // --no-oversample: a file shorter than the run ends it (D20); a trace already does.
-    let file_len = d.prompts.len() as u64;
-    let ends_at_dataset = a.no_oversample && !trace && file_len > 0 && num_prompts > file_len;
-    let num_prompts = if ends_at_dataset { file_len } else { num_prompts };
-    Ok(RunPlan {
-        base_url: base_url.trim_end_matches('/').to_string(),
-        endpoint,
-        backend,
-        backend_name,
-        model: a.model,
-        served_model_name: a.served_model_name,
-        dataset: d.spec,
-        dataset_name: d.name,
-        tokenizer: d.tokenizer,
-        prompts: d.prompts,
-        num_prompts,
-        ends_at_dataset,
-        timeslice: a.timeslice,
-        duration: a.duration,
-        max_concurrency: a.max_concurrency,
-        request_rate,
-        burstiness: a.burstiness,
-        ramp,
-        trace_speedup: trace.then_some(a.trace_speedup),
-        num_warmups: a.num_warmups,
-        // As vLLM 0.33: the random dataset runs to the requested length on OpenAI backends.
-        ignore_eos: a.ignore_eos || (matches!(d.name, "random" | "random-mm") && backend != Backend::Http),
-        // vLLM sends temperature 0.0 (greedy) unless told otherwise.
-        temperature: if backend == Backend::Http { a.temperature } else { a.temperature.or(Some(0.0)) },
-        extra_body,
-        seed: a.seed,
-        percentile_metrics: a.percentile_metrics.0,
-        metric_percentiles: a.metric_percentiles.0,
-        slo,
-        save_result: a.save_result || a.save_detailed || a.append_result || a.plot_timeline,
-        append_result: a.append_result,
-        save_detailed: a.save_detailed,
-        save_rows: a.save_rows,
-        result_dir: a.result_dir,
-        result_filename: a.result_filename,
-        metadata: a.metadata,
-        ready_timeout: a.ready_timeout,
-        http_version,
-        h3_connections: a.h3_connections.unwrap_or(0),
-        target_tls,
-        headers,
-        agents,
-        tolerate_agent_loss: a.tolerate_agent_loss,
-        max_failure_rate: a.max_failure_rate,
-        no_initial_test: a.no_initial_test,
-        max_run_time,
-        read_timeout: a.read_timeout,
-        verdict: VerdictLimits {
-            cpu_fraction: a.client_cpu_limit,
-            lag_p99_us: a.client_lag_limit.as_micros() as u64,
-            rate_shortfall: a.client_rate_shortfall,
-            host_busy_pct: a.client_host_busy_limit,
-            cpu_pressure_pct: a.client_pressure_limit,
-            coalesced_fraction: a.client_coalesced_limit,
-        },
-        server_itl_ms: a.server_itl_ms,
-        scrape,
-        prometheus_listen: a.prometheus_listen,
-        otlp,
-        cost_per_hour: a.cost_per_hour,
-        label: a.label.clone(),
-        request_id_prefix: a.request_id_prefix.clone(),
-        lora_modules: a.lora_modules.clone(),
-        lora_random: a.lora_assignment == super::LoraAssignmentArg::Random,
-        probe_rate: a.probe_request_rate,
-        plot_timeline: a.plot_timeline,
     })
 }
 
@@ -289,7 +319,7 @@ pub fn sweep_plan(mut a: SweepArgs) -> Result<SweepPlan, UsageError> {
     if a.tag.is_empty() || a.tag.contains('/') {
         return Err(UsageError(format!("--tag {:?}: must be a plain file-name prefix", a.tag)));
     }
-    let rates = a.run.request_rate.0.clone();
+    let rates = a.run.load.request_rate.0.clone();
     let (kind, levels) = match &a.concurrency {
         Some(c) => {
             if rates.len() > 1 {
@@ -307,7 +337,7 @@ pub fn sweep_plan(mut a: SweepArgs) -> Result<SweepPlan, UsageError> {
             (Kind::RequestRate, r)
         }
     };
-    a.run.request_rate.0.truncate(1);
+    a.run.load.request_rate.0.truncate(1);
     let mut base = run_plan(a.run)?;
     base.save_result = true;
     let dir = base.result_dir.clone().unwrap_or_else(|| PathBuf::from("surge-sweep"));
@@ -374,31 +404,28 @@ pub fn matrix_plan(a: MatrixArgs) -> Result<MatrixPlan, UsageError> {
     Ok(MatrixPlan { base, profiles, dir, resume: a.resume })
 }
 
-/// vLLM's sampling flags and `--extra-body` as one JSON object (the extra body's keys
-/// win); they are refused on the plain `http` backend, as vLLM refuses them on
-/// non-OpenAI backends.
 /// `--http-version` (or `--http2`) as on the wire; HTTP/3 needs an https:// target.
-fn http_version(a: &RunArgs) -> Result<u32, UsageError> {
-    let v = match (a.http_version.as_deref(), a.http2) {
+fn http_version(t: &TransportArgs, base_url: &str) -> Result<u32, UsageError> {
+    let v = match (t.http_version.as_deref(), t.http2) {
         (Some("1.1"), false) => 1,
         (Some("2"), _) | (None, true) => 2,
         (Some("3"), false) => 3,
         (Some(v), true) => return usage(format!("--http2 contradicts --http-version {v}")),
         _ => 0,
     };
-    let https = a.base_url.as_deref().is_some_and(|u| u.starts_with("https://"));
+    let https = base_url.starts_with("https://");
     if v == 3 && !https {
         return usage("--http-version 3: needs an https:// --base-url (QUIC always carries TLS)");
     }
-    if a.h3_connections.is_some() && v != 3 {
+    if t.h3_connections.is_some() && v != 3 {
         return usage("--h3-connections: only with --http-version 3");
     }
     Ok(v)
 }
 
 /// `--insecure` and `--ca-cert` (the certificate file read and checked here).
-fn target_tls(a: &RunArgs) -> Result<crate::plan::TargetTls, UsageError> {
-    let ca_pem = match &a.ca_cert {
+fn target_tls(t: &TransportArgs) -> Result<crate::plan::TargetTls, UsageError> {
+    let ca_pem = match &t.ca_cert {
         None => Vec::new(),
         Some(p) => {
             let bytes = std::fs::read(p).map_err(|e| UsageError(format!("--ca-cert {}: {e}", p.display())))?;
@@ -411,17 +438,20 @@ fn target_tls(a: &RunArgs) -> Result<crate::plan::TargetTls, UsageError> {
             }
         }
     };
-    Ok(crate::plan::TargetTls { insecure: a.insecure, ca_pem })
+    Ok(crate::plan::TargetTls { insecure: t.insecure, ca_pem })
 }
 
-fn extra_body(a: &RunArgs, backend: Backend) -> Result<Option<String>, UsageError> {
+/// vLLM's sampling flags and `--extra-body` as one JSON object (the extra body's keys
+/// win); they are refused on the plain `http` backend, as vLLM refuses them on
+/// non-OpenAI backends.
+fn extra_body(s: &SamplingArgs, backend: Backend) -> Result<Option<String>, UsageError> {
     let mut m = serde_json::Map::new();
     let floats = [
-        ("top_p", a.top_p),
-        ("min_p", a.min_p),
-        ("frequency_penalty", a.frequency_penalty),
-        ("presence_penalty", a.presence_penalty),
-        ("repetition_penalty", a.repetition_penalty),
+        ("top_p", s.top_p),
+        ("min_p", s.min_p),
+        ("frequency_penalty", s.frequency_penalty),
+        ("presence_penalty", s.presence_penalty),
+        ("repetition_penalty", s.repetition_penalty),
     ];
     for (k, v) in floats {
         if let Some(v) = v {
@@ -430,16 +460,16 @@ fn extra_body(a: &RunArgs, backend: Backend) -> Result<Option<String>, UsageErro
             m.insert(k.into(), n.into());
         }
     }
-    if let Some(k) = a.top_k {
+    if let Some(k) = s.top_k {
         m.insert("top_k".into(), k.into());
     }
     // vLLM sends `logprobs` in completions bodies only; its chat requests leave it out.
-    if let Some(n) = a.logprobs
+    if let Some(n) = s.logprobs
         && backend != Backend::OpenaiChat
     {
         m.insert("logprobs".into(), n.into());
     }
-    if let Some(text) = &a.extra_body {
+    if let Some(text) = &s.extra_body {
         match serde_json::from_str::<serde_json::Value>(text) {
             Ok(serde_json::Value::Object(extra)) => m.extend(extra),
             Ok(_) => return usage(format!("--extra-body {text:?}: expected a JSON object")),
@@ -476,28 +506,32 @@ fn request_headers(raw: &[String], api_key: Option<String>) -> Result<Vec<(Strin
 
 /// `--metrics-url`, `--no-scrape-metrics`, `--scrape-interval`, `--scrape-metric`,
 /// `--scrape-from` as a plan.
-fn scrape_plan(a: &RunArgs, base_url: &str, tls: &crate::plan::TargetTls) -> Result<Option<ScrapePlan>, UsageError> {
-    if a.no_scrape_metrics {
+fn scrape_plan(
+    s: &ServerViewArgs,
+    base_url: &str,
+    tls: &crate::plan::TargetTls,
+) -> Result<Option<ScrapePlan>, UsageError> {
+    if s.no_scrape_metrics {
         return Ok(None);
     }
-    for url in &a.metrics_urls {
+    for url in &s.metrics_urls {
         match url.parse::<http::Uri>() {
             Ok(u) if matches!(u.scheme_str(), Some("http" | "https")) && u.authority().is_some() => {}
             _ => return usage(format!("--metrics-url {url:?}: expected http://HOST[:PORT]/PATH")),
         }
     }
-    if a.scrape_interval < std::time::Duration::from_millis(100) {
+    if s.scrape_interval < std::time::Duration::from_millis(100) {
         return usage("--scrape-interval: at least 100ms");
     }
-    let explicit = !a.metrics_urls.is_empty();
+    let explicit = !s.metrics_urls.is_empty();
     let urls =
-        if explicit { a.metrics_urls.clone() } else { vec![format!("{}/metrics", base_url.trim_end_matches('/'))] };
+        if explicit { s.metrics_urls.clone() } else { vec![format!("{}/metrics", base_url.trim_end_matches('/'))] };
     Ok(Some(ScrapePlan {
         urls,
         explicit,
-        extra: a.scrape_metrics.clone(),
-        interval: a.scrape_interval,
-        from_agent: a.scrape_from == super::ScrapeFrom::Agent,
+        extra: s.scrape_metrics.clone(),
+        interval: s.scrape_interval,
+        from_agent: s.scrape_from == super::ScrapeFrom::Agent,
         tls: tls.clone(),
     }))
 }
@@ -518,24 +552,24 @@ pub fn validate_plan(a: ValidateArgs) -> Result<ValidatePlan, UsageError> {
     let mut r = default_run_args()?;
     let h3 = a.http_version.as_deref() == Some("3");
     let placeholder = if h3 { "https://127.0.0.1:9" } else { "http://127.0.0.1:9" };
-    r.base_url = Some(a.target.clone().unwrap_or_else(|| placeholder.into()));
-    r.http_version = a.http_version.clone();
+    r.target.base_url = Some(a.target.clone().unwrap_or_else(|| placeholder.into()));
+    r.transport.http_version = a.http_version.clone();
     // The embedded echo's certificate is made at start: nothing to verify it against.
-    r.insecure = h3 && a.target.is_none();
-    r.model = Some("surge-echo".into());
+    r.transport.insecure = h3 && a.target.is_none();
+    r.target.model = Some("surge-echo".into());
     if a.streaming {
-        r.backend = BackendArg::Openai;
-        r.random_input_len = 16;
-        r.random_output_len = a.tokens_per_request;
-        r.ignore_eos = true;
+        r.target.backend = BackendArg::Openai;
+        r.dataset.random_input_len = 16;
+        r.dataset.random_output_len = a.tokens_per_request;
+        r.sampling.ignore_eos = true;
     } else {
-        r.backend = BackendArg::Http;
-        r.endpoint = Some("/echo".into());
-        r.random_input_len = a.tokens_per_request;
+        r.target.backend = BackendArg::Http;
+        r.target.endpoint = Some("/echo".into());
+        r.dataset.random_input_len = a.tokens_per_request;
     }
-    r.num_prompts = Some(a.requests_per_level);
-    r.percentile_metrics = parse::metric_list("e2el").map_err(UsageError)?;
-    r.metric_percentiles = parse::percentile_list("50,95,99").map_err(UsageError)?;
+    r.load.num_prompts = Some(a.requests_per_level);
+    r.output.percentile_metrics = parse::metric_list("e2el").map_err(UsageError)?;
+    r.output.metric_percentiles = parse::percentile_list("50,95,99").map_err(UsageError)?;
     r.fleet = a.fleet;
     let mut base = run_plan(r)?;
     base.server_itl_ms = (a.streaming && a.itl_ms > 0.0).then_some(a.itl_ms);
@@ -560,66 +594,66 @@ mod tests {
     #[test]
     fn the_random_dataset_ignores_eos_on_openai_backends_as_vllm() {
         let mut a = default_run_args().unwrap();
-        a.base_url = Some("http://127.0.0.1:9".into());
-        a.model = Some("m".into());
-        assert!(!a.ignore_eos);
+        a.target.base_url = Some("http://127.0.0.1:9".into());
+        a.target.model = Some("m".into());
+        assert!(!a.sampling.ignore_eos);
         assert!(run_plan(a.clone()).unwrap().ignore_eos, "random + openai");
-        a.backend = BackendArg::Http;
+        a.target.backend = BackendArg::Http;
         assert!(!run_plan(a).unwrap().ignore_eos, "a plain POST has no EOS to ignore");
     }
 
     #[test]
     fn sampling_flags_and_extra_body_make_one_object_the_extra_body_winning() {
         let mut a = default_run_args().unwrap();
-        a.base_url = Some("http://127.0.0.1:9".into());
-        a.model = Some("m".into());
+        a.target.base_url = Some("http://127.0.0.1:9".into());
+        a.target.model = Some("m".into());
         let p = run_plan(a.clone()).unwrap();
         assert_eq!((p.temperature, p.extra_body.as_deref()), (Some(0.0), None), "vLLM's greedy default");
-        a.top_p = Some(0.9);
-        a.top_k = Some(20);
-        a.extra_body = Some(r#"{"top_p":0.5,"chat_template_kwargs":{"enable_thinking":false}}"#.into());
+        a.sampling.top_p = Some(0.9);
+        a.sampling.top_k = Some(20);
+        a.sampling.extra_body = Some(r#"{"top_p":0.5,"chat_template_kwargs":{"enable_thinking":false}}"#.into());
         let p = run_plan(a.clone()).unwrap();
         let v: serde_json::Value = serde_json::from_str(p.extra_body.as_deref().unwrap()).unwrap();
         assert_eq!(
             v,
             serde_json::json!({"top_p": 0.5, "top_k": 20, "chat_template_kwargs": {"enable_thinking": false}})
         );
-        a.extra_body = Some("[1]".into());
+        a.sampling.extra_body = Some("[1]".into());
         assert!(run_plan(a.clone()).unwrap_err().0.contains("--extra-body"));
-        a.extra_body = None;
-        a.backend = BackendArg::Http;
+        a.sampling.extra_body = None;
+        a.target.backend = BackendArg::Http;
         assert!(run_plan(a).unwrap_err().0.contains("OpenAI backend"));
     }
 
     #[test]
     fn logprobs_go_in_completions_bodies_only_and_the_tokenizer_can_be_skipped() {
         let mut a = default_run_args().unwrap();
-        a.base_url = Some("http://127.0.0.1:9".into());
-        a.model = Some("m".into());
-        a.logprobs = Some(5);
+        a.target.base_url = Some("http://127.0.0.1:9".into());
+        a.target.model = Some("m".into());
+        a.sampling.logprobs = Some(5);
         let p = run_plan(a.clone()).unwrap();
         assert_eq!(p.extra_body.as_deref(), Some(r#"{"logprobs":5}"#));
-        a.backend = BackendArg::OpenaiChat;
+        a.target.backend = BackendArg::OpenaiChat;
         assert_eq!(run_plan(a.clone()).unwrap().extra_body, None, "vLLM's chat requests carry no logprobs");
         let tok = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tokenizer");
-        a.tokenizer = Some(tok);
+        a.dataset.tokenizer = Some(tok);
         assert!(run_plan(a.clone()).unwrap().tokenizer.is_some());
-        a.skip_tokenizer_init = true;
+        a.dataset.skip_tokenizer_init = true;
         assert!(run_plan(a.clone()).unwrap().tokenizer.is_none(), "--skip-tokenizer-init loads none");
-        a.timeline_itl_thresholds = "50".into();
+        a.output.timeline_itl_thresholds = "50".into();
         assert!(run_plan(a.clone()).unwrap_err().0.contains("--timeline-itl-thresholds"));
-        a.timeline_itl_thresholds = "10,90".into();
-        a.plot_timeline = true;
+        a.output.timeline_itl_thresholds = "10,90".into();
+        a.output.plot_timeline = true;
         assert!(run_plan(a).unwrap().save_result, "--plot-timeline draws from the saved result");
     }
 
     #[test]
     fn input_and_output_len_set_every_dataset() {
         let mut a = default_run_args().unwrap();
-        a.base_url = Some("http://127.0.0.1:9".into());
-        a.model = Some("m".into());
-        a.input_len = Some(77);
-        a.output_len = Some(9);
+        a.target.base_url = Some("http://127.0.0.1:9".into());
+        a.target.model = Some("m".into());
+        a.dataset.input_len = Some(77);
+        a.dataset.output_len = Some(9);
         let p = run_plan(a).unwrap();
         assert_eq!((p.dataset.random_input_len, p.dataset.random_output_len), (77, 9));
     }

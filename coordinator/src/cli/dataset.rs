@@ -40,16 +40,16 @@ pub fn load_tokenizer(path: &Path) -> Result<TokenizerFile, UsageError> {
 
 /// Checks the dataset flags and builds the dataset.
 pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
-    let r = a.random_range_ratio;
+    let r = a.dataset.random_range_ratio;
     if !(0.0..1.0).contains(&r) {
         return usage(format!("--random-range-ratio {r}: must be >= 0 and < 1"));
     }
     use DatasetArg as D;
     let file_dataset = matches!(
-        a.dataset_name,
+        a.dataset.dataset_name,
         D::Sharegpt | D::Custom | D::TimedTrace | D::Burstgpt | D::SpecBench | D::Sonnet | D::Hf
     );
-    let path = match (&a.dataset_path, file_dataset) {
+    let path = match (&a.dataset.dataset_path, file_dataset) {
         (Some(p), true) => Some(p.clone()),
         (None, true) => {
             return usage(
@@ -67,45 +67,46 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
         return usage(format!("--dataset-path {}: no such file", p.display()));
     }
     // vLLM's --skip-tokenizer-init: no tokenizer, whatever --tokenizer says.
-    let tokenizer = a.tokenizer.as_deref().filter(|_| !a.skip_tokenizer_init).map(load_tokenizer).transpose()?;
-    let num = a.num_prompts.unwrap_or(crate::plan::DEFAULT_NUM_PROMPTS);
-    let shuffle = (!a.disable_shuffle).then_some(a.seed);
+    let tokenizer =
+        a.dataset.tokenizer.as_deref().filter(|_| !a.dataset.skip_tokenizer_init).map(load_tokenizer).transpose()?;
+    let num = a.load.num_prompts.unwrap_or(crate::plan::DEFAULT_NUM_PROMPTS);
+    let shuffle = (!a.dataset.disable_shuffle).then_some(a.dataset.seed);
     let tok = tokenizer.as_ref().map(|t| &*t.tok);
     let mut spec = DatasetSpec {
-        seed: a.seed,
-        random_input_len: a.random_input_len,
-        random_output_len: a.random_output_len,
+        seed: a.dataset.seed,
+        random_input_len: a.dataset.random_input_len,
+        random_output_len: a.dataset.random_output_len,
         random_range_ratio: r,
-        random_prefix_len: a.random_prefix_len,
+        random_prefix_len: a.dataset.random_prefix_len,
         ..Default::default()
     };
     let mut prompts = Vec::new();
-    let name = match a.dataset_name {
+    let name = match a.dataset.dataset_name {
         DatasetArg::Random => {
-            if a.random_input_len == 0 && a.backend != BackendArg::Http {
+            if a.dataset.random_input_len == 0 && a.target.backend != BackendArg::Http {
                 return usage("--random-input-len: must be at least 1");
             }
             spec.set_kind(DatasetKind::Random);
             "random"
         }
         DatasetArg::Fixed => {
-            let Some(prompt) = a.prompt.clone() else {
+            let Some(prompt) = a.dataset.prompt.clone() else {
                 return usage("--dataset-name fixed needs --prompt TEXT");
             };
             spec.set_kind(DatasetKind::Fixed);
             spec.prompt = prompt;
-            spec.fixed_output_len = a.random_output_len;
+            spec.fixed_output_len = a.dataset.random_output_len;
             "fixed"
         }
         DatasetArg::PrefixRepetition => {
-            if a.prefix_repetition_prefix_len == 0 && a.prefix_repetition_suffix_len == 0 {
+            if a.dataset.prefix_repetition_prefix_len == 0 && a.dataset.prefix_repetition_suffix_len == 0 {
                 return usage("--prefix-repetition-prefix-len/--prefix-repetition-suffix-len: both are 0");
             }
             spec.set_kind(DatasetKind::PrefixRepetition);
-            spec.prefix_repetition_num_prefixes = a.prefix_repetition_num_prefixes;
-            spec.prefix_repetition_prefix_len = a.prefix_repetition_prefix_len;
-            spec.prefix_repetition_suffix_len = a.prefix_repetition_suffix_len;
-            spec.prefix_repetition_output_len = a.prefix_repetition_output_len;
+            spec.prefix_repetition_num_prefixes = a.dataset.prefix_repetition_num_prefixes;
+            spec.prefix_repetition_prefix_len = a.dataset.prefix_repetition_prefix_len;
+            spec.prefix_repetition_suffix_len = a.dataset.prefix_repetition_suffix_len;
+            spec.prefix_repetition_output_len = a.dataset.prefix_repetition_output_len;
             "prefix_repetition"
         }
         DatasetArg::Sharegpt => {
@@ -113,9 +114,9 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
             prompts = dataset_files::sharegpt(
                 p,
                 tok,
-                (!a.disable_shuffle).then_some(a.seed),
-                a.num_prompts.unwrap_or(crate::plan::DEFAULT_NUM_PROMPTS),
-                a.sharegpt_output_len,
+                (!a.dataset.disable_shuffle).then_some(a.dataset.seed),
+                a.load.num_prompts.unwrap_or(crate::plan::DEFAULT_NUM_PROMPTS),
+                a.dataset.sharegpt_output_len,
             )
             .map_err(|e| UsageError(format!("--dataset-path {e}")))?;
             spec.set_kind(DatasetKind::Sharegpt);
@@ -123,31 +124,32 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
         }
         DatasetArg::Custom => {
             let p = path.as_deref().unwrap_or(Path::new(""));
-            let chat = a.backend == BackendArg::OpenaiChat;
-            prompts = dataset_files::custom(p, tok, a.custom_output_len, chat)
+            let chat = a.target.backend == BackendArg::OpenaiChat;
+            prompts = dataset_files::custom(p, tok, a.dataset.custom_output_len, chat)
                 .map_err(|e| UsageError(format!("--dataset-path {e}")))?;
             spec.set_kind(DatasetKind::Custom);
             "custom"
         }
         DatasetArg::TimedTrace => {
             let p = path.as_deref().unwrap_or(Path::new(""));
-            let chat = a.backend == BackendArg::OpenaiChat;
-            prompts = super::trace::trace(p, tok, a.custom_output_len, chat)
+            let chat = a.target.backend == BackendArg::OpenaiChat;
+            prompts = super::trace::trace(p, tok, a.dataset.custom_output_len, chat)
                 .map_err(|e| UsageError(format!("--dataset-path {e}")))?;
             spec.set_kind(DatasetKind::TimedTrace);
-            spec.trace_block_size = a.trace_block_size;
+            spec.trace_block_size = a.dataset.trace_block_size;
             "timed_trace"
         }
         DatasetArg::Burstgpt => {
             let p = path.as_deref().unwrap_or(Path::new(""));
-            prompts = vllm_files::burstgpt(p, a.seed, num).map_err(|e| UsageError(format!("--dataset-path {e}")))?;
+            prompts =
+                vllm_files::burstgpt(p, a.dataset.seed, num).map_err(|e| UsageError(format!("--dataset-path {e}")))?;
             spec.set_kind(DatasetKind::Burstgpt);
             "burstgpt"
         }
         DatasetArg::SpecBench => {
             let p = path.as_deref().unwrap_or(Path::new(""));
-            let category = a.spec_bench_category.as_deref();
-            prompts = vllm_files::spec_bench(p, tok, a.spec_bench_output_len, category, shuffle, num)
+            let category = a.dataset.spec_bench_category.as_deref();
+            prompts = vllm_files::spec_bench(p, tok, a.dataset.spec_bench_output_len, category, shuffle, num)
                 .map_err(|e| UsageError(format!("--dataset-path {e}")))?;
             spec.set_kind(DatasetKind::Custom);
             "spec_bench"
@@ -155,11 +157,11 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
         DatasetArg::Sonnet => {
             let p = path.as_deref().unwrap_or(Path::new(""));
             let s = vllm_files::Sonnet {
-                input_len: a.sonnet_input_len,
-                prefix_len: a.sonnet_prefix_len,
-                output_len: a.sonnet_output_len,
+                input_len: a.dataset.sonnet_input_len,
+                prefix_len: a.dataset.sonnet_prefix_len,
+                output_len: a.dataset.sonnet_output_len,
             };
-            prompts = vllm_files::sonnet(p, tok, &s, a.seed, num)
+            prompts = vllm_files::sonnet(p, tok, &s, a.dataset.seed, num)
                 .map_err(|e| UsageError(if e.starts_with("--") { e } else { format!("--dataset-path {e}") }))?;
             spec.set_kind(DatasetKind::Custom);
             "sonnet"
@@ -167,21 +169,21 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
         DatasetArg::Hf => {
             let p = path.as_deref().unwrap_or(Path::new(""));
             let names = vllm_files::HF_NAMES.join(", ");
-            let name = match a.hf_name.as_deref() {
+            let name = match a.dataset.hf_name.as_deref() {
                 Some(n) if vllm_files::HF_NAMES.contains(&n) => n,
                 Some(n) => return usage(format!("--hf-name {n}: surge reads local copies of {names}")),
                 None => return usage(format!("--dataset-name hf needs --hf-name, one of {names}")),
             };
-            prompts = vllm_files::hf(p, tok, name, a.hf_output_len, shuffle, num)
+            prompts = vllm_files::hf(p, tok, name, a.dataset.hf_output_len, shuffle, num)
                 .map_err(|e| UsageError(format!("--dataset-path {e}")))?;
             spec.set_kind(DatasetKind::Custom);
             "hf"
         }
         DatasetArg::RandomMm => {
-            if a.backend != BackendArg::OpenaiChat {
+            if a.target.backend != BackendArg::OpenaiChat {
                 return usage("--dataset-name random-mm: needs --backend openai-chat (images go in chat content)");
             }
-            if a.random_input_len == 0 {
+            if a.dataset.random_input_len == 0 {
                 return usage("--random-input-len: must be at least 1");
             }
             super::mm::fill(&mut spec, a)?;

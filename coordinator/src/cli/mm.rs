@@ -41,16 +41,17 @@ pub fn parse_buckets(text: &str) -> Result<Vec<(u32, u32, u32, f64)>, String> {
 
 /// Checks the random-mm flags and writes them into `spec`.
 pub fn fill(spec: &mut DatasetSpec, a: &RunArgs) -> Result<(), UsageError> {
-    let r = a.random_mm_num_mm_items_range_ratio;
+    let r = a.dataset.random_mm_num_mm_items_range_ratio;
     if !(0.0..=1.0).contains(&r) {
         return bad(format!("--random-mm-num-mm-items-range-ratio {r}: must be within [0, 1]"));
     }
-    let limits: serde_json::Value = serde_json::from_str(&a.random_mm_limit_mm_per_prompt)
+    let limits: serde_json::Value = serde_json::from_str(&a.dataset.random_mm_limit_mm_per_prompt)
         .map_err(|e| UsageError(format!("--random-mm-limit-mm-per-prompt: not JSON: {e}")))?;
     let Some(limit) = limits.get("image").and_then(serde_json::Value::as_u64) else {
         return bad("--random-mm-limit-mm-per-prompt: needs an \"image\" count, e.g. {\"image\": 3}");
     };
-    let buckets = parse_buckets(&a.random_mm_bucket_config).map_err(|e| UsageError(format!("{BUCKETS}: {e}")))?;
+    let buckets =
+        parse_buckets(&a.dataset.random_mm_bucket_config).map_err(|e| UsageError(format!("{BUCKETS}: {e}")))?;
     let kept: Vec<_> = buckets.into_iter().filter(|b| b.3 > 0.0).collect();
     if let Some((h, w, t, _)) = kept.iter().find(|b| b.2 != 1) {
         return bad(format!("{BUCKETS}: ({h}, {w}, {t}) is a video bucket; surge makes images only (frames 1)"));
@@ -62,7 +63,7 @@ pub fn fill(spec: &mut DatasetSpec, a: &RunArgs) -> Result<(), UsageError> {
     if kept.is_empty() || total <= 0.0 {
         return bad(format!("{BUCKETS}: no bucket with a probability above 0"));
     }
-    let base = f64::from(a.random_mm_base_items_per_request);
+    let base = f64::from(a.dataset.random_mm_base_items_per_request);
     let hi = (base * (1.0 + r)).ceil().min(limit as f64);
     let lo = (base * (1.0 - r)).floor().max(0.0);
     if lo > hi {
@@ -70,7 +71,7 @@ pub fn fill(spec: &mut DatasetSpec, a: &RunArgs) -> Result<(), UsageError> {
             "--random-mm-base-items-per-request {base}: at least {lo} images per request, above the limit {limit}"
         ));
     }
-    spec.mm_base_items = a.random_mm_base_items_per_request;
+    spec.mm_base_items = a.dataset.random_mm_base_items_per_request;
     spec.mm_items_range_ratio = r;
     spec.mm_limit_images = u32::try_from(limit).unwrap_or(u32::MAX);
     spec.mm_buckets =

@@ -9,6 +9,7 @@ pub mod dataset;
 pub mod files;
 mod mm;
 pub mod parse;
+pub mod reference;
 pub mod trace;
 pub mod vllm_files;
 
@@ -188,6 +189,37 @@ pub enum DatasetArg {
 
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
+    #[command(flatten, next_help_heading = "Target")]
+    pub target: TargetArgs,
+    #[command(flatten, next_help_heading = "HTTP and TLS to the target")]
+    pub transport: TransportArgs,
+    #[command(flatten, next_help_heading = "Dataset")]
+    pub dataset: DatasetArgs,
+    #[command(flatten, next_help_heading = "Load shape")]
+    pub load: LoadArgs,
+    #[command(flatten, next_help_heading = "Sampling")]
+    pub sampling: SamplingArgs,
+    #[command(flatten, next_help_heading = "Results")]
+    pub output: OutputArgs,
+    #[command(flatten, next_help_heading = "Server view")]
+    pub server: ServerViewArgs,
+    #[command(flatten, next_help_heading = "Live metrics and traces")]
+    pub telemetry: TelemetryArgs,
+    #[command(flatten, next_help_heading = "Client verdict")]
+    pub verdict: VerdictArgs,
+    #[command(flatten, next_help_heading = "Agents and their TLS")]
+    pub fleet: FleetArgs,
+    /// Coordinator config file (TOML: agents, tls-ca, tls-cert, tls-key).
+    #[arg(long, help_heading = "Agents and their TLS", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// When an agent is lost, keep the others' results and mark the run partial.
+    #[arg(long, help_heading = "Agents and their TLS")]
+    pub tolerate_agent_loss: bool,
+}
+
+/// `surge run`'s flags, "Target": the server under test: where, which API, which model, how to reach it.
+#[derive(Debug, Clone, Args)]
+pub struct TargetArgs {
     /// Server base URL, e.g. http://127.0.0.1:8000 (overrides --host/--port).
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
@@ -210,15 +242,58 @@ pub struct RunArgs {
     /// (the initial test and warm-ups name the base model), as vLLM's flag.
     #[arg(long = "lora-modules", num_args = 1.., action = clap::ArgAction::Set, value_name = "NAME")]
     pub lora_modules: Vec<String>,
-    /// Beside the load, one-token "Hi" probes to the base model at this rate (one at a
-    /// time, each 1/RATE s after the previous answered, not bounded by --max-concurrency),
-    /// reported apart (`probe_*` keys): how much the load stalls an unrelated request.
-    #[arg(long = "probe-request-rate", default_value_t = 0.0, value_parser = parse::non_negative, value_name = "RATE")]
-    pub probe_request_rate: f64,
     /// How requests are given a --lora-modules adapter: random (seeded by --seed and the
     /// request index, the same on every agent) or round-robin (request i: module i % n).
     #[arg(long = "lora-assignment", value_enum, default_value = "random")]
     pub lora_assignment: LoraAssignmentArg,
+    /// Wait this long for the server to be ready before starting: GET /v1/models polled
+    /// until it answers 200, and the initial test request retried while the server
+    /// refuses connections or answers 502, 503 or 429 (vLLM's --ready-check-timeout-sec,
+    /// in seconds, is the same flag; 0 = the first answer decides).
+    #[arg(long, alias = "ready-check-timeout-sec", value_parser = parse::duration, value_name = "DURATION")]
+    pub ready_timeout: Option<Duration>,
+    /// Extra request header NAME:VALUE or NAME=VALUE (repeatable; several per flag), e.g.
+    /// an Authorization header. OPENAI_API_KEY in the environment sends
+    /// `Authorization: Bearer $OPENAI_API_KEY` unless a header names Authorization.
+    #[arg(long = "header", value_name = "NAME:VALUE", num_args = 1..)]
+    pub headers: Vec<String>,
+    /// Skip the one request each agent sends before the load to check the endpoint,
+    /// model and key (vLLM 0.32+ skips it by default; surge sends it).
+    #[arg(long)]
+    pub no_initial_test: bool,
+    /// Fail a request as `timeout` when its response body brings no byte for this long
+    /// (its stream is then reported as ended by the client); default: no limit, as vLLM's
+    /// client (which waits up to 6 h per request).
+    #[arg(long, value_parser = parse::duration, value_name = "DURATION")]
+    pub read_timeout: Option<Duration>,
+}
+
+/// `surge run`'s flags, "HTTP and TLS to the target": which HTTP version carries the requests, and how the target's certificate is checked.
+#[derive(Debug, Clone, Args)]
+pub struct TransportArgs {
+    /// HTTP version to the target: 1.1, 2 (prior knowledge on http://, ALPN h2 on
+    /// https://) or 3 (QUIC; https:// only). Default: 1.1 on http://, what ALPN agrees
+    /// (h2 or http/1.1) on https://. --http2 is --http-version 2.
+    #[arg(long, value_name = "VERSION", value_parser = ["1.1", "2", "3"])]
+    pub http_version: Option<String>,
+    /// The same as --http-version 2.
+    #[arg(long)]
+    pub http2: bool,
+    /// HTTP/3: QUIC connections per agent its streams are spread over (default: one per
+    /// 100 requests in flight).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub h3_connections: Option<u32>,
+    /// Do not verify the target's TLS certificate (vLLM's --insecure).
+    #[arg(long)]
+    pub insecure: bool,
+    /// Trust this CA certificate (PEM) for the target, besides the Mozilla roots.
+    #[arg(long, value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
+}
+
+/// `surge run`'s flags, "Dataset": what the prompts are and how long inputs and outputs are.
+#[derive(Debug, Clone, Args)]
+pub struct DatasetArgs {
     /// `--dataset-name hf`: which Hugging Face dataset the local --dataset-path file is a
     /// copy of (its fields and output length); ignored with other datasets, as vLLM does.
     #[arg(long = "hf-name", value_name = "NAME")]
@@ -317,21 +392,37 @@ pub struct RunArgs {
     /// Prefix repetition: max_tokens of every request.
     #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
     pub prefix_repetition_output_len: u32,
-    /// Requests to send (default 1000, as vLLM; with --duration and without this flag, no
-    /// cap: the duration ends the run; with both, whichever comes first).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-    pub num_prompts: Option<u64>,
     /// A file dataset with fewer entries than the run's requests ends the run at the end
     /// of the file (ended_by "dataset"), as vLLM's flag; without it, surge starts a new
     /// pass over the file in a new seeded order (result key dataset_passes).
     #[arg(long)]
     pub no_oversample: bool,
+    /// --dataset-name timed_trace: tokens per hash_ids block (Mooncake's: 512).
+    #[arg(long = "trace-block-size", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..), value_name = "TOKENS")]
+    pub trace_block_size: u32,
+    /// vLLM's flag: surge loads no tokenizer unless --tokenizer names one; with this flag
+    /// it loads none even then (token counts from the server's usage, else events).
+    #[arg(long = "skip-tokenizer-init")]
+    pub skip_tokenizer_init: bool,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+/// `surge run`'s flags, "Load shape": how many requests, how fast, how many at once, for how long.
+#[derive(Debug, Clone, Args)]
+pub struct LoadArgs {
+    /// Beside the load, one-token "Hi" probes to the base model at this rate (one at a
+    /// time, each 1/RATE s after the previous answered, not bounded by --max-concurrency),
+    /// reported apart (`probe_*` keys): how much the load stalls an unrelated request.
+    #[arg(long = "probe-request-rate", default_value_t = 0.0, value_parser = parse::non_negative, value_name = "RATE")]
+    pub probe_request_rate: f64,
+    /// Requests to send (default 1000, as vLLM; with --duration and without this flag, no
+    /// cap: the duration ends the run; with both, whichever comes first).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub num_prompts: Option<u64>,
     /// Stop issuing requests after this long (e.g. 10s); in-flight requests finish.
     #[arg(long, value_parser = parse::duration)]
     pub duration: Option<Duration>,
-    /// Length of one slice of the result's time series.
-    #[arg(long, default_value = "1s", value_parser = parse::duration, value_name = "DURATION")]
-    pub timeslice: Duration,
     /// Most requests in flight (closed loop when --request-rate is inf).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_concurrency: Option<u32>,
@@ -354,11 +445,17 @@ pub struct RunArgs {
     /// times).
     #[arg(long = "trace-speedup", default_value_t = 1.0, value_parser = parse::positive, value_name = "F")]
     pub trace_speedup: f64,
-    /// --dataset-name timed_trace: tokens per hash_ids block (Mooncake's: 512).
-    #[arg(long = "trace-block-size", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..), value_name = "TOKENS")]
-    pub trace_block_size: u32,
     #[arg(long, default_value_t = 0)]
     pub num_warmups: u32,
+    /// Hard limit on a run's length, enforced by every agent itself (default 1h, or the
+    /// --duration plus 60s).
+    #[arg(long, value_parser = parse::duration, value_name = "DURATION")]
+    pub max_run_time: Option<Duration>,
+}
+
+/// `surge run`'s flags, "Sampling": what each request asks the model for (vLLM's sampling flags).
+#[derive(Debug, Clone, Args)]
+pub struct SamplingArgs {
     #[arg(long)]
     pub ignore_eos: bool,
     /// Sampling temperature (vLLM's default: 0.0, greedy, sent with every request).
@@ -381,10 +478,18 @@ pub struct RunArgs {
     /// in vLLM, chat requests leave it out: use --extra-body there).
     #[arg(long, value_name = "N")]
     pub logprobs: Option<u32>,
-    /// vLLM's flag: surge loads no tokenizer unless --tokenizer names one; with this flag
-    /// it loads none even then (token counts from the server's usage, else events).
-    #[arg(long = "skip-tokenizer-init")]
-    pub skip_tokenizer_init: bool,
+    /// A JSON object merged into every request body, its keys winning over the sampling
+    /// flags (vLLM's --extra-body).
+    #[arg(long, value_name = "JSON")]
+    pub extra_body: Option<String>,
+}
+
+/// `surge run`'s flags, "Results": which numbers are reported and where they are written.
+#[derive(Debug, Clone, Args)]
+pub struct OutputArgs {
+    /// Length of one slice of the result's time series.
+    #[arg(long, default_value = "1s", value_parser = parse::duration, value_name = "DURATION")]
+    pub timeslice: Duration,
     /// Also write surge's HTML report of the run beside the result (RESULT.timeline.html,
     /// vLLM's file name); implies --save-result, whose JSON the report is drawn from.
     #[arg(long = "plot-timeline")]
@@ -393,12 +498,6 @@ pub struct RunArgs {
     /// accepted (surge's report draws ITL distributions instead of colouring each gap).
     #[arg(long = "timeline-itl-thresholds", default_value = "25,50", value_name = "LOW,HIGH")]
     pub timeline_itl_thresholds: String,
-    /// A JSON object merged into every request body, its keys winning over the sampling
-    /// flags (vLLM's --extra-body).
-    #[arg(long, value_name = "JSON")]
-    pub extra_body: Option<String>,
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
     #[arg(long, default_value = "ttft,tpot,itl", value_parser = parse::metric_list)]
     pub percentile_metrics: parse::MetricList,
     #[arg(long, default_value = "99", value_parser = parse::percentile_list)]
@@ -421,43 +520,78 @@ pub struct RunArgs {
     /// KEY=VALUE pairs saved in the result (hardware=, engine=, cluster_label= fill run_metadata).
     #[arg(long, num_args = 1.., action = clap::ArgAction::Set, value_name = "KEY=VALUE", value_parser = parse::metadata)]
     pub metadata: Vec<(String, String)>,
-    /// Wait this long for the server to be ready before starting: GET /v1/models polled
-    /// until it answers 200, and the initial test request retried while the server
-    /// refuses connections or answers 502, 503 or 429 (vLLM's --ready-check-timeout-sec,
-    /// in seconds, is the same flag; 0 = the first answer decides).
-    #[arg(long, alias = "ready-check-timeout-sec", value_parser = parse::duration, value_name = "DURATION")]
-    pub ready_timeout: Option<Duration>,
-    /// HTTP version to the target: 1.1, 2 (prior knowledge on http://, ALPN h2 on
-    /// https://) or 3 (QUIC; https:// only). Default: 1.1 on http://, what ALPN agrees
-    /// (h2 or http/1.1) on https://. --http2 is --http-version 2.
-    #[arg(long, value_name = "VERSION", value_parser = ["1.1", "2", "3"])]
-    pub http_version: Option<String>,
-    /// The same as --http-version 2.
+    /// Append the result to the result file as one JSON line instead of replacing it
+    /// (vLLM's flag; implies --save-result).
     #[arg(long)]
-    pub http2: bool,
-    /// HTTP/3: QUIC connections per agent its streams are spread over (default: one per
-    /// 100 requests in flight).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub h3_connections: Option<u32>,
-    /// Do not verify the target's TLS certificate (vLLM's --insecure).
+    pub append_result: bool,
+    /// A label for the result (vLLM's `--label`): its `label` key, and the prefix of the
+    /// default result file name instead of the backend.
+    #[arg(long, value_name = "LABEL")]
+    pub label: Option<String>,
+    /// The deployment's price per hour in USD (GPUs x hourly price): results gain the
+    /// cost per million output and total tokens at the measured throughput.
+    #[arg(long, value_parser = parse::positive, value_name = "USD")]
+    pub cost_per_hour: Option<f64>,
+    /// Exit code 1 when more than this fraction of requests failed (cancelled ones
+    /// excluded); a run where no request succeeded always exits 1.
+    #[arg(long, default_value_t = 1.0, value_parser = parse::fraction, value_name = "FRACTION")]
+    pub max_failure_rate: f64,
+}
+
+/// `surge run`'s flags, "Server view": the target's own /metrics, scraped beside the run.
+#[derive(Debug, Clone, Args)]
+pub struct ServerViewArgs {
+    /// The inter-token latency the server intends (e.g. `surge echo --itl-ms`): with it,
+    /// each agent's read coalescing implies how late it read (`implied_read_lateness_ms`).
+    #[arg(long, value_parser = parse::positive, value_name = "MS")]
+    pub server_itl_ms: Option<f64>,
+    /// Scrape the server's Prometheus metrics from this URL during each level
+    /// (repeatable: replicas are summed). Default: `{base-url}/metrics` when it answers.
+    #[arg(long = "metrics-url", value_name = "URL")]
+    pub metrics_urls: Vec<String>,
+    /// Do not scrape the server's metrics.
     #[arg(long)]
-    pub insecure: bool,
-    /// Trust this CA certificate (PEM) for the target, besides the Mozilla roots.
-    #[arg(long, value_name = "FILE")]
-    pub ca_cert: Option<PathBuf>,
-    /// Extra request header NAME:VALUE or NAME=VALUE (repeatable; several per flag), e.g.
-    /// an Authorization header. OPENAI_API_KEY in the environment sends
-    /// `Authorization: Bearer $OPENAI_API_KEY` unless a header names Authorization.
-    #[arg(long = "header", value_name = "NAME:VALUE", num_args = 1..)]
-    pub headers: Vec<String>,
-    #[command(flatten)]
-    pub fleet: FleetArgs,
-    /// Coordinator config file (TOML: agents, tls-ca, tls-cert, tls-key).
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// When an agent is lost, keep the others' results and mark the run partial.
-    #[arg(long)]
-    pub tolerate_agent_loss: bool,
+    pub no_scrape_metrics: bool,
+    /// How often to scrape the server's metrics.
+    #[arg(long, default_value = "1s", value_parser = parse::duration, value_name = "DURATION")]
+    pub scrape_interval: std::time::Duration,
+    /// Also keep this metric family (beyond vllm:, sglang:, llamacpp:, tgi_); repeatable.
+    #[arg(long = "scrape-metric", value_name = "NAME")]
+    pub scrape_metrics: Vec<String>,
+    /// Who scrapes: the coordinator, or the first agent (for targets only agents reach).
+    #[arg(long, value_enum, default_value = "coordinator")]
+    pub scrape_from: ScrapeFrom,
+}
+
+/// `surge run`'s flags, "Live metrics and traces": what the run shows while it goes: Prometheus, OTLP traces, request ids.
+#[derive(Debug, Clone, Args)]
+pub struct TelemetryArgs {
+    /// Serve the run's live metrics (Prometheus text format, every agent labelled) on
+    /// ADDR, e.g. 127.0.0.1:9464, for Prometheus or Grafana to watch the run.
+    #[arg(long, value_name = "ADDR")]
+    pub prometheus_listen: Option<std::net::SocketAddr>,
+    /// Every request carries `x-request-id: <PREFIX><index>` (vLLM's flag; default
+    /// `bench-<8 hex digits of the run>-`).
+    #[arg(long, value_name = "PREFIX")]
+    pub request_id_prefix: Option<String>,
+    /// Export OTLP traces here: a span for the run, one per level and one per request
+    /// (each request also carries a W3C traceparent to the server).
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+    /// OTLP transport.
+    #[arg(long, value_enum, default_value = "http/protobuf", value_name = "PROTOCOL")]
+    pub otlp_protocol: OtlpProtocolArg,
+    /// A header of the OTLP export, K=V (e.g. Authorization=Basic ...); repeatable.
+    #[arg(long = "otlp-header", value_name = "K=V", value_parser = parse::metadata)]
+    pub otlp_headers: Vec<(String, String)>,
+    /// Share of requests with a span (0..1).
+    #[arg(long, default_value_t = 1.0, value_parser = parse::fraction, value_name = "RATIO")]
+    pub otlp_sample_ratio: f64,
+}
+
+/// `surge run`'s flags, "Client verdict": when surge says the client, not the server, was the bottleneck.
+#[derive(Debug, Clone, Args)]
+pub struct VerdictArgs {
     /// Client-bound verdict: an agent above this fraction of its cores' CPU is saturated.
     #[arg(long, default_value_t = 0.85, value_parser = parse::positive, value_name = "FRACTION")]
     pub client_cpu_limit: f64,
@@ -478,76 +612,6 @@ pub struct RunArgs {
     /// the previous one of their stream (the client read late).
     #[arg(long, default_value_t = 0.01, value_parser = parse::positive, value_name = "FRACTION")]
     pub client_coalesced_limit: f64,
-    /// The inter-token latency the server intends (e.g. `surge echo --itl-ms`): with it,
-    /// each agent's read coalescing implies how late it read (`implied_read_lateness_ms`).
-    #[arg(long, value_parser = parse::positive, value_name = "MS")]
-    pub server_itl_ms: Option<f64>,
-    /// Scrape the server's Prometheus metrics from this URL during each level
-    /// (repeatable: replicas are summed). Default: `{base-url}/metrics` when it answers.
-    #[arg(long = "metrics-url", value_name = "URL")]
-    pub metrics_urls: Vec<String>,
-    /// Do not scrape the server's metrics.
-    #[arg(long)]
-    pub no_scrape_metrics: bool,
-    /// How often to scrape the server's metrics.
-    #[arg(long, default_value = "1s", value_parser = parse::duration, value_name = "DURATION")]
-    pub scrape_interval: std::time::Duration,
-    /// Also keep this metric family (beyond vllm:, sglang:, llamacpp:, tgi_); repeatable.
-    #[arg(long = "scrape-metric", value_name = "NAME")]
-    pub scrape_metrics: Vec<String>,
-    /// Serve the run's live metrics (Prometheus text format, every agent labelled) on
-    /// ADDR, e.g. 127.0.0.1:9464, for Prometheus or Grafana to watch the run.
-    #[arg(long, value_name = "ADDR")]
-    pub prometheus_listen: Option<std::net::SocketAddr>,
-    /// Every request carries `x-request-id: <PREFIX><index>` (vLLM's flag; default
-    /// `bench-<8 hex digits of the run>-`).
-    #[arg(long, value_name = "PREFIX")]
-    pub request_id_prefix: Option<String>,
-    /// Append the result to the result file as one JSON line instead of replacing it
-    /// (vLLM's flag; implies --save-result).
-    #[arg(long)]
-    pub append_result: bool,
-    /// A label for the result (vLLM's `--label`): its `label` key, and the prefix of the
-    /// default result file name instead of the backend.
-    #[arg(long, value_name = "LABEL")]
-    pub label: Option<String>,
-    /// The deployment's price per hour in USD (GPUs x hourly price): results gain the
-    /// cost per million output and total tokens at the measured throughput.
-    #[arg(long, value_parser = parse::positive, value_name = "USD")]
-    pub cost_per_hour: Option<f64>,
-    /// Export OTLP traces here: a span for the run, one per level and one per request
-    /// (each request also carries a W3C traceparent to the server).
-    #[arg(long, value_name = "URL")]
-    pub otlp_endpoint: Option<String>,
-    /// OTLP transport.
-    #[arg(long, value_enum, default_value = "http/protobuf", value_name = "PROTOCOL")]
-    pub otlp_protocol: OtlpProtocolArg,
-    /// A header of the OTLP export, K=V (e.g. Authorization=Basic ...); repeatable.
-    #[arg(long = "otlp-header", value_name = "K=V", value_parser = parse::metadata)]
-    pub otlp_headers: Vec<(String, String)>,
-    /// Share of requests with a span (0..1).
-    #[arg(long, default_value_t = 1.0, value_parser = parse::fraction, value_name = "RATIO")]
-    pub otlp_sample_ratio: f64,
-    /// Who scrapes: the coordinator, or the first agent (for targets only agents reach).
-    #[arg(long, value_enum, default_value = "coordinator")]
-    pub scrape_from: ScrapeFrom,
-    /// Skip the one request each agent sends before the load to check the endpoint,
-    /// model and key (vLLM 0.32+ skips it by default; surge sends it).
-    #[arg(long)]
-    pub no_initial_test: bool,
-    /// Exit code 1 when more than this fraction of requests failed (cancelled ones
-    /// excluded); a run where no request succeeded always exits 1.
-    #[arg(long, default_value_t = 1.0, value_parser = parse::fraction, value_name = "FRACTION")]
-    pub max_failure_rate: f64,
-    /// Hard limit on a run's length, enforced by every agent itself (default 1h, or the
-    /// --duration plus 60s).
-    #[arg(long, value_parser = parse::duration, value_name = "DURATION")]
-    pub max_run_time: Option<Duration>,
-    /// Fail a request as `timeout` when its response body brings no byte for this long
-    /// (its stream is then reported as ended by the client); default: no limit, as vLLM's
-    /// client (which waits up to 6 h per request).
-    #[arg(long, value_parser = parse::duration, value_name = "DURATION")]
-    pub read_timeout: Option<Duration>,
 }
 
 #[derive(Debug, Clone, Args)]

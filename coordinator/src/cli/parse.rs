@@ -231,16 +231,16 @@ mod repeated_flags {
             "--num-prompts",
             "7",
         ]);
-        assert_eq!(a.percentile_metrics.0, vec!["ttft", "itl"]);
-        assert_eq!(a.num_prompts, Some(7));
+        assert_eq!(a.output.percentile_metrics.0, vec!["ttft", "itl"]);
+        assert_eq!(a.load.num_prompts, Some(7));
         let a = run(&["--goodput", "ttft:1", "tpot:2", "--goodput", "e2el:3"]);
-        assert_eq!(a.goodput, vec!["e2el:3"]);
+        assert_eq!(a.output.goodput, vec!["e2el:3"]);
         let a = run(&["--metadata", "hardware=a", "engine=b", "--metadata", "hardware=c"]);
-        assert_eq!(a.metadata, vec![("hardware".to_string(), "c".to_string())]);
+        assert_eq!(a.output.metadata, vec![("hardware".to_string(), "c".to_string())]);
         let a = run(&["--header", "a:1", "--header", "b:2"]);
-        assert_eq!(a.headers, vec!["a:1", "b:2"]);
+        assert_eq!(a.target.headers, vec!["a:1", "b:2"]);
         // D25: several values per occurrence, as vLLM's nargs.
         let a = run(&["--header", "a=1", "b=3", "--header", "c:2", "--num-prompts", "3"]);
-        assert_eq!(a.headers, vec!["a=1", "b=3", "c:2"]);
+        assert_eq!(a.target.headers, vec!["a=1", "b=3", "c:2"]);
     }
 }

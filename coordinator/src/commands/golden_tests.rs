@@ -40,6 +40,7 @@ fn row(index: u64, start_us: i64, ttft_us: u32, itl: &[u32], error: ErrorKind) -
         response_id: String::new(),
         generated_text: if ok { format!("text of {index}") } else { String::new() },
         probe: false,
+        cut: None,
     }
 }
 

@@ -329,15 +329,16 @@ pub async fn shutdown_signal() {
 /// `surge demo`'s run: 500 requests, 64 in flight, 128 in / 32 out, against `base`.
 fn demo_plan(base: &str) -> Result<RunPlan, Failure> {
     let mut a = build::default_run_args()?;
-    a.base_url = Some(base.to_string());
-    a.model = Some("surge-echo".into());
-    a.random_input_len = 128;
-    a.random_output_len = 32;
-    a.num_prompts = Some(500);
-    a.max_concurrency = Some(64);
-    a.ignore_eos = true;
-    a.percentile_metrics = crate::cli::parse::metric_list("ttft,tpot,itl,e2el").map_err(crate::cli::UsageError)?;
-    a.metric_percentiles = crate::cli::parse::percentile_list("50,90,99").map_err(crate::cli::UsageError)?;
+    a.target.base_url = Some(base.to_string());
+    a.target.model = Some("surge-echo".into());
+    a.dataset.random_input_len = 128;
+    a.dataset.random_output_len = 32;
+    a.load.num_prompts = Some(500);
+    a.load.max_concurrency = Some(64);
+    a.sampling.ignore_eos = true;
+    a.output.percentile_metrics =
+        crate::cli::parse::metric_list("ttft,tpot,itl,e2el").map_err(crate::cli::UsageError)?;
+    a.output.metric_percentiles = crate::cli::parse::percentile_list("50,90,99").map_err(crate::cli::UsageError)?;
     Ok(build::run_plan(a)?)
 }
 
