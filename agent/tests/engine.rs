@@ -27,6 +27,8 @@ async fn echo(cfg: surge_echo::EchoConfig) -> (String, oneshot::Sender<()>) {
 fn workload(base: &str, n: u64, concurrency: u32, rate: f64) -> Workload {
     Workload {
         base_url: base.into(),
+        http: surge_proto::HttpChoice::Auto as i32,
+        ramp: surge_proto::RampStrategy::None as i32,
         endpoint: "/v1/completions".into(),
         backend: Backend::Openai as i32,
         model: "m".into(),
@@ -233,7 +235,7 @@ async fn dead_man_switch_stops_load_after_the_lease() {
             _ => continue,
         }
     };
-    assert_eq!(done.stop_reason, "lease");
+    assert_eq!(done.stop(), surge_proto::StopReason::Lease);
     assert!(t.elapsed() < Duration::from_secs(5), "stopped after {:?}", t.elapsed());
     drop(tx);
     // The agent still serves a new session.

@@ -32,6 +32,8 @@ fn replay(target: &str, f: fn(&[u8])) {
 fn session_seed(version: u32) -> Vec<u8> {
     let w = Workload {
         base_url: "http://127.0.0.1:8000".into(),
+        http: surge_proto::HttpChoice::Auto as i32,
+        ramp: surge_proto::RampStrategy::None as i32,
         endpoint: "/v1/completions".into(),
         model: "m".into(),
         dataset: Some(DatasetSpec { kind: DatasetKind::Random as i32, random_input_len: 16, ..Default::default() }),

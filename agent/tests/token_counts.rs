@@ -63,6 +63,8 @@ fn workload(base: &str, tokenizer: Option<&[u8]>) -> Workload {
     let bytes = tokenizer.map(<[u8]>::to_vec).unwrap_or_default();
     Workload {
         base_url: base.into(),
+        http: surge_proto::HttpChoice::Auto as i32,
+        ramp: surge_proto::RampStrategy::None as i32,
         endpoint: "/v1/completions".into(),
         backend: Backend::Openai as i32,
         model: "m".into(),

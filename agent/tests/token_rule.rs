@@ -16,6 +16,8 @@ use tokio_util::sync::CancellationToken;
 fn workload(base: &str, chat: bool, n: u64, concurrency: u32, output_len: u32) -> Workload {
     Workload {
         base_url: base.into(),
+        http: surge_proto::HttpChoice::Auto as i32,
+        ramp: surge_proto::RampStrategy::None as i32,
         endpoint: if chat { "/v1/chat/completions" } else { "/v1/completions" }.into(),
         backend: if chat { Backend::OpenaiChat } else { Backend::Openai } as i32,
         model: "m".into(),

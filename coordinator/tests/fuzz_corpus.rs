@@ -41,11 +41,11 @@ fn agents_seed() -> Vec<u8> {
                 run_id: 7,
                 batches: 1,
                 completed: 2,
-                stop_reason: "finished".into(),
+                stop: surge_proto::StopReason::Finished as i32,
                 ..Default::default()
             }),
         ),
-        (1, Msg::Done(Done { run_id: 7, stop_reason: "signal".into(), ..Default::default() })),
+        (1, Msg::Done(Done { run_id: 7, stop: surge_proto::StopReason::Signal as i32, ..Default::default() })),
     ];
     let mut out = Vec::new();
     for (who, m) in msgs {

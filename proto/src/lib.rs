@@ -13,4 +13,4 @@ pub mod v1 {
 pub use v1::*;
 
 /// Version of the session protocol. Bump on any incompatible change to `surge.proto`.
-pub const PROTOCOL_VERSION: u32 = 9;
+pub const PROTOCOL_VERSION: u32 = 10;

@@ -191,18 +191,6 @@ pub enum Version {
     Http3,
 }
 
-impl Version {
-    /// From the workload's `http_version` (0 auto, 1, 2, 3; anything else: auto).
-    pub fn from_wire(v: u32) -> Self {
-        match v {
-            1 => Self::Http1,
-            2 => Self::Http2,
-            3 => Self::Http3,
-            _ => Self::Auto,
-        }
-    }
-}
-
 /// How the target's certificate is checked.
 #[derive(Debug, Clone, Default)]
 pub struct TargetTls {

@@ -154,8 +154,11 @@ impl Jobs {
             },
             lora: w.lora_modules.clone(),
         };
-        let pick =
-            ModelPick { modules: w.lora_modules.len() as u64, random: w.lora_assignment == "random", seed: spec.seed };
+        let pick = ModelPick {
+            modules: w.lora_modules.len() as u64,
+            random: w.lora_pick() == surge_proto::LoraPick::Random,
+            seed: spec.seed,
+        };
         let hi = Prompt {
             text: "Hi".into(),
             input_tokens: 1,

@@ -25,6 +25,7 @@ pub mod pacer;
 pub mod pacing;
 pub mod request;
 pub mod sink;
+pub mod spec;
 pub mod sse;
 pub mod stats;
 
@@ -47,7 +48,7 @@ pub fn runtime() -> &'static tokio::runtime::Runtime {
 }
 
 use crate::data::tokenizer::{self, Tok, TokenizerError};
-use conn::{Connector, Pool, Target, TargetTls, Version};
+use conn::{Connector, Pool, Target, TargetTls};
 use jobs::{Jobs, Planned};
 use pacing::Schedule;
 use request::{Job, Mode, RequestTemplate, signed_us, us};
@@ -91,6 +92,9 @@ pub enum EngineError {
     /// The request sent before the load failed (D7, D17).
     #[error("the initial test request to {url} failed: {message} (--no-initial-test skips it)")]
     InitialTest { url: String, message: String },
+    /// A workload this agent cannot read: an unknown or unset choice, a contradiction.
+    #[error(transparent)]
+    Spec(spec::SpecError),
     /// No request cap, no concurrency limit and no rate: nothing would bound the load.
     #[error("a run without a request cap needs a concurrency limit or a request rate")]
     Unbounded,
@@ -136,6 +140,16 @@ pub enum StopReason {
 }
 
 impl StopReason {
+    /// As `Done.stop` carries it.
+    pub fn wire(self) -> surge_proto::StopReason {
+        match self {
+            StopReason::Finished => surge_proto::StopReason::Finished,
+            StopReason::Duration => surge_proto::StopReason::Duration,
+            StopReason::Stopped => surge_proto::StopReason::Stopped,
+            StopReason::Deadline => surge_proto::StopReason::Deadline,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             StopReason::Finished => "finished",
@@ -222,6 +236,7 @@ pub async fn prepare(workload: Workload) -> Result<Prepared, EngineError> {
 /// As [`prepare`], with connections to the target opened from `local` (an address of
 /// this host) when given.
 pub async fn prepare_on(mut workload: Workload, local: Option<std::net::IpAddr>) -> Result<Prepared, EngineError> {
+    let spec = spec::check(&workload).map_err(EngineError::Spec)?;
     let schedule = Schedule::for_workload(&workload, None)?;
     if workload.slice_len == jobs::UNBOUNDED && workload.max_concurrency == 0 && !schedule.is_open_loop() {
         return Err(EngineError::Unbounded);
@@ -241,7 +256,7 @@ pub async fn prepare_on(mut workload: Workload, local: Option<std::net::IpAddr>)
     let concurrency = u64::from(workload.max_concurrency).min(jobs.len().max(1)).min(warm_max as u64) as usize;
     let tls = TargetTls::of(&workload);
     let pool = Arc::new(Pool::with_connections(
-        Connector::with_tls(target, Version::from_wire(workload.http_version), &tls)?.from_address(local),
+        Connector::with_tls(target, spec.http, &tls)?.from_address(local),
         Arc::clone(&stats),
         concurrency,
         workload.h3_connections as usize,
@@ -649,6 +664,8 @@ mod tests {
     async fn an_unbounded_slice_needs_a_bound_on_the_load() {
         let w = Workload {
             base_url: "http://127.0.0.1:9".into(),
+            http: surge_proto::HttpChoice::Auto as i32,
+            ramp: surge_proto::RampStrategy::None as i32,
             slice_len: jobs::UNBOUNDED,
             max_concurrency: 0,
             request_rate: 0.0,

@@ -28,10 +28,11 @@ pub struct Ramp {
 impl Ramp {
     /// The ramp a workload asks for, if any.
     pub fn of(w: &surge_proto::Workload) -> Option<Self> {
-        let exponential = match w.ramp_strategy.as_str() {
-            "linear" => false,
-            "exponential" => true,
-            _ => return None,
+        // Read at the edge (`spec::check`): an unknown value never gets here.
+        let exponential = match w.ramp() {
+            surge_proto::RampStrategy::Linear => false,
+            surge_proto::RampStrategy::Exponential => true,
+            surge_proto::RampStrategy::None | surge_proto::RampStrategy::Unspecified => return None,
         };
         let over_s = if w.slice_len == super::jobs::UNBOUNDED { w.duration_ms as f64 / 1000.0 } else { 0.0 };
         Some(Self { exponential, start: w.ramp_start_rps, end: w.ramp_end_rps, n: w.slice_len, over_s })

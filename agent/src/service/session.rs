@@ -165,12 +165,12 @@ impl End {
         }
     }
 
-    /// Done's `stop_reason` for a run cut short by this.
-    fn stop_reason(self) -> &'static str {
+    /// Done's `stop` for a run cut short by this.
+    fn stop_reason(self) -> surge_proto::StopReason {
         match self {
-            End::ShuttingDown => "signal",
-            End::LeaseExpired => "lease",
-            End::CoordinatorClosed | End::ProtocolMismatch => "coordinator gone",
+            End::ShuttingDown => surge_proto::StopReason::Signal,
+            End::LeaseExpired => surge_proto::StopReason::Lease,
+            End::CoordinatorClosed | End::ProtocolMismatch => surge_proto::StopReason::CoordinatorGone,
         }
     }
 }
@@ -381,7 +381,12 @@ impl Session {
                     let text = "a run is already in progress on this session".to_string();
                     out.push(Action::Send(error(ErrorCode::Busy, text)));
                 } else if let Some(workload) = p.workload {
-                    out.push(Action::CheckTarget { run_id: p.run_id, workload });
+                    // Read at the edge: a workload this agent cannot read is refused before
+                    // anything is resolved, connected or sent.
+                    match crate::engine::spec::check(&workload) {
+                        Ok(_) => out.push(Action::CheckTarget { run_id: p.run_id, workload }),
+                        Err(e) => out.push(Action::Send(error(ErrorCode::BadRequest, e.to_string()))),
+                    }
                 } else {
                     out.push(Action::Send(error(ErrorCode::BadRequest, "Prepare without a workload".into())));
                 }
@@ -438,7 +443,7 @@ impl Session {
             return;
         }
         // Multiplexed connections (HTTP/2, HTTP/3) carry 100 streams each.
-        let h2 = w.http_version >= 2;
+        let h2 = matches!(w.http(), surge_proto::HttpChoice::Http2 | surge_proto::HttpChoice::Http3);
         if let Err(text) = self.settings.limits.check(w.max_concurrency, h2) {
             out.push(Action::Send(error(ErrorCode::OverCapacity, text)));
             return;
@@ -477,7 +482,7 @@ impl Session {
         self.send_rows(rows, out);
         let Some(running) = self.running.take() else { return };
         self.reservation = None;
-        let stop_reason = self.closing.map_or(report.stop_reason.as_str(), End::stop_reason);
+        let stop_reason = self.closing.map_or(report.stop_reason.wire(), End::stop_reason);
         let done = Done {
             run_id: running.run_id,
             batches: self.outbox.sealed(),
@@ -489,7 +494,7 @@ impl Session {
             lag_p50_us: report.lag.p50_us,
             lag_p99_us: report.lag.p99_us,
             lag_max_us: report.lag.max_us,
-            stop_reason: stop_reason.to_string(),
+            stop: stop_reason as i32,
             max_in_flight: report.max_in_flight,
             reconnects: report.reconnects,
             wake_p99_us: report.wake.p99_us,
@@ -497,7 +502,12 @@ impl Session {
             host_busy_pct: host.busy_pct,
             cpu_pressure_pct: host.pressure_pct,
         };
-        tracing::info!(completed = done.completed, failed = done.failed, reason = stop_reason, "run finished");
+        tracing::info!(
+            completed = done.completed,
+            failed = done.failed,
+            reason = stop_reason.as_str_name(),
+            "run finished"
+        );
         self.last_done = Some(done.clone());
         out.push(Action::Send(agent_msg::Msg::Done(done)));
         if let Some(end) = self.closing {
@@ -598,7 +608,11 @@ mod tests {
             .iter()
             .map(|a| match a {
                 Action::Send(agent_msg::Msg::Batch(b)) => format!("batch {}", b.seq),
-                Action::Send(agent_msg::Msg::Done(d)) => format!("done {} {}", d.stop_reason, d.batches),
+                Action::Send(agent_msg::Msg::Done(d)) => format!(
+                    "done {} {}",
+                    d.stop().as_str_name().trim_start_matches("STOP_REASON_").to_lowercase(),
+                    d.batches
+                ),
                 Action::Send(agent_msg::Msg::Heartbeat(_)) => "heartbeat".into(),
                 Action::Send(agent_msg::Msg::Health(_)) => "health".into(),
                 Action::Send(agent_msg::Msg::Ready(_)) => "ready".into(),
@@ -644,7 +658,8 @@ mod tests {
     fn start_run(s: &mut Session, now: Now) {
         let hello = Hello { protocol_version: PROTOCOL_VERSION, ..Default::default() };
         assert_eq!(sent(&s.handle(msg(coordinator_msg::Msg::Hello(hello)), now)), ["hello"]);
-        let prepare = Prepare { run_id: 1, workload: Some(Workload { max_concurrency: 0, ..Default::default() }) };
+        let prepare =
+            Prepare { run_id: 1, workload: Some(readable(Workload { max_concurrency: 0, ..Default::default() })) };
         let a = s.handle(msg(coordinator_msg::Msg::Prepare(prepare)), now);
         let [Action::CheckTarget { run_id: 1, workload }] = &a[..] else { panic!("{a:?}") };
         let a = s.handle(Event::TargetChecked { run_id: 1, workload: workload.clone(), verdict: Ok(()) }, now);
@@ -884,6 +899,35 @@ mod tests {
         let a = s.handle(Event::TargetChecked { run_id: 1, workload, verdict: Ok(()) }, c.at(ms(0)));
         let [Action::Send(agent_msg::Msg::Error(e))] = &a[..] else { panic!("{a:?}") };
         assert!(e.message.contains("open-file limit 1024"), "{}", e.message);
+    }
+
+    /// `w` with the choices a coordinator always sets.
+    fn readable(w: Workload) -> Workload {
+        Workload { http: surge_proto::HttpChoice::Auto as i32, ramp: surge_proto::RampStrategy::None as i32, ..w }
+    }
+
+    #[test]
+    fn a_workload_with_a_value_this_agent_does_not_know_is_refused_before_anything_runs() {
+        let c = Clock::new();
+        let now = c.at(ms(0));
+        let mut s = session(&c);
+        // A newer coordinator's HTTP version: refused, naming the field and the value;
+        // the target is not even checked (nothing resolved, connected or sent).
+        let w = Workload { http: 7, ..readable(Workload::default()) };
+        let a = s.handle(msg(coordinator_msg::Msg::Prepare(Prepare { run_id: 1, workload: Some(w) })), now);
+        let [Action::Send(agent_msg::Msg::Error(e))] = &a[..] else { panic!("{a:?}") };
+        assert_eq!(e.code(), ErrorCode::BadRequest);
+        assert_eq!(e.message, "workload field `http`: value 7 is not one this agent knows (a newer coordinator?)");
+        let w = Workload { ramp: 9, ..readable(Workload::default()) };
+        let a = s.handle(msg(coordinator_msg::Msg::Prepare(Prepare { run_id: 2, workload: Some(w) })), now);
+        let [Action::Send(agent_msg::Msg::Error(e))] = &a[..] else { panic!("{a:?}") };
+        assert!(e.message.contains("`ramp`: value 9"), "{}", e.message);
+        // The same workload with known values goes on to the target check.
+        let a = s.handle(
+            msg(coordinator_msg::Msg::Prepare(Prepare { run_id: 3, workload: Some(readable(Workload::default())) })),
+            now,
+        );
+        assert!(matches!(&a[..], [Action::CheckTarget { run_id: 3, .. }]), "{a:?}");
     }
 
     #[test]

@@ -14,7 +14,7 @@ use crate::plan::{Agents, OtlpPlan, OtlpProtocol, RunPlan, ScrapePlan, TlsPaths,
 use clap::{Args, FromArgMatches};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use surge_proto::Backend;
+use surge_proto::{Backend, HttpChoice};
 
 fn usage<T>(msg: impl Into<String>) -> Result<T, UsageError> {
     Err(UsageError(msg.into()))
@@ -405,19 +405,19 @@ pub fn matrix_plan(a: MatrixArgs) -> Result<MatrixPlan, UsageError> {
 }
 
 /// `--http-version` (or `--http2`) as on the wire; HTTP/3 needs an https:// target.
-fn http_version(t: &TransportArgs, base_url: &str) -> Result<u32, UsageError> {
+fn http_version(t: &TransportArgs, base_url: &str) -> Result<HttpChoice, UsageError> {
     let v = match (t.http_version.as_deref(), t.http2) {
-        (Some("1.1"), false) => 1,
-        (Some("2"), _) | (None, true) => 2,
-        (Some("3"), false) => 3,
+        (Some("1.1"), false) => HttpChoice::Http1,
+        (Some("2"), _) | (None, true) => HttpChoice::Http2,
+        (Some("3"), false) => HttpChoice::Http3,
         (Some(v), true) => return usage(format!("--http2 contradicts --http-version {v}")),
-        _ => 0,
+        _ => HttpChoice::Auto,
     };
     let https = base_url.starts_with("https://");
-    if v == 3 && !https {
+    if v == HttpChoice::Http3 && !https {
         return usage("--http-version 3: needs an https:// --base-url (QUIC always carries TLS)");
     }
-    if t.h3_connections.is_some() && v != 3 {
+    if t.h3_connections.is_some() && v != HttpChoice::Http3 {
         return usage("--h3-connections: only with --http-version 3");
     }
     Ok(v)

@@ -74,7 +74,7 @@ fn agent(i: usize, done: bool) -> AgentReport {
             lag_p50_us: 10,
             lag_p99_us: 120,
             lag_max_us: 300,
-            stop_reason: "finished".into(),
+            stop: surge_proto::StopReason::Finished as i32,
             max_in_flight: 2,
             wake_p99_us: 30,
             wake_max_us: 60,

@@ -90,7 +90,7 @@ async fn validate(plan: &ValidatePlan, sinks: &mut dyn Sink) -> Result<u8, Failu
             let addr = listener.local_addr().map_err(|e| Failure::run("embedded echo server", &e))?;
             let s = stop_echo.clone();
             // HTTP/3: HTTPS and QUIC on the same port number, its own certificate.
-            let h3 = plan.base.http_version == 3;
+            let h3 = plan.base.http_version == surge_proto::HttpChoice::Http3;
             let config =
                 surge_echo::EchoConfig { itl_ms: plan.itl_ms, tls_self_signed: h3, http3: h3, ..Default::default() };
             let ready = surge_echo::prepare(listener, config).map_err(|e| Failure::run("embedded echo server", &e))?;

@@ -150,7 +150,7 @@ impl Collector {
                     }
                     agent_msg::Msg::Done(d) if d.run_id == run_id => {
                         // An agent stopped by a signal ran only part of its share.
-                        if d.stop_reason == "signal" {
+                        if d.stop() == surge_proto::StopReason::Signal {
                             self.mark_lost(agent, "stopped by a signal (its share is incomplete)".into(), &mut out);
                         }
                         let a = &mut self.agents[agent];
@@ -247,8 +247,8 @@ mod tests {
         Input::Msg { agent, msg: agent_msg::Msg::Batch(SampleBatch { run_id: RUN, seq, rows, started_unix_ns: 1 }) }
     }
 
-    fn done(agent: usize, reason: &str) -> Input {
-        let d = Done { run_id: RUN, stop_reason: reason.into(), ..Default::default() };
+    fn done(agent: usize, reason: surge_proto::StopReason) -> Input {
+        let d = Done { run_id: RUN, stop: reason as i32, ..Default::default() };
         Input::Msg { agent, msg: agent_msg::Msg::Done(d) }
     }
 
@@ -275,7 +275,7 @@ mod tests {
         // Told once, not on every later input.
         assert_eq!(stops(&c.handle(Input::Quiet, t0 + Duration::from_secs(4))), 0);
         assert!(!c.finished(t0 + Duration::from_secs(4)), "agent 0 is still running");
-        c.handle(done(0, "stopped"), t0 + Duration::from_secs(5));
+        c.handle(done(0, surge_proto::StopReason::Stopped), t0 + Duration::from_secs(5));
         assert!(c.finished(t0 + Duration::from_secs(5)));
         let (agents, status) = c.finish();
         assert_eq!(status, RunStatus::Invalid { lost: vec!["a1".into()] });
@@ -316,7 +316,7 @@ mod tests {
         let resumed = Input::Resumed { agent: 1, after: Duration::from_millis(600) };
         let acts = c.handle(resumed, t0 + Duration::from_millis(700));
         assert!(acts.contains(&Action::Send { agent: 1, msg: Msg::Start(start) }), "{acts:?}");
-        c.handle(done(1, "duration"), t0 + Duration::from_secs(2));
+        c.handle(done(1, surge_proto::StopReason::Duration), t0 + Duration::from_secs(2));
         let acts =
             c.handle(Input::Resumed { agent: 1, after: Duration::from_millis(600) }, t0 + Duration::from_secs(3));
         assert!(!acts.iter().any(|a| matches!(a, Action::Send { .. })), "done: nothing to resend: {acts:?}");
@@ -349,7 +349,7 @@ mod tests {
             c.next_loss_check(),
             Some(t0 + Duration::from_millis(700) + LOSS_TIMEOUT + Duration::from_millis(1))
         );
-        c.handle(done(0, "stopped"), t0 + Duration::from_secs(4));
+        c.handle(done(0, surge_proto::StopReason::Stopped), t0 + Duration::from_secs(4));
         assert_eq!(c.next_loss_check(), None);
     }
 
@@ -369,7 +369,7 @@ mod tests {
         let mut c = collector(2, true, t0);
         let acts = c.handle(Input::Closed { agent: 1, error: Some("reset".into()) }, t0);
         assert_eq!(stops(&acts), 0);
-        c.handle(done(0, "finished"), t0 + Duration::from_secs(1));
+        c.handle(done(0, surge_proto::StopReason::Finished), t0 + Duration::from_secs(1));
         let (_, status) = c.finish();
         assert_eq!(status, RunStatus::Partial { lost: vec!["a1".into()] });
     }
@@ -399,7 +399,7 @@ mod tests {
             }),
         };
         assert!(c.handle(stale, t0).is_empty());
-        c.handle(done(0, "finished"), t0);
+        c.handle(done(0, surge_proto::StopReason::Finished), t0);
         let (agents, status) = c.finish();
         assert_eq!(status, RunStatus::Complete);
         assert_eq!(agents[0].rows, 30);
@@ -412,11 +412,11 @@ mod tests {
         let t0 = Instant::now();
         let mut c = collector(2, false, t0);
         c.handle(batch(0, 0, 0, 5), t0);
-        c.handle(done(0, "finished"), t0);
+        c.handle(done(0, surge_proto::StopReason::Finished), t0);
         assert!(!c.finished(t0), "agent 1 has not said Done");
         c.handle(batch(1, 0, 5, 5), t0);
         assert!(!c.finished(t0));
-        c.handle(done(1, "finished"), t0);
+        c.handle(done(1, surge_proto::StopReason::Finished), t0);
         assert!(c.finished(t0));
         let (agents, status) = c.finish();
         assert_eq!(status, RunStatus::Complete);
@@ -433,8 +433,8 @@ mod tests {
         // Batches sent before the agents saw Stop still arrive, are acked and kept.
         let acts = c.handle(batch(1, 0, 4, 3), t0);
         assert!(matches!(&acts[..], [Action::Send { .. }, Action::Rows(r)] if r.len() == 3), "{acts:?}");
-        c.handle(done(0, "stopped"), t0);
-        c.handle(done(1, "stopped"), t0);
+        c.handle(done(0, surge_proto::StopReason::Stopped), t0);
+        c.handle(done(1, surge_proto::StopReason::Stopped), t0);
         assert!(c.finished(t0));
         let (agents, status) = c.finish();
         assert_eq!(status, RunStatus::Interrupted);
@@ -445,7 +445,7 @@ mod tests {
     fn an_agent_stopped_by_a_signal_counts_as_lost() {
         let t0 = Instant::now();
         let mut c = collector(1, false, t0);
-        c.handle(done(0, "signal"), t0);
+        c.handle(done(0, surge_proto::StopReason::Signal), t0);
         let (_, status) = c.finish();
         assert_eq!(status, RunStatus::Invalid { lost: vec!["a0".into()] });
     }

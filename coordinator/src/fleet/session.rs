@@ -13,7 +13,8 @@ use crate::plan::split::{self, Share};
 use std::time::{Duration, Instant};
 use surge_agent::data::share::Stripe;
 use surge_proto::{
-    ClockPing, HelloReply, PROTOCOL_VERSION, Prepare, ScrapeLast, Start, Workload, agent_msg, coordinator_msg::Msg,
+    ClockPing, HelloReply, LoraPick, PROTOCOL_VERSION, Prepare, RampStrategy, ScrapeLast, Start, Workload, agent_msg,
+    coordinator_msg::Msg,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -436,7 +437,9 @@ fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize, run_id: u64) -> Wo
         max_concurrency: s.max_concurrency,
         request_rate: if s.request_rate.is_finite() { s.request_rate } else { 0.0 },
         burstiness: plan.burstiness,
-        ramp_strategy: plan.ramp.map_or_else(String::new, |r| r.name().to_string()),
+        ramp: plan.ramp.map_or(RampStrategy::None, |r| {
+            if r.exponential { RampStrategy::Exponential } else { RampStrategy::Linear }
+        }) as i32,
         ramp_start_rps: plan.ramp.map_or(0.0, |r| f64::from(r.start) * s.fraction),
         ramp_end_rps: plan.ramp.map_or(0.0, |r| f64::from(r.end) * s.fraction),
         trace_speedup: plan.trace_speedup.unwrap_or(0.0),
@@ -447,7 +450,7 @@ fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize, run_id: u64) -> Wo
         extra_body_json: plan.extra_body.clone().unwrap_or_default(),
         request_id_prefix: plan.request_id_prefix.clone().unwrap_or_else(|| format!("bench-{:08x}-", run_id as u32)),
         pacing_seed: plan.seed ^ ((i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
-        http_version: plan.http_version,
+        http: plan.http_version as i32,
         h3_connections: plan.h3_connections,
         target_insecure: plan.target_tls.insecure,
         target_ca_pem: plan.target_tls.ca_pem.clone(),
@@ -475,6 +478,6 @@ fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize, run_id: u64) -> Wo
         // The first agent probes, at the whole rate (one probe at a time, as vLLM).
         probe_rate: if i == 0 { plan.probe_rate } else { 0.0 },
         lora_modules: plan.lora_modules.clone(),
-        lora_assignment: if plan.lora_random { "random" } else { "round-robin" }.to_string(),
+        lora_pick: if plan.lora_random { LoraPick::Random } else { LoraPick::RoundRobin } as i32,
     }
 }

@@ -2,9 +2,9 @@
 //! [`RunResult`]: the one place a result is assembled.
 
 use super::result::{
-    AgentEntry, ClientBlock, Counts, Detailed, Distribution, ErrorExample, ImpliedLateness, Labels, Lag, Latencies,
-    Lateness, MetricStats, Probes, QueueLatency, RESULT_SCHEMA, Rate, RunMetadata, RunResult, ShareEntry,
-    StreamExample, TokenCounts, TokenizerRef,
+    AgentEntry, AgentStop, ClientBlock, Counts, Detailed, Distribution, EndedBy, ErrorExample, ImpliedLateness, Labels,
+    Lag, Latencies, Lateness, MetricStats, Probes, QueueLatency, RESULT_SCHEMA, Rate, RunMetadata, RunResult,
+    ShareEntry, StreamExample, TokenCounts, TokenizerRef,
 };
 use crate::analysis::cost;
 use crate::analysis::metrics::{Metrics, kind_name};
@@ -130,7 +130,11 @@ pub fn client_block(plan: &RunPlan, o: &Outcome, m: &Metrics, verdict: Verdict) 
                 timer_wake_lateness_us: Lateness { p99: wake_p99, max: wake_max },
                 max_in_flight: done.max_in_flight,
                 reconnects: done.reconnects,
-                stop_reason: if a.lost.is_some() && a.done.is_none() { "lost".into() } else { done.stop_reason },
+                stop_reason: if a.lost.is_some() && a.done.is_none() {
+                    AgentStop::Lost
+                } else {
+                    AgentStop::of(done.stop())
+                },
                 health: a.lost.as_ref().map_or_else(|| "ok".to_string(), |why| format!("lost: {why}")),
             }
         })
@@ -211,22 +215,22 @@ fn detailed(m: &Metrics, vllm_arrays: bool) -> Detailed {
 }
 
 /// What ended the run.
-pub fn ended_by(plan: &RunPlan, o: &Outcome) -> &'static str {
+pub fn ended_by(plan: &RunPlan, o: &Outcome) -> EndedBy {
     use crate::fleet::outcome::RunStatus;
     match &o.status {
-        RunStatus::Interrupted | RunStatus::Terminated => "interrupt",
-        RunStatus::Invalid { .. } | RunStatus::Partial { .. } => "agent_loss",
+        RunStatus::Interrupted | RunStatus::Terminated => EndedBy::Interrupt,
+        RunStatus::Invalid { .. } | RunStatus::Partial { .. } => EndedBy::AgentLoss,
         RunStatus::Complete => {
-            let reasons: Vec<&str> =
-                o.agents.iter().filter_map(|a| a.done.as_ref()).map(|d| d.stop_reason.as_str()).collect();
-            if reasons.contains(&"deadline") {
-                "max_run_time"
-            } else if reasons.contains(&"duration") {
-                "duration"
+            use surge_proto::StopReason;
+            let reasons: Vec<StopReason> = o.agents.iter().filter_map(|a| a.done.as_ref()).map(|d| d.stop()).collect();
+            if reasons.contains(&StopReason::Deadline) {
+                EndedBy::MaxRunTime
+            } else if reasons.contains(&StopReason::Duration) {
+                EndedBy::Duration
             } else if plan.ends_at_dataset {
-                "dataset"
+                EndedBy::Dataset
             } else {
-                "num_prompts"
+                EndedBy::NumPrompts
             }
         }
     }
@@ -258,7 +262,7 @@ pub fn run_result(
         ramp_up_end_rps: plan.ramp.map(|r| r.end),
         labels: Labels(plan.metadata.clone()),
         duration: m.duration_s,
-        ended_by: ended_by(plan, o).into(),
+        ended_by: ended_by(plan, o),
         dataset_passes: (plan.dataset_name != "timed_trace")
             .then(|| crate::plan::split::dataset_passes(plan.prompts.len(), m.completed + m.failed))
             .flatten(),

@@ -80,7 +80,7 @@ pub struct RunResult {
     /// What ended the run: `num_prompts`, `dataset` (`--no-oversample` at the end of a
     /// file), `duration`, `max_run_time`, `interrupt` or `agent_loss`.
     #[serde(default)]
-    pub ended_by: String,
+    pub ended_by: EndedBy,
     /// File datasets: passes over the file that the run's requests made (D20; 2 = every
     /// entry was sent, then some again in a new order). Absent for generated prompts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -511,8 +511,75 @@ pub struct AgentEntry {
     pub timer_wake_lateness_us: Lateness,
     pub max_in_flight: u32,
     pub reconnects: u64,
-    pub stop_reason: String,
+    pub stop_reason: AgentStop,
     pub health: String,
+}
+
+/// What ended a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndedBy {
+    NumPrompts,
+    /// `--no-oversample` at the end of the file.
+    Dataset,
+    Duration,
+    MaxRunTime,
+    Interrupt,
+    AgentLoss,
+    /// A file written before the key existed (or by a newer surge with another reason).
+    #[default]
+    #[serde(rename = "", other)]
+    Unknown,
+}
+
+impl EndedBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NumPrompts => "num_prompts",
+            Self::Dataset => "dataset",
+            Self::Duration => "duration",
+            Self::MaxRunTime => "max_run_time",
+            Self::Interrupt => "interrupt",
+            Self::AgentLoss => "agent_loss",
+            Self::Unknown => "",
+        }
+    }
+}
+
+/// Why an agent's run ended, as the result names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentStop {
+    Finished,
+    Duration,
+    Stopped,
+    Deadline,
+    Lease,
+    Signal,
+    #[serde(rename = "coordinator gone")]
+    CoordinatorGone,
+    /// The coordinator lost the agent before it said it was done.
+    Lost,
+    /// A reason this version does not know (a file from a newer surge).
+    #[serde(rename = "", other)]
+    Unknown,
+}
+
+impl AgentStop {
+    /// The agent's `Done.stop`.
+    pub fn of(s: surge_proto::StopReason) -> Self {
+        use surge_proto::StopReason as S;
+        match s {
+            S::Finished => Self::Finished,
+            S::Duration => Self::Duration,
+            S::Stopped => Self::Stopped,
+            S::Deadline => Self::Deadline,
+            S::Lease => Self::Lease,
+            S::Signal => Self::Signal,
+            S::CoordinatorGone => Self::CoordinatorGone,
+            S::Unspecified => Self::Unknown,
+        }
+    }
 }
 
 /// Read lateness implied by coalesced reads: mean over all token events, and the most.

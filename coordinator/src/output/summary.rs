@@ -102,8 +102,8 @@ pub fn summary(r: &RunResult, view: &SummaryView, status: &RunStatus) -> String 
         }
     }
     header(&mut out, "surge", '-');
-    if !r.ended_by.is_empty() {
-        line(&mut out, "Ended by:", &r.ended_by);
+    if r.ended_by != crate::output::result::EndedBy::Unknown {
+        line(&mut out, "Ended by:", r.ended_by.as_str());
     }
     if let Some(p) = r.peak_in_flight {
         fline(&mut out, "Peak in flight (one instant):", p);

@@ -162,8 +162,8 @@ pub struct RunPlan {
     pub result_filename: Option<String>,
     pub metadata: Vec<(String, String)>,
     pub ready_timeout: Option<Duration>,
-    /// `--http-version` as on the wire: 0 not forced, 1, 2, 3.
-    pub http_version: u32,
+    /// `--http-version` (`Auto`: not forced).
+    pub http_version: surge_proto::HttpChoice,
     /// `--h3-connections` (0: one per 100 requests in flight).
     pub h3_connections: u32,
     /// How the target's certificate is checked (`--insecure`, `--ca-cert`).
