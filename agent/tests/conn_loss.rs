@@ -8,9 +8,13 @@ use bytes::Bytes;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-use surge_agent::engine::conn::{Connector, Pool, Target, Version};
+use surge_agent::engine::conn::Version;
+use surge_agent::engine::connector::Connector;
+use surge_agent::engine::pool::Pool;
 use surge_agent::engine::request::{self, Job, Mode, RequestTemplate};
 use surge_agent::engine::stats::Stats;
+use surge_agent::engine::target::Target;
+use surge_agent::engine::tls::TargetTls;
 use surge_proto::{ErrorKind, TokenSource};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -59,7 +63,12 @@ async fn a_request_left_unanswered_by_an_ended_connection_is_retried() {
     let (addr, accepted) = server(close.clone()).await;
     let target = Target::resolve(&format!("http://{addr}")).await.unwrap();
     let stats = Arc::new(Stats::default());
-    let pool = Arc::new(Pool::new(Connector::new(target.clone(), Version::Http1).unwrap(), stats.clone(), 1));
+    let pool = Arc::new(Pool::with_connections(
+        Connector::with_tls(target.clone(), Version::Http1, &TargetTls::default()).unwrap(),
+        stats.clone(),
+        1,
+        0,
+    ));
     assert_eq!(pool.warm(1, 1).await.unwrap(), 1);
     // The pooled connection goes to the silent handler.
     let (conn, reused) = pool.checkout().await.unwrap();

@@ -2,13 +2,18 @@
 //! socket stamps under rustls. A TLS terminator (test CA, `localhost`) forwards the
 //! decrypted bytes to the echo server; everything on 127.0.0.1 port 0.
 
+use base64::Engine as _;
 use bytes::Bytes;
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use surge_agent::engine::conn::{Connector, Pool, Target, Version};
+use surge_agent::engine::conn::Version;
+use surge_agent::engine::connector::Connector;
+use surge_agent::engine::pool::Pool;
 use surge_agent::engine::request::{self, Job, Mode, RequestTemplate};
 use surge_agent::engine::stats::Stats;
+use surge_agent::engine::target::Target;
+use surge_agent::engine::tls::TargetTls;
 use surge_proto::{ErrorKind, TokenSource};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
@@ -28,7 +33,7 @@ fn certs() -> (CertificateDer<'static>, CertificateDer<'static>, PrivateKeyDer<'
 }
 
 /// Terminates TLS on a new port and pipes each connection to `backend`.
-async fn tls_terminator(backend: std::net::SocketAddr) -> (u16, rustls::RootCertStore) {
+async fn tls_terminator(backend: std::net::SocketAddr) -> (u16, TargetTls) {
     let (ca, leaf, key) = certs();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
@@ -55,9 +60,11 @@ async fn tls_terminator(backend: std::net::SocketAddr) -> (u16, rustls::RootCert
             });
         }
     });
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(ca).unwrap();
-    (port, roots)
+    let pem = format!(
+        "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+        base64::engine::general_purpose::STANDARD.encode(ca.as_ref())
+    );
+    (port, TargetTls { insecure: false, ca_pem: pem.into_bytes() })
 }
 
 async fn echo_server() -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>) {
@@ -94,10 +101,11 @@ async fn stream_over_https(h2: bool) {
     let (port, roots) = tls_terminator(backend).await;
     let target = Target::resolve(&format!("https://localhost:{port}")).await.unwrap();
     let stats = Arc::new(Stats::default());
-    let pool = Arc::new(Pool::new(
-        Connector::with_roots(target.clone(), if h2 { Version::Http2 } else { Version::Http1 }, roots).unwrap(),
+    let pool = Arc::new(Pool::with_connections(
+        Connector::with_tls(target.clone(), if h2 { Version::Http2 } else { Version::Http1 }, &roots).unwrap(),
         stats,
         4,
+        0,
     ));
     let tpl = template(&target);
     let t0 = Instant::now();
@@ -139,7 +147,12 @@ async fn an_untrusted_certificate_is_a_tls_error() {
     let target = Target::resolve(&format!("https://localhost:{port}")).await.unwrap();
     let stats = Arc::new(Stats::default());
     // The Mozilla roots do not include the test CA.
-    let pool = Arc::new(Pool::new(Connector::new(target.clone(), Version::Http1).unwrap(), stats, 1));
+    let pool = Arc::new(Pool::with_connections(
+        Connector::with_tls(target.clone(), Version::Http1, &TargetTls::default()).unwrap(),
+        stats,
+        1,
+        0,
+    ));
     let job = Job {
         index: 0,
         body: Bytes::from_static(BODY.as_bytes()),

@@ -10,9 +10,13 @@ use bytes::Bytes;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use surge_agent::engine::conn::{Connector, Pool, Target, Version};
+use surge_agent::engine::conn::Version;
+use surge_agent::engine::connector::Connector;
+use surge_agent::engine::pool::Pool;
 use surge_agent::engine::request::{self, Job, Mode, RequestTemplate};
 use surge_agent::engine::stats::Stats;
+use surge_agent::engine::target::Target;
+use surge_agent::engine::tls::TargetTls;
 use surge_proto::{ErrorKind, HttpVersion, Row, StreamCut, StreamEnd, TokenSource};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -111,7 +115,12 @@ fn template(target: &Target, read_timeout: Option<Duration>) -> RequestTemplate 
 /// One request to `addr` over `version`; its row, within 10 s.
 async fn one(addr: std::net::SocketAddr, version: Version, read_timeout: Option<Duration>) -> Row {
     let target = Target::resolve(&format!("http://{addr}")).await.unwrap();
-    let pool = Arc::new(Pool::new(Connector::new(target.clone(), version).unwrap(), Arc::new(Stats::default()), 1));
+    let pool = Arc::new(Pool::with_connections(
+        Connector::with_tls(target.clone(), version, &TargetTls::default()).unwrap(),
+        Arc::new(Stats::default()),
+        1,
+        0,
+    ));
     let tpl = template(&target, read_timeout);
     let job = Job {
         index: 0,

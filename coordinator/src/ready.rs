@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 use surge_agent::client::{self, Response};
-use surge_agent::engine::conn::TargetTls;
+use surge_agent::engine::tls::TargetTls;
 
 /// How long one `GET /v1/models` may take, connection included.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);

@@ -16,6 +16,7 @@
 //! - [`sink`]: where rows go.
 
 pub mod conn;
+pub mod connector;
 pub mod ending;
 pub mod h3;
 pub mod ioclock;
@@ -23,11 +24,14 @@ pub mod jobs;
 pub mod openai;
 pub mod pacer;
 pub mod pacing;
+pub mod pool;
 pub mod request;
 pub mod sink;
 pub mod spec;
 pub mod sse;
 pub mod stats;
+pub mod target;
+pub mod tls;
 
 pub use sink::{Sink, VecSink};
 
@@ -48,15 +52,18 @@ pub fn runtime() -> &'static tokio::runtime::Runtime {
 }
 
 use crate::data::tokenizer::{self, Tok, TokenizerError};
-use conn::{Connector, Pool, Target, TargetTls};
+use connector::Connector;
 use jobs::{Jobs, Planned};
 use pacing::Schedule;
+use pool::Pool;
 use request::{Job, Mode, RequestTemplate, signed_us, us};
 use stats::{Lag, Stats};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 use surge_proto::{Backend, ErrorKind, Row, TokenSource, Workload};
+use target::Target;
+use tls::TargetTls;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -69,11 +76,11 @@ const WARM_MAX: usize = 4096;
 #[non_exhaustive]
 pub enum EngineError {
     #[error(transparent)]
-    Target(#[from] conn::TargetError),
+    Target(#[from] target::TargetError),
     #[error(transparent)]
     Pacing(#[from] pacing::PacingError),
     #[error("cannot connect to the target: {0}")]
-    Connect(#[source] conn::ConnectError),
+    Connect(#[source] connector::ConnectError),
     /// A header name or value (or the target's authority, as `host`) that HTTP refuses.
     #[error("invalid header {name:?}")]
     Header {

@@ -14,9 +14,10 @@
 //! run's tokenizer (the text is kept only when there is one), else the number of
 //! token-bearing events. The row says which source each count came from.
 
-use super::conn::{Body, Conn, Head, Pool};
+use super::conn::{Body, Conn, Head};
 use super::ending::{self, ReadError, Tally};
 use super::openai::{Event, classify, classify_text, response_id};
+use super::pool::Pool;
 use super::sse::SseParser;
 use crate::data::tokenizer::Tok;
 use bytes::Bytes;

@@ -78,7 +78,7 @@ pub async fn scrape(
     extra: &[String],
     timeout: Duration,
     local: Option<std::net::IpAddr>,
-    tls: &crate::engine::conn::TargetTls,
+    tls: &crate::engine::tls::TargetTls,
 ) -> Result<Snapshot, String> {
     let mut all = Snapshot::new();
     for url in urls {

@@ -2,7 +2,7 @@
 //! (D11): once before the load (the baseline), every interval while it runs, and
 //! once after its last request, each as a [`ServerMetrics`] message.
 
-use crate::engine::conn::TargetTls;
+use crate::engine::tls::TargetTls;
 use crate::scrape;
 use std::time::Duration;
 use surge_proto::{ServerMetrics, Workload};

@@ -103,8 +103,8 @@ pub struct TargetTls {
 impl TargetTls {
     /// The same settings for this process's own requests to the target (readiness,
     /// model list, `/metrics`).
-    pub fn client(&self) -> surge_agent::engine::conn::TargetTls {
-        surge_agent::engine::conn::TargetTls { insecure: self.insecure, ca_pem: self.ca_pem.clone() }
+    pub fn client(&self) -> surge_agent::engine::tls::TargetTls {
+        surge_agent::engine::tls::TargetTls { insecure: self.insecure, ca_pem: self.ca_pem.clone() }
     }
 }
 
