@@ -4,7 +4,9 @@
 
 use super::{open_session, resolve_model, run_on};
 use crate::exit::{self, Failure};
+use crate::fleet::session::Session;
 use crate::output::files::complete_result;
+use crate::output::live::Outputs;
 use crate::output::terminal::Progress;
 use crate::output::{Sink, standard};
 use crate::plan::matrix::MatrixPlan;
@@ -14,7 +16,6 @@ use tokio_util::sync::CancellationToken;
 pub async fn matrix_command(plan: MatrixPlan) -> u8 {
     let mut sinks = standard("matrix", true);
     let res = matrix(&plan, &mut sinks).await;
-    super::otlp::finish(None).await;
     match res {
         Ok(code) => code,
         Err(f) => {
@@ -28,7 +29,26 @@ async fn matrix(plan: &MatrixPlan, sinks: &mut dyn Sink) -> Result<u8, Failure> 
     let model = resolve_model(&plan.base).await?;
     let embedded = CancellationToken::new();
     let _stop_embedded = embedded.clone().drop_guard();
-    let mut session = open_session(&plan.base, &embedded).await?;
+    let (mut session, mut outputs) = open_session(&plan.base, &embedded).await?;
+    let res = profiles(plan, sinks, &mut session, &mut outputs, &model).await;
+    session.close();
+    outputs.stop(None).await;
+    let code = res?;
+    sinks.notice(&format!("results in {}", plan.dir.display()));
+    if plan.base.plot_timeline {
+        super::plot_timeline(sinks, &plan.dir, &plan.dir.join("report.html"), plan.base.cost_per_hour);
+    }
+    Ok(code)
+}
+
+/// Every profile not already complete, in order; stops at the first that does not pass.
+async fn profiles(
+    plan: &MatrixPlan,
+    sinks: &mut dyn Sink,
+    session: &mut Session,
+    outputs: &mut Outputs,
+    model: &str,
+) -> Result<u8, Failure> {
     let mut code = exit::OK;
     for profile in &plan.profiles {
         let path = plan.file(profile);
@@ -38,15 +58,9 @@ async fn matrix(plan: &MatrixPlan, sinks: &mut dyn Sink) -> Result<u8, Failure> 
         }
         let p = plan.at(profile);
         let mut progress = Progress::new(None, profile.tag.clone());
-        let res = run_on(&mut session, &p, &model, &mut progress, false).await;
+        let res = run_on(session, outputs, &p, model, &mut progress, false).await;
         drop(progress);
-        let (mut record, _, _) = match res {
-            Ok(r) => r,
-            Err(f) => {
-                session.close();
-                return Err(Failure::new(f.code, format!("{}: {}", profile.tag, f.message)));
-            }
-        };
+        let (mut record, _, _) = res.map_err(|f| Failure::new(f.code, format!("{}: {}", profile.tag, f.message)))?;
         record.heading = Some(format!("surge matrix: {}", profile.tag));
         record.file = Some(path);
         sinks.run(&record).map_err(|e| Failure::run("", &e))?;
@@ -59,11 +73,6 @@ async fn matrix(plan: &MatrixPlan, sinks: &mut dyn Sink) -> Result<u8, Failure> 
             code = c;
             break;
         }
-    }
-    session.close();
-    sinks.notice(&format!("results in {}", plan.dir.display()));
-    if plan.base.plot_timeline {
-        super::plot_timeline(sinks, &plan.dir, &plan.dir.join("report.html"), plan.base.cost_per_hour);
     }
     Ok(code)
 }

@@ -5,9 +5,7 @@
 pub mod compare;
 #[cfg(test)]
 mod golden_tests;
-pub mod live;
 pub mod matrix;
-pub mod otlp;
 pub mod report;
 pub mod sweep;
 pub mod validate;
@@ -19,6 +17,7 @@ use crate::exit::{self, Failure};
 use crate::fleet::Fleet;
 use crate::fleet::outcome::Outcome;
 use crate::fleet::session::{Observer, RunError, Session};
+use crate::output::live::Outputs;
 use crate::output::result::{RunResult, saved_at};
 use crate::output::rows::RowFile;
 use crate::output::spill::Spill;
@@ -46,20 +45,20 @@ pub async fn resolve_model(plan: &RunPlan) -> Result<String, Failure> {
     }
 }
 
-/// Sessions with the plan's agents (or an embedded one, stopped with `embedded`).
-pub async fn open_session(plan: &RunPlan, embedded: &CancellationToken) -> Result<Session, Failure> {
-    if let Some(addr) = plan.prometheus_listen {
-        live::start(addr).await?;
-    }
-    if let Some(o) = &plan.otlp {
-        otlp::start(o).await?;
-    }
+/// Sessions with the plan's agents (or an embedded one, stopped with `embedded`), and the
+/// command's live outputs (`--prometheus-listen`, `--otlp-endpoint`), which the command
+/// owns until it calls [`Outputs::stop`].
+pub async fn open_session(plan: &RunPlan, embedded: &CancellationToken) -> Result<(Session, Outputs), Failure> {
+    let outputs = Outputs::start(plan).await.map_err(|e| {
+        if e.usage { Failure::new(exit::USAGE, e.to_string()) } else { Failure::new(exit::FAILURE, e.to_string()) }
+    })?;
     let fleet = match &plan.agents {
         Agents::Embedded => Fleet::embedded(&surge_agent::daemon::embedded(embedded.clone())).await,
         Agents::Remote { addrs, tls } => Fleet::connect(addrs, tls.as_ref()).await,
     };
     let fleet = fleet.map_err(|e| Failure::run("", &e))?;
-    Session::open(fleet, plan).await.map_err(|e| run_failure(plan, &e))
+    let session = Session::open(fleet, plan).await.map_err(|e| run_failure(plan, &e))?;
+    Ok((session, outputs))
 }
 
 /// A run that could not happen. With the embedded agent its address is noise: the
@@ -83,6 +82,8 @@ pub fn finish(plan: &RunPlan, model: &str, outcome: &Outcome, m: &Metrics) -> Ru
 struct Watch<'a> {
     agg: Aggregator,
     progress: &'a mut Progress,
+    /// The command's live outputs.
+    outputs: &'a mut Outputs,
     /// Requests in flight per agent, from their health reports.
     in_flight: Vec<u32>,
     /// The run's `--duration`, for "elapsed of total".
@@ -104,12 +105,7 @@ impl Observer for Watch<'_> {
         for p in probes {
             self.agg.probe(p);
         }
-        if let Some(l) = live::get() {
-            for r in &rows {
-                l.row(self.agents.get(r.agent).map_or("", String::as_str), &r.row);
-            }
-        }
-        otlp::with(|t| t.rows(rows.iter().copied()));
+        self.outputs.rows(&self.agents, &rows);
         for r in rows {
             self.agg.add(r);
             if let Some(s) = &mut self.spill
@@ -128,9 +124,7 @@ impl Observer for Watch<'_> {
     }
     fn health(&mut self, agent: usize, h: &surge_proto::Health, t_s: f64) {
         self.agg.health(agent, h, t_s);
-        if let Some(l) = live::get() {
-            l.health(self.agents.get(agent).map_or("", String::as_str), h);
-        }
+        self.outputs.health(self.agents.get(agent).map_or("", String::as_str), h);
         if self.in_flight.len() <= agent {
             self.in_flight.resize(agent + 1, 0);
         }
@@ -157,9 +151,7 @@ impl Observer for Watch<'_> {
     }
     fn started(&mut self, run_id: u64, start_unix_ns: i64, slices: &[(surge_agent::data::share::Stripe, u64)]) {
         self.agg.ramp_slices(slices.to_vec());
-        let agents = self.agents.clone();
-        let model = self.model.clone();
-        otlp::with(|t| t.level_start(run_id, start_unix_ns, &model, agents));
+        self.outputs.level_start(run_id, start_unix_ns, &self.model, &self.agents);
     }
 }
 
@@ -167,6 +159,7 @@ impl Observer for Watch<'_> {
 /// and the merged metrics (with every row when `keep_rows`).
 pub async fn run_on(
     session: &mut Session,
+    outputs: &mut Outputs,
     plan: &RunPlan,
     model: &str,
     progress: &mut Progress,
@@ -190,6 +183,7 @@ pub async fn run_on(
     let mut watch = Watch {
         agg,
         progress,
+        outputs,
         in_flight: Vec::new(),
         duration,
         agents,
@@ -212,7 +206,7 @@ pub async fn run_on(
             .map_err(|e| tracing::warn!("latencies/queue_times left out: cannot write their spill file: {e}"))
             .ok()
     });
-    otlp::with(|t| t.level_end(&result));
+    watch.outputs.level_end(&result);
     let record = RunRecord {
         result,
         status: outcome.status.clone(),
@@ -240,12 +234,12 @@ async fn run_once(plan: RunPlan, sinks: &mut dyn Sink) -> Result<u8, Failure> {
     let model = resolve_model(&plan).await?;
     let embedded = CancellationToken::new();
     let _stop_embedded = embedded.clone().drop_guard();
-    let mut session = open_session(&plan, &embedded).await?;
+    let (mut session, mut outputs) = open_session(&plan, &embedded).await?;
     let mut progress = Progress::new(None, String::new());
-    let res = run_on(&mut session, &plan, &model, &mut progress, false).await;
+    let res = run_on(&mut session, &mut outputs, &plan, &model, &mut progress, false).await;
     session.close();
     drop(progress);
-    otlp::finish(res.as_ref().ok().map(|(r, _, _)| &r.result)).await;
+    outputs.stop(res.as_ref().ok().map(|(r, _, _)| &r.result)).await;
     let (mut record, outcome, _) = res?;
     if plan.save_result {
         record.file = Some(crate::output::files::result_path(&plan, &model, outcome.started_at));

@@ -12,6 +12,7 @@ use crate::exit::{self, Failure};
 use crate::fleet::outcome::RunStatus;
 use crate::fleet::session::Session;
 use crate::output::files::complete_result;
+use crate::output::live::Outputs;
 use crate::output::result::{
     KneeEntry, KneeRuleEntry, LevelKey, LevelSummary, RunResult, SweepPosition, SweepSummary, saved_at,
 };
@@ -95,6 +96,7 @@ impl Results {
 struct Sweep<'a> {
     plan: &'a SweepPlan,
     session: Session,
+    outputs: Outputs,
     model: String,
     results: Results,
     first: bool,
@@ -123,7 +125,8 @@ impl Sweep<'_> {
                 let label = format!("{} run {k}/{}", plan.level_name(level), plan.runs);
                 let mut progress =
                     Progress::new((p.num_prompts != crate::plan::UNBOUNDED).then_some(p.num_prompts), label);
-                let (mut record, _, _) = run_on(&mut self.session, &p, &self.model, &mut progress, false).await?;
+                let (mut record, _, _) =
+                    run_on(&mut self.session, &mut self.outputs, &p, &self.model, &mut progress, false).await?;
                 drop(progress);
                 record.result.sweep =
                     Some(SweepPosition { kind: plan.kind.key().into(), level, run: k, runs: plan.runs });
@@ -172,8 +175,6 @@ impl Sweep<'_> {
 pub async fn sweep_command(plan: SweepPlan) -> u8 {
     let mut sinks = standard("sweep", false);
     let res = sweep(&plan, &mut sinks).await;
-    // The levels' spans are out; the sweep's span carries no level's numbers.
-    super::otlp::finish(None).await;
     match res {
         Ok(code) => code,
         Err(f) => {
@@ -187,11 +188,13 @@ async fn sweep(plan: &SweepPlan, sinks: &mut dyn Sink) -> Result<u8, Failure> {
     let model = resolve_model(&plan.base).await?;
     let embedded = CancellationToken::new();
     let _stop_embedded = embedded.clone().drop_guard();
-    let session = open_session(&plan.base, &embedded).await?;
-    let mut s = Sweep { plan, session, model, results: Results::default(), first: true, sinks };
+    let (session, outputs) = open_session(&plan.base, &embedded).await?;
+    let mut s = Sweep { plan, session, outputs, model, results: Results::default(), first: true, sinks };
     let res = s.all().await;
-    let Sweep { session, results, sinks, .. } = s;
+    let Sweep { session, outputs, results, sinks, .. } = s;
     session.close();
+    // The levels' spans are out; the sweep's span carries no level's numbers.
+    outputs.stop(None).await;
     let knee = if plan.find_knee { plan.rule.knee(&results.points()) } else { None };
     let summary = results.summary(plan, knee);
     sinks.sweep(&summary, &plan.dir, true).map_err(|e| Failure::run("summary", &e))?;

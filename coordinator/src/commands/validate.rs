@@ -101,18 +101,19 @@ async fn validate(plan: &ValidatePlan, sinks: &mut dyn Sink) -> Result<u8, Failu
     };
     let embedded = CancellationToken::new();
     let _stop_embedded = embedded.clone().drop_guard();
-    let mut session = open_session(&plan.at(&base, levels[0]), &embedded).await?;
+    let (mut session, mut outputs) = open_session(&plan.at(&base, levels[0]), &embedded).await?;
     let mut rows = Vec::new();
     let mut stopped = None;
     for &level in &levels {
         let p = plan.at(&base, level);
         let mut progress = Progress::new(None, format!("level {level}"));
-        let res = run_on(&mut session, &p, "surge-echo", &mut progress, !plan.streaming).await;
+        let res = run_on(&mut session, &mut outputs, &p, "surge-echo", &mut progress, !plan.streaming).await;
         drop(progress);
         let (record, _, m) = match res {
             Ok(r) => r,
             Err(f) => {
                 session.close();
+                outputs.stop(None).await;
                 return Err(Failure::new(f.code, format!("level {level}: {}", f.message)));
             }
         };
@@ -125,6 +126,7 @@ async fn validate(plan: &ValidatePlan, sinks: &mut dyn Sink) -> Result<u8, Failu
         }
     }
     session.close();
+    outputs.stop(None).await;
     let mut code = stopped.as_ref().map_or(exit::OK, exit::of_status);
     let against = against.zip(plan.against.as_ref()).map(|(a, path)| {
         let c = a.max_concurrency.unwrap_or(levels[0]);

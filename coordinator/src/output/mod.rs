@@ -5,6 +5,7 @@
 
 pub mod build;
 pub mod files;
+pub mod live;
 pub mod read;
 pub mod report;
 pub mod result;
