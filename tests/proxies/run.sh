@@ -44,8 +44,21 @@ for level in $LEVELS; do
     PIDS+=($!)
     wait_line "$WORK/echo-$level.out" "listening on"
     UP[$level]=$(grep -o 'http://[0-9.:]*' "$WORK/echo-$level.out" | head -1 | sed 's|http://||')
-    CADDY_PORT[$level]=$(free_port)
-    NGINX_PORT[$level]=$(free_port)
+done
+# Two free ports per level for the proxies, chosen while the echoes hold theirs and held
+# open together, so that no two are the same (two nginx servers on one port would send both
+# levels to the first level's echo).
+read -r -a PORTS <<<"$(python3 -c '
+import socket, sys
+socks = [socket.socket() for _ in range(2 * int(sys.argv[1]))]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))' "$(wc -w <<<"$LEVELS")")"
+i=0
+for level in $LEVELS; do
+    CADDY_PORT[$level]=${PORTS[$i]}
+    NGINX_PORT[$level]=${PORTS[$((i + 1))]}
+    i=$((i + 2))
 done
 
 # Caddy: h1, h2 and h3 on one port per level, TLS from its internal CA; SSE unbuffered.
