@@ -58,6 +58,7 @@ use pacing::Schedule;
 use pool::Pool;
 use request::{Job, Mode, RequestTemplate, signed_us, us};
 use stats::{Lag, Stats};
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
@@ -118,6 +119,8 @@ pub enum EngineError {
 #[derive(Debug)]
 pub struct Prepared {
     workload: Workload,
+    /// The workload as read at the edge ([`spec::check`]).
+    spec: spec::Spec,
     jobs: Jobs,
     pool: Arc<Pool>,
     tpl: Arc<RequestTemplate>,
@@ -194,7 +197,7 @@ impl Prepared {
     }
 }
 
-fn template(w: &Workload, target: &Target) -> Result<RequestTemplate, EngineError> {
+fn template(w: &Workload, spec: &spec::Spec, target: &Target) -> Result<RequestTemplate, EngineError> {
     let mode = if w.backend() == Backend::Http { Mode::Plain } else { Mode::Stream };
     let content_type = if mode == Mode::Plain { "text/plain" } else { "application/json" };
     let mut headers = Vec::new();
@@ -215,7 +218,7 @@ fn template(w: &Workload, target: &Target) -> Result<RequestTemplate, EngineErro
         trace: (w.trace_run_id != 0).then_some((w.trace_run_id, w.trace_sample_ratio)),
         request_id_prefix: (!w.request_id_prefix.is_empty()).then(|| w.request_id_prefix.clone()),
         keep_text: w.keep_text,
-        read_timeout: (w.read_timeout_ms > 0).then(|| std::time::Duration::from_millis(w.read_timeout_ms)),
+        read_timeout: spec.read_timeout,
     })
 }
 
@@ -245,11 +248,11 @@ pub async fn prepare(workload: Workload) -> Result<Prepared, EngineError> {
 pub async fn prepare_on(mut workload: Workload, local: Option<std::net::IpAddr>) -> Result<Prepared, EngineError> {
     let spec = spec::check(&workload).map_err(EngineError::Spec)?;
     let schedule = Schedule::for_workload(&workload, None)?;
-    if workload.slice_len == jobs::UNBOUNDED && workload.max_concurrency == 0 && !schedule.is_open_loop() {
+    if workload.slice_len == jobs::UNBOUNDED && spec.max_concurrency.is_none() && !schedule.is_open_loop() {
         return Err(EngineError::Unbounded);
     }
     let target = Target::resolve(&workload.base_url).await?;
-    let mut tpl = template(&workload, &target)?;
+    let mut tpl = template(&workload, &spec, &target)?;
     let tok = load_tokenizer(&mut workload).await?;
     tpl.tokenizer = tok.clone();
     let tpl = Arc::new(tpl);
@@ -260,17 +263,18 @@ pub async fn prepare_on(mut workload: Workload, local: Option<std::net::IpAddr>)
     // An open loop opens more on demand.
     let open_loop = schedule.is_open_loop();
     let warm_max = if open_loop { WARM_MAX / 4 } else { WARM_MAX };
-    let concurrency = u64::from(workload.max_concurrency).min(jobs.len().max(1)).min(warm_max as u64) as usize;
+    let slots = spec.max_concurrency.map_or(0, |n| u64::from(n.get()));
+    let concurrency = slots.min(jobs.len().max(1)).min(warm_max as u64) as usize;
     let tls = TargetTls::of(&workload);
     let pool = Arc::new(Pool::with_connections(
         Connector::with_tls(target, spec.http, &tls)?.from_address(local),
         Arc::clone(&stats),
         concurrency,
-        workload.h3_connections as usize,
+        spec.h3_connections.map_or(0, |n| n.get() as usize),
     ));
     let connections_open = pool.warm(concurrency, 128).await.map_err(EngineError::Connect)? as u32;
     if !workload.skip_initial_test && !jobs.is_empty() {
-        initial_test(&workload, &pool, &tpl, &jobs).await?;
+        initial_test(&workload, &spec, &pool, &tpl, &jobs).await?;
     }
     let mut warmups_completed = 0;
     if workload.num_warmups > 0 && !jobs.is_empty() {
@@ -293,7 +297,7 @@ pub async fn prepare_on(mut workload: Workload, local: Option<std::net::IpAddr>)
             warmups_completed += u32::from(r.is_ok_and(|r| r.error() == ErrorKind::None));
         }
     }
-    Ok(Prepared { workload, jobs, pool, tpl, stats, connections_open, warmups_completed })
+    Ok(Prepared { workload, spec, jobs, pool, tpl, stats, connections_open, warmups_completed })
 }
 
 /// How long the initial test request may take when the workload names no --max-run-time.
@@ -303,6 +307,7 @@ const INITIAL_TEST_LIMIT: Duration = Duration::from_secs(100);
 /// model or key stops the run here with the server's own words.
 async fn initial_test(
     w: &Workload,
+    spec: &spec::Spec,
     pool: &Arc<Pool>,
     tpl: &Arc<RequestTemplate>,
     jobs: &Jobs,
@@ -310,11 +315,8 @@ async fn initial_test(
     let Planned { body, input_tokens, input_source } = jobs.get_base(0);
     let job = Job { index: jobs.index(0), body, input_tokens, input_source, intended: None };
     let url = format!("{}{}", w.base_url, w.endpoint);
-    let ready_until = Instant::now() + Duration::from_millis(w.ready_timeout_ms);
-    let limit = match w.max_run_time_ms {
-        0 => INITIAL_TEST_LIMIT,
-        ms => Duration::from_millis(ms),
-    };
+    let ready_until = Instant::now() + spec.ready_timeout;
+    let limit = spec.max_run_time.unwrap_or(INITIAL_TEST_LIMIT);
     let (row, not_ready) = loop {
         let attempt = request::execute(pool, tpl, job.clone(), Instant::now());
         let row = tokio::time::timeout(limit, attempt).await.map_err(|_| EngineError::InitialTest {
@@ -334,7 +336,7 @@ async fn initial_test(
     let kind = row.error().as_str_name().trim_start_matches("ERROR_KIND_").to_ascii_lowercase();
     let mut message = if row.error_message.is_empty() { kind } else { format!("{kind}: {}", row.error_message) };
     if not_ready {
-        let waited = w.ready_timeout_ms as f64 / 1000.0;
+        let waited = spec.ready_timeout.as_secs_f64();
         message.push_str(&format!("; not ready after waiting {waited}s (--ready-check-timeout-sec waits longer)"));
     }
     Err(EngineError::InitialTest { url, message })
@@ -342,26 +344,27 @@ async fn initial_test(
 
 /// Runs a prepared workload; every request ends as one row in `sink`.
 pub async fn run(prepared: Prepared, sink: Arc<dyn Sink>, ctl: Control) -> Report {
-    let Prepared { workload, jobs, pool, tpl, stats, .. } = prepared;
+    let Prepared { workload, spec, jobs, pool, tpl, stats, .. } = prepared;
     // Rows are relative to the planned start, which both ends of a session know.
     let t0 = ctl.start_at;
     tokio::time::sleep_until(t0.into()).await;
     let started_at = SystemTime::now() - t0.elapsed();
     let deadline = tokio::time::Instant::from_std(ctl.deadline);
-    let duration = (workload.duration_ms > 0).then(|| Duration::from_millis(workload.duration_ms));
+    let duration = spec.duration;
     let schedule =
         Schedule::for_workload(&workload, jobs.trace_offsets(workload.trace_speedup)).expect("validated in prepare");
     let jobs = Arc::new(jobs);
     let ctx = Arc::new(RunCtx { pool, tpl, sink, stats: Arc::clone(&stats), cancel: ctl.stop.child_token(), t0, jobs });
     let tracker = TaskTracker::new();
-    let probes = (workload.probe_rate > 0.0).then(|| {
+    let probes = spec.probe_rate.map(|rate| {
         let stop = ctx.cancel.child_token();
-        (tokio::spawn(probe_loop(Arc::clone(&ctx), workload.probe_rate, stop.clone())), stop)
+        (tokio::spawn(probe_loop(Arc::clone(&ctx), rate, stop.clone())), stop)
     });
-    let (mut reason, workers) = if schedule.is_open_loop() || workload.max_concurrency == 0 {
-        (paced(&ctx, &tracker, schedule, workload.max_concurrency, duration, &ctl, deadline).await, Vec::new())
+    let slots = spec.max_concurrency.map_or(0, NonZeroU32::get);
+    let (mut reason, workers) = if schedule.is_open_loop() || spec.max_concurrency.is_none() {
+        (paced(&ctx, &tracker, schedule, slots, duration, &ctl, deadline).await, Vec::new())
     } else {
-        (StopReason::Finished, closed_loop(&ctx, &tracker, workload.max_concurrency, duration))
+        (StopReason::Finished, closed_loop(&ctx, &tracker, slots, duration))
     };
     tracker.close();
     let cancel = |reason| {

@@ -1,10 +1,13 @@
-//! The workload's closed sets, read once at the agent's edge: the HTTP version, the ramp
-//! and how requests pick a LoRA adapter arrive as protobuf enums, and here they become the
-//! engine's own types. A value this agent does not know (a newer coordinator's), a choice
+//! The workload read once at the agent's edge: the closed sets (the HTTP version, the ramp
+//! and how requests pick a LoRA adapter arrive as protobuf enums) and the numbers whose
+//! zero means "none" on the wire (concurrency, rate, duration, timeouts) become the
+//! engine's own types (`Option`, `NonZeroU32`, `Duration`). A value this agent does not know (a newer coordinator's), a choice
 //! left unset, or a contradiction is refused with the field and the value named, before
 //! any connection or request: an agent never runs a load other than the one asked for.
 
 use super::conn::Version;
+use std::num::NonZeroU32;
+use std::time::Duration;
 use surge_proto::{HttpChoice, LoraPick, RampStrategy, Workload};
 
 /// Why a workload cannot run here.
@@ -25,14 +28,43 @@ pub enum RampCurve {
     Exponential,
 }
 
-/// The workload's closed sets as the engine uses them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The workload as the engine uses it.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Spec {
     pub http: Version,
     /// `None`: no ramp.
     pub ramp: Option<RampCurve>,
     /// Requests pick an adapter at random (seeded) rather than round-robin.
     pub lora_random: bool,
+    /// Requests in flight at most (`None`: no limit).
+    pub max_concurrency: Option<NonZeroU32>,
+    /// Requests per second of an open loop (`None`: as fast as the concurrency allows).
+    pub request_rate: Option<f64>,
+    /// How long requests are issued (`None`: until the slice is sent).
+    pub duration: Option<Duration>,
+    /// `--read-timeout` (`None`: no limit).
+    pub read_timeout: Option<Duration>,
+    /// How long not-ready answers to the initial test are retried (zero: the first decides).
+    pub ready_timeout: Duration,
+    /// `--max-run-time`, bounding each initial test attempt (`None`: not given).
+    pub max_run_time: Option<Duration>,
+    /// Multiplexed HTTP/3 connections (`None`: one per 100 requests in flight).
+    pub h3_connections: Option<NonZeroU32>,
+    /// Probe requests per second beside the load (`None`: no probes).
+    pub probe_rate: Option<f64>,
+}
+
+/// A rate field: zero is "none"; a negative, NaN or infinite value is refused.
+fn rate(field: &'static str, v: f64) -> Result<Option<f64>, SpecError> {
+    if !(v.is_finite() && v >= 0.0) {
+        return Err(SpecError::Contradiction(format!("`{field}` {v}: not a rate")));
+    }
+    Ok((v > 0.0).then_some(v))
+}
+
+/// Milliseconds where zero is "none".
+fn millis(v: u64) -> Option<Duration> {
+    (v > 0).then(|| Duration::from_millis(v))
 }
 
 /// An enum field's value, refused when unknown or unset.
@@ -80,7 +112,23 @@ pub fn check(w: &Workload) -> Result<Spec, SpecError> {
     } else {
         known("lora_pick", w.lora_pick, LoraPick::Unspecified)? == LoraPick::Random
     };
-    Ok(Spec { http, ramp, lora_random })
+    let request_rate = rate("request_rate", w.request_rate)?;
+    if request_rate.is_some() && !(w.burstiness.is_finite() && w.burstiness > 0.0) {
+        return Err(SpecError::Contradiction(format!("`burstiness` {}: must be above 0", w.burstiness)));
+    }
+    Ok(Spec {
+        http,
+        ramp,
+        lora_random,
+        max_concurrency: NonZeroU32::new(w.max_concurrency),
+        request_rate,
+        duration: millis(w.duration_ms),
+        read_timeout: millis(w.read_timeout_ms),
+        ready_timeout: Duration::from_millis(w.ready_timeout_ms),
+        max_run_time: millis(w.max_run_time_ms),
+        h3_connections: NonZeroU32::new(w.h3_connections),
+        probe_rate: rate("probe_rate", w.probe_rate)?,
+    })
 }
 
 /// The wire's choice of a [`Version`] (the coordinator's side of [`check`]).
@@ -115,7 +163,12 @@ mod tests {
         w.ramp_end_rps = 4.0;
         w.lora_modules = vec!["a".into()];
         w.lora_pick = LoraPick::Random as i32;
-        assert_eq!(check(&w), Ok(Spec { http: Version::Http2, ramp: Some(RampCurve::Exponential), lora_random: true }));
+        w.max_concurrency = 8;
+        w.duration_ms = 1500;
+        let s = check(&w).unwrap();
+        assert_eq!((s.http, s.ramp, s.lora_random), (Version::Http2, Some(RampCurve::Exponential), true));
+        assert_eq!((s.max_concurrency, s.duration), (NonZeroU32::new(8), Some(Duration::from_millis(1500))));
+        assert_eq!((s.request_rate, s.read_timeout, s.probe_rate, s.h3_connections), (None, None, None, None));
         for v in [Version::Auto, Version::Http1, Version::Http2] {
             let w = Workload { http: http_choice(v) as i32, ..workload() };
             assert_eq!(check(&w).map(|s| s.http), Ok(v));
@@ -145,5 +198,11 @@ mod tests {
         assert!(matches!(check(&w), Err(SpecError::Contradiction(_))));
         let w = Workload { ramp: RampStrategy::Linear as i32, request_rate: 5.0, ramp_end_rps: 2.0, ..workload() };
         assert!(matches!(check(&w), Err(SpecError::Contradiction(_))));
+        for bad in [-1.0, f64::NAN, f64::INFINITY] {
+            let w = Workload { request_rate: bad, burstiness: 1.0, ..workload() };
+            assert!(matches!(check(&w), Err(SpecError::Contradiction(_))), "rate {bad}");
+        }
+        let w = Workload { request_rate: 10.0, burstiness: 0.0, ..workload() };
+        assert!(matches!(check(&w), Err(SpecError::Contradiction(m)) if m.contains("burstiness")));
     }
 }
