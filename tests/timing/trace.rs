@@ -33,6 +33,12 @@ pub fn lateness_ms(r: &serde_json::Value, offsets: &[f64]) -> Vec<f64> {
     late
 }
 
+/// The p99 send lateness a cargo test accepts (D13: `cargo test` keeps generous bounds).
+/// Sends are typically within 1 ms p99 here, but on a 2-core machine a run now and then is
+/// not: 2 of 5 runs of the first test, on the code before the reverse-proxy change too,
+/// gave 1.096 and 4.221 ms. A lateness of 5 ms would still be a bug.
+const P99_LATE_MS: f64 = 5.0;
+
 #[test]
 fn a_mooncake_trace_is_sent_at_its_timestamps() {
     let _alone = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
@@ -61,7 +67,7 @@ fn a_mooncake_trace_is_sent_at_its_timestamps() {
     let late = lateness_ms(&r, &offsets);
     let p99 = late[late.len() * 99 / 100];
     assert!(late[0] > -0.05, "a request went {:.3} ms early", -late[0]);
-    assert!(p99 < 1.0, "p99 lateness {p99:.3} ms (max {:.3})", late[late.len() - 1]);
+    assert!(p99 < P99_LATE_MS, "p99 lateness {p99:.3} ms (max {:.3})", late[late.len() - 1]);
 
     // Twice as fast: the same requests in half the time.
     let mut fast = args.to_vec();
@@ -70,7 +76,7 @@ fn a_mooncake_trace_is_sent_at_its_timestamps() {
     assert_eq!(r["completed"], 500);
     let halved: Vec<f64> = offsets[..500].iter().map(|o| o / 2.0).collect();
     let late = lateness_ms(&r, &halved);
-    assert!(late[late.len() * 99 / 100] < 1.0, "p99 {:.3} ms", late[late.len() * 99 / 100]);
+    assert!(late[late.len() * 99 / 100] < P99_LATE_MS, "p99 {:.3} ms", late[late.len() * 99 / 100]);
 
     // Refusals name the flag or FILE:LINE.
     for (extra, want) in [
@@ -135,5 +141,5 @@ fn a_trace_is_replayed_on_one_schedule_across_two_agents() {
     let late = lateness_ms(&r, &offsets);
     let p99 = late[late.len() * 99 / 100];
     assert!(late[0] > -(bound + 0.05), "{:.3} ms early, bound {bound:.3} ms", -late[0]);
-    assert!(p99 < 1.0 + bound, "p99 lateness {p99:.3} ms, bound {bound:.3} ms");
+    assert!(p99 < P99_LATE_MS + bound, "p99 lateness {p99:.3} ms, bound {bound:.3} ms");
 }

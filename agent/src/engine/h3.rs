@@ -119,41 +119,33 @@ pub async fn chunk(stream: &mut Stream) -> Option<Result<(Bytes, Instant), ReadE
             Some(Ok((buf.copy_to_bytes(buf.remaining()), at)))
         }
         Ok(None) => None,
-        Err(e) => Some(Err(ReadError::new(kind(&e), end(&e)))),
+        Err(e) => Some(Err(classify(&e))),
     }
 }
 
-/// How a failed h3 stream ended: reset by the peer (RESET_STREAM, or its connection
-/// closed with an error), closed by the peer (it is going away), or timed out.
-pub fn end(e: &h3::error::StreamError) -> StreamEnd {
+/// A failed h3 stream's row error kind and how it ended: a stream reset (RESET_STREAM) or
+/// a connection closed with an error is a reset, as a TCP reset is; a peer going away
+/// closed it; an idle timeout is a timeout. (h3's error variants cannot be matched outside
+/// the crate; their texts are its stable surface.)
+fn classify(e: &h3::error::StreamError) -> ReadError {
     let text = e.to_string();
-    if text.starts_with("Remote reset") {
-        StreamEnd::Reset
+    let (kind, end) = if text.starts_with("Remote reset") {
+        (ErrorKind::ConnectionReset, StreamEnd::Reset)
     } else if text.starts_with("Remote is closing") {
-        StreamEnd::PeerClosed
+        (ErrorKind::ConnectionReset, StreamEnd::PeerClosed)
     } else if text.starts_with("Connection error") && text.ends_with("Timeout") {
-        StreamEnd::ReadTimeout
+        (ErrorKind::Timeout, StreamEnd::ReadTimeout)
     } else if text.starts_with("Connection error") {
-        StreamEnd::Reset
+        (ErrorKind::ConnectionReset, StreamEnd::Reset)
     } else {
-        StreamEnd::Unspecified
-    }
+        (ErrorKind::Other, StreamEnd::Unspecified)
+    };
+    ReadError::new(kind, end)
 }
 
-/// The row error kind of a failed h3 stream: a stream reset or a closed connection is a
-/// reset (as a TCP reset is), an idle timeout a timeout. (h3's error variants cannot be
-/// matched outside the crate; their texts are its stable surface.)
+/// The row error kind of a failed h3 stream (see [`classify`]).
 pub fn kind(e: &h3::error::StreamError) -> ErrorKind {
-    let text = e.to_string();
-    if text.starts_with("Remote reset") || text.starts_with("Remote is closing") {
-        ErrorKind::ConnectionReset
-    } else if text.starts_with("Connection error") && text.ends_with("Timeout") {
-        ErrorKind::Timeout
-    } else if text.starts_with("Connection error") {
-        ErrorKind::ConnectionReset
-    } else {
-        ErrorKind::Other
-    }
+    classify(e).kind
 }
 
 /// Whether a failed QUIC handshake failed on TLS (a crypto transport error).

@@ -3,7 +3,7 @@
 
 use super::result::{
     AgentEntry, AgentStop, ClientBlock, Counts, Detailed, Distribution, EndedBy, ErrorExample, ImpliedLateness, Labels,
-    Lag, Latencies, Lateness, MetricStats, Probes, QueueLatency, RESULT_SCHEMA, Rate, RunMetadata, RunResult,
+    Lag, Latencies, Lateness, MetricStats, Probes, QueueLatency, RESULT_SCHEMA, Rate, RunMetadata, RunResult, RunState,
     ShareEntry, StreamExample, TokenCounts, TokenizerRef,
 };
 use crate::analysis::cost;
@@ -141,7 +141,7 @@ pub fn client_block(plan: &RunPlan, o: &Outcome, m: &Metrics, verdict: Verdict) 
         .collect();
     ClientBlock {
         surge_version: env!("CARGO_PKG_VERSION").into(),
-        status: o.status.as_str().into(),
+        status: RunState::of(&o.status),
         latency_mode: if open_loop {
             "open loop: latencies from the actual send; e2el_including_client_queue from the intended send"
         } else {
@@ -190,7 +190,7 @@ fn run_metadata(plan: &RunPlan, model: &str, o: &Outcome, saved_at_utc: String) 
         saved_at_utc,
         surge_version: env!("CARGO_PKG_VERSION").into(),
         agents: o.agents.iter().map(|a| a.addr.clone()).collect(),
-        status: o.status.as_str().into(),
+        status: RunState::of(&o.status),
     }
 }
 

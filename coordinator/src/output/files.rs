@@ -52,7 +52,7 @@ pub fn timeseries_path(result: &Path) -> PathBuf {
 /// A complete run result saved earlier (`--resume`), or `None`.
 pub fn complete_result(path: &Path) -> Option<RunResult> {
     let r: RunResult = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
-    (r.client.status == "complete").then_some(r)
+    (r.client.status == crate::output::result::RunState::Complete).then_some(r)
 }
 
 /// Where a run's result goes: `--result-dir`/`--result-filename`, or vLLM's default name.

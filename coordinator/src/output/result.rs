@@ -457,14 +457,40 @@ pub struct RunMetadata {
     pub saved_at_utc: String,
     pub surge_version: String,
     pub agents: Vec<String>,
-    pub status: String,
+    pub status: RunState,
+}
+
+/// How a run ended for the fleet: `complete`, `invalid` (an agent was lost), `partial`
+/// (lost, with `--tolerate-agent-loss`) or `interrupted` (Ctrl-C, SIGTERM).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    Complete,
+    Invalid,
+    Partial,
+    Interrupted,
+    /// A state this version does not know (a file from a newer surge).
+    #[serde(other)]
+    Unknown,
+}
+
+impl RunState {
+    pub fn of(s: &crate::fleet::outcome::RunStatus) -> Self {
+        use crate::fleet::outcome::RunStatus;
+        match s {
+            RunStatus::Complete => Self::Complete,
+            RunStatus::Invalid { .. } => Self::Invalid,
+            RunStatus::Partial { .. } => Self::Partial,
+            RunStatus::Interrupted | RunStatus::Terminated => Self::Interrupted,
+        }
+    }
 }
 
 /// The `client` block: where the load came from and whether it was the bottleneck.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClientBlock {
     pub surge_version: String,
-    pub status: String,
+    pub status: RunState,
     pub latency_mode: String,
     pub open_loop: bool,
     pub agents: Vec<AgentEntry>,
