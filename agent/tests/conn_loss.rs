@@ -4,6 +4,8 @@
 //! connection without any answer; the connection's end is what releases it (see
 //! `conn::driven`'s unit tests for a connection that ends with the request pending).
 
+mod common;
+
 use bytes::Bytes;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -11,7 +13,7 @@ use std::time::{Duration, Instant};
 use surge_agent::engine::conn::Version;
 use surge_agent::engine::connector::Connector;
 use surge_agent::engine::pool::Pool;
-use surge_agent::engine::request::{self, Job, Mode, RequestTemplate};
+use surge_agent::engine::request::{self, Job};
 use surge_agent::engine::stats::Stats;
 use surge_agent::engine::target::Target;
 use surge_agent::engine::tls::TargetTls;
@@ -75,19 +77,7 @@ async fn a_request_left_unanswered_by_an_ended_connection_is_retried() {
     assert!(reused);
     pool.checkin(conn);
 
-    let tpl = RequestTemplate {
-        uri_h1: target.uri("/v1/completions", false),
-        uri_h2: target.uri("/v1/completions", true),
-        authority: http::HeaderValue::from_str(&target.authority).unwrap(),
-        content_type: http::HeaderValue::from_static("application/json"),
-        headers: Vec::new(),
-        mode: Mode::Stream,
-        tokenizer: None,
-        trace: None,
-        request_id_prefix: None,
-        keep_text: false,
-        read_timeout: None,
-    };
+    let tpl = common::stream_template(&target, None);
     let job = Job {
         index: 7,
         body: Bytes::from_static(b"{}"),

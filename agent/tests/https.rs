@@ -2,6 +2,8 @@
 //! socket stamps under rustls. A TLS terminator (test CA, `localhost`) forwards the
 //! decrypted bytes to the echo server; everything on 127.0.0.1 port 0.
 
+mod common;
+
 use base64::Engine as _;
 use bytes::Bytes;
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
@@ -10,7 +12,7 @@ use std::time::{Duration, Instant};
 use surge_agent::engine::conn::Version;
 use surge_agent::engine::connector::Connector;
 use surge_agent::engine::pool::Pool;
-use surge_agent::engine::request::{self, Job, Mode, RequestTemplate};
+use surge_agent::engine::request::{self, Job, RequestTemplate};
 use surge_agent::engine::stats::Stats;
 use surge_agent::engine::target::Target;
 use surge_agent::engine::tls::TargetTls;
@@ -79,19 +81,7 @@ async fn echo_server() -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()
 }
 
 fn template(target: &Target) -> RequestTemplate {
-    RequestTemplate {
-        uri_h1: target.uri("/v1/completions", false),
-        uri_h2: target.uri("/v1/completions", true),
-        authority: http::HeaderValue::from_str(&target.authority).unwrap(),
-        content_type: http::HeaderValue::from_static("application/json"),
-        headers: Vec::new(),
-        mode: Mode::Stream,
-        tokenizer: None,
-        trace: None,
-        request_id_prefix: None,
-        keep_text: false,
-        read_timeout: None,
-    }
+    common::stream_template(target, None)
 }
 
 const BODY: &str = r#"{"model":"m","prompt":"one two three","max_tokens":6,"stream":true,"stream_options":{"include_usage":true},"ignore_eos":true}"#;

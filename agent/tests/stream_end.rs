@@ -6,6 +6,8 @@
 //! own read timeout. Each row also carries the events and bytes that came, the HTTP version
 //! and the response's `Server` and `Via`.
 
+mod common;
+
 use bytes::Bytes;
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -13,7 +15,7 @@ use std::time::{Duration, Instant};
 use surge_agent::engine::conn::Version;
 use surge_agent::engine::connector::Connector;
 use surge_agent::engine::pool::Pool;
-use surge_agent::engine::request::{self, Job, Mode, RequestTemplate};
+use surge_agent::engine::request::{self, Job};
 use surge_agent::engine::stats::Stats;
 use surge_agent::engine::target::Target;
 use surge_agent::engine::tls::TargetTls;
@@ -96,22 +98,6 @@ async fn server(script: Script) -> std::net::SocketAddr {
     addr
 }
 
-fn template(target: &Target, read_timeout: Option<Duration>) -> RequestTemplate {
-    RequestTemplate {
-        uri_h1: target.uri("/v1/completions", false),
-        uri_h2: target.uri("/v1/completions", true),
-        authority: http::HeaderValue::from_str(&target.authority).unwrap(),
-        content_type: http::HeaderValue::from_static("application/json"),
-        headers: Vec::new(),
-        mode: Mode::Stream,
-        tokenizer: None,
-        trace: None,
-        request_id_prefix: None,
-        keep_text: false,
-        read_timeout,
-    }
-}
-
 /// One request to `addr` over `version`; its row, within 10 s.
 async fn one(addr: std::net::SocketAddr, version: Version, read_timeout: Option<Duration>) -> Row {
     let target = Target::resolve(&format!("http://{addr}")).await.unwrap();
@@ -121,7 +107,7 @@ async fn one(addr: std::net::SocketAddr, version: Version, read_timeout: Option<
         1,
         0,
     ));
-    let tpl = template(&target, read_timeout);
+    let tpl = common::stream_template(&target, read_timeout);
     let job = Job {
         index: 0,
         body: Bytes::from_static(b"{}"),

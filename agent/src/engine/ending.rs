@@ -152,7 +152,7 @@ pub fn cut(end: StreamEnd, tally: &Tally, version: HttpVersion, headers: &http::
 /// The row's message for a cut stream: how it ended and who ended it, with the response's
 /// version, `Server` and `Via`. The counts are left out (they are in the `cut` itself), so
 /// every stream cut the same way by the same peer has the same message and is counted as
-/// one error example.
+/// one error example. The row cuts it to its 300 bytes (`request::message`).
 pub fn message(c: &StreamCut) -> String {
     let how = match c.end() {
         StreamEnd::EmptyBody => "the body ended cleanly right after the response head, empty (no event, no [DONE])",
@@ -176,7 +176,7 @@ pub fn message(c: &StreamCut) -> String {
         m.push_str(", Via: ");
         m.push_str(&c.via);
     }
-    super::request::message(&m)
+    m
 }
 
 #[cfg(test)]

@@ -368,7 +368,7 @@ async fn read_response(
     {
         let cut = ending::cut(end, &tally, ending::version_of(head.version), &head.headers);
         if matches!(kind, ErrorKind::Truncated | ErrorKind::Timeout | ErrorKind::ConnectionReset) {
-            row.error_message = ending::message(&cut);
+            row.error_message = message(&ending::message(&cut));
             row.cut = Some(cut);
         }
     }
