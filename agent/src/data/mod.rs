@@ -11,3 +11,4 @@ pub mod images;
 pub mod share;
 pub mod synth;
 pub mod tokenizer;
+pub mod turns;

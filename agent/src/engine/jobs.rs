@@ -25,7 +25,9 @@ use crate::data::share::Stripe;
 use crate::data::tokenizer::Tok;
 use bytes::Bytes;
 use std::sync::Arc;
-use surge_proto::{Backend, DatasetKind, DatasetSpec, TokenSource, Workload};
+use super::history::History;
+use crate::data::turns;
+use surge_proto::{Backend, DatasetKind, DatasetSpec, MultiTurn, TokenSource, Workload};
 
 /// `Workload.slice_len` meaning "no request cap": a `--duration` run without
 /// `--num-prompts`, which ends at the duration, a Stop or the deadline.
@@ -68,6 +70,51 @@ enum Source {
     /// A timed trace's or BurstGPT's shipped items (lengths, hash ids, send times;
     /// bounded by the file), each prompt made when it is sent.
     Trace { items: Vec<surge_proto::PromptItem>, spec: DatasetSpec, tok: Option<Arc<Tok>>, shape: Shape },
+    /// Conversations (`Workload.multi_turn`): request `k` of the slice is session `k`.
+    Sessions { script: Script, spec: DatasetSpec, tok: Option<Arc<Tok>>, shape: Shape },
+}
+
+/// What makes the turns of a session.
+#[derive(Debug)]
+enum Script {
+    /// Generated turns ([`turns`]), the live history resent by each.
+    Generated { mt: MultiTurn, system: Option<Prompt> },
+    /// A session trace: every session's recorded turns in file order (the whole file,
+    /// bounded by it); each turn's prompt is the trace's, history included.
+    Trace { sessions: Vec<Vec<surge_proto::PromptItem>> },
+}
+
+/// One session of the slice.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionPlan {
+    /// Its global index (rows' `session`, the session header).
+    pub index: u64,
+    pub turns: u32,
+    /// Which model every turn names (`--lora-modules`: chosen per session).
+    model: usize,
+    /// Position in a session trace.
+    entry: usize,
+}
+
+/// When a turn after the first is sent.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Wait {
+    /// This long after the previous turn finished (think time, a trace's `delay`).
+    After(std::time::Duration),
+    /// At this offset from the run's start (a trace's `timestamp`), once the previous
+    /// turn finished.
+    At(std::time::Duration),
+}
+
+/// One turn, ready to send.
+#[derive(Debug, Clone)]
+pub struct TurnPlan {
+    pub planned: Planned,
+    /// The new user message and its tokens (what the history gains with the reply).
+    pub user: String,
+    pub user_tokens: u32,
+    /// History tokens this turn resends.
+    pub history_tokens: u32,
 }
 
 /// What a body holds besides its prompt, owned so that jobs outlive the workload.
@@ -173,6 +220,30 @@ impl Jobs {
         // Prompts past the slice's length are never sent (a whole file is kept whole).
         if !w.prompts_whole_file {
             shipped.truncate(usize::try_from(len).unwrap_or(usize::MAX));
+        }
+        if let Some(mt) = w.multi_turn.clone() {
+            let script = if spec.kind() == DatasetKind::TimedTrace {
+                if shipped.is_empty() && len > 0 {
+                    return Err(EngineError::MissingPrompts);
+                }
+                Script::Trace { sessions: group_sessions(shipped) }
+            } else {
+                let system = turns::system_prompt(&spec, &mt, tok.as_deref());
+                Script::Generated { mt, system }
+            };
+            let len = match &script {
+                Script::Trace { sessions } => len.min(sessions.len() as u64),
+                Script::Generated { .. } => len,
+            };
+            return Ok(Self {
+                len,
+                indices,
+                pick,
+                probe,
+                costly: true,
+                source: Source::Sessions { script, spec, tok, shape },
+                passes: None,
+            });
         }
         if matches!(spec.kind(), DatasetKind::TimedTrace | DatasetKind::Burstgpt) {
             if shipped.is_empty() && len > 0 {
@@ -297,6 +368,12 @@ impl Jobs {
                 // A generated prompt has no messages to parse: serializing cannot fail.
                 shape.planned(prompt, self.pick.of(index, lora)).expect("a generated prompt has no messages")
             }
+            Source::Sessions { .. } => {
+                // Turn 0 of session k, alone (the initial test, warm-ups).
+                let session = self.session(k);
+                let session = SessionPlan { model: if lora { session.model } else { 0 }, ..session };
+                self.turn(&session, 0, &self.history()).planned
+            }
             Source::Trace { items, spec, tok, shape } => {
                 let item = &items[self.entry(k, items.len())];
                 let prompt = dataset::trace(spec, tok.as_deref(), item, index);
@@ -311,16 +388,134 @@ impl Jobs {
         }
     }
 
+    /// Whether request `k` of the slice is a session ([`Jobs::session`]).
+    pub fn is_sessions(&self) -> bool {
+        matches!(self.source, Source::Sessions { .. })
+    }
+
+    /// Session `k` of the slice (a conversations workload).
+    pub fn session(&self, k: u64) -> SessionPlan {
+        let index = self.index(k);
+        let model = self.pick.of(index, true);
+        match &self.source {
+            Source::Sessions { script: Script::Generated { mt, .. }, spec, .. } => {
+                SessionPlan { index, turns: turns::turns(spec, mt, index), model, entry: 0 }
+            }
+            Source::Sessions { script: Script::Trace { sessions }, .. } => {
+                let entry = (index % sessions.len().max(1) as u64) as usize;
+                let turns = sessions.get(entry).map_or(0, |s| s.len() as u32);
+                SessionPlan { index, turns, model, entry }
+            }
+            _ => SessionPlan { index, turns: 1, model, entry: 0 },
+        }
+    }
+
+    /// A new conversation's history (its system prompt, if any).
+    pub fn history(&self) -> History {
+        match &self.source {
+            Source::Sessions { script: Script::Generated { system, .. }, shape, .. } => {
+                History::new(shape.chat, system.as_ref().map(|p| (p.text.as_str(), p.input_tokens)))
+            }
+            Source::Sessions { shape, .. } => History::new(shape.chat, None),
+            _ => History::new(false, None),
+        }
+    }
+
+    /// When turn `t` (> 0) of session `s` is sent.
+    pub fn wait(&self, s: &SessionPlan, t: u32) -> Wait {
+        match &self.source {
+            Source::Sessions { script: Script::Generated { mt, .. }, spec, .. } => {
+                Wait::After(turns::think(spec, mt, s.index, t))
+            }
+            Source::Sessions { script: Script::Trace { sessions }, .. } => {
+                let item = &sessions[s.entry][t as usize];
+                let ms = |v: f64| std::time::Duration::try_from_secs_f64(v / 1e3).unwrap_or_default();
+                if item.delay_ms >= 0.0 { Wait::After(ms(item.delay_ms)) } else { Wait::At(ms(item.timestamp_ms)) }
+            }
+            _ => Wait::After(std::time::Duration::ZERO),
+        }
+    }
+
+    /// Turn `t` of session `s`, after `history` (a generated session resends it; a trace's
+    /// turn carries its own).
+    pub fn turn(&self, s: &SessionPlan, t: u32, history: &History) -> TurnPlan {
+        let Source::Sessions { script, spec, tok, shape } = &self.source else {
+            let planned = self.make(0, false);
+            let user_tokens = planned.input_tokens;
+            return TurnPlan { planned, user: String::new(), user_tokens, history_tokens: 0 };
+        };
+        match script {
+            Script::Generated { mt, system } => {
+                let user = turns::user_message(spec, mt, tok.as_deref(), s.index, t);
+                let alone;
+                let h = if turns::without_history(mt) {
+                    alone = History::new(shape.chat, system.as_ref().map(|p| (p.text.as_str(), p.input_tokens)));
+                    &alone
+                } else {
+                    history
+                };
+                let params = shape.params(s.model);
+                let body = if shape.chat {
+                    openai::chat_body_raw(&params, &h.messages(&user.text), user.output_tokens)
+                } else {
+                    openai::body(&params, &h.prompt(&user.text), user.output_tokens)
+                };
+                let planned = Planned {
+                    body: Bytes::from(body),
+                    input_tokens: h.tokens().saturating_add(user.input_tokens),
+                    input_source: user.input_source,
+                };
+                TurnPlan { planned, user_tokens: user.input_tokens, history_tokens: h.tokens(), user: user.text }
+            }
+            Script::Trace { sessions } => {
+                let item = &sessions[s.entry][t as usize];
+                let prompt = dataset::trace(spec, tok.as_deref(), item, s.index * TURN_STRIDE + u64::from(t));
+                let planned = shape.planned(prompt.clone(), s.model).unwrap_or_else(|_| {
+                    let plain = Prompt { messages_json: String::new(), ..prompt };
+                    shape.planned(plain, s.model).expect("a plain prompt serializes")
+                });
+                let user_tokens = planned.input_tokens;
+                TurnPlan { planned, user: String::new(), user_tokens, history_tokens: 0 }
+            }
+        }
+    }
+
     /// A timed trace's send times, seconds from the start divided by `speedup`, one per
-    /// request of the slice (`None` for other datasets).
+    /// request of the slice (`None` for other datasets); a session trace's, one per
+    /// session of the slice (its first turn's).
     pub fn trace_offsets(&self, speedup: f64) -> Option<Arc<[f64]>> {
+        let speedup = if speedup > 0.0 { speedup } else { 1.0 };
+        if let Source::Sessions { script: Script::Trace { sessions }, .. } = &self.source {
+            let len = self.len.min(sessions.len() as u64);
+            return Some((0..len).map(|k| sessions[self.session(k).entry][0].timestamp_ms / 1000.0 / speedup).collect());
+        }
         let Source::Trace { items, spec, .. } = &self.source else { return None };
         if spec.kind() != DatasetKind::TimedTrace {
             return None;
         }
-        let speedup = if speedup > 0.0 { speedup } else { 1.0 };
         Some(items.iter().map(|i| i.timestamp_ms / 1000.0 / speedup).collect())
     }
+}
+
+/// Rows of a conversation's turns: index `session * TURN_STRIDE + turn` (so a turn's
+/// `x-request-id` names its session and turn, and indices stay distinct).
+pub const TURN_STRIDE: u64 = 1000;
+/// Most turns a session may have.
+pub const MAX_TURNS: u32 = TURN_STRIDE as u32;
+
+/// A session trace's items (every turn names its dense `session`), grouped by session in
+/// order of first appearance, each session's turns in file order.
+fn group_sessions(items: Vec<surge_proto::PromptItem>) -> Vec<Vec<surge_proto::PromptItem>> {
+    let mut out: Vec<Vec<surge_proto::PromptItem>> = Vec::new();
+    for item in items {
+        let s = item.session.unwrap_or(out.len() as u64) as usize;
+        if s >= out.len() {
+            out.resize_with(s + 1, Vec::new);
+        }
+        out[s].push(item);
+    }
+    out.retain(|s| !s.is_empty());
+    out
 }
 
 /// Prompt length (words, without a tokenizer) above which building is costly (~20 us).

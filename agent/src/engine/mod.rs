@@ -17,8 +17,10 @@
 
 pub mod conn;
 pub mod connector;
+mod conversation;
 pub mod ending;
 pub mod h3;
+pub mod history;
 pub mod ioclock;
 pub mod jobs;
 pub mod openai;
@@ -217,6 +219,10 @@ fn template(w: &Workload, spec: &spec::Spec, target: &Target) -> Result<RequestT
         tokenizer: None,
         trace: (w.trace_run_id != 0).then_some((w.trace_run_id, w.trace_sample_ratio)),
         request_id_prefix: (!w.request_id_prefix.is_empty()).then(|| w.request_id_prefix.clone()),
+        session_header: match w.multi_turn.as_ref().map(|m| m.session_header.as_str()) {
+            None | Some("") => None,
+            Some(name) => Some(http::HeaderName::try_from(name).map_err(|e| bad(name, e.into()))?),
+        },
         keep_text: w.keep_text,
         read_timeout: spec.read_timeout,
     })
@@ -248,7 +254,9 @@ pub async fn prepare(workload: Workload) -> Result<Prepared, EngineError> {
 pub async fn prepare_on(mut workload: Workload, local: Option<std::net::IpAddr>) -> Result<Prepared, EngineError> {
     let spec = spec::check(&workload).map_err(EngineError::Spec)?;
     let schedule = Schedule::for_workload(&workload, None)?;
-    if workload.slice_len == jobs::UNBOUNDED && spec.max_concurrency.is_none() && !schedule.is_open_loop() {
+    let session_slots = workload.multi_turn.as_ref().map_or(0, |m| m.concurrency);
+    let bounded = spec.max_concurrency.is_some() || session_slots > 0 || schedule.is_open_loop();
+    if workload.slice_len == jobs::UNBOUNDED && !bounded {
         return Err(EngineError::Unbounded);
     }
     let target = Target::resolve(&workload.base_url).await?;
@@ -284,7 +292,7 @@ pub async fn prepare_on(mut workload: Workload, local: Option<std::net::IpAddr>)
             let Planned { body, input_tokens, input_source } = jobs.get_base(k % jobs.len());
             let (pool, tpl) = (Arc::clone(&pool), Arc::clone(&tpl));
             set.spawn(async move {
-                let job = Job { index: k, body, input_tokens, input_source, intended: None };
+                let job = Job { index: k, body, input_tokens, input_source, intended: None, session: None, keep_reply: false };
                 request::execute(&pool, &tpl, job, t0).await
             });
             if set.len() >= concurrency.max(1)
@@ -313,7 +321,7 @@ async fn initial_test(
     jobs: &Jobs,
 ) -> Result<(), EngineError> {
     let Planned { body, input_tokens, input_source } = jobs.get_base(0);
-    let job = Job { index: jobs.index(0), body, input_tokens, input_source, intended: None };
+    let job = Job { index: jobs.index(0), body, input_tokens, input_source, intended: None, session: None, keep_reply: false };
     let url = format!("{}{}", w.base_url, w.endpoint);
     let ready_until = Instant::now() + spec.ready_timeout;
     let limit = spec.max_run_time.unwrap_or(INITIAL_TEST_LIMIT);
@@ -361,7 +369,15 @@ pub async fn run(prepared: Prepared, sink: Arc<dyn Sink>, ctl: Control) -> Repor
         (tokio::spawn(probe_loop(Arc::clone(&ctx), rate, stop.clone())), stop)
     });
     let slots = spec.max_concurrency.map_or(0, NonZeroU32::get);
-    let (mut reason, workers) = if schedule.is_open_loop() || spec.max_concurrency.is_none() {
+    let (mut reason, workers) = if let Some(mt) = &workload.multi_turn {
+        let limits = conversation::Limits {
+            sessions: mt.concurrency,
+            requests: slots,
+            duration,
+            keep_text: workload.keep_text,
+        };
+        (conversation::run(&ctx, &tracker, schedule, limits, &ctl, deadline).await, Vec::new())
+    } else if schedule.is_open_loop() || spec.max_concurrency.is_none() {
         (paced(&ctx, &tracker, schedule, slots, duration, &ctl, deadline).await, Vec::new())
     } else {
         (StopReason::Finished, closed_loop(&ctx, &tracker, slots, duration))
@@ -412,7 +428,7 @@ async fn probe_loop(ctx: Arc<RunCtx>, rate: f64, stop: CancellationToken) {
     let mut k = 0u64;
     while !stop.is_cancelled() {
         let Planned { body, input_tokens, input_source } = ctx.jobs.probe();
-        let job = Job { index: k, body, input_tokens, input_source, intended: None };
+        let job = Job { index: k, body, input_tokens, input_source, intended: None, session: None, keep_reply: false };
         let mut row = tokio::select! {
             row = request::execute(&ctx.pool, &ctx.tpl, job, ctx.t0) => row,
             () = ctx.cancel.cancelled() => return,
@@ -471,17 +487,22 @@ impl RunCtx {
     async fn attempt(&self, k: u64, intended: Option<Duration>) {
         let index = self.jobs.index(k);
         let Planned { body, input_tokens, input_source } = self.make(k).await;
-        let row = {
-            let _in_flight = self.stats.request_started();
-            let started = self.t0.elapsed();
-            let input = (input_tokens, input_source);
-            let mut cancelled = Cancelled { ctx: self, armed: true, index, intended, started, input };
-            let job = Job { index, body, input_tokens, input_source, intended };
-            let row = request::execute(&self.pool, &self.tpl, job, self.t0).await;
-            cancelled.armed = false;
-            row
-        };
+        let job = Job { index, body, input_tokens, input_source, intended, session: None, keep_reply: false };
+        let row = self.send(job, None).await;
         self.record(row);
+    }
+
+    /// Sends `job` (a conversation's turn: `session` and turn) and returns its row.
+    /// Dropped while the request is in flight, it reports the cancelled row instead.
+    async fn send(&self, job: Job, session: Option<(u64, u32)>) -> Row {
+        let _in_flight = self.stats.request_started();
+        let started = self.t0.elapsed();
+        let input = (job.input_tokens, job.input_source);
+        let (index, intended) = (job.index, job.intended);
+        let mut cancelled = Cancelled { ctx: self, armed: true, index, intended, started, input, session };
+        let row = request::execute(&self.pool, &self.tpl, job, self.t0).await;
+        cancelled.armed = false;
+        row
     }
 
     fn record(&self, row: Row) {
@@ -500,13 +521,19 @@ struct Cancelled<'a> {
     intended: Option<Duration>,
     started: Duration,
     input: (u32, TokenSource),
+    /// A conversation's turn: its session and turn.
+    session: Option<(u64, u32)>,
 }
 
 impl Drop for Cancelled<'_> {
     fn drop(&mut self) {
         if self.armed {
             let now = Instant::now();
-            self.ctx.record(cancelled_row(self.index, self.intended, self.started, (self.ctx.t0, now), self.input));
+            let mut row = cancelled_row(self.index, self.intended, self.started, (self.ctx.t0, now), self.input);
+            if let Some((s, t)) = self.session {
+                (row.session, row.turn) = (Some(s), t);
+            }
+            self.ctx.record(row);
         }
     }
 }

@@ -33,11 +33,11 @@ pub enum Event {
     /// A chunk without generated output (role announcement, finish_reason only, keep-alive).
     Empty,
     /// The final `usage` block.
-    Usage { prompt_tokens: u32, completion_tokens: u32 },
+    Usage(Counts),
     /// The chunk carried both a token and usage (some servers do that).
-    TokenAndUsage { prompt_tokens: u32, completion_tokens: u32 },
+    TokenAndUsage(Counts),
     /// The chunk carried both a [`Event::Finish`] and usage.
-    FinishAndUsage { prompt_tokens: u32, completion_tokens: u32 },
+    FinishAndUsage(Counts),
     /// `data: [DONE]`.
     Done,
     /// An `{"error": ...}` object in the stream.
@@ -51,7 +51,7 @@ struct Chunk<'a> {
     #[serde(default, borrow)]
     choices: Vec<Choice<'a>>,
     #[serde(default)]
-    usage: Option<Usage>,
+    usage: Option<Counts>,
     #[serde(default)]
     error: Option<serde::de::IgnoredAny>,
 }
@@ -171,12 +171,28 @@ impl Choice<'_> {
     }
 }
 
+/// A `usage` block's counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+pub struct Counts {
+    #[serde(default)]
+    pub prompt_tokens: u32,
+    #[serde(default)]
+    pub completion_tokens: u32,
+    /// `prompt_tokens_details.cached_tokens` (vLLM with `--enable-prompt-tokens-details`,
+    /// OpenAI, SGLang): prompt tokens served from the prefix cache.
+    #[serde(default, rename = "prompt_tokens_details", deserialize_with = "cached")]
+    pub cached_tokens: Option<u32>,
+}
+
 #[derive(Deserialize)]
-struct Usage {
+struct Details {
     #[serde(default)]
-    prompt_tokens: u32,
-    #[serde(default)]
-    completion_tokens: u32,
+    cached_tokens: Option<u32>,
+}
+
+/// `prompt_tokens_details` may be absent, `null`, or an object with or without the count.
+fn cached<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    Ok(Option::<Details>::deserialize(d)?.and_then(|x| x.cached_tokens))
 }
 
 #[derive(Deserialize)]
@@ -223,15 +239,9 @@ fn classify_into(data: &[u8], out: Option<&mut String>) -> Event {
         (Carries::Token, None) => Event::Token,
         (Carries::Finish, None) => Event::Finish,
         (Carries::Nothing, None) => Event::Empty,
-        (Carries::Nothing, Some(u)) => {
-            Event::Usage { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens }
-        }
-        (Carries::Token, Some(u)) => {
-            Event::TokenAndUsage { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens }
-        }
-        (Carries::Finish, Some(u)) => {
-            Event::FinishAndUsage { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens }
-        }
+        (Carries::Nothing, Some(u)) => Event::Usage(u),
+        (Carries::Token, Some(u)) => Event::TokenAndUsage(u),
+        (Carries::Finish, Some(u)) => Event::FinishAndUsage(u),
     }
 }
 
@@ -267,14 +277,16 @@ struct CompletionBody<'a> {
     temperature: Option<f64>,
 }
 
-/// The `messages` of a chat request: none (completions), one user message, or an array
-/// given as is (file datasets).
+/// The `messages` of a chat request: none (completions), one user message, an array
+/// given as is (file datasets), or an array already serialized (a conversation's history
+/// and its new message).
 #[derive(Serialize)]
 #[serde(untagged)]
 enum Messages<'a> {
     None,
     User([Message<'a>; 1]),
     Given(&'a serde_json::Value),
+    Raw(&'a serde_json::value::RawValue),
 }
 
 impl Messages<'_> {
@@ -304,6 +316,12 @@ pub fn body(params: &BodyParams<'_>, prompt: &str, max_tokens: u32) -> Vec<u8> {
 /// The JSON body of one streamed chat request whose `messages` are given (a JSON array).
 pub fn chat_body(params: &BodyParams<'_>, messages: &serde_json::Value, max_tokens: u32) -> Vec<u8> {
     encode(params, None, Messages::Given(messages), max_tokens)
+}
+
+/// The JSON body of one streamed chat request whose `messages` array is already JSON
+/// text (a conversation: the history's bytes extended by the new message, D31).
+pub fn chat_body_raw(params: &BodyParams<'_>, messages: &serde_json::value::RawValue, max_tokens: u32) -> Vec<u8> {
+    encode(params, None, Messages::Raw(messages), max_tokens)
 }
 
 fn encode(params: &BodyParams<'_>, prompt: Option<&str>, messages: Messages<'_>, max_tokens: u32) -> Vec<u8> {
@@ -343,8 +361,12 @@ mod tests {
         assert_eq!(classify(br#"{"choices":[{"text":"","finish_reason":"length"}]}"#), Event::Finish);
         assert_eq!(
             classify(br#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":7,"total_tokens":12}}"#),
-            Event::Usage { prompt_tokens: 5, completion_tokens: 7 }
+            Event::Usage(Counts { prompt_tokens: 5, completion_tokens: 7, cached_tokens: None })
         );
+        let cached = br#"{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":8}}}"#;
+        assert_eq!(classify(cached), Event::Usage(Counts { prompt_tokens: 9, completion_tokens: 2, cached_tokens: Some(8) }));
+        let null = br#"{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":2,"prompt_tokens_details":null}}"#;
+        assert_eq!(classify(null), Event::Usage(Counts { prompt_tokens: 9, completion_tokens: 2, cached_tokens: None }));
         assert_eq!(classify(b" [DONE] "), Event::Done);
         assert_eq!(classify(b"{not json"), Event::Malformed);
         assert_eq!(classify(br#"{"error":{"message":"boom"}}"#), Event::ServerError);
@@ -387,11 +409,11 @@ mod tests {
         }
         assert_eq!(
             classify(br#"{"choices":[{"text":""}],"usage":{"prompt_tokens":1,"completion_tokens":2}}"#),
-            Event::TokenAndUsage { prompt_tokens: 1, completion_tokens: 2 }
+            Event::TokenAndUsage(Counts { prompt_tokens: 1, completion_tokens: 2, cached_tokens: None })
         );
         assert_eq!(
             classify(br#"{"choices":[{"text":"","finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":3}}"#),
-            Event::FinishAndUsage { prompt_tokens: 1, completion_tokens: 3 }
+            Event::FinishAndUsage(Counts { prompt_tokens: 1, completion_tokens: 3, cached_tokens: None })
         );
     }
 

@@ -16,7 +16,7 @@
 
 use super::conn::{Body, Conn, Head};
 use super::ending::{self, ReadError, Tally};
-use super::openai::{Event, classify, classify_text, response_id};
+use super::openai::{Counts, Event, classify, classify_text, response_id};
 use super::pool::Pool;
 use super::sse::SseParser;
 use crate::data::tokenizer::Tok;
@@ -51,6 +51,8 @@ pub struct RequestTemplate {
     pub trace: Option<(u64, f64)>,
     /// `x-request-id: <prefix><index>` on every request (vLLM's `--request-id-prefix`).
     pub request_id_prefix: Option<String>,
+    /// Multi-turn: `<header>: <prefix><session>` on every turn (vllm-bench's `X-Session-ID`).
+    pub session_header: Option<http::HeaderName>,
     /// Rows carry the generated text (`--save-detailed`: vLLM's `generated_texts`).
     pub keep_text: bool,
     /// `--read-timeout`: the longest wait for the next body byte once the head came.
@@ -59,7 +61,7 @@ pub struct RequestTemplate {
 
 impl RequestTemplate {
     /// `absolute`: the absolute URI of a multiplexed connection (HTTP/2, HTTP/3), no `Host`.
-    fn build(&self, body: Bytes, absolute: bool, index: u64) -> http::Request<Bytes> {
+    fn build(&self, body: Bytes, absolute: bool, index: u64, session: Option<u64>) -> http::Request<Bytes> {
         let mut req = http::Request::new(body);
         *req.method_mut() = http::Method::POST;
         *req.uri_mut() = if absolute { self.uri_h2.clone() } else { self.uri_h1.clone() };
@@ -75,6 +77,12 @@ impl RequestTemplate {
             && let Ok(v) = http::HeaderValue::try_from(format!("{p}{index}"))
         {
             h.insert(http::HeaderName::from_static("x-request-id"), v);
+        }
+        if let (Some(name), Some(s)) = (&self.session_header, session) {
+            let prefix = self.request_id_prefix.as_deref().unwrap_or_default();
+            if let Ok(v) = http::HeaderValue::try_from(format!("{prefix}{s}")) {
+                h.insert(name.clone(), v);
+            }
         }
         if let Some((run_id, ratio)) = self.trace
             && let Ok(v) = http::HeaderValue::try_from(crate::trace::traceparent(run_id, index, ratio))
@@ -94,6 +102,10 @@ pub struct Job {
     pub input_source: TokenSource,
     /// Intended send time (open loop), relative to the run start.
     pub intended: Option<Duration>,
+    /// A conversation's turn: its session (for the session header) and whether the reply
+    /// text is kept in the row (the next turn's history).
+    pub session: Option<u64>,
+    pub keep_reply: bool,
 }
 
 /// Most bytes of a row's error message (D1).
@@ -160,7 +172,7 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
             return row;
         }
         let h2 = conn.is_multiplexed();
-        let req = tpl.build(job.body.clone(), h2, job.index);
+        let req = tpl.build(job.body.clone(), h2, job.index, job.session);
         if !h2 {
             conn.clock.arm_write();
         }
@@ -198,7 +210,7 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
             }
         };
         let (head, body) = resp;
-        read_response(pool, tpl, conn, head, body, st, &mut row).await;
+        read_response(pool, tpl, conn, head, body, st, &mut row, job.keep_reply).await;
         return row;
     }
 }
@@ -212,6 +224,7 @@ fn token_event(at: Instant, first: &mut Option<Instant>, last: &mut Option<Insta
     *last = Some(at);
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn read_response(
     pool: &Arc<Pool>,
     tpl: &RequestTemplate,
@@ -220,18 +233,20 @@ async fn read_response(
     mut body: Body,
     st: Instant,
     row: &mut Row,
+    keep_reply: bool,
 ) {
     let mode = tpl.mode;
     let status = head.status;
-    // The streamed text, kept to re-count it with the tokenizer or to ship it in the row.
-    let mut text = (tpl.tokenizer.is_some() || tpl.keep_text).then(String::new);
+    // The streamed text, kept to re-count it with the tokenizer, to ship it in the row,
+    // or for the conversation's next turn.
+    let mut text = (tpl.tokenizer.is_some() || tpl.keep_text || keep_reply).then(String::new);
     row.http_status = u32::from(status.as_u16());
     let ok = status.is_success();
     let mut parser = SseParser::default();
     let mut first: Option<Instant> = None;
     let mut last: Option<Instant> = None;
     let mut events: u32 = 0;
-    let mut usage: Option<(u32, u32)> = None;
+    let mut usage: Option<Counts> = None;
     // When a finish chunk with empty output came after the last token event (D10's
     // refinement): the last token if usage counts one more than the events.
     let mut finish: Option<Instant> = None;
@@ -309,16 +324,16 @@ async fn read_response(
                             finish = Some(now);
                             false
                         }
-                        Event::Usage { prompt_tokens, completion_tokens } => {
-                            usage = Some((prompt_tokens, completion_tokens));
+                        Event::Usage(u) => {
+                            usage = Some(u);
                             false
                         }
-                        Event::TokenAndUsage { prompt_tokens, completion_tokens } => {
-                            usage = Some((prompt_tokens, completion_tokens));
+                        Event::TokenAndUsage(u) => {
+                            usage = Some(u);
                             true
                         }
-                        Event::FinishAndUsage { prompt_tokens, completion_tokens } => {
-                            usage = Some((prompt_tokens, completion_tokens));
+                        Event::FinishAndUsage(u) => {
+                            usage = Some(u);
                             finish = Some(now);
                             false
                         }
@@ -351,8 +366,8 @@ async fn read_response(
     let end = Instant::now();
     // vLLM's last token rides on its finish chunk, with "" for text when the stream stops
     // inside a character or on EOS: the server's count says whether that chunk was one.
-    if let (Some(at), Some((_, completion))) = (finish, usage)
-        && completion == events + 1
+    if let (Some(at), Some(u)) = (finish, usage)
+        && u.completion_tokens == events + 1
     {
         events += 1;
         token_event(at, &mut first, &mut last, &mut row.itl_us);
@@ -391,9 +406,10 @@ async fn read_response(
             row.ttft_us = first.map_or(0, |f| us(f - st));
             row.latency_us = last.map_or_else(|| us(end - st), |l| us(l - st));
             match usage {
-                Some((p, c)) if mode == Mode::Stream => {
-                    row.input_tokens = p;
-                    row.output_tokens = c;
+                Some(u) if mode == Mode::Stream => {
+                    row.input_tokens = u.prompt_tokens;
+                    row.output_tokens = u.completion_tokens;
+                    row.cached_tokens = u.cached_tokens;
                     row.usage_from_server = true;
                     row.set_input_source(TokenSource::ServerUsage);
                     row.set_output_source(TokenSource::ServerUsage);
@@ -409,7 +425,7 @@ async fn read_response(
                     }
                 },
             }
-            if tpl.keep_text {
+            if tpl.keep_text || keep_reply {
                 row.generated_text = text.unwrap_or_default();
             }
             pool.checkin(conn);
@@ -432,6 +448,7 @@ mod tests {
             tokenizer: None,
             trace,
             request_id_prefix: Some("bench-1-".into()),
+            session_header: Some(http::HeaderName::from_static("x-session-id")),
             keep_text: false,
             read_timeout: None,
         }
@@ -439,11 +456,13 @@ mod tests {
 
     #[test]
     fn a_traced_run_sends_each_request_its_traceparent() {
-        let req = template(Some((9, 1.0))).build(Bytes::new(), false, 77);
+        let req = template(Some((9, 1.0))).build(Bytes::new(), false, 77, Some(5));
+        assert_eq!(req.headers().get("x-session-id").and_then(|v| v.to_str().ok()), Some("bench-1-5"));
         let got = req.headers().get("traceparent").and_then(|v| v.to_str().ok()).map(String::from);
         assert_eq!(got, Some(crate::trace::traceparent(9, 77, 1.0)));
         assert_eq!(req.headers().get("x-request-id").and_then(|v| v.to_str().ok()), Some("bench-1-77"));
-        let plain = template(None).build(Bytes::new(), false, 77);
+        let plain = template(None).build(Bytes::new(), false, 77, None);
         assert!(plain.headers().get("traceparent").is_none(), "only when tracing");
+        assert!(plain.headers().get("x-session-id").is_none(), "only on a conversation's turns");
     }
 }

@@ -76,6 +76,30 @@ where
     if v == unset { Err(SpecError::Unset { field }) } else { Ok(v) }
 }
 
+/// A conversations workload: its think time known and set, its turns and ratios sane.
+fn multi_turn(w: &Workload, mt: &surge_proto::MultiTurn, ramped: bool) -> Result<(), SpecError> {
+    known("multi_turn.think", mt.think, surge_proto::ThinkTime::Unspecified)?;
+    let max = super::jobs::MAX_TURNS;
+    if mt.turns_min == 0 || mt.turns_min > mt.turns_max || mt.turns_max > max {
+        let (lo, hi) = (mt.turns_min, mt.turns_max);
+        return Err(SpecError::Contradiction(format!("turns {lo}..={hi}: need 1 <= min <= max <= {max}")));
+    }
+    let ratios = [mt.prefix_global_ratio, mt.prefix_conversation_ratio];
+    if ratios.iter().any(|r| !(0.0..=1.0).contains(r)) || ratios.iter().sum::<f64>() >= 1.0 {
+        return Err(SpecError::Contradiction(format!("prefix ratios {ratios:?}: each in [0, 1], their sum below 1")));
+    }
+    if !(mt.delay_ms.is_finite() && mt.delay_ms >= 0.0) {
+        return Err(SpecError::Contradiction(format!("think time {} ms", mt.delay_ms)));
+    }
+    if ramped {
+        return Err(SpecError::Contradiction("a ramp with conversations: the rate of new sessions is fixed".into()));
+    }
+    if !matches!(w.backend(), surge_proto::Backend::Openai | surge_proto::Backend::OpenaiChat) {
+        return Err(SpecError::Contradiction("conversations need a completions or chat backend".into()));
+    }
+    Ok(())
+}
+
 /// Reads and checks `w`'s closed sets.
 pub fn check(w: &Workload) -> Result<Spec, SpecError> {
     let http = match known("http", w.http, HttpChoice::Unspecified)? {
@@ -115,6 +139,9 @@ pub fn check(w: &Workload) -> Result<Spec, SpecError> {
     let request_rate = rate("request_rate", w.request_rate)?;
     if request_rate.is_some() && !(w.burstiness.is_finite() && w.burstiness > 0.0) {
         return Err(SpecError::Contradiction(format!("`burstiness` {}: must be above 0", w.burstiness)));
+    }
+    if let Some(mt) = &w.multi_turn {
+        multi_turn(w, mt, ramp.is_some())?;
     }
     Ok(Spec {
         http,
@@ -204,5 +231,26 @@ mod tests {
         }
         let w = Workload { request_rate: 10.0, burstiness: 0.0, ..workload() };
         assert!(matches!(check(&w), Err(SpecError::Contradiction(m)) if m.contains("burstiness")));
+    }
+
+    #[test]
+    fn conversations_are_checked() {
+        use surge_proto::{MultiTurn, ThinkTime};
+        let good = MultiTurn { turns_min: 2, turns_max: 4, think: ThinkTime::Fixed as i32, ..Default::default() };
+        let w = |mt: MultiTurn| Workload { multi_turn: Some(mt), ..workload() };
+        assert!(check(&w(good.clone())).is_ok());
+        let unset = MultiTurn { think: 0, ..good.clone() };
+        assert_eq!(check(&w(unset)), Err(SpecError::Unset { field: "multi_turn.think" }));
+        for bad in [
+            MultiTurn { turns_min: 0, ..good.clone() },
+            MultiTurn { turns_min: 5, ..good.clone() },
+            MultiTurn { turns_max: 1001, ..good.clone() },
+            MultiTurn { prefix_global_ratio: 0.6, prefix_conversation_ratio: 0.4, ..good.clone() },
+            MultiTurn { delay_ms: f64::NAN, ..good.clone() },
+        ] {
+            assert!(matches!(check(&w(bad.clone())), Err(SpecError::Contradiction(_))), "{bad:?}");
+        }
+        let ramped = Workload { ramp: RampStrategy::Linear as i32, ramp_end_rps: 2.0, ..w(good) };
+        assert!(matches!(check(&ramped), Err(SpecError::Contradiction(m)) if m.contains("ramp")));
     }
 }

@@ -16,6 +16,8 @@ pub struct Stats {
     pub reconnects: AtomicU64,
     pub completed: AtomicU64,
     pub failed: AtomicU64,
+    /// Conversations open now (multi-turn).
+    pub active_sessions: AtomicU32,
     /// Set when a closed-loop worker stopped issuing because `--duration` passed.
     pub duration_reached: std::sync::atomic::AtomicBool,
     /// Scheduling lag (actual send - intended send) in microseconds, open loop only.
@@ -33,6 +35,7 @@ impl Default for Stats {
             reconnects: AtomicU64::new(0),
             completed: AtomicU64::new(0),
             failed: AtomicU64::new(0),
+            active_sessions: AtomicU32::new(0),
             duration_reached: std::sync::atomic::AtomicBool::new(false),
             lag_us: Mutex::new(histogram()),
             wake_us: Mutex::new(histogram()),

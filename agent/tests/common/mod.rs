@@ -17,6 +17,7 @@ pub fn stream_template(target: &Target, read_timeout: Option<Duration>) -> Reque
         tokenizer: None,
         trace: None,
         request_id_prefix: None,
+        session_header: None,
         keep_text: false,
         read_timeout,
     }

@@ -1,0 +1,168 @@
+//! Conversations (D31): request `k` of the slice is a session, whose turns run one after
+//! another on this agent, each resending the history (earlier messages and the server's
+//! replies as streamed) and waiting its think time after the previous turn finished.
+//!
+//! Sessions start as fast as their slots allow (`MultiTurn.concurrency` sessions open at
+//! once, a session holding its slot through its think time), or at the paced times of an
+//! open loop (a request rate, a session trace's first turns). `max_concurrency` bounds the
+//! requests in flight across sessions. A turn that fails ends its session; the turns it
+//! did not send are counted on its row (`session_end.cancelled_turns`). At `--duration` no
+//! session starts and no further turn is sent; turns in flight finish. A finished
+//! session's history is dropped with its task: memory holds open sessions only.
+
+use super::jobs::{SessionPlan, Wait};
+use super::pacing::Schedule;
+use super::request::{Job, us};
+use super::{RunCtx, StopReason, pacer};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+use surge_proto::{ErrorKind, SessionEnd};
+use tokio::sync::Semaphore;
+use tokio_util::task::TaskTracker;
+
+/// How sessions are bounded and when issuing stops.
+pub(super) struct Limits {
+    /// Sessions open at once (0: no limit).
+    pub sessions: u32,
+    /// Requests in flight across sessions (0: no limit).
+    pub requests: u32,
+    pub duration: Option<Duration>,
+    /// Whether the run keeps the reply text in rows (`--save-detailed`).
+    pub keep_text: bool,
+}
+
+/// Starts the slice's sessions; returns when none is left to start (or the run stopped).
+pub(super) async fn run(
+    ctx: &Arc<RunCtx>,
+    tracker: &TaskTracker,
+    schedule: Schedule,
+    limits: Limits,
+    ctl: &super::Control,
+    deadline: tokio::time::Instant,
+) -> StopReason {
+    let mut pacer = schedule
+        .is_open_loop()
+        .then(|| pacer::Pacer::start(schedule, ctx.t0, ctx.jobs.len(), limits.duration, Arc::clone(&ctx.stats)));
+    let slots = (limits.sessions > 0).then(|| Arc::new(Semaphore::new(limits.sessions as usize)));
+    let requests = (limits.requests > 0).then(|| Arc::new(Semaphore::new(limits.requests as usize)));
+    let limits = Arc::new(limits);
+    for k in 0..ctx.jobs.len() {
+        let intended = match &mut pacer {
+            None => None,
+            Some(p) => tokio::select! {
+                biased;
+                _ = ctl.stop.cancelled() => return StopReason::Stopped,
+                _ = tokio::time::sleep_until(deadline) => return StopReason::Deadline,
+                off = p.next() => match off {
+                    Some(off) => Some(off),
+                    None => return if p.hit_limit() { StopReason::Duration } else { StopReason::Finished },
+                },
+            },
+        };
+        let slot = match &slots {
+            None => None,
+            Some(sem) => tokio::select! {
+                biased;
+                _ = ctl.stop.cancelled() => return StopReason::Stopped,
+                _ = tokio::time::sleep_until(deadline) => return StopReason::Deadline,
+                p = Arc::clone(sem).acquire_owned() => Some(p.expect("semaphore never closed")),
+            },
+        };
+        if limits.duration.is_some_and(|d| ctx.t0.elapsed() >= d) {
+            ctx.stats.duration_reached.store(true, Ordering::Relaxed);
+            return StopReason::Duration;
+        }
+        if let Some(off) = intended {
+            ctx.stats.record_lag(us(ctx.t0.elapsed().saturating_sub(off)));
+        }
+        let (ctx, requests, limits) = (Arc::clone(ctx), requests.clone(), Arc::clone(&limits));
+        tracker.spawn(async move {
+            let _slot = slot;
+            let plan = ctx.jobs.session(k);
+            tokio::select! {
+                () = session(&ctx, plan, requests, &limits) => {}
+                // Dropping the session reports its turn in flight as cancelled.
+                () = ctx.cancel.cancelled() => {}
+            }
+        });
+    }
+    StopReason::Finished
+}
+
+/// Counts an open session until dropped.
+struct Open<'a>(&'a super::stats::Stats);
+
+impl Drop for Open<'_> {
+    fn drop(&mut self) {
+        self.0.active_sessions.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Runs every turn of one session.
+async fn session(ctx: &RunCtx, plan: SessionPlan, requests: Option<Arc<Semaphore>>, limits: &Limits) {
+    ctx.stats.active_sessions.fetch_add(1, Ordering::Relaxed);
+    let _open = Open(&ctx.stats);
+    let mut history = ctx.jobs.history();
+    let mut began: Option<Duration> = None;
+    let mut previous_end = Instant::now();
+    let mut completed = 0u32;
+    for t in 0..plan.turns {
+        if t > 0 {
+            // The turn's due time: after its think time (or a trace's delay), or at its
+            // trace timestamp, never before the previous turn finished.
+            let due = match ctx.jobs.wait(&plan, t) {
+                Wait::After(d) => previous_end + d,
+                Wait::At(off) => (ctx.t0 + off).max(previous_end),
+            };
+            tokio::time::sleep_until(due.into()).await;
+            ctx.stats.record_lag(us(Instant::now().saturating_duration_since(due)));
+            if limits.duration.is_some_and(|d| ctx.t0.elapsed() >= d) {
+                ctx.stats.duration_reached.store(true, Ordering::Relaxed);
+                return;
+            }
+        }
+        let _permit = match &requests {
+            Some(sem) => Some(Arc::clone(sem).acquire_owned().await.expect("semaphore never closed")),
+            None => None,
+        };
+        let turn = ctx.jobs.turn(&plan, t, &history);
+        let job = Job {
+            index: plan.index * super::jobs::TURN_STRIDE + u64::from(t),
+            body: turn.planned.body,
+            input_tokens: turn.planned.input_tokens,
+            input_source: turn.planned.input_source,
+            intended: None,
+            session: Some(plan.index),
+            keep_reply: true,
+        };
+        let mut row = ctx.send(job, Some((plan.index, t))).await;
+        drop(_permit);
+        previous_end = Instant::now();
+        let started = Duration::from_micros(row.start_us.max(0) as u64);
+        let began = *began.get_or_insert(started);
+        row.session = Some(plan.index);
+        row.turn = t;
+        row.history_tokens = turn.history_tokens;
+        let reply = if limits.keep_text { row.generated_text.clone() } else { std::mem::take(&mut row.generated_text) };
+        let ok = row.error() == ErrorKind::None;
+        if ok {
+            completed += 1;
+            let reply_tokens = row.output_tokens;
+            history.push(&turn.user, turn.user_tokens, &reply, reply_tokens);
+        }
+        if !ok || t + 1 == plan.turns {
+            let end = started + Duration::from_micros(row.latency_us);
+            row.session_end = Some(SessionEnd {
+                duration_us: us(end.saturating_sub(began)),
+                turns_completed: completed,
+                cancelled_turns: if ok { 0 } else { plan.turns - t - 1 },
+                failed: !ok,
+            });
+        }
+        ctx.record(row);
+        if !ok {
+            return;
+        }
+    }
+}
