@@ -84,6 +84,8 @@ async fn a_request_left_unanswered_by_an_ended_connection_is_retried() {
         input_tokens: 1,
         input_source: TokenSource::ClientEstimate,
         intended: None,
+        session: None,
+        keep_reply: false,
     };
     let task = tokio::spawn({
         let pool = pool.clone();

@@ -106,6 +106,8 @@ async fn stream_over_https(h2: bool) {
             input_tokens: 3,
             input_source: TokenSource::ClientEstimate,
             intended: None,
+            session: None,
+            keep_reply: false,
         };
         let row = tokio::time::timeout(Duration::from_secs(10), request::execute(&pool, &tpl, job, t0)).await.unwrap();
         assert_eq!(row.error(), ErrorKind::None, "request {index} over https (h2 {h2}): {row:?}");
@@ -149,6 +151,8 @@ async fn an_untrusted_certificate_is_a_tls_error() {
         input_tokens: 3,
         input_source: TokenSource::ClientEstimate,
         intended: None,
+        session: None,
+        keep_reply: false,
     };
     let row = request::execute(&pool, &template(&target), job, Instant::now()).await;
     assert_eq!(row.error(), ErrorKind::Tls);

@@ -114,6 +114,8 @@ async fn one(addr: std::net::SocketAddr, version: Version, read_timeout: Option<
         input_tokens: 1,
         input_source: TokenSource::ClientEstimate,
         intended: None,
+        session: None,
+        keep_reply: false,
     };
     tokio::time::timeout(Duration::from_secs(10), request::execute(&pool, &tpl, job, Instant::now()))
         .await

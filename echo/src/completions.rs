@@ -130,6 +130,36 @@ fn count_content(content: Option<&Value>, counter: &Counter) -> Result<u64, Stri
     }
 }
 
+/// A prompt's text for the prefix cache: the completions `prompt` (its strings), or every
+/// chat message's text in order, joined by spaces (the cache reads its words).
+fn prompt_text(kind: Kind, body: &[u8]) -> String {
+    let Ok(v) = serde_json::from_slice::<Value>(body) else { return String::new() };
+    let mut out = String::new();
+    let mut push = |t: &str| {
+        out.push_str(t);
+        out.push(' ');
+    };
+    match kind {
+        Kind::Completion => match v.get("prompt") {
+            Some(Value::String(s)) => push(s),
+            Some(Value::Array(items)) => items.iter().filter_map(Value::as_str).for_each(push),
+            _ => {}
+        },
+        Kind::Chat => {
+            for m in v.get("messages").and_then(Value::as_array).into_iter().flatten() {
+                match m.get("content") {
+                    Some(Value::String(s)) => push(s),
+                    Some(Value::Array(parts)) => {
+                        parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).for_each(&mut push)
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Inline images of a chat message `content`: `image_url` parts with a data URL.
 fn count_images(content: Option<&Value>) -> u64 {
     let Some(Value::Array(parts)) = content else { return 0 };
@@ -213,6 +243,18 @@ where
     }
     let metrics = &state.metrics;
     metrics.count_prompt_tokens(parsed.prompt_tokens);
+    // The prefix cache (D33): cached tokens in the usage, the uncached ones' prefill
+    // before the first token.
+    let (cached_tokens, prefill_ms) = match &state.prefix_cache {
+        None => (None, 0.0),
+        Some(cache) => {
+            let text = prompt_text(kind, &body);
+            let found = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).admit(text.split_whitespace());
+            let uncached = found.prompt - found.cached;
+            metrics.count_cache(found.cached, uncached);
+            (Some(found.cached), uncached as f64 * state.config.prefill_us_per_token / 1e3)
+        }
+    };
     metrics.count_images(parsed.images);
     if let Some(name) = lora {
         metrics.count_lora(name);
@@ -232,7 +274,7 @@ where
         },
     };
     let running = metrics.running();
-    let mut schedule = Schedule::new(&state.config, index, faults.stall_ms);
+    let mut schedule = Schedule::new(&state.config, index, faults.stall_ms + prefill_ms);
     let model = parsed.model.as_deref().unwrap_or(&state.config.model);
     let model_json = serde_json::to_string(model).unwrap_or_else(|_| "\"\"".to_owned());
     let created = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
@@ -243,6 +285,7 @@ where
             tokens: TokenPlan::new(tokens::Shape::of(&state.config), kind == Kind::Chat, state.config.seed, index),
             n,
             prompt_tokens: parsed.prompt_tokens,
+            cached_tokens,
             include_usage: parsed.include_usage,
             arrived,
             start,
@@ -268,7 +311,7 @@ where
     if offset > 0.0 {
         PreciseSleep::new(state.timer.clone(), deadline(start, offset)).await;
     }
-    let body = full_response(kind, index, created, model, n, parsed.prompt_tokens);
+    let body = full_response(kind, index, created, model, n, parsed.prompt_tokens, cached_tokens);
     // Written as soon as it is returned: the first token's write, and the last.
     metrics.first_token(arrived);
     metrics.count_tokens(n);
@@ -280,13 +323,16 @@ where
 }
 
 /// The JSON of a non-streamed response of `n` tokens.
-fn full_response(kind: Kind, index: u64, created: u64, model: &str, n: u64, prompt: u64) -> Bytes {
+fn full_response(kind: Kind, index: u64, created: u64, model: &str, n: u64, prompt: u64, cached: Option<u64>) -> Bytes {
     let text: String = (0..n).map(tokens::word).collect();
-    let usage = json!({
+    let mut usage = json!({
         "prompt_tokens": prompt,
         "completion_tokens": n,
         "total_tokens": prompt.saturating_add(n),
     });
+    if let Some(c) = cached {
+        usage["prompt_tokens_details"] = json!({ "cached_tokens": c });
+    }
     let id = format!("{}{index}", kind.id_prefix());
     let value = match kind {
         Kind::Completion => json!({
@@ -398,12 +444,12 @@ mod tests {
 
     #[test]
     fn full_responses() {
-        let v: Value = serde_json::from_slice(&full_response(Kind::Completion, 3, 9, "m", 3, 2)).unwrap();
+        let v: Value = serde_json::from_slice(&full_response(Kind::Completion, 3, 9, "m", 3, 2, None)).unwrap();
         assert_eq!(v["id"], "cmpl-3");
         assert_eq!(v["choices"][0]["text"], " the quick brown");
         assert_eq!(v["choices"][0]["finish_reason"], "length");
         assert_eq!(v["usage"]["total_tokens"], 5);
-        let v: Value = serde_json::from_slice(&full_response(Kind::Chat, 4, 9, "m", 2, 0)).unwrap();
+        let v: Value = serde_json::from_slice(&full_response(Kind::Chat, 4, 9, "m", 2, 0, Some(0))).unwrap();
         assert_eq!(v["object"], "chat.completion");
         assert_eq!(v["choices"][0]["message"]["content"], " the quick");
         assert_eq!(v["usage"]["completion_tokens"], 2);

@@ -55,6 +55,22 @@ pub struct EchoArgs {
     #[arg(long = "jitter-ms", value_name = "MS", default_value_t = 0.0)]
     pub jitter_ms: f64,
 
+    /// Keep a prefix cache of this many prompt tokens (LRU, in blocks of --block-size
+    /// words; block j's key chains blocks 0..j, as vLLM's prefix caching): answers
+    /// usage.prompt_tokens_details.cached_tokens and counts cached and uncached prompt
+    /// tokens on /metrics. 0: no cache.
+    #[arg(long = "prefix-cache-tokens", value_name = "N", default_value_t = 0)]
+    pub prefix_cache_tokens: u64,
+
+    /// Tokens (words) per cached block.
+    #[arg(long = "block-size", value_name = "B", default_value_t = 16)]
+    pub block_size: usize,
+
+    /// With --prefix-cache-tokens: the first token waits --ttft-ms plus this many
+    /// microseconds per uncached prompt token (the prefill the cache saves).
+    #[arg(long = "prefill-us-per-token", value_name = "US", default_value_t = 0.0)]
+    pub prefill_us_per_token: f64,
+
     /// Seed for jitter and fault selection.
     #[arg(long, value_name = "SEED", default_value_t = 0)]
     pub seed: u64,
@@ -175,6 +191,9 @@ impl EchoArgs {
             itl_ms: self.itl_ms,
             output_tokens: self.output_tokens,
             jitter_ms: self.jitter_ms,
+            prefix_cache_tokens: self.prefix_cache_tokens,
+            block_size: self.block_size,
+            prefill_us_per_token: self.prefill_us_per_token,
             seed: self.seed,
             max_concurrent_streams: self.max_concurrent_streams,
             close_after_stream: self.close_after_stream,
@@ -222,6 +241,11 @@ pub struct EchoConfig {
     pub output_tokens: Option<u64>,
     /// Uniform jitter half-width applied to every delay, milliseconds.
     pub jitter_ms: f64,
+    /// Prefix cache size in tokens (0: none), its block size and the prefill time per
+    /// uncached token (D33).
+    pub prefix_cache_tokens: u64,
+    pub block_size: usize,
+    pub prefill_us_per_token: f64,
     /// Seed for jitter and fault selection.
     pub seed: u64,
     /// Completion slots; `None` means unlimited.
@@ -275,6 +299,9 @@ impl Default for EchoConfig {
             itl_ms: 0.0,
             output_tokens: None,
             jitter_ms: 0.0,
+            prefix_cache_tokens: 0,
+            block_size: 16,
+            prefill_us_per_token: 0.0,
             seed: 0,
             max_concurrent_streams: None,
             close_after_stream: false,
@@ -311,6 +338,13 @@ impl EchoConfig {
         check_delay("--ttft-ms", self.ttft_ms)?;
         check_delay("--itl-ms", self.itl_ms)?;
         check_delay("--jitter-ms", self.jitter_ms)?;
+        check_delay("--prefill-us-per-token", self.prefill_us_per_token)?;
+        if self.block_size == 0 {
+            return Err("--block-size must be at least 1".to_owned());
+        }
+        if self.prefix_cache_tokens > 0 && self.tokenizer.is_some() {
+            return Err("--prefix-cache-tokens caches words: it cannot go with --tokenizer".to_owned());
+        }
         if let Some(stall) = self.fault_stall_ms {
             check_delay("--fault-stall-ms", stall)?;
         }

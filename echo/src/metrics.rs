@@ -28,6 +28,9 @@ pub(crate) struct Metrics {
     tokens_total: IntCounter,
     /// Prompt tokens received (whitespace-separated words).
     prompt_tokens_total: IntCounter,
+    /// `--prefix-cache-tokens`: prompt tokens found in the cache, and the others.
+    prompt_cached_tokens_total: IntCounter,
+    prompt_uncached_tokens_total: IntCounter,
     /// Inline images (`data:image/...` URLs) in chat requests answered.
     prompt_images_total: IntCounter,
     /// Completions per LoRA adapter (`--lora-modules`), labelled `lora`.
@@ -63,6 +66,14 @@ impl Metrics {
         let tokens_total = counter("surge_echo_tokens_total", "Output tokens sent.");
         let prompt_tokens_total =
             counter("surge_echo_prompt_tokens_total", "Prompt tokens received (whitespace-separated words).");
+        let prompt_cached_tokens_total = counter(
+            "surge_echo_prompt_cached_tokens_total",
+            "Prompt tokens found in the prefix cache (--prefix-cache-tokens).",
+        );
+        let prompt_uncached_tokens_total = counter(
+            "surge_echo_prompt_uncached_tokens_total",
+            "Prompt tokens not found in the prefix cache (--prefix-cache-tokens).",
+        );
         let gauge = |name: &str, help: &str| {
             let g = IntGauge::new(name, help).expect("valid metric name and help");
             registry.register(Box::new(g.clone())).expect("metric names are distinct");
@@ -80,6 +91,8 @@ impl Metrics {
         registry.register(Box::new(lora_requests_total.clone())).expect("metric names are distinct");
         let vllm = vllm.map(|(model_name, slots)| VllmMetrics::new(&registry, model_name, slots));
         Self {
+            prompt_cached_tokens_total,
+            prompt_uncached_tokens_total,
             prompt_images_total,
             lora_requests_total,
             requests_total,
@@ -119,6 +132,12 @@ impl Metrics {
         if let Some(v) = &self.vllm {
             v.prompt_tokens.inc_by(n);
         }
+    }
+
+    /// A prompt's prefix-cache lookup: cached and uncached tokens.
+    pub fn count_cache(&self, cached: u64, uncached: u64) {
+        self.prompt_cached_tokens_total.inc_by(cached);
+        self.prompt_uncached_tokens_total.inc_by(uncached);
     }
 
     /// Output tokens sent.

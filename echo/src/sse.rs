@@ -81,12 +81,13 @@ impl Chunker {
     }
 
     /// Final usage-only chunk (`"choices":[]`).
-    pub fn usage(&self, buf: &mut BytesMut, prompt: u64, completion: u64) -> Bytes {
-        buf.reserve(self.head.len() + 128);
+    pub fn usage(&self, buf: &mut BytesMut, prompt: u64, completion: u64, cached: Option<u64>) -> Bytes {
+        buf.reserve(self.head.len() + 160);
         buf.put_slice(&self.head);
         let total = prompt.saturating_add(completion);
+        let details = cached.map_or_else(String::new, |c| format!(",\"prompt_tokens_details\":{{\"cached_tokens\":{c}}}"));
         let tail = format!(
-            "\"choices\":[],\"usage\":{{\"prompt_tokens\":{prompt},\"completion_tokens\":{completion},\"total_tokens\":{total}}}}}\n\n"
+            "\"choices\":[],\"usage\":{{\"prompt_tokens\":{prompt},\"completion_tokens\":{completion},\"total_tokens\":{total}{details}}}}}\n\n"
         );
         buf.put_slice(tail.as_bytes());
         buf.split().freeze()
@@ -118,6 +119,8 @@ pub(crate) struct SseParams {
     /// Field and text of each token.
     pub tokens: TokenPlan,
     pub prompt_tokens: u64,
+    /// `--prefix-cache-tokens`: the prompt's cached tokens, reported in the usage.
+    pub cached_tokens: Option<u64>,
     pub include_usage: bool,
     /// When the request arrived (time to first token counts from here).
     pub arrived: Instant,
@@ -261,7 +264,7 @@ impl Body for SseBody {
                 Phase::Usage => {
                     this.phase = Phase::Done;
                     if this.p.include_usage {
-                        let data = this.p.chunker.usage(&mut this.buf, this.p.prompt_tokens, this.p.n);
+                        let data = this.p.chunker.usage(&mut this.buf, this.p.prompt_tokens, this.p.n, this.p.cached_tokens);
                         return Poll::Ready(Some(Ok(Frame::data(data))));
                     }
                 }
@@ -316,7 +319,9 @@ mod tests {
         let v = json_of(&c.token(&mut buf, tok(9), true));
         assert_eq!(v["choices"][0]["text"], " quick");
         assert_eq!(v["choices"][0]["finish_reason"], "length");
-        let v = json_of(&c.usage(&mut buf, 3, 4));
+        let cached = json_of(&c.usage(&mut buf, 3, 4, Some(2)));
+        assert_eq!(cached["usage"]["prompt_tokens_details"], serde_json::json!({"cached_tokens": 2}));
+        let v = json_of(&c.usage(&mut buf, 3, 4, None));
         assert_eq!(v["choices"], serde_json::json!([]));
         assert_eq!(v["usage"], serde_json::json!({"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}));
         let v = json_of(&c.token(&mut buf, Token { field: Field::Content, text: "" }, false));
@@ -357,6 +362,7 @@ mod tests {
             tokens: TokenPlan::new(crate::tokens::Shape::default(), false, 0, 0),
             n,
             prompt_tokens: 2,
+            cached_tokens: None,
             include_usage,
             arrived: Instant::now(),
             start: Instant::now(),

@@ -2,8 +2,8 @@
 //! metrics, completion slots, the token timer, the prompt counter), and
 //! [`ConnCtx`], what a handler knows about its connection.
 
-use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use serde_json::json;
@@ -13,6 +13,7 @@ use crate::arrival::ArrivalClock;
 use crate::config::{EchoConfig, MetricsFlavor};
 use crate::counter::Counter;
 use crate::metrics::Metrics;
+use crate::prefix_cache::PrefixCache;
 use crate::timer::Timer;
 
 /// State shared by all connections of one server.
@@ -30,6 +31,8 @@ pub(crate) struct State {
     pub counter: Counter,
     /// The `/v1/models` body, rendered once.
     pub models_body: Bytes,
+    /// `--prefix-cache-tokens`: the prompt-block cache (D33).
+    pub prefix_cache: Option<Mutex<PrefixCache>>,
 }
 
 impl State {
@@ -46,6 +49,8 @@ impl State {
                 MetricsFlavor::Vllm => Metrics::with_vllm(&config.model, config.max_concurrent_streams),
             }),
             completions: AtomicU64::new(0),
+            prefix_cache: (config.prefix_cache_tokens > 0)
+                .then(|| Mutex::new(PrefixCache::new(config.prefix_cache_tokens, config.block_size))),
             timer,
             counter,
             config,

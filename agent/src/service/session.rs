@@ -60,6 +60,7 @@ impl Now {
 pub(crate) struct Live {
     pub in_flight: u32,
     pub open_connections: u32,
+    pub active_sessions: u32,
     pub lag: Lag,
     pub wake: Lag,
     pub completed: u64,
@@ -71,6 +72,7 @@ impl Live {
         Self {
             in_flight: stats.in_flight.load(Ordering::Relaxed),
             open_connections: stats.open_connections.load(Ordering::Relaxed),
+            active_sessions: stats.active_sessions.load(Ordering::Relaxed),
             lag: stats.lag(),
             wake: stats.wake(),
             completed: stats.completed.load(Ordering::Relaxed),
@@ -335,6 +337,7 @@ impl Session {
         if let Some(l) = live.filter(|_| self.running.is_some()) {
             h.in_flight = l.in_flight;
             h.open_connections = l.open_connections;
+            h.active_sessions = l.active_sessions;
             h.lag_p50_us = l.lag.p50_us;
             h.lag_p99_us = l.lag.p99_us;
             h.lag_max_us = l.lag.max_us;

@@ -8,6 +8,7 @@
 
 use super::active::ActiveSeconds;
 use super::coalesce::Coalescing;
+use super::conversations::Conversations;
 use super::ramp::RampEvents;
 use super::sample::Sample;
 use super::server::{ClientSide, ServerMetrics, ServerView};
@@ -119,6 +120,8 @@ pub struct Metrics {
     /// many failed.
     pub probe: Sample,
     pub probe_failed: u64,
+    /// A multi-turn run: per turn, per conversation, the prefix cache.
+    pub conversations: Option<Conversations>,
 }
 
 impl Metrics {
@@ -225,6 +228,13 @@ impl Aggregator {
         if r.ok() {
             self.active.add(r.start_s, r.end_s());
         }
+        if r.row.session.is_some() {
+            let c = m.conversations.get_or_insert_with(Conversations::new);
+            c.add(r);
+            if self.events.is_none() {
+                c.drop_exact();
+            }
+        }
         let coalescing = if r.ok() { Coalescing::of_row(&r.row) } else { None };
         self.series.add(r, coalescing.as_ref());
         if self.keep_rows {
@@ -290,6 +300,9 @@ impl Aggregator {
             self.active.drop_exact();
             for s in [&mut m.ttft, &mut m.tpot, &mut m.itl, &mut m.e2el, &mut self.queued, &mut self.client_queue] {
                 s.drop_exact();
+            }
+            if let Some(c) = &mut m.conversations {
+                c.drop_exact();
             }
         }
     }
@@ -368,6 +381,9 @@ impl Aggregator {
         m.max_output_tokens_per_s = token_bins.values().copied().max().unwrap_or(0) as f64;
         for s in [&mut m.ttft, &mut m.tpot, &mut m.itl, &mut m.e2el, &mut m.probe] {
             s.seal();
+        }
+        if let Some(c) = &mut m.conversations {
+            c.seal();
         }
         let client = ClientSide {
             output_tokens: m.total_output_tokens,

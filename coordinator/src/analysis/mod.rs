@@ -5,6 +5,7 @@
 pub mod active;
 pub mod coalesce;
 pub mod compare;
+pub mod conversations;
 pub mod cost;
 pub mod knee;
 pub mod metrics;

@@ -38,7 +38,17 @@ fn us(v_s: f64) -> u64 {
 
 impl Sample {
     pub fn new() -> Self {
-        let hist = Histogram::new_with_bounds(1, HIGH_US, 4).expect("valid histogram bounds");
+        Self::with_digits(4)
+    }
+
+    /// A sample whose histogram keeps 3 significant digits (within 0.1 % beyond the exact
+    /// budget) in a tenth of the memory: for breakdowns with many samples (per turn).
+    pub fn light() -> Self {
+        Self::with_digits(3)
+    }
+
+    fn with_digits(digits: u8) -> Self {
+        let hist = Histogram::new_with_bounds(1, HIGH_US, digits).expect("valid histogram bounds");
         Self { n: 0, mean: 0.0, m2: 0.0, exact: Some(Spilled::new()), hist, sorted: true }
     }
 

@@ -96,14 +96,25 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
     };
     let ramp = ramp_plan(&a.load, request_rate)?;
     let trace = d.name == "timed_trace";
-    let trace_len = d.prompts.len() as u64;
+    let sessions = d.prompts.iter().filter_map(|p| p.session).max().map(|s| s + 1);
+    let multi_turn =
+        super::conversation::multi_turn_plan(&a.conversation, d.name, sessions.is_some(), a.load.max_concurrency)?;
+    // A session trace is replayed session by session: its length counts sessions.
+    let trace_len = sessions.unwrap_or(d.prompts.len() as u64);
+    if multi_turn.is_some() && a.output.save_detailed {
+        return usage("--save-detailed: vLLM's per-request arrays have no turns; --save-rows keeps each turn's row (session, turn)");
+    }
+    if multi_turn.is_some() && ramp.is_some() {
+        return usage("--ramp-up-strategy: conversations start at a fixed --request-rate");
+    }
     if trace && (request_rate.is_finite() || ramp.is_some()) {
         return usage(
             "--dataset-name timed_trace: the trace sets the send times; drop --request-rate/--ramp-up-strategy",
         );
     }
     if trace && a.load.num_prompts.is_some_and(|n| n > trace_len) {
-        return usage(format!("--num-prompts {}: the trace has {trace_len} requests", a.load.num_prompts.unwrap_or(0)));
+        let what = if sessions.is_some() { "sessions" } else { "requests" };
+        return usage(format!("--num-prompts {}: the trace has {trace_len} {what}", a.load.num_prompts.unwrap_or(0)));
     }
     let slo = parse::goodput(&a.output.goodput).map_err(|e| UsageError(format!("--goodput: {e}")))?;
     if a.sampling.temperature.is_some_and(|t| !(t >= 0.0 && t.is_finite())) {
@@ -128,6 +139,7 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
     if a.load.num_prompts.is_none()
         && a.load.duration.is_some()
         && a.load.max_concurrency.is_none()
+        && multi_turn.as_ref().is_none_or(|m| m.concurrency.is_none())
         && a.load.ramp_up_strategy.is_none()
         && a.load.request_rate.0.iter().all(|r| r.is_infinite())
     {
@@ -240,6 +252,7 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         lora_random: a.target.lora_assignment == super::LoraAssignmentArg::Random,
         probe_rate: a.load.probe_request_rate,
         plot_timeline: a.output.plot_timeline,
+        multi_turn,
     })
 }
 

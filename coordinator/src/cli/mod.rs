@@ -5,6 +5,7 @@
 
 pub mod build;
 pub mod config;
+pub mod conversation;
 pub mod dataset;
 pub mod files;
 mod mm;
@@ -195,6 +196,8 @@ pub struct RunArgs {
     pub transport: TransportArgs,
     #[command(flatten, next_help_heading = "Dataset")]
     pub dataset: DatasetArgs,
+    #[command(flatten, next_help_heading = "Conversations (multi-turn)")]
+    pub conversation: conversation::ConversationArgs,
     #[command(flatten, next_help_heading = "Load shape")]
     pub load: LoadArgs,
     #[command(flatten, next_help_heading = "Sampling")]

@@ -10,6 +10,13 @@
 //!
 //! `timestamp` is in milliseconds; lines may come in any order (they are sorted, stably),
 //! and times are taken from the earliest, so the first request goes at the start.
+//!
+//! A session trace (AIPerf's `mooncake_trace` with `session_id`): lines that carry a
+//! `session_id` (string or integer) are the turns of that session in file order. A
+//! session's first turn is sent at its `timestamp` (0 without one); each later turn at its
+//! `timestamp`, or `delay` ms after the previous turn of the session finished. Sessions
+//! are ordered by their first turn's time and numbered densely from 0; every line of such
+//! a file needs a `session_id`.
 //! `output_length`/`output_tokens`/`max_tokens` absent = the default output length. Every
 //! problem is `FILE:LINE: reason` (a usage error).
 
@@ -29,12 +36,19 @@ fn positive(v: &Value, key: &str) -> Result<u32, String> {
 fn line_item(line: &str, tok: Option<&Tok>, default_output: u32, chat: bool) -> Result<PromptItem, String> {
     let v: Value = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
     let obj = v.as_object().ok_or("expected a JSON object")?;
-    let ts = obj
-        .get("timestamp")
-        .ok_or("no \"timestamp\" (milliseconds)")?
-        .as_f64()
-        .filter(|t| t.is_finite() && *t >= 0.0)
-        .ok_or("\"timestamp\" must be a number of milliseconds >= 0")?;
+    let session = obj.contains_key("session_id");
+    let ts = match obj.get("timestamp") {
+        None if session => -1.0,
+        None => return Err("no \"timestamp\" (milliseconds)".into()),
+        Some(t) => {
+            t.as_f64().filter(|t| t.is_finite() && *t >= 0.0).ok_or("\"timestamp\" must be a number of milliseconds >= 0")?
+        }
+    };
+    let delay = match obj.get("delay") {
+        None => -1.0,
+        Some(_) if !session => return Err("\"delay\" needs a \"session_id\"".into()),
+        Some(d) => d.as_f64().filter(|d| d.is_finite() && *d >= 0.0).ok_or("\"delay\" must be a number of milliseconds >= 0")?,
+    };
     let out_key = ["output_length", "output_tokens", "max_tokens"].into_iter().find(|k| obj.contains_key(*k));
     let output = match out_key {
         Some(k) => positive(&obj[k], k)?,
@@ -74,23 +88,82 @@ fn line_item(line: &str, tok: Option<&Tok>, default_output: u32, chat: bool) -> 
     };
     item.output_tokens = output;
     item.timestamp_ms = ts;
+    item.delay_ms = delay;
     Ok(item)
+}
+
+/// A line's `session_id` as text (`None`: no session).
+fn session_id(line: &str) -> Option<String> {
+    let v: Value = serde_json::from_str(line).ok()?;
+    match v.get("session_id")? {
+        Value::String(s) => Some(s.clone()),
+        other => Some(other.to_string()),
+    }
+}
+
+/// A session trace's turns: grouped by session (first appearance), each session's turns in
+/// file order, sessions ordered by their first turn's time; times from the earliest first
+/// turn. `ids` holds each item's session id text.
+fn sessions(items: Vec<PromptItem>, ids: Vec<String>) -> Vec<PromptItem> {
+    let mut order: Vec<String> = Vec::new();
+    let mut groups: std::collections::HashMap<String, Vec<PromptItem>> = std::collections::HashMap::new();
+    for (item, id) in items.into_iter().zip(ids) {
+        if !groups.contains_key(&id) {
+            order.push(id.clone());
+        }
+        groups.entry(id).or_default().push(item);
+    }
+    let mut sessions: Vec<Vec<PromptItem>> = order.into_iter().filter_map(|id| groups.remove(&id)).collect();
+    for s in &mut sessions {
+        // A first turn without a time starts with the trace.
+        if s[0].timestamp_ms < 0.0 {
+            s[0].timestamp_ms = 0.0;
+        }
+        s[0].delay_ms = -1.0;
+    }
+    sessions.sort_by(|a, b| a[0].timestamp_ms.total_cmp(&b[0].timestamp_ms));
+    let first = sessions.first().map_or(0.0, |s| s[0].timestamp_ms);
+    let mut out = Vec::new();
+    for (k, turns) in sessions.into_iter().enumerate() {
+        for mut t in turns {
+            if t.timestamp_ms >= 0.0 {
+                t.timestamp_ms = (t.timestamp_ms - first).max(0.0);
+            } else if t.delay_ms < 0.0 {
+                t.delay_ms = 0.0;
+            }
+            t.session = Some(k as u64);
+            out.push(t);
+        }
+    }
+    out
 }
 
 /// Every request of the trace, sorted by time, times from the earliest.
 pub fn trace(path: &Path, tok: Option<&Tok>, default_output: u32, chat: bool) -> Result<Vec<PromptItem>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut out = Vec::new();
+    let mut ids = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let item =
-            line_item(line, tok, default_output, chat).map_err(|r| format!("{}:{}: {r}", path.display(), i + 1))?;
+        let at = |r: String| format!("{}:{}: {r}", path.display(), i + 1);
+        let item = line_item(line, tok, default_output, chat).map_err(at)?;
+        match session_id(line) {
+            Some(id) => ids.push(id),
+            None if !ids.is_empty() => return Err(at("no \"session_id\" (earlier lines have one)".into())),
+            None => {}
+        }
+        if !ids.is_empty() && ids.len() != out.len() + 1 {
+            return Err(at("\"session_id\" on some lines only: give every line one".into()));
+        }
         out.push(item);
     }
     if out.is_empty() {
         return Err(format!("{}: no request in the trace", path.display()));
+    }
+    if !ids.is_empty() {
+        return Ok(sessions(out, ids));
     }
     out.sort_by(|a, b| a.timestamp_ms.total_cmp(&b.timestamp_ms));
     let first = out[0].timestamp_ms;
@@ -123,6 +196,27 @@ mod tests {
         assert_eq!((t[1].timestamp_ms, t[1].input_tokens, t[1].output_tokens), (500.0, 700, 5));
         assert_eq!(t[1].hash_ids, [1, 2]);
         let _ = std::fs::remove_file(p);
+    }
+
+    #[test]
+    fn session_lines_group_into_sessions_in_file_order() {
+        let p = scratch(
+            "sessions.jsonl",
+            "{\"session_id\": \"b\", \"timestamp\": 900, \"input_length\": 5}\n\
+             {\"session_id\": \"a\", \"timestamp\": 500, \"input_length\": 6}\n\
+             {\"session_id\": \"b\", \"delay\": 250, \"input_length\": 7}\n\
+             {\"session_id\": \"a\", \"timestamp\": 2500, \"input_length\": 8}\n",
+        );
+        let t = trace(&p, None, 4, false).unwrap();
+        let got: Vec<(Option<u64>, u32, f64, f64)> =
+            t.iter().map(|i| (i.session, i.input_tokens, i.timestamp_ms, i.delay_ms)).collect();
+        assert_eq!(
+            got,
+            vec![(Some(0), 6, 0.0, -1.0), (Some(0), 8, 2000.0, -1.0), (Some(1), 5, 400.0, -1.0), (Some(1), 7, -1.0, 250.0)]
+        );
+        let mixed = scratch("mixed.jsonl", "{\"session_id\": 1, \"input_length\": 5}\n{\"timestamp\": 1, \"input_length\": 5}\n");
+        assert!(trace(&mixed, None, 4, false).unwrap_err().contains(":2: no \"session_id\""));
+        let _ = (std::fs::remove_file(p), std::fs::remove_file(mixed));
     }
 
     #[test]

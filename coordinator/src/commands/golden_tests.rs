@@ -41,6 +41,7 @@ fn row(index: u64, start_us: i64, ttft_us: u32, itl: &[u32], error: ErrorKind) -
         generated_text: if ok { format!("text of {index}") } else { String::new() },
         probe: false,
         cut: None,
+        ..Default::default()
     }
 }
 
@@ -62,6 +63,7 @@ fn agent(i: usize, done: bool) -> AgentReport {
         max_concurrency: if i == 0 { 1 } else { 2 },
         request_rate: if i == 0 { 5.0 } else { f64::INFINITY },
         num_warmups: 0,
+        sessions: 0,
     });
     a.last_health = Some(Health { cpu_percent: 42.0, lag_p99_us: 90, ..Default::default() });
     a.peak_cpu_percent = 55.0;

@@ -13,7 +13,7 @@ use crate::plan::split::{self, Share};
 use std::time::{Duration, Instant};
 use surge_agent::data::share::Stripe;
 use surge_proto::{
-    ClockPing, HelloReply, LoraPick, PROTOCOL_VERSION, Prepare, RampStrategy, ScrapeLast, Start, Workload, agent_msg,
+    ClockPing, HelloReply, LoraPick, MultiTurn, PROTOCOL_VERSION, Prepare, RampStrategy, ScrapeLast, Start, ThinkTime, Workload, agent_msg,
     coordinator_msg::Msg,
 };
 use tokio::sync::mpsc;
@@ -244,8 +244,15 @@ impl Runner<'_> {
         let hellos: Vec<HelloReply> = self.agents.iter().map(|a| a.hello.clone()).collect();
         // 3. Split by capacity (cores) and prepare.
         let weights: Vec<u32> = hellos.iter().map(|h| h.cores.max(1)).collect();
-        let shares =
-            split::split(&weights, plan.num_prompts, plan.max_concurrency, plan.request_rate, plan.num_warmups);
+        let sessions = plan.multi_turn.as_ref().and_then(|m| m.concurrency);
+        let shares = split::split_sessions(
+            &weights,
+            plan.num_prompts,
+            plan.max_concurrency,
+            plan.request_rate,
+            plan.num_warmups,
+            sessions,
+        );
         for (i, s) in shares.iter().enumerate() {
             if s.max_concurrency > hellos[i].max_in_flight {
                 return Err(agent_err(
@@ -423,7 +430,12 @@ fn quiet_wait(c: &Collector) -> Duration {
 }
 
 fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize, run_id: u64) -> Workload {
-    let (prompts, prompts_whole_file) = split::slice_prompts(&plan.prompts, &s.indices, s.num_prompts);
+    // A session trace goes whole to every agent: each takes its sessions' turns from it.
+    let (prompts, prompts_whole_file) = if plan.multi_turn.is_some() && !plan.prompts.is_empty() {
+        (plan.prompts.to_vec(), true)
+    } else {
+        split::slice_prompts(&plan.prompts, &s.indices, s.num_prompts)
+    };
     Workload {
         base_url: plan.base_url.clone(),
         endpoint: plan.endpoint.clone(),
@@ -479,5 +491,17 @@ fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize, run_id: u64) -> Wo
         probe_rate: if i == 0 { plan.probe_rate } else { 0.0 },
         lora_modules: plan.lora_modules.clone(),
         lora_pick: if plan.lora_random { LoraPick::Random } else { LoraPick::RoundRobin } as i32,
+        multi_turn: plan.multi_turn.as_ref().map(|m| MultiTurn {
+            turns_min: m.turns_min,
+            turns_max: m.turns_max,
+            per_turn_input_len: m.per_turn_input_len,
+            delay_ms: m.delay_ms,
+            think: if m.exponential { ThinkTime::Exponential } else { ThinkTime::Fixed } as i32,
+            concurrency: s.sessions,
+            prefix_global_ratio: m.prefix_global_ratio,
+            prefix_conversation_ratio: m.prefix_conversation_ratio,
+            shared_system_prompt_len: m.shared_system_prompt_len,
+            session_header: m.session_header.clone().unwrap_or_default(),
+        }),
     }
 }

@@ -293,6 +293,7 @@ pub fn run_result(
             median_ms: q.median_ms(),
             percentiles: ps.iter().map(|&p| (p, q.percentile_ms(p))).collect(),
         }),
+        multi_turn: super::multi_turn::multi_turn(plan, m, &ps),
         errors_by_kind: m.errors_by_kind.clone(),
         error_examples: m
             .error_examples

@@ -6,6 +6,7 @@
 pub mod build;
 pub mod files;
 pub mod live;
+pub mod multi_turn;
 pub mod read;
 pub mod report;
 pub mod result;

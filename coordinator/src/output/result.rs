@@ -118,6 +118,9 @@ pub struct RunResult {
     pub latency: Latencies,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub e2el_including_client_queue: Option<QueueLatency>,
+    /// A multi-turn run's keys (vllm-bench's and surge's, D32).
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub multi_turn: Option<super::multi_turn::MultiTurnResult>,
     pub errors_by_kind: BTreeMap<String, u64>,
     /// Per error kind, up to 3 distinct messages, most frequent first.
     #[serde(default)]

@@ -207,6 +207,30 @@ pub struct RunPlan {
     pub probe_rate: f64,
     /// `--plot-timeline`: surge's report beside the result.
     pub plot_timeline: bool,
+    /// Conversations: `num_prompts` counts sessions.
+    pub multi_turn: Option<MultiTurnPlan>,
+}
+
+/// Conversations (`--multi-turn`, a session trace): D31.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MultiTurnPlan {
+    /// Generated turns (the random dataset); else a session trace's.
+    pub generated: bool,
+    /// `--multi-turn-num-turns` (vllm-bench's `turns_per_conversation`).
+    pub num_turns: u32,
+    pub turns_min: u32,
+    pub turns_max: u32,
+    /// 0: `--random-input-len`.
+    pub per_turn_input_len: u32,
+    pub delay_ms: f64,
+    pub exponential: bool,
+    /// Sessions open at once (`None`: no limit).
+    pub concurrency: Option<u32>,
+    pub prefix_global_ratio: f64,
+    pub prefix_conversation_ratio: f64,
+    pub shared_system_prompt_len: u32,
+    /// `None`: `--no-session-id-header`.
+    pub session_header: Option<String>,
 }
 
 /// OTLP trace export.

@@ -24,6 +24,9 @@ pub struct Share {
     /// Warm-up requests: `--num-warmups` split like the concurrency, so the agents send
     /// exactly as many as asked.
     pub num_warmups: u32,
+    /// Conversations open at once (`--multi-turn-concurrency`), split like the
+    /// concurrency; 0 = unbounded.
+    pub sessions: u32,
 }
 
 /// Splits `num_prompts`, `max_concurrency`, `request_rate` and `num_warmups` by `weights`
@@ -34,6 +37,18 @@ pub fn split(
     max_concurrency: Option<u32>,
     request_rate: f64,
     num_warmups: u32,
+) -> Vec<Share> {
+    split_sessions(weights, num_prompts, max_concurrency, request_rate, num_warmups, None)
+}
+
+/// [`split`], with the conversations open at once split too.
+pub fn split_sessions(
+    weights: &[u32],
+    num_prompts: u64,
+    max_concurrency: Option<u32>,
+    request_rate: f64,
+    num_warmups: u32,
+    sessions: Option<u32>,
 ) -> Vec<Share> {
     let weights: Vec<u32> = weights.iter().map(|&w| w.clamp(1, MAX_WEIGHT)).collect();
     let total: u64 = weights.iter().map(|&w| u64::from(w)).sum();
@@ -52,6 +67,9 @@ pub fn split(
             max_concurrency: max_concurrency.map_or(0, |c| part(u64::from(c)) as u32),
             request_rate: if request_rate.is_finite() { request_rate * (to - from) } else { f64::INFINITY },
             num_warmups: part(u64::from(num_warmups)) as u32,
+            // Every agent keeps at least one slot: a share of sessions with no slot
+            // would never start them.
+            sessions: sessions.map_or(0, |c| (part(u64::from(c)) as u32).max(1)),
         });
     }
     shares
