@@ -3,6 +3,7 @@
 
 mod blackhole;
 mod compare;
+mod conversations;
 mod datasets;
 mod distributed;
 mod dropin;

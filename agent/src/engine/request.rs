@@ -73,14 +73,19 @@ impl RequestTemplate {
         for (k, v) in &self.headers {
             h.insert(k.clone(), v.clone());
         }
+        // A conversation's turn is `<prefix>conv-<session>-turn<t>`, as vllm-bench names it.
+        let id = match session {
+            None => format!("{index}"),
+            Some(s) => format!("conv-{s}-turn{}", index % super::jobs::TURN_STRIDE),
+        };
         if let Some(p) = &self.request_id_prefix
-            && let Ok(v) = http::HeaderValue::try_from(format!("{p}{index}"))
+            && let Ok(v) = http::HeaderValue::try_from(format!("{p}{id}"))
         {
             h.insert(http::HeaderName::from_static("x-request-id"), v);
         }
         if let (Some(name), Some(s)) = (&self.session_header, session) {
             let prefix = self.request_id_prefix.as_deref().unwrap_or_default();
-            if let Ok(v) = http::HeaderValue::try_from(format!("{prefix}{s}")) {
+            if let Ok(v) = http::HeaderValue::try_from(format!("{prefix}conv-{s}")) {
                 h.insert(name.clone(), v);
             }
         }
@@ -456,8 +461,11 @@ mod tests {
 
     #[test]
     fn a_traced_run_sends_each_request_its_traceparent() {
-        let req = template(Some((9, 1.0))).build(Bytes::new(), false, 77, Some(5));
-        assert_eq!(req.headers().get("x-session-id").and_then(|v| v.to_str().ok()), Some("bench-1-5"));
+        let turn = template(None).build(Bytes::new(), false, 5002, Some(5));
+        let header = |r: &http::Request<Bytes>, k: &str| r.headers().get(k).and_then(|v| v.to_str().ok()).map(String::from);
+        assert_eq!(header(&turn, "x-session-id").as_deref(), Some("bench-1-conv-5"));
+        assert_eq!(header(&turn, "x-request-id").as_deref(), Some("bench-1-conv-5-turn2"));
+        let req = template(Some((9, 1.0))).build(Bytes::new(), false, 77, None);
         let got = req.headers().get("traceparent").and_then(|v| v.to_str().ok()).map(String::from);
         assert_eq!(got, Some(crate::trace::traceparent(9, 77, 1.0)));
         assert_eq!(req.headers().get("x-request-id").and_then(|v| v.to_str().ok()), Some("bench-1-77"));

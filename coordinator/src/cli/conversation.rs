@@ -35,7 +35,7 @@ pub struct ConversationArgs {
     /// --max-concurrency); --max-concurrency still bounds requests in flight. For
     /// `surge sweep`, a list of levels (e.g. 10,100,1000).
     #[arg(long = "multi-turn-concurrency", value_parser = parse::level_list, value_name = "N")]
-    pub concurrency: Option<parse::Levels>,
+    pub session_concurrency: Option<parse::Levels>,
     /// Think time before each turn after the first, from the end of the previous one.
     #[arg(long = "multi-turn-delay-ms", default_value_t = 0.0, value_parser = parse::non_negative, value_name = "MS")]
     pub delay_ms: f64,
@@ -72,7 +72,7 @@ impl ConversationArgs {
             (self.num_turns.is_some(), "--multi-turn-num-turns"),
             (self.min_turns.is_some(), "--multi-turn-min-turns"),
             (self.max_turns.is_some(), "--multi-turn-max-turns"),
-            (self.concurrency.is_some(), "--multi-turn-concurrency"),
+            (self.session_concurrency.is_some(), "--multi-turn-concurrency"),
             (self.delay_ms != 0.0, "--multi-turn-delay-ms"),
             (self.delay_dist != DelayDistArg::Fixed, "--multi-turn-delay-dist"),
             (self.per_turn_input_len.is_some(), "--per-turn-input-len"),
@@ -132,7 +132,7 @@ pub fn multi_turn_plan(
     if ratios.iter().any(|r| !(0.0..=1.0).contains(r)) || ratios.iter().sum::<f64>() >= 1.0 {
         return usage("--multi-turn-prefix-*-ratio: each within 0..=1 and their sum below 1");
     }
-    let concurrency = match a.concurrency.as_ref().map(|l| l.0.as_slice()) {
+    let concurrency = match a.session_concurrency.as_ref().map(|l| l.0.as_slice()) {
         None => None,
         Some([c]) => Some(*c),
         Some(_) => return usage("--multi-turn-concurrency: surge run takes one number (lists of levels are for surge sweep)"),

@@ -32,6 +32,21 @@ struct Line<'a> {
     /// A stream cut after its head: how it ended and who ended it (absent otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     stream: Option<StreamExample>,
+    /// A conversation's turn: its session and turn (0-based), history tokens resent, and
+    /// the cached prompt tokens the server reported (absent in other runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    turn: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    history_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cached_tokens: Option<u32>,
+    /// On the row that ended its session: how (`completed`/`failed`), and turns not sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session_end: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cancelled_turns: Option<u32>,
 }
 
 /// The open file.
@@ -79,6 +94,12 @@ impl RowFile {
             seq: r.row.index,
             id: &r.row.response_id,
             stream: r.row.cut.as_ref().map(StreamExample::of),
+            session: r.row.session,
+            turn: r.row.session.map(|_| r.row.turn),
+            history_tokens: r.row.session.map(|_| r.row.history_tokens),
+            cached_tokens: r.row.cached_tokens,
+            session_end: r.row.session_end.as_ref().map(|e| if e.failed { "failed" } else { "completed" }),
+            cancelled_turns: r.row.session_end.as_ref().map(|e| e.cancelled_turns),
         };
         let err = |source| OutputError::Write { path: self.path.clone(), source };
         serde_json::to_writer(&mut self.out, &line).map_err(|e| err(std::io::Error::other(e)))?;
