@@ -30,6 +30,7 @@ fn row(i: u64, tokens: usize) -> Row {
         generated_text: String::new(),
         probe: false,
         cut: None,
+        ..Default::default()
     }
 }
 

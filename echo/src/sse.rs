@@ -85,7 +85,8 @@ impl Chunker {
         buf.reserve(self.head.len() + 160);
         buf.put_slice(&self.head);
         let total = prompt.saturating_add(completion);
-        let details = cached.map_or_else(String::new, |c| format!(",\"prompt_tokens_details\":{{\"cached_tokens\":{c}}}"));
+        let details =
+            cached.map_or_else(String::new, |c| format!(",\"prompt_tokens_details\":{{\"cached_tokens\":{c}}}"));
         let tail = format!(
             "\"choices\":[],\"usage\":{{\"prompt_tokens\":{prompt},\"completion_tokens\":{completion},\"total_tokens\":{total}{details}}}}}\n\n"
         );
@@ -264,7 +265,8 @@ impl Body for SseBody {
                 Phase::Usage => {
                     this.phase = Phase::Done;
                     if this.p.include_usage {
-                        let data = this.p.chunker.usage(&mut this.buf, this.p.prompt_tokens, this.p.n, this.p.cached_tokens);
+                        let data =
+                            this.p.chunker.usage(&mut this.buf, this.p.prompt_tokens, this.p.n, this.p.cached_tokens);
                         return Poll::Ready(Some(Ok(Frame::data(data))));
                     }
                 }

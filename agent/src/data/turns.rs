@@ -140,7 +140,13 @@ mod tests {
     }
 
     fn mt() -> MultiTurn {
-        MultiTurn { turns_min: 2, turns_max: 6, per_turn_input_len: 7, think: ThinkTime::Fixed as i32, ..Default::default() }
+        MultiTurn {
+            turns_min: 2,
+            turns_max: 6,
+            per_turn_input_len: 7,
+            think: ThinkTime::Fixed as i32,
+            ..Default::default()
+        }
     }
 
     #[test]

@@ -18,15 +18,15 @@
 //!   `k % n` (a reference-counted [`Bytes`], no copy).
 
 use super::EngineError;
+use super::history::History;
 use super::openai::{self, BodyParams};
 use super::request::Mode;
 use crate::data::dataset::{self, Prompt};
 use crate::data::share::Stripe;
 use crate::data::tokenizer::Tok;
+use crate::data::turns;
 use bytes::Bytes;
 use std::sync::Arc;
-use super::history::History;
-use crate::data::turns;
 use surge_proto::{Backend, DatasetKind, DatasetSpec, MultiTurn, TokenSource, Workload};
 
 /// `Workload.slice_len` meaning "no request cap": a `--duration` run without
@@ -487,7 +487,9 @@ impl Jobs {
         let speedup = if speedup > 0.0 { speedup } else { 1.0 };
         if let Source::Sessions { script: Script::Trace { sessions }, .. } = &self.source {
             let len = self.len.min(sessions.len() as u64);
-            return Some((0..len).map(|k| sessions[self.session(k).entry][0].timestamp_ms / 1000.0 / speedup).collect());
+            return Some(
+                (0..len).map(|k| sessions[self.session(k).entry][0].timestamp_ms / 1000.0 / speedup).collect(),
+            );
         }
         let Source::Trace { items, spec, .. } = &self.source else { return None };
         if spec.kind() != DatasetKind::TimedTrace {

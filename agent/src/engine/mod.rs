@@ -292,7 +292,15 @@ pub async fn prepare_on(mut workload: Workload, local: Option<std::net::IpAddr>)
             let Planned { body, input_tokens, input_source } = jobs.get_base(k % jobs.len());
             let (pool, tpl) = (Arc::clone(&pool), Arc::clone(&tpl));
             set.spawn(async move {
-                let job = Job { index: k, body, input_tokens, input_source, intended: None, session: None, keep_reply: false };
+                let job = Job {
+                    index: k,
+                    body,
+                    input_tokens,
+                    input_source,
+                    intended: None,
+                    session: None,
+                    keep_reply: false,
+                };
                 request::execute(&pool, &tpl, job, t0).await
             });
             if set.len() >= concurrency.max(1)
@@ -321,7 +329,15 @@ async fn initial_test(
     jobs: &Jobs,
 ) -> Result<(), EngineError> {
     let Planned { body, input_tokens, input_source } = jobs.get_base(0);
-    let job = Job { index: jobs.index(0), body, input_tokens, input_source, intended: None, session: None, keep_reply: false };
+    let job = Job {
+        index: jobs.index(0),
+        body,
+        input_tokens,
+        input_source,
+        intended: None,
+        session: None,
+        keep_reply: false,
+    };
     let url = format!("{}{}", w.base_url, w.endpoint);
     let ready_until = Instant::now() + spec.ready_timeout;
     let limit = spec.max_run_time.unwrap_or(INITIAL_TEST_LIMIT);
@@ -370,12 +386,8 @@ pub async fn run(prepared: Prepared, sink: Arc<dyn Sink>, ctl: Control) -> Repor
     });
     let slots = spec.max_concurrency.map_or(0, NonZeroU32::get);
     let (mut reason, workers) = if let Some(mt) = &workload.multi_turn {
-        let limits = conversation::Limits {
-            sessions: mt.concurrency,
-            requests: slots,
-            duration,
-            keep_text: workload.keep_text,
-        };
+        let limits =
+            conversation::Limits { sessions: mt.concurrency, requests: slots, duration, keep_text: workload.keep_text };
         (conversation::run(&ctx, &tracker, schedule, limits, &ctl, deadline).await, Vec::new())
     } else if schedule.is_open_loop() || spec.max_concurrency.is_none() {
         (paced(&ctx, &tracker, schedule, slots, duration, &ctl, deadline).await, Vec::new())

@@ -364,9 +364,15 @@ mod tests {
             Event::Usage(Counts { prompt_tokens: 5, completion_tokens: 7, cached_tokens: None })
         );
         let cached = br#"{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":8}}}"#;
-        assert_eq!(classify(cached), Event::Usage(Counts { prompt_tokens: 9, completion_tokens: 2, cached_tokens: Some(8) }));
+        assert_eq!(
+            classify(cached),
+            Event::Usage(Counts { prompt_tokens: 9, completion_tokens: 2, cached_tokens: Some(8) })
+        );
         let null = br#"{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":2,"prompt_tokens_details":null}}"#;
-        assert_eq!(classify(null), Event::Usage(Counts { prompt_tokens: 9, completion_tokens: 2, cached_tokens: None }));
+        assert_eq!(
+            classify(null),
+            Event::Usage(Counts { prompt_tokens: 9, completion_tokens: 2, cached_tokens: None })
+        );
         assert_eq!(classify(b" [DONE] "), Event::Done);
         assert_eq!(classify(b"{not json"), Event::Malformed);
         assert_eq!(classify(br#"{"error":{"message":"boom"}}"#), Event::ServerError);

@@ -462,7 +462,8 @@ mod tests {
     #[test]
     fn a_traced_run_sends_each_request_its_traceparent() {
         let turn = template(None).build(Bytes::new(), false, 5002, Some(5));
-        let header = |r: &http::Request<Bytes>, k: &str| r.headers().get(k).and_then(|v| v.to_str().ok()).map(String::from);
+        let header =
+            |r: &http::Request<Bytes>, k: &str| r.headers().get(k).and_then(|v| v.to_str().ok()).map(String::from);
         assert_eq!(header(&turn, "x-session-id").as_deref(), Some("bench-1-conv-5"));
         assert_eq!(header(&turn, "x-request-id").as_deref(), Some("bench-1-conv-5-turn2"));
         let req = template(Some((9, 1.0))).build(Bytes::new(), false, 77, None);

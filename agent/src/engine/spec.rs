@@ -68,9 +68,9 @@ fn millis(v: u64) -> Option<Duration> {
 }
 
 /// An enum field's value, refused when unknown or unset.
-fn known<E: TryFrom<i32>>(field: &'static str, value: i32, unset: E) -> Result<E, SpecError>
+fn known<E>(field: &'static str, value: i32, unset: E) -> Result<E, SpecError>
 where
-    E: PartialEq,
+    E: TryFrom<i32> + PartialEq,
 {
     let v = E::try_from(value).map_err(|_| SpecError::Unknown { field, value })?;
     if v == unset { Err(SpecError::Unset { field }) } else { Ok(v) }

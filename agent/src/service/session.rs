@@ -511,7 +511,7 @@ impl Session {
             reason = stop_reason.as_str_name(),
             "run finished"
         );
-        self.last_done = Some(done.clone());
+        self.last_done = Some(*done);
         out.push(Action::Send(agent_msg::Msg::Done(done)));
         if let Some(end) = self.closing {
             out.push(Action::Close(end));
@@ -537,7 +537,7 @@ impl Session {
         let resent = self.outbox.pending().cloned().map(agent_msg::Msg::Batch).map(Action::Send);
         out.extend(resent);
         if let Some(done) = &self.last_done {
-            out.push(Action::Send(agent_msg::Msg::Done(done.clone())));
+            out.push(Action::Send(agent_msg::Msg::Done(*done)));
         }
     }
 

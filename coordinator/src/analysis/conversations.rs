@@ -235,7 +235,9 @@ mod tests {
 
     #[test]
     fn turns_sessions_and_the_cache_are_counted_exactly() {
-        let end = |done, cancelled, failed| Some(SessionEnd { duration_us: 2_000_000, turns_completed: done, cancelled_turns: cancelled, failed });
+        let end = |done, cancelled, failed| {
+            Some(SessionEnd { duration_us: 2_000_000, turns_completed: done, cancelled_turns: cancelled, failed })
+        };
         let mut c = Conversations::new();
         // Session 1: 3 turns fine. Session 2: turn 1 fails, 1 turn left unsent.
         for r in [

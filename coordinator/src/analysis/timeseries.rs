@@ -50,6 +50,8 @@ struct AgentAcc {
     pressure: f64,
     pressure_reports: u32,
     coalescing: Coalescing,
+    /// Conversations open, the most the agent reported in the slice.
+    sessions: u32,
 }
 
 impl AgentAcc {
@@ -78,6 +80,10 @@ pub struct Slice {
     pub failed: u64,
     /// Requests in flight at the slice's end.
     pub in_flight: u64,
+    /// Multi-turn runs: conversations open, the most each agent reported in the slice,
+    /// summed over agents (absent in other runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_sessions: Option<u64>,
     pub output_tokens: u64,
     pub request_throughput: f64,
     pub output_throughput: f64,
@@ -131,11 +137,13 @@ pub struct TimeSeries {
     slice_s: f64,
     slices: BTreeMap<i64, Open>,
     newest: i64,
+    /// A multi-turn run (a row carried a session): slices report open conversations.
+    sessions: bool,
 }
 
 impl TimeSeries {
     pub fn new(slice_s: f64) -> Self {
-        Self { slice_s: if slice_s > 0.0 { slice_s } else { 1.0 }, slices: BTreeMap::new(), newest: 0 }
+        Self { slice_s: if slice_s > 0.0 { slice_s } else { 1.0 }, slices: BTreeMap::new(), newest: 0, sessions: false }
     }
 
     fn index(&self, t: f64) -> i64 {
@@ -149,6 +157,7 @@ impl TimeSeries {
     /// One finished request, with its read coalescing when it counts.
     pub fn add(&mut self, r: &GlobalRow, coalescing: Option<&Coalescing>) {
         let (s, e) = (self.index(r.start_s), self.index(r.end_s()));
+        self.sessions |= r.row.session.is_some();
         self.slice(s).started += 1;
         let open = self.slice(e);
         open.ended += 1;
@@ -204,6 +213,7 @@ impl TimeSeries {
         a.cpu += h.cpu_percent;
         a.lag_ms = a.lag_ms.max(h.lag_p99_us as f64 / 1000.0);
         a.busy += h.host_busy_pct;
+        a.sessions = a.sessions.max(h.active_sessions);
         if let Some(p) = h.cpu_pressure_pct {
             a.pressure += p;
             a.pressure_reports += 1;
@@ -229,6 +239,7 @@ impl TimeSeries {
                 completed: o.completed,
                 failed: o.failed,
                 in_flight,
+                active_sessions: self.sessions.then(|| o.agents.values().map(|a| u64::from(a.sessions)).sum()),
                 output_tokens: o.output_tokens,
                 request_throughput: o.completed as f64 / self.slice_s,
                 output_throughput: o.output_tokens as f64 / self.slice_s,

@@ -102,7 +102,9 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
     // A session trace is replayed session by session: its length counts sessions.
     let trace_len = sessions.unwrap_or(d.prompts.len() as u64);
     if multi_turn.is_some() && a.output.save_detailed {
-        return usage("--save-detailed: vLLM's per-request arrays have no turns; --save-rows keeps each turn's row (session, turn)");
+        return usage(
+            "--save-detailed: vLLM's per-request arrays have no turns; --save-rows keeps each turn's row (session, turn)",
+        );
     }
     if multi_turn.is_some() && ramp.is_some() {
         return usage("--ramp-up-strategy: conversations start at a fixed --request-rate");
@@ -333,14 +335,25 @@ pub fn sweep_plan(mut a: SweepArgs) -> Result<SweepPlan, UsageError> {
         return Err(UsageError(format!("--tag {:?}: must be a plain file-name prefix", a.tag)));
     }
     let rates = a.run.load.request_rate.0.clone();
-    let (kind, levels) = match &a.concurrency {
-        Some(c) => {
+    let sessions = a.run.conversation.session_concurrency.clone();
+    let (kind, levels) = match (&a.concurrency, &sessions) {
+        (Some(_), Some(_)) => {
+            return Err(UsageError("--concurrency or --multi-turn-concurrency levels: one of them".into()));
+        }
+        (None, Some(s)) => {
+            if rates.len() > 1 {
+                return Err(UsageError("--request-rate: give one rate with --multi-turn-concurrency levels".into()));
+            }
+            a.run.conversation.session_concurrency = Some(super::parse::Levels(vec![s.0[0]]));
+            (Kind::Sessions, s.0.iter().map(|&n| f64::from(n)).collect::<Vec<_>>())
+        }
+        (Some(c), None) => {
             if rates.len() > 1 {
                 return Err(UsageError("--request-rate: give one rate with --concurrency levels".into()));
             }
             (Kind::Concurrency, c.0.iter().map(|&n| f64::from(n)).collect::<Vec<_>>())
         }
-        None => {
+        (None, None) => {
             let mut r = rates.clone();
             if r.iter().any(|x| x.is_infinite()) {
                 return Err(UsageError("--concurrency LIST or --request-rate LIST (finite rates) is required".into()));

@@ -105,7 +105,9 @@ pub fn multi_turn_plan(
         return usage("--multi-turn with a timed trace: its lines need a session_id (AIPerf's session traces)");
     }
     if !matches!(dataset, "random" | "timed_trace") {
-        return usage(format!("--multi-turn: --dataset-name {dataset} has no conversations (random or a session trace)"));
+        return usage(format!(
+            "--multi-turn: --dataset-name {dataset} has no conversations (random or a session trace)"
+        ));
     }
     let generated = dataset == "random";
     if !generated {
@@ -135,7 +137,9 @@ pub fn multi_turn_plan(
     let concurrency = match a.session_concurrency.as_ref().map(|l| l.0.as_slice()) {
         None => None,
         Some([c]) => Some(*c),
-        Some(_) => return usage("--multi-turn-concurrency: surge run takes one number (lists of levels are for surge sweep)"),
+        Some(_) => {
+            return usage("--multi-turn-concurrency: surge run takes one number (lists of levels are for surge sweep)");
+        }
     };
     let header = if a.no_session_id_header { None } else { Some(a.session_id_header.clone()) };
     if let Some(h) = &header

@@ -40,14 +40,18 @@ fn line_item(line: &str, tok: Option<&Tok>, default_output: u32, chat: bool) -> 
     let ts = match obj.get("timestamp") {
         None if session => -1.0,
         None => return Err("no \"timestamp\" (milliseconds)".into()),
-        Some(t) => {
-            t.as_f64().filter(|t| t.is_finite() && *t >= 0.0).ok_or("\"timestamp\" must be a number of milliseconds >= 0")?
-        }
+        Some(t) => t
+            .as_f64()
+            .filter(|t| t.is_finite() && *t >= 0.0)
+            .ok_or("\"timestamp\" must be a number of milliseconds >= 0")?,
     };
     let delay = match obj.get("delay") {
         None => -1.0,
         Some(_) if !session => return Err("\"delay\" needs a \"session_id\"".into()),
-        Some(d) => d.as_f64().filter(|d| d.is_finite() && *d >= 0.0).ok_or("\"delay\" must be a number of milliseconds >= 0")?,
+        Some(d) => d
+            .as_f64()
+            .filter(|d| d.is_finite() && *d >= 0.0)
+            .ok_or("\"delay\" must be a number of milliseconds >= 0")?,
     };
     let out_key = ["output_length", "output_tokens", "max_tokens"].into_iter().find(|k| obj.contains_key(*k));
     let output = match out_key {
@@ -212,9 +216,17 @@ mod tests {
             t.iter().map(|i| (i.session, i.input_tokens, i.timestamp_ms, i.delay_ms)).collect();
         assert_eq!(
             got,
-            vec![(Some(0), 6, 0.0, -1.0), (Some(0), 8, 2000.0, -1.0), (Some(1), 5, 400.0, -1.0), (Some(1), 7, -1.0, 250.0)]
+            vec![
+                (Some(0), 6, 0.0, -1.0),
+                (Some(0), 8, 2000.0, -1.0),
+                (Some(1), 5, 400.0, -1.0),
+                (Some(1), 7, -1.0, 250.0)
+            ]
         );
-        let mixed = scratch("mixed.jsonl", "{\"session_id\": 1, \"input_length\": 5}\n{\"timestamp\": 1, \"input_length\": 5}\n");
+        let mixed = scratch(
+            "mixed.jsonl",
+            "{\"session_id\": 1, \"input_length\": 5}\n{\"timestamp\": 1, \"input_length\": 5}\n",
+        );
         assert!(trace(&mixed, None, 4, false).unwrap_err().contains(":2: no \"session_id\""));
         let _ = (std::fs::remove_file(p), std::fs::remove_file(mixed));
     }

@@ -58,6 +58,7 @@ impl Results {
         let key = |v: Option<f64>| match plan.kind {
             Kind::Concurrency => LevelKey::Concurrency(v),
             Kind::RequestRate => LevelKey::RequestRate(v),
+            Kind::Sessions => LevelKey::MultiTurnConcurrency(v),
         };
         let levels = self
             .levels
@@ -154,7 +155,7 @@ impl Sweep<'_> {
             let points = self.results.points();
             match plan.rule.first_stop(&points) {
                 Some(i) => {
-                    let integer = plan.kind == Kind::Concurrency;
+                    let integer = plan.kind != Kind::RequestRate;
                     let fine = grid(points[i].level, points[i + 1].level, plan.knee_steps, integer);
                     self.sinks.notice(&format!(
                         "scaling stops between {} and {}; refining at {:?}",

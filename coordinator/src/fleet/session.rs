@@ -13,8 +13,8 @@ use crate::plan::split::{self, Share};
 use std::time::{Duration, Instant};
 use surge_agent::data::share::Stripe;
 use surge_proto::{
-    ClockPing, HelloReply, LoraPick, MultiTurn, PROTOCOL_VERSION, Prepare, RampStrategy, ScrapeLast, Start, ThinkTime, Workload, agent_msg,
-    coordinator_msg::Msg,
+    ClockPing, HelloReply, LoraPick, MultiTurn, PROTOCOL_VERSION, Prepare, RampStrategy, ScrapeLast, Start, ThinkTime,
+    Workload, agent_msg, coordinator_msg::Msg,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;

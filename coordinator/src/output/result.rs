@@ -699,6 +699,7 @@ pub struct Detailed {
 pub enum LevelKey {
     Concurrency(Option<f64>),
     RequestRate(Option<f64>),
+    MultiTurnConcurrency(Option<f64>),
 }
 
 /// `summary.json` of a sweep directory.

@@ -101,6 +101,9 @@ pub fn summary(r: &RunResult, view: &SummaryView, status: &RunStatus) -> String 
             fline(&mut out, &format!("P{} {short} (ms):", percentile_word(p)), d.at(p).unwrap_or(f64::NAN));
         }
     }
+    if let Some(mt) = &r.multi_turn {
+        multi_turn_section(&mut out, mt);
+    }
     header(&mut out, "surge", '-');
     if r.ended_by != crate::output::result::EndedBy::Unknown {
         line(&mut out, "Ended by:", r.ended_by.as_str());
@@ -172,6 +175,56 @@ pub fn summary(r: &RunResult, view: &SummaryView, status: &RunStatus) -> String 
         let _ = writeln!(out, "{why}");
     }
     out
+}
+
+/// Conversations: how they ended, the prefix cache, one line per turn (1-based on screen,
+/// as vllm-bench prints turns; 0-based in the result, D32).
+fn multi_turn_section(out: &mut String, mt: &super::multi_turn::MultiTurnResult) {
+    header(out, "Conversations", '-');
+    line(
+        out,
+        "Conversations completed/started:",
+        format!("{}/{}", mt.conversations_completed, mt.conversations_started),
+    );
+    line(out, "Conversations failed:", mt.conversations_failed);
+    if mt.conversations_unfinished > 0 {
+        line(out, "Conversations unfinished (cut):", mt.conversations_unfinished);
+    }
+    line(out, "Cancelled turns:", mt.cancelled_turns);
+    fline(out, "Avg turns completed:", mt.avg_turns_completed);
+    fline(out, "Avg conversation duration (ms):", mt.avg_conversation_duration_ms);
+    if let Some(h) = mt.history_token_fraction {
+        fline(out, "History share of input tokens (%):", h * 100.0);
+    }
+    match mt.prompt_cache_hit_rate {
+        Some(h) => fline(out, "Prefix cache hit rate (%):", h * 100.0),
+        None => line(out, "Prefix cache hit rate (%):", "not reported"),
+    }
+    let _ = writeln!(
+        out,
+        "{:<6} {:>9} {:>7} {:>10} {:>11} {:>11} {:>9}",
+        "Turn", "requests", "failed", "mean in", "TTFT p50", "TTFT p99", "cache %"
+    );
+    for t in &mt.per_turn_metrics {
+        let ttft = t.latency.get("ttft");
+        let p50 = ttft.map_or(f64::NAN, |d| d.median_ms);
+        let p99 = ttft.and_then(|d| d.at(99.0)).unwrap_or(f64::NAN);
+        let cache = t.prompt_cache_hit_rate.map_or_else(|| "-".to_string(), |h| format!("{:.1}", h * 100.0));
+        let _ = writeln!(
+            out,
+            "{:<6} {:>9} {:>7} {:>10.1} {:>11.2} {:>11.2} {:>9}",
+            t.turn_index + 1,
+            t.completed,
+            t.failed,
+            t.mean_input_tokens,
+            p50,
+            p99,
+            cache
+        );
+    }
+    if let Some(w) = &mt.prompt_cache_warning {
+        let _ = writeln!(out, "WARNING: {w}");
+    }
 }
 
 /// The server's own view (D11): what it counted against what the client did.

@@ -46,7 +46,9 @@ pub fn sweep_stat(r: &RunResult, name: &str) -> Option<f64> {
 /// The level of a summary entry.
 pub fn level_of(l: &LevelSummary) -> f64 {
     match l.level {
-        LevelKey::Concurrency(v) | LevelKey::RequestRate(v) => v.unwrap_or(f64::NAN),
+        LevelKey::Concurrency(v) | LevelKey::RequestRate(v) | LevelKey::MultiTurnConcurrency(v) => {
+            v.unwrap_or(f64::NAN)
+        }
     }
 }
 

@@ -10,6 +10,8 @@ use std::time::Duration;
 pub enum Kind {
     Concurrency,
     RequestRate,
+    /// Conversations open at once (`--multi-turn-concurrency`).
+    Sessions,
 }
 
 impl Kind {
@@ -17,12 +19,14 @@ impl Kind {
         match self {
             Kind::Concurrency => "concurrency",
             Kind::RequestRate => "request_rate",
+            Kind::Sessions => "multi_turn_concurrency",
         }
     }
     fn short(self) -> &'static str {
         match self {
             Kind::Concurrency => "c",
             Kind::RequestRate => "r",
+            Kind::Sessions => "s",
         }
     }
 }
@@ -69,6 +73,11 @@ impl SweepPlan {
         match self.kind {
             Kind::Concurrency => p.max_concurrency = Some(level as u32),
             Kind::RequestRate => p.request_rate = level,
+            Kind::Sessions => {
+                if let Some(m) = &mut p.multi_turn {
+                    m.concurrency = Some(level as u32);
+                }
+            }
         }
         p.seed = self.base.seed.wrapping_add(u64::from(run - 1));
         if !p.metadata.iter().any(|(k, _)| k == "result_tag") {
