@@ -511,7 +511,7 @@ impl Session {
             reason = stop_reason.as_str_name(),
             "run finished"
         );
-        self.last_done = Some(*done);
+        self.last_done = Some(done);
         out.push(Action::Send(agent_msg::Msg::Done(done)));
         if let Some(end) = self.closing {
             out.push(Action::Close(end));
