@@ -261,3 +261,43 @@ fn a_mooncake_session_trace_replays_each_turn_after_its_delay() {
     let lag = &r["client"]["agents"][0]["scheduling_lag_us"];
     assert!(lag["p99"].as_u64().is_some(), "{lag}");
 }
+
+#[test]
+fn sharegpt_conversations_send_every_human_turn_after_the_live_history() {
+    let (_echo, base) = echo("127.0.0.1", &[]);
+    let dir = TempDir::new("conversations-sharegpt");
+    let rows_path = dir.path("rows.jsonl");
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/datasets/sharegpt.json");
+    let r = run_saved(
+        &dir,
+        &[
+            "run",
+            "--base-url",
+            &base,
+            "--backend",
+            "openai-chat",
+            "--model",
+            "m",
+            "--dataset-name",
+            "sharegpt",
+            "--dataset-path",
+            file,
+            "--disable-shuffle",
+            "--multi-turn",
+            "--num-prompts",
+            "7",
+            "--save-rows",
+            &rows_path,
+        ],
+        LIMIT,
+    );
+    // Seven conversations, one of them with two human turns.
+    assert_eq!((r["conversations_completed"].as_u64(), r["completed"].as_u64()), (Some(7), Some(8)));
+    let rows = rows(&rows_path);
+    let second = rows.iter().find(|r| r["turn"] == 1).expect("a second turn");
+    assert_eq!(second["session"], 1, "the file's second conversation");
+    // Its 12-word question, the 23-token reply as streamed (the recorded reply's length),
+    // then the 5-word follow-up; the recorded follow-up reply sets the output length.
+    assert_eq!((second["input_len"].as_u64(), second["output_len"].as_u64()), (Some(12 + 23 + 5), Some(8)));
+    assert_eq!(second["history_tokens"], 35);
+}

@@ -82,6 +82,9 @@ enum Script {
     /// A session trace: every session's recorded turns in file order (the whole file,
     /// bounded by it); each turn's prompt is the trace's, history included.
     Trace { sessions: Vec<Vec<surge_proto::PromptItem>> },
+    /// A file's conversations (ShareGPT): each turn's user message and output length as
+    /// recorded, the live history resent by each.
+    Recorded { mt: MultiTurn, sessions: Vec<Vec<surge_proto::PromptItem>> },
 }
 
 /// One session of the slice.
@@ -222,18 +225,21 @@ impl Jobs {
             shipped.truncate(usize::try_from(len).unwrap_or(usize::MAX));
         }
         if let Some(mt) = w.multi_turn.clone() {
+            let file = matches!(spec.kind(), DatasetKind::TimedTrace | DatasetKind::Sharegpt);
+            if file && shipped.is_empty() && len > 0 {
+                return Err(EngineError::MissingPrompts);
+            }
             let script = if spec.kind() == DatasetKind::TimedTrace {
-                if shipped.is_empty() && len > 0 {
-                    return Err(EngineError::MissingPrompts);
-                }
                 Script::Trace { sessions: group_sessions(shipped) }
+            } else if spec.kind() == DatasetKind::Sharegpt {
+                Script::Recorded { mt, sessions: group_sessions(shipped) }
             } else {
                 let system = turns::system_prompt(&spec, &mt, tok.as_deref());
                 Script::Generated { mt, system }
             };
             let len = match &script {
                 Script::Trace { sessions } => len.min(sessions.len() as u64),
-                Script::Generated { .. } => len,
+                Script::Recorded { .. } | Script::Generated { .. } => len,
             };
             return Ok(Self {
                 len,
@@ -401,7 +407,7 @@ impl Jobs {
             Source::Sessions { script: Script::Generated { mt, .. }, spec, .. } => {
                 SessionPlan { index, turns: turns::turns(spec, mt, index), model, entry: 0 }
             }
-            Source::Sessions { script: Script::Trace { sessions }, .. } => {
+            Source::Sessions { script: Script::Trace { sessions } | Script::Recorded { sessions, .. }, .. } => {
                 let entry = (index % sessions.len().max(1) as u64) as usize;
                 let turns = sessions.get(entry).map_or(0, |s| s.len() as u32);
                 SessionPlan { index, turns, model, entry }
@@ -424,7 +430,7 @@ impl Jobs {
     /// When turn `t` (> 0) of session `s` is sent.
     pub fn wait(&self, s: &SessionPlan, t: u32) -> Wait {
         match &self.source {
-            Source::Sessions { script: Script::Generated { mt, .. }, spec, .. } => {
+            Source::Sessions { script: Script::Generated { mt, .. } | Script::Recorded { mt, .. }, spec, .. } => {
                 Wait::After(turns::think(spec, mt, s.index, t))
             }
             Source::Sessions { script: Script::Trace { sessions }, .. } => {
@@ -466,6 +472,26 @@ impl Jobs {
                     input_source: user.input_source,
                 };
                 TurnPlan { planned, user_tokens: user.input_tokens, history_tokens: h.tokens(), user: user.text }
+            }
+            Script::Recorded { sessions, .. } => {
+                let item = &sessions[s.entry][t as usize];
+                let params = shape.params(s.model);
+                let body = if shape.chat {
+                    openai::chat_body_raw(&params, &history.messages(&item.text), item.output_tokens)
+                } else {
+                    openai::body(&params, &history.prompt(&item.text), item.output_tokens)
+                };
+                let planned = Planned {
+                    body: Bytes::from(body),
+                    input_tokens: history.tokens().saturating_add(item.input_tokens),
+                    input_source: item.input_source(),
+                };
+                TurnPlan {
+                    planned,
+                    user_tokens: item.input_tokens,
+                    history_tokens: history.tokens(),
+                    user: item.text.clone(),
+                }
             }
             Script::Trace { sessions } => {
                 let item = &sessions[s.entry][t as usize];

@@ -104,23 +104,25 @@ pub fn multi_turn_plan(
     if dataset == "timed_trace" && !session_trace {
         return usage("--multi-turn with a timed trace: its lines need a session_id (AIPerf's session traces)");
     }
-    if !matches!(dataset, "random" | "timed_trace") {
+    if !matches!(dataset, "random" | "timed_trace" | "sharegpt") {
         return usage(format!(
-            "--multi-turn: --dataset-name {dataset} has no conversations (random or a session trace)"
+            "--multi-turn: --dataset-name {dataset} has no conversations (random, sharegpt or a session trace)"
         ));
     }
     let generated = dataset == "random";
-    if !generated {
-        for (set, flag) in [
-            (a.num_turns.is_some() || a.min_turns.is_some() || a.max_turns.is_some(), "--multi-turn-*-turns"),
-            (a.delay_ms != 0.0 || a.delay_dist != DelayDistArg::Fixed, "--multi-turn-delay-*"),
-            (a.per_turn_input_len.is_some(), "--per-turn-input-len"),
-            (a.prefix_global_ratio != 0.0 || a.prefix_conversation_ratio != 0.0, "--multi-turn-prefix-*-ratio"),
-            (a.shared_system_prompt_len != 0, "--shared-system-prompt-len"),
-        ] {
-            if set {
-                return usage(format!("{flag}: a session trace sets its turns and their times"));
-            }
+    let trace = dataset == "timed_trace";
+    // What a file's conversations set themselves (a ShareGPT file: its turns and their
+    // lengths; a trace: its times too).
+    for (set, flag, applies) in [
+        (a.num_turns.is_some() || a.min_turns.is_some(), "--multi-turn-num-turns/--multi-turn-min-turns", !generated),
+        (a.max_turns.is_some(), "--multi-turn-max-turns", trace),
+        (a.delay_ms != 0.0 || a.delay_dist != DelayDistArg::Fixed, "--multi-turn-delay-*", trace),
+        (a.per_turn_input_len.is_some(), "--per-turn-input-len", !generated),
+        (a.prefix_global_ratio != 0.0 || a.prefix_conversation_ratio != 0.0, "--multi-turn-prefix-*-ratio", !generated),
+        (a.shared_system_prompt_len != 0, "--shared-system-prompt-len", !generated),
+    ] {
+        if set && applies {
+            return usage(format!("{flag}: --dataset-name {dataset} sets the turns of its conversations"));
         }
     }
     // vllm-bench's rule: an absent end of the range is --multi-turn-num-turns.

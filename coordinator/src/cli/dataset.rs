@@ -111,13 +111,18 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
         }
         DatasetArg::Sharegpt => {
             let p = path.as_deref().unwrap_or(Path::new(""));
-            prompts = dataset_files::sharegpt(
-                p,
-                tok,
+            let (seed, num) = (
                 (!a.dataset.disable_shuffle).then_some(a.dataset.seed),
                 a.load.num_prompts.unwrap_or(crate::plan::DEFAULT_NUM_PROMPTS),
-                a.dataset.sharegpt_output_len,
-            )
+            );
+            let out = a.dataset.sharegpt_output_len;
+            prompts = if a.conversation.multi_turn {
+                // Every turn of each conversation; --multi-turn-max-turns caps them.
+                let cap = a.conversation.max_turns.unwrap_or(surge_agent::engine::jobs::MAX_TURNS);
+                dataset_files::sharegpt_sessions(p, tok, seed, num, out, cap)
+            } else {
+                dataset_files::sharegpt(p, tok, seed, num, out)
+            }
             .map_err(|e| UsageError(format!("--dataset-path {e}")))?;
             spec.set_kind(DatasetKind::Sharegpt);
             "sharegpt"

@@ -103,6 +103,55 @@ pub fn sharegpt(
     Ok(out)
 }
 
+/// Up to `num` ShareGPT conversations as sessions (`--multi-turn`): every human turn
+/// followed by a reply is one turn, the recorded reply's length its output length (or
+/// `fixed_output`); turns past `max_turns` are left out. Item `session` numbers the
+/// conversations kept, from 0; their turns follow in order.
+pub fn sharegpt_sessions(
+    path: &Path,
+    tok: Option<&Tok>,
+    shuffle_seed: Option<u64>,
+    num: u64,
+    fixed_output: Option<u32>,
+    max_turns: u32,
+) -> Result<Vec<PromptItem>, String> {
+    let text = read(path)?;
+    let entries: Vec<Entry> =
+        serde_json::from_str(&text).map_err(|e| format!("{}:{}: {}", path.display(), e.line().max(1), reason(&e)))?;
+    let mut order: Vec<usize> = (0..entries.len()).collect();
+    if let Some(seed) = shuffle_seed {
+        order.shuffle(&mut SmallRng::seed_from_u64(seed));
+    }
+    let mut out = Vec::new();
+    let mut sessions = 0u64;
+    for i in order {
+        if sessions >= num {
+            break;
+        }
+        let turns = &entries[i].conversations;
+        let mut kept = 0u32;
+        for (h, t) in turns.iter().enumerate() {
+            if kept >= max_turns {
+                break;
+            }
+            let Some(reply) = turns.get(h + 1).filter(|r| REPLY.contains(&r.from.as_str())) else { continue };
+            if !HUMAN.contains(&t.from.as_str()) || t.value.trim().is_empty() {
+                continue;
+            }
+            let out_len = fixed_output.unwrap_or_else(|| dataset::count(tok, &reply.value).0.max(1));
+            let mut p = item(tok, t.value.clone(), out_len, String::new());
+            p.session = Some(sessions);
+            out.push(p);
+            kept += 1;
+        }
+        sessions += u64::from(kept > 0);
+    }
+    if out.is_empty() {
+        return Err(format!("{}: no conversation with a human turn followed by a reply", path.display()));
+    }
+    Ok(out)
+}
+
 /// Every line of a custom JSONL file, in order (`chat`: the backend takes messages).
 pub fn custom(path: &Path, tok: Option<&Tok>, default_output: u32, chat: bool) -> Result<Vec<PromptItem>, String> {
     let text = read(path)?;

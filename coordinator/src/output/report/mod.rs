@@ -9,6 +9,7 @@ pub mod draw;
 pub mod html;
 pub mod runs;
 pub mod sweeps;
+pub mod turns;
 
 use super::read::Loaded;
 use chart::Chart;

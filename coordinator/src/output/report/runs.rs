@@ -33,6 +33,9 @@ const SUMMARY: [(&str, &str); 15] = [
 
 pub fn sections(runs: &[Run], opts: Options) -> Vec<Section> {
     let mut out = vec![metadata(runs), summary(runs, opts), distributions(runs), time_series(runs), agents(runs)];
+    if super::turns::any(runs) {
+        out.push(super::turns::section(runs));
+    }
     out.push(errors(runs));
     if runs.iter().any(|r| r.v.get("server_metrics").is_some_and(Value::is_object)) {
         out.push(server(runs));
