@@ -81,7 +81,8 @@ enum Script {
     Generated { mt: MultiTurn, system: Option<Prompt> },
     /// A session trace: every session's recorded turns in file order (the whole file,
     /// bounded by it); each turn's prompt is the trace's, history included.
-    Trace { sessions: Vec<Vec<surge_proto::PromptItem>> },
+    /// `--trace-speedup` divides its timestamps and delays.
+    Trace { sessions: Vec<Vec<surge_proto::PromptItem>>, speedup: f64 },
     /// A file's conversations (ShareGPT): each turn's user message and output length as
     /// recorded, the live history resent by each.
     Recorded { mt: MultiTurn, sessions: Vec<Vec<surge_proto::PromptItem>> },
@@ -230,7 +231,8 @@ impl Jobs {
                 return Err(EngineError::MissingPrompts);
             }
             let script = if spec.kind() == DatasetKind::TimedTrace {
-                Script::Trace { sessions: group_sessions(shipped) }
+                let speedup = if w.trace_speedup > 0.0 { w.trace_speedup } else { 1.0 };
+                Script::Trace { sessions: group_sessions(shipped), speedup }
             } else if spec.kind() == DatasetKind::Sharegpt {
                 Script::Recorded { mt, sessions: group_sessions(shipped) }
             } else {
@@ -238,7 +240,7 @@ impl Jobs {
                 Script::Generated { mt, system }
             };
             let len = match &script {
-                Script::Trace { sessions } => len.min(sessions.len() as u64),
+                Script::Trace { sessions, .. } => len.min(sessions.len() as u64),
                 Script::Recorded { .. } | Script::Generated { .. } => len,
             };
             return Ok(Self {
@@ -407,7 +409,7 @@ impl Jobs {
             Source::Sessions { script: Script::Generated { mt, .. }, spec, .. } => {
                 SessionPlan { index, turns: turns::turns(spec, mt, index), model, entry: 0 }
             }
-            Source::Sessions { script: Script::Trace { sessions } | Script::Recorded { sessions, .. }, .. } => {
+            Source::Sessions { script: Script::Trace { sessions, .. } | Script::Recorded { sessions, .. }, .. } => {
                 let entry = (index % sessions.len().max(1) as u64) as usize;
                 let turns = sessions.get(entry).map_or(0, |s| s.len() as u32);
                 SessionPlan { index, turns, model, entry }
@@ -433,9 +435,9 @@ impl Jobs {
             Source::Sessions { script: Script::Generated { mt, .. } | Script::Recorded { mt, .. }, spec, .. } => {
                 Wait::After(turns::think(spec, mt, s.index, t))
             }
-            Source::Sessions { script: Script::Trace { sessions }, .. } => {
+            Source::Sessions { script: Script::Trace { sessions, speedup }, .. } => {
                 let item = &sessions[s.entry][t as usize];
-                let ms = |v: f64| std::time::Duration::try_from_secs_f64(v / 1e3).unwrap_or_default();
+                let ms = |v: f64| std::time::Duration::try_from_secs_f64(v / 1e3 / speedup).unwrap_or_default();
                 if item.delay_ms >= 0.0 { Wait::After(ms(item.delay_ms)) } else { Wait::At(ms(item.timestamp_ms)) }
             }
             _ => Wait::After(std::time::Duration::ZERO),
@@ -493,7 +495,7 @@ impl Jobs {
                     user: item.text.clone(),
                 }
             }
-            Script::Trace { sessions } => {
+            Script::Trace { sessions, .. } => {
                 let item = &sessions[s.entry][t as usize];
                 let prompt = dataset::trace(spec, tok.as_deref(), item, s.index * TURN_STRIDE + u64::from(t));
                 let planned = shape.planned(prompt.clone(), s.model).unwrap_or_else(|_| {
@@ -511,7 +513,7 @@ impl Jobs {
     /// session of the slice (its first turn's).
     pub fn trace_offsets(&self, speedup: f64) -> Option<Arc<[f64]>> {
         let speedup = if speedup > 0.0 { speedup } else { 1.0 };
-        if let Source::Sessions { script: Script::Trace { sessions }, .. } = &self.source {
+        if let Source::Sessions { script: Script::Trace { sessions, .. }, .. } = &self.source {
             let len = self.len.min(sessions.len() as u64);
             return Some(
                 (0..len).map(|k| sessions[self.session(k).entry][0].timestamp_ms / 1000.0 / speedup).collect(),
@@ -604,6 +606,41 @@ mod tests {
                 assert_eq!(jobs.index(k as u64), 1_000 + k as u64);
             }
         }
+    }
+
+    /// A conversation's turn resends the history: the earlier message and the reply as
+    /// given, then its own message; counts and think time follow the spec.
+    #[test]
+    fn a_sessions_turns_resend_its_history() {
+        use surge_proto::{MultiTurn, ThinkTime};
+        let mut w = workload(10);
+        w.backend = Backend::OpenaiChat as i32;
+        w.multi_turn = Some(MultiTurn {
+            turns_min: 3,
+            turns_max: 3,
+            per_turn_input_len: 5,
+            think: ThinkTime::Fixed as i32,
+            delay_ms: 250.0,
+            ..Default::default()
+        });
+        let jobs = Jobs::new(&mut w, Mode::Stream, None).unwrap();
+        assert!(jobs.is_sessions());
+        let s = jobs.session(2);
+        assert_eq!((s.index, s.turns), (1_002, 3));
+        let mut h = jobs.history();
+        let first = jobs.turn(&s, 0, &h);
+        assert_eq!(first.history_tokens, 0);
+        h.push(&first.user, first.user_tokens, " the quick", 2);
+        let second = jobs.turn(&s, 1, &h);
+        let body: serde_json::Value = serde_json::from_slice(&second.planned.body).unwrap();
+        let messages = body["messages"].as_array().unwrap();
+        assert_eq!(messages.len(), 3);
+        assert_eq!(messages[0]["content"], first.user.as_str());
+        assert_eq!(messages[1], serde_json::json!({"role": "assistant", "content": " the quick"}));
+        assert_eq!(messages[2]["content"], second.user.as_str());
+        assert_eq!(second.history_tokens, first.user_tokens + 2);
+        assert_eq!(second.planned.input_tokens, first.user_tokens + 2 + 5);
+        assert_eq!(jobs.wait(&s, 1), Wait::After(std::time::Duration::from_millis(250)));
     }
 
     /// A share that takes turns with others (D20) makes the prompts of its own indices.
