@@ -258,8 +258,8 @@ mod tests {
         m.count_lora("a");
         let text = m.render();
         assert!(text.contains("surge_echo_lora_requests_total{lora=\"a\"} 1\n"), "{text}");
-        assert_eq!(text.matches("# HELP ").count(), 8);
-        assert_eq!(text.matches("# TYPE ").count(), 8);
+        assert_eq!(text.matches("# HELP ").count(), 10);
+        assert_eq!(text.matches("# TYPE ").count(), 10);
         drop(running);
         assert!(m.render().contains("surge_echo_requests_running 0\n"));
     }
@@ -275,12 +275,18 @@ mod tests {
             "# HELP surge_echo_http3_requests_total Requests received over HTTP/3 (QUIC), all routes.\n\
              # TYPE surge_echo_http3_requests_total counter\n\
              surge_echo_http3_requests_total 1\n\
+             # HELP surge_echo_prompt_cached_tokens_total Prompt tokens found in the prefix cache (--prefix-cache-tokens).\n\
+             # TYPE surge_echo_prompt_cached_tokens_total counter\n\
+             surge_echo_prompt_cached_tokens_total 0\n\
              # HELP surge_echo_prompt_images_total Inline images (data URLs) in chat requests answered.\n\
              # TYPE surge_echo_prompt_images_total counter\n\
              surge_echo_prompt_images_total 0\n\
              # HELP surge_echo_prompt_tokens_total Prompt tokens received (whitespace-separated words).\n\
              # TYPE surge_echo_prompt_tokens_total counter\n\
              surge_echo_prompt_tokens_total 0\n\
+             # HELP surge_echo_prompt_uncached_tokens_total Prompt tokens not found in the prefix cache (--prefix-cache-tokens).\n\
+             # TYPE surge_echo_prompt_uncached_tokens_total counter\n\
+             surge_echo_prompt_uncached_tokens_total 0\n\
              # HELP surge_echo_requests_running Completions being generated (holding a slot).\n\
              # TYPE surge_echo_requests_running gauge\n\
              surge_echo_requests_running 0\n\

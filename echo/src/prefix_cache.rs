@@ -5,9 +5,11 @@
 //! request. Its full blocks of `block` words are keyed by a hash chained from the first
 //! block: block j's key is the hash of block j's words and block j-1's key, so a block
 //! matches only after the same whole prefix. A prompt's cached tokens are the words of the
-//! longest run of leading blocks already in the cache; then every full block of the prompt
-//! is inserted (or refreshed), and the least recently used blocks are evicted until the
-//! cache holds at most `capacity` tokens.
+//! longest run of leading blocks already in the cache, within its first `prompt - 1` words
+//! (as vLLM, which always computes the last prompt token). Then every full block of the
+//! prompt is inserted (or refreshed), the last block first, so that a prompt's earlier
+//! blocks are the more recently used, and the least recently used blocks are evicted until
+//! the cache holds at most `capacity` tokens: a prefix loses its tail first, as in vLLM.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
@@ -41,18 +43,20 @@ impl PrefixCache {
     pub fn admit<'a>(&mut self, words: impl Iterator<Item = &'a str>) -> Lookup {
         let words: Vec<&str> = words.collect();
         let mut key = 0u64;
-        let mut cached = 0u64;
-        let mut hit = true;
+        let mut keys = Vec::with_capacity(words.len() / self.block);
         for chunk in words.chunks_exact(self.block) {
             let mut h = std::collections::hash_map::DefaultHasher::new();
             key.hash(&mut h);
             chunk.hash(&mut h);
             key = h.finish();
-            hit = hit && self.used.contains_key(&key);
-            if hit {
-                cached += chunk.len() as u64;
-            }
-            self.touch(key);
+            keys.push(key);
+        }
+        // Blocks that may hit: those within the first prompt - 1 words.
+        let eligible = words.len().saturating_sub(1) / self.block;
+        let hits = keys.iter().take(eligible).take_while(|k| self.used.contains_key(k)).count();
+        let cached = (hits * self.block) as u64;
+        for &k in keys.iter().rev() {
+            self.touch(k);
         }
         let max_blocks = (self.capacity / self.block as u64) as usize;
         while self.used.len() > max_blocks {
@@ -86,6 +90,8 @@ mod tests {
         // The same 4 words in whole blocks, then more.
         assert_eq!(c.admit(words("a b c d e f g")), Lookup { cached: 4, prompt: 7 });
         assert_eq!(c.admit(words("a b c d e f g")).cached, 6);
+        // A prompt cached whole still computes its last token: its last block is not a hit.
+        assert_eq!(c.admit(words("a b c d")).cached, 2);
         // Same words after another prefix: no hit (keys chain the prefix).
         assert_eq!(c.admit(words("x y a b c d")).cached, 0);
         assert_eq!(c.admit(words("a x c d")).cached, 0, "a changed first block misses all");
@@ -96,8 +102,8 @@ mod tests {
         let mut c = PrefixCache::new(4, 2);
         c.admit(words("a b c d"));
         c.admit(words("e f"));
-        // a b was the oldest block: evicted; c d (chained to a b) is left but unreachable.
-        assert_eq!(c.admit(words("a b c d")).cached, 0);
+        // The prefix's tail (c d) was its least recently used block: evicted, a b kept.
+        assert_eq!(c.admit(words("a b c d x")).cached, 2);
         assert_eq!(c.used.len(), 2, "holds at most 4 tokens");
         let mut none = PrefixCache::new(0, 2);
         none.admit(words("a b"));

@@ -301,3 +301,60 @@ fn sharegpt_conversations_send_every_human_turn_after_the_live_history() {
     assert_eq!((second["input_len"].as_u64(), second["output_len"].as_u64()), (Some(12 + 23 + 5), Some(8)));
     assert_eq!(second["history_tokens"], 35);
 }
+
+#[test]
+fn a_duration_run_starts_no_turn_after_its_end_and_counts_cut_sessions_unfinished() {
+    let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "10", "--itl-ms", "1"]);
+    let dir = TempDir::new("conversations-duration");
+    let rows_path = dir.path("rows.jsonl");
+    let r = run_saved(
+        &dir,
+        &[
+            "run",
+            "--base-url",
+            &base,
+            "--model",
+            "m",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            "4",
+            "--multi-turn",
+            "--multi-turn-num-turns",
+            "6",
+            "--multi-turn-delay-ms",
+            "300",
+            "--multi-turn-delay-dist",
+            "exponential",
+            "--multi-turn-concurrency",
+            "10",
+            "--duration",
+            "2s",
+            "--save-rows",
+            &rows_path,
+        ],
+        LIMIT,
+    );
+    assert_eq!(r["ended_by"], "duration");
+    let rows = rows(&rows_path);
+    let latest = rows.iter().map(|r| r["start_time"].as_f64().unwrap()).fold(0.0, f64::max);
+    assert!(latest < 2.0, "a turn started at {latest} s, after the 2 s duration");
+    // Think time never holds the run past its duration: it ends with its last turn in flight.
+    assert!(r["duration"].as_f64().unwrap() < 2.5, "{}", r["duration"]);
+    let (started, done, failed) = (
+        r["conversations_started"].as_u64().unwrap(),
+        r["conversations_completed"].as_u64().unwrap(),
+        r["conversations_failed"].as_u64().unwrap(),
+    );
+    assert_eq!(failed, 0);
+    assert!(done > 0 && started > done, "started {started}, completed {done}");
+    assert_eq!(r["conversations_unfinished"].as_u64(), Some(started - done));
+    // At most 10 sessions open at once: no more than 10 first turns before any session ended.
+    let first_end = rows
+        .iter()
+        .filter(|r| r["session_end"].is_string())
+        .map(|r| r["start_time"].as_f64().unwrap() + r["latency"].as_f64().unwrap())
+        .fold(f64::INFINITY, f64::min);
+    let early = rows.iter().filter(|r| r["turn"] == 0 && r["start_time"].as_f64().unwrap() < first_end).count();
+    assert!(early <= 10, "{early} sessions began before the first one ended");
+}

@@ -32,12 +32,22 @@ fn usage_errors_name_the_flag_and_exit_2() {
     // Conversations: a flag that would change nothing, and contradictions.
     usage_error(&["run", "--multi-turn-num-turns", "4"], "--multi-turn-num-turns: only meaningful with --multi-turn");
     usage_error(&["run", "--multi-turn", "--dataset-name", "prefix-repetition"], "--multi-turn: --dataset-name");
-    usage_error(&["run", "--multi-turn", "--multi-turn-min-turns", "5", "--multi-turn-max-turns", "2"], "--multi-turn-min-turns 5");
+    usage_error(
+        &["run", "--multi-turn", "--multi-turn-min-turns", "5", "--multi-turn-max-turns", "2"],
+        "--multi-turn-min-turns 5",
+    );
     usage_error(&["run", "--multi-turn", "--multi-turn-concurrency", "2,4"], "--multi-turn-concurrency");
     usage_error(&["run", "--multi-turn", "--save-detailed"], "--save-detailed");
     usage_error(&["run", "--multi-turn", "--session-id-header", "bad header"], "--session-id-header");
     usage_error(
-        &["run", "--multi-turn", "--multi-turn-prefix-global-ratio", "0.6", "--multi-turn-prefix-conversation-ratio", "0.5"],
+        &[
+            "run",
+            "--multi-turn",
+            "--multi-turn-prefix-global-ratio",
+            "0.6",
+            "--multi-turn-prefix-conversation-ratio",
+            "0.5",
+        ],
         "--multi-turn-prefix-*-ratio",
     );
     usage_error(&["echo", "--prefix-cache-tokens", "10", "--block-size", "0"], "--block-size");

@@ -67,15 +67,15 @@ pub fn without_history(mt: &MultiTurn) -> bool {
 pub fn user_message(spec: &DatasetSpec, mt: &MultiTurn, tok: Option<&Tok>, s: u64, t: u32) -> Prompt {
     // Turn 0 is the session's request of the single-turn dataset; its lengths set the
     // prefix parts.
-    let first = dataset::build(spec, tok, s);
-    let output = if t == 0 { first.output_tokens } else { output_len(spec, s, t) };
     if !without_history(mt) {
         if t == 0 {
-            return first;
+            return dataset::build(spec, tok, s);
         }
         let n = if mt.per_turn_input_len > 0 { mt.per_turn_input_len } else { spec.random_input_len };
-        return words(tok, dataset::mix(spec.seed ^ TURN_SALT, turn_key(s, t)), n, output);
+        return words(tok, dataset::mix(spec.seed ^ TURN_SALT, turn_key(s, t)), n, output_len(spec, s, t));
     }
+    let first = dataset::build(spec, tok, s);
+    let output = if t == 0 { first.output_tokens } else { output_len(spec, s, t) };
     let len = f64::from(first.input_tokens);
     let global = (len * mt.prefix_global_ratio).floor() as u32;
     let conversation = (len * mt.prefix_conversation_ratio).floor() as u32;

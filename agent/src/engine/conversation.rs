@@ -115,18 +115,29 @@ async fn session(ctx: &RunCtx, plan: SessionPlan, requests: Option<Arc<Semaphore
                 Wait::After(d) => previous_end + d,
                 Wait::At(off) => (ctx.t0 + off).max(previous_end),
             };
-            tokio::time::sleep_until(due.into()).await;
-            ctx.stats.record_lag(us(Instant::now().saturating_duration_since(due)));
-            if limits.duration.is_some_and(|d| ctx.t0.elapsed() >= d) {
+            // A turn due after --duration is never sent: the session ends now, not after
+            // its think time (which would hold its slot and the run past the duration).
+            if limits.duration.is_some_and(|d| due >= ctx.t0 + d) {
                 ctx.stats.duration_reached.store(true, Ordering::Relaxed);
                 return;
             }
+            tokio::time::sleep_until(due.into()).await;
+            ctx.stats.record_lag(us(Instant::now().saturating_duration_since(due)));
         }
         let _permit = match &requests {
             Some(sem) => Some(Arc::clone(sem).acquire_owned().await.expect("semaphore never closed")),
             None => None,
         };
-        let turn = ctx.jobs.turn(&plan, t, &history);
+        let turn = if ctx.jobs.costly() {
+            // A tokenizer counts every message: off the workers that read responses.
+            let (jobs, h) = (Arc::clone(&ctx.jobs), history.clone());
+            match tokio::task::spawn_blocking(move || jobs.turn(&plan, t, &h)).await {
+                Ok(turn) => turn,
+                Err(_) => ctx.jobs.turn(&plan, t, &history),
+            }
+        } else {
+            ctx.jobs.turn(&plan, t, &history)
+        };
         let job = Job {
             index: plan.index * super::jobs::TURN_STRIDE + u64::from(t),
             body: turn.planned.body,
@@ -148,8 +159,9 @@ async fn session(ctx: &RunCtx, plan: SessionPlan, requests: Option<Arc<Semaphore
         let ok = row.error() == ErrorKind::None;
         if ok {
             completed += 1;
-            let reply_tokens = row.output_tokens;
-            history.push(&turn.user, turn.user_tokens, &reply, reply_tokens);
+            if ctx.jobs.keeps_history() {
+                history.push(&turn.user, turn.user_tokens, &reply, row.output_tokens);
+            }
         }
         if !ok || t + 1 == plan.turns {
             let end = started + Duration::from_micros(row.latency_us);

@@ -248,7 +248,7 @@ impl Jobs {
                 indices,
                 pick,
                 probe,
-                costly: true,
+                costly: tok.is_some(),
                 source: Source::Sessions { script, spec, tok, shape },
                 passes: None,
             });
@@ -415,6 +415,16 @@ impl Jobs {
                 SessionPlan { index, turns, model, entry }
             }
             _ => SessionPlan { index, turns: 1, model, entry: 0 },
+        }
+    }
+
+    /// Whether a session's turns resend its history (generated turns without prefix
+    /// ratios, a file's conversations); a trace's turns carry their own.
+    pub fn keeps_history(&self) -> bool {
+        match &self.source {
+            Source::Sessions { script: Script::Generated { mt, .. }, .. } => !turns::without_history(mt),
+            Source::Sessions { script: Script::Recorded { .. }, .. } => true,
+            _ => false,
         }
     }
 

@@ -254,8 +254,12 @@ pub async fn prepare(workload: Workload) -> Result<Prepared, EngineError> {
 pub async fn prepare_on(mut workload: Workload, local: Option<std::net::IpAddr>) -> Result<Prepared, EngineError> {
     let spec = spec::check(&workload).map_err(EngineError::Spec)?;
     let schedule = Schedule::for_workload(&workload, None)?;
-    let session_slots = workload.multi_turn.as_ref().map_or(0, |m| m.concurrency);
-    let bounded = spec.max_concurrency.is_some() || session_slots > 0 || schedule.is_open_loop();
+    // Conversations are bounded by their open sessions (a request bound alone would let
+    // sessions start without end), or by a rate.
+    let bounded = match &workload.multi_turn {
+        Some(m) => m.concurrency > 0 || schedule.is_open_loop(),
+        None => spec.max_concurrency.is_some() || schedule.is_open_loop(),
+    };
     if workload.slice_len == jobs::UNBOUNDED && !bounded {
         return Err(EngineError::Unbounded);
     }
@@ -272,7 +276,9 @@ pub async fn prepare_on(mut workload: Workload, local: Option<std::net::IpAddr>)
     let open_loop = schedule.is_open_loop();
     let warm_max = if open_loop { WARM_MAX / 4 } else { WARM_MAX };
     let slots = spec.max_concurrency.map_or(0, |n| u64::from(n.get()));
-    let concurrency = slots.min(jobs.len().max(1)).min(warm_max as u64) as usize;
+    // Conversations: no more requests in flight than sessions open.
+    let sessions = workload.multi_turn.as_ref().map(|m| u64::from(m.concurrency)).filter(|&c| c > 0);
+    let concurrency = slots.min(jobs.len().max(1)).min(sessions.unwrap_or(u64::MAX)).min(warm_max as u64) as usize;
     let tls = TargetTls::of(&workload);
     let pool = Arc::new(Pool::with_connections(
         Connector::with_tls(target, spec.http, &tls)?.from_address(local),

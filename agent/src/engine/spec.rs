@@ -237,7 +237,11 @@ mod tests {
     fn conversations_are_checked() {
         use surge_proto::{MultiTurn, ThinkTime};
         let good = MultiTurn { turns_min: 2, turns_max: 4, think: ThinkTime::Fixed as i32, ..Default::default() };
-        let w = |mt: MultiTurn| Workload { multi_turn: Some(mt), ..workload() };
+        let w = |mt: MultiTurn| Workload {
+            multi_turn: Some(mt),
+            backend: surge_proto::Backend::OpenaiChat as i32,
+            ..workload()
+        };
         assert!(check(&w(good.clone())).is_ok());
         let unset = MultiTurn { think: 0, ..good.clone() };
         assert_eq!(check(&w(unset)), Err(SpecError::Unset { field: "multi_turn.think" }));
@@ -250,7 +254,9 @@ mod tests {
         ] {
             assert!(matches!(check(&w(bad.clone())), Err(SpecError::Contradiction(_))), "{bad:?}");
         }
-        let ramped = Workload { ramp: RampStrategy::Linear as i32, ramp_end_rps: 2.0, ..w(good) };
+        let ramped = Workload { ramp: RampStrategy::Linear as i32, ramp_end_rps: 2.0, ..w(good.clone()) };
         assert!(matches!(check(&ramped), Err(SpecError::Contradiction(m)) if m.contains("ramp")));
+        let plain = Workload { backend: surge_proto::Backend::Http as i32, ..w(good) };
+        assert!(matches!(check(&plain), Err(SpecError::Contradiction(m)) if m.contains("backend")));
     }
 }

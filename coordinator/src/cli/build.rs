@@ -187,7 +187,7 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         (None, None) => crate::plan::DEFAULT_NUM_PROMPTS,
     };
     // --no-oversample: a file shorter than the run ends it (D20); a trace already does.
-    let file_len = d.prompts.len() as u64;
+    let file_len = sessions.unwrap_or(d.prompts.len() as u64);
     let ends_at_dataset = a.dataset.no_oversample && !trace && file_len > 0 && num_prompts > file_len;
     let num_prompts = if ends_at_dataset { file_len } else { num_prompts };
     Ok(RunPlan {

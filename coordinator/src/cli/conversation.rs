@@ -127,7 +127,12 @@ pub fn multi_turn_plan(
     }
     // vllm-bench's rule: an absent end of the range is --multi-turn-num-turns.
     let n = a.num_turns.unwrap_or(3);
-    let (lo, hi) = (a.min_turns.unwrap_or(n), a.max_turns.unwrap_or(n));
+    // A file's conversations have their own turns: --multi-turn-max-turns only caps them.
+    let (lo, hi) = if generated {
+        (a.min_turns.unwrap_or(n), a.max_turns.unwrap_or(n))
+    } else {
+        (1, a.max_turns.unwrap_or(surge_agent::engine::jobs::MAX_TURNS))
+    };
     let most = surge_agent::engine::jobs::MAX_TURNS;
     if lo > hi || hi > most {
         return usage(format!("--multi-turn-min-turns {lo} / --multi-turn-max-turns {hi}: need MIN <= MAX <= {most}"));

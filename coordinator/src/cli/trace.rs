@@ -167,6 +167,15 @@ pub fn trace(path: &Path, tok: Option<&Tok>, default_output: u32, chat: bool) ->
         return Err(format!("{}: no request in the trace", path.display()));
     }
     if !ids.is_empty() {
+        let most = surge_agent::engine::jobs::MAX_TURNS as usize;
+        let mut turns: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+        for id in &ids {
+            let n = turns.entry(id.as_str()).or_default();
+            *n += 1;
+            if *n > most {
+                return Err(format!("{}: session {id:?} has more than {most} turns", path.display()));
+            }
+        }
         return Ok(sessions(out, ids));
     }
     out.sort_by(|a, b| a.timestamp_ms.total_cmp(&b.timestamp_ms));

@@ -176,6 +176,52 @@ fn golden_open_loop_partial() {
     check("open_loop_partial", &doc, &text);
 }
 
+/// A multi-turn run (D32, D41): the conversation keys, `per_turn_metrics`, the summary's
+/// Conversations block, and a document that reads back as the same value (its string keys
+/// are not taken for `--metadata` labels).
+#[test]
+fn golden_multi_turn() {
+    let p = plan(&[
+        "--backend",
+        "openai-chat",
+        "--multi-turn",
+        "--multi-turn-num-turns",
+        "2",
+        "--num-prompts",
+        "4",
+        "--max-concurrency",
+        "2",
+        "--metadata",
+        "hardware=8xH100",
+    ]);
+    let (o, mut rows) = outcome(false, RunStatus::Complete);
+    // Session k's turns are rows 2k and 2k + 1; row 3 (session 1, turn 1) and row 6
+    // (session 3, turn 0) fail, so session 3 sends no second turn.
+    rows.retain(|r| r.row.index != 7);
+    for r in &mut rows {
+        let i = r.row.index;
+        let (session, turn) = (i / 2, (i % 2) as u32);
+        let failed = r.row.error() != ErrorKind::None;
+        r.row.index = session * 1000 + u64::from(turn);
+        (r.row.session, r.row.turn) = (Some(session), turn);
+        r.row.history_tokens = 50 * turn;
+        r.row.cached_tokens = Some(32 * turn);
+        if turn == 1 || failed {
+            r.row.session_end = Some(surge_proto::SessionEnd {
+                duration_us: 400_000 + 1_000 * i,
+                turns_completed: turn + u32::from(!failed),
+                cancelled_turns: if failed { 1 - turn } else { 0 },
+                failed,
+            });
+        }
+    }
+    let (doc, text) = document(&p, &(o, rows));
+    assert_eq!((doc["conversations_completed"].as_u64(), doc["conversations_failed"].as_u64()), (Some(2), Some(2)));
+    assert_eq!(doc["cancelled_turns"], 1);
+    assert!(doc.get("hardware").is_some() && doc["per_turn_metrics"].as_array().is_some_and(|t| t.len() == 2));
+    check("multi_turn", &doc, &text);
+}
+
 /// A file written before `result_schema` existed reads as schema 1, and a file is
 /// written in vLLM's key order (the typed result's declaration order), not sorted.
 #[test]

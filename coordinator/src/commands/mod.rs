@@ -177,7 +177,8 @@ pub async fn run_on(
     let model_name = model.to_string();
     // vLLM's per-request arrays for a run of N prompts (D3; a --duration run has them in
     // --save-detailed's rows instead).
-    let spill = (plan.num_prompts != crate::plan::UNBOUNDED)
+    // Not for conversations: their rows are turns, indexed by session and turn (D41).
+    let spill = (plan.num_prompts != crate::plan::UNBOUNDED && plan.multi_turn.is_none())
         .then(|| Spill::create(plan.num_prompts))
         .and_then(|s| s.map_err(|e| tracing::warn!("latencies/queue_times left out: no spill file: {e}")).ok());
     let mut watch = Watch {

@@ -124,8 +124,10 @@ impl Sweep<'_> {
                 self.first = false;
                 let p = plan.at(level, k);
                 let label = format!("{} run {k}/{}", plan.level_name(level), plan.runs);
-                let mut progress =
-                    Progress::new((p.num_prompts != crate::plan::UNBOUNDED).then_some(p.num_prompts), label);
+                let mut progress = Progress::new(
+                    (p.num_prompts != crate::plan::UNBOUNDED && p.multi_turn.is_none()).then_some(p.num_prompts),
+                    label,
+                );
                 let (mut record, _, _) =
                     run_on(&mut self.session, &mut self.outputs, &p, &self.model, &mut progress, false).await?;
                 drop(progress);

@@ -254,6 +254,28 @@ impl Runner<'_> {
             sessions,
         );
         for (i, s) in shares.iter().enumerate() {
+            if let Some(total) = sessions
+                && s.sessions == 0
+                && s.num_prompts > 0
+            {
+                return Err(agent_err(
+                    &self.fleet.addrs[i],
+                    format!(
+                        "--multi-turn-concurrency {total} leaves it no open session: raise it to the number of agents at least"
+                    ),
+                ));
+            }
+            // A session has at most one request in flight: with no request bound, the
+            // open sessions are the agent's in-flight requests.
+            if s.max_concurrency == 0 && s.sessions > hellos[i].max_in_flight {
+                return Err(agent_err(
+                    &self.fleet.addrs[i],
+                    format!(
+                        "its share of --multi-turn-concurrency ({}) exceeds its max-in-flight {} (give --max-concurrency)",
+                        s.sessions, hellos[i].max_in_flight
+                    ),
+                ));
+            }
             if s.max_concurrency > hellos[i].max_in_flight {
                 return Err(agent_err(
                     &self.fleet.addrs[i],

@@ -48,11 +48,43 @@ pub struct MultiTurnResult {
 }
 
 /// `mean_/median_/pNN_` of conversation duration (ms) and turns per conversation.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Spread {
-    #[serde(skip)]
     pub values: Vec<(String, f64)>,
 }
+
+/// Whether `key` is one of [`Spread`]'s.
+fn spread_key(key: &str) -> bool {
+    key.ends_with("_conversation_duration_ms") || key.ends_with("_turns_per_conversation")
+}
+
+impl<'de> Deserialize<'de> for Spread {
+    /// Reads its keys back from the result's top level (other keys are left alone).
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let all = serde_json::Map::<String, serde_json::Value>::deserialize(d)?;
+        let mut values: Vec<(String, f64)> = all
+            .into_iter()
+            .filter(|(k, _)| spread_key(k) && k != "avg_conversation_duration_ms")
+            .filter_map(|(k, v)| Some((k, v.as_f64()?)))
+            .collect();
+        // The order they are written in: duration then turns; mean, median, percentiles.
+        let rank = |k: &str| {
+            let stat = k.split('_').next().unwrap_or_default();
+            let p = match stat {
+                "mean" => -2.0,
+                "median" => -1.0,
+                p => p.trim_start_matches('p').parse::<f64>().unwrap_or(f64::MAX),
+            };
+            (k.ends_with("_turns_per_conversation"), p)
+        };
+        values.sort_by(|a, b| rank(&a.0).partial_cmp(&rank(&b.0)).unwrap_or(std::cmp::Ordering::Equal));
+        Ok(Self { values })
+    }
+}
+
+/// The multi-turn keys whose values are strings: not `--metadata` labels when a result is
+/// read back.
+pub const STRING_KEYS: [&str; 3] = ["mode", "inter_turn_delay_dist", "prompt_cache_warning"];
 
 impl Serialize for Spread {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {

@@ -205,7 +205,9 @@ impl<'de> Deserialize<'de> for Labels {
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Labels, A::Error> {
                 let mut out = Vec::new();
                 while let Some((k, v)) = map.next_entry::<String, Any>()? {
-                    if let Any::S(v) = v {
+                    if let Any::S(v) = v
+                        && !super::multi_turn::STRING_KEYS.contains(&k.as_str())
+                    {
                         out.push((k, v));
                     }
                 }

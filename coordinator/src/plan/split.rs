@@ -67,9 +67,9 @@ pub fn split_sessions(
             max_concurrency: max_concurrency.map_or(0, |c| part(u64::from(c)) as u32),
             request_rate: if request_rate.is_finite() { request_rate * (to - from) } else { f64::INFINITY },
             num_warmups: part(u64::from(num_warmups)) as u32,
-            // Every agent keeps at least one slot: a share of sessions with no slot
-            // would never start them.
-            sessions: sessions.map_or(0, |c| (part(u64::from(c)) as u32).max(1)),
+            // 0 when the bound is too small for this agent: refused before the load
+            // (an agent without a slot would run its sessions unbounded).
+            sessions: sessions.map_or(0, |c| part(u64::from(c)) as u32),
         });
     }
     shares
