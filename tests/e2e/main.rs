@@ -9,6 +9,7 @@ mod distributed;
 mod dropin;
 mod failures;
 mod faults;
+mod fleet;
 mod h3util;
 mod http3;
 mod local;

@@ -406,9 +406,19 @@ pub async fn run(prepared: Prepared, sink: Arc<dyn Sink>, ctl: Control) -> Repor
         workers.iter().for_each(tokio::task::AbortHandle::abort);
         reason
     };
+    // D21: the duration, then the graceful stop, then what is still in flight is cancelled.
+    let grace = match (duration, spec.graceful_stop) {
+        (Some(d), Some(g)) => tokio::time::Instant::from_std(t0 + d + g).min(deadline),
+        _ => deadline,
+    };
+    let graceful = grace < deadline;
     tokio::select! {
         _ = tracker.wait() => {}
         _ = ctl.stop.cancelled() => reason = cancel(StopReason::Stopped),
+        _ = tokio::time::sleep_until(grace), if graceful => {
+            ctx.stats.duration_reached.store(true, Ordering::Relaxed);
+            reason = cancel(StopReason::Duration);
+        }
         _ = tokio::time::sleep_until(deadline) => reason = cancel(StopReason::Deadline),
     }
     tracker.wait().await;

@@ -42,6 +42,9 @@ pub struct Spec {
     pub request_rate: Option<f64>,
     /// How long requests are issued (`None`: until the slice is sent).
     pub duration: Option<Duration>,
+    /// With a duration: how long requests in flight at its end may still finish before
+    /// they are cancelled (D21; `None`: until the deadline).
+    pub graceful_stop: Option<Duration>,
     /// `--read-timeout` (`None`: no limit).
     pub read_timeout: Option<Duration>,
     /// How long not-ready answers to the initial test are retried (zero: the first decides).
@@ -150,6 +153,7 @@ pub fn check(w: &Workload) -> Result<Spec, SpecError> {
         max_concurrency: NonZeroU32::new(w.max_concurrency),
         request_rate,
         duration: millis(w.duration_ms),
+        graceful_stop: w.graceful_stop_ms.filter(|_| w.duration_ms > 0).map(Duration::from_millis),
         read_timeout: millis(w.read_timeout_ms),
         ready_timeout: Duration::from_millis(w.ready_timeout_ms),
         max_run_time: millis(w.max_run_time_ms),

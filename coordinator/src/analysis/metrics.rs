@@ -75,7 +75,10 @@ impl Sends {
 pub struct Metrics {
     pub duration_s: f64,
     pub completed: u64,
+    /// Requests that failed; cancelled ones (a stop, the graceful stop's end) are not.
     pub failed: u64,
+    /// Requests cancelled by the client (D21): neither completed nor failed.
+    pub cancelled: u64,
     pub total_input_tokens: u64,
     pub total_output_tokens: u64,
     pub request_throughput: f64,
@@ -239,6 +242,10 @@ impl Aggregator {
         self.series.add(r, coalescing.as_ref());
         if self.keep_rows {
             m.rows.push(r.clone());
+        }
+        if r.row.error() == surge_proto::ErrorKind::Cancelled {
+            m.cancelled += 1;
+            return;
         }
         if !r.ok() {
             m.failed += 1;

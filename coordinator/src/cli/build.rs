@@ -10,7 +10,7 @@ use super::{
 use crate::plan::matrix::{MatrixPlan, standard};
 use crate::plan::sweep::{Kind, KneeRule, SweepPlan};
 use crate::plan::validate::ValidatePlan;
-use crate::plan::{Agents, OtlpPlan, OtlpProtocol, RunPlan, ScrapePlan, TlsPaths, VerdictLimits};
+use crate::plan::{Agents, ConnectWait, OtlpPlan, OtlpProtocol, RunPlan, ScrapePlan, TlsPaths, VerdictLimits};
 use clap::{Args, FromArgMatches};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -126,6 +126,10 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
     if a.target.read_timeout.is_some_and(|t| t.as_millis() == 0) {
         return usage("--read-timeout: must be at least 1ms (leave it out for no limit)");
     }
+    if a.load.graceful_stop.is_some() && a.load.duration.is_none() {
+        return usage("--graceful-stop: only meaningful with --duration");
+    }
+    let graceful_stop = a.load.duration.map(|_| a.load.graceful_stop.unwrap_or(crate::plan::DEFAULT_GRACEFUL_STOP));
     let max_run_time = match (a.load.max_run_time, a.load.duration) {
         (Some(m), Some(d)) if m < d => {
             return usage(format!(
@@ -135,7 +139,7 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
             ));
         }
         (Some(m), _) => m,
-        (None, Some(d)) => d + crate::plan::DURATION_GRACE,
+        (None, Some(d)) => d + graceful_stop.unwrap_or_default() + crate::plan::DURATION_GRACE,
         (None, None) => crate::plan::DEFAULT_MAX_RUN_TIME,
     };
     if a.load.num_prompts.is_none()
@@ -205,6 +209,7 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         ends_at_dataset,
         timeslice: a.output.timeslice,
         duration: a.load.duration,
+        graceful_stop,
         max_concurrency: a.load.max_concurrency,
         request_rate,
         burstiness: a.load.burstiness,
@@ -265,6 +270,9 @@ fn agents_plan(f: &super::FleetArgs, file: CoordinatorFile) -> Result<Agents, Us
         if f.agents_plaintext || f.tls_ca.is_some() {
             return usage("--agents-plaintext/--tls-*: only meaningful with --agents");
         }
+        if f.min_agents.is_some() {
+            return usage("--min-agents: only meaningful with --agents");
+        }
         Agents::Embedded
     } else {
         for addr in &addrs {
@@ -294,7 +302,15 @@ fn agents_plan(f: &super::FleetArgs, file: CoordinatorFile) -> Result<Agents, Us
                 );
             }
         };
-        Agents::Remote { addrs, tls }
+        if f.min_agents.is_some_and(|k| k as usize > addrs.len()) {
+            return usage(format!(
+                "--min-agents {}: more than the {} agents given",
+                f.min_agents.unwrap_or(0),
+                addrs.len()
+            ));
+        }
+        let wait = ConnectWait { timeout: f.agent_connect_timeout, min_agents: f.min_agents.map(|k| k as usize) };
+        Agents::Remote { addrs, tls, wait }
     })
 }
 

@@ -423,9 +423,15 @@ pub struct LoadArgs {
     /// cap: the duration ends the run; with both, whichever comes first).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub num_prompts: Option<u64>,
-    /// Stop issuing requests after this long (e.g. 10s); in-flight requests finish.
+    /// Stop issuing requests after this long (e.g. 10s); requests in flight then get
+    /// --graceful-stop to finish.
     #[arg(long, value_parser = parse::duration)]
     pub duration: Option<Duration>,
+    /// With --duration: how long requests in flight at its end may still finish (k6's
+    /// gracefulStop); then they are cancelled and counted in `cancelled`, not `failed`
+    /// [default: 30s].
+    #[arg(long = "graceful-stop", value_parser = parse::duration, value_name = "DURATION")]
+    pub graceful_stop: Option<Duration>,
     /// Most requests in flight (closed loop when --request-rate is inf).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_concurrency: Option<u32>,
@@ -693,6 +699,14 @@ pub struct FleetArgs {
     /// Plaintext to agents; only for agents on loopback addresses.
     #[arg(long)]
     pub agents_plaintext: bool,
+    /// How long to keep trying agents that refuse the connection or do not answer (they
+    /// may still be starting), saying which ones it waits for.
+    #[arg(long = "agent-connect-timeout", default_value = "60s", value_parser = parse::duration, value_name = "DURATION")]
+    pub agent_connect_timeout: Duration,
+    /// Start with at least K of the --agents when the others are not reachable within
+    /// --agent-connect-timeout (the result lists the missing ones); default: all of them.
+    #[arg(long = "min-agents", value_name = "K", value_parser = clap::value_parser!(u32).range(1..))]
+    pub min_agents: Option<u32>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -110,6 +110,8 @@ fn outcome(open_loop: bool, status: RunStatus) -> (Outcome, Vec<GlobalRow>) {
         agents: vec![agent(0, true), agent(1, !lost)],
         status,
         started_at: chrono::DateTime::from_timestamp(1_790_000_000, 0).expect("date"),
+        missing_agents: Vec::new(),
+        agents_waited_s: 0.0,
     };
     (o, rows)
 }
@@ -254,8 +256,8 @@ fn old_files_read_as_schema_one_and_keys_keep_vllm_order() {
     // A schema 1 file: no result_schema key and no peak_in_flight (its max_concurrent_requests
     // held the instantaneous peak).
     let peak = format!("\"peak_in_flight\":{},", serde_json::to_string(&r.peak_in_flight).expect("json"));
-    let old = text.replace("\"result_schema\":2,", "").replace(&peak, "");
-    assert_eq!(old.len(), text.len() - "\"result_schema\":2,".len() - peak.len(), "{text}");
+    let old = text.replace("\"result_schema\":3,", "").replace(&peak, "");
+    assert_eq!(old.len(), text.len() - "\"result_schema\":3,".len() - peak.len(), "{text}");
     let back: RunResult = serde_json::from_str(&old).expect("an old file reads");
     r.result_schema = 1;
     r.peak_in_flight = None;

@@ -54,7 +54,9 @@ pub async fn open_session(plan: &RunPlan, embedded: &CancellationToken) -> Resul
     })?;
     let fleet = match &plan.agents {
         Agents::Embedded => Fleet::embedded(&surge_agent::daemon::embedded(embedded.clone())).await,
-        Agents::Remote { addrs, tls } => Fleet::connect(addrs, tls.as_ref()).await,
+        Agents::Remote { addrs, tls, wait } => {
+            Fleet::connect(addrs, tls.as_ref(), *wait, &mut |m| crate::output::terminal::say("", m)).await
+        }
     };
     let fleet = fleet.map_err(|e| Failure::run("", &e))?;
     let session = Session::open(fleet, plan).await.map_err(|e| run_failure(plan, &e))?;

@@ -15,7 +15,7 @@ pub mod outcome;
 pub mod scrape;
 pub mod session;
 
-use crate::plan::TlsPaths;
+use crate::plan::{ConnectWait, TlsPaths};
 use link::{Link, RESUME_CONNECT_TIMEOUT, hello, open_stream};
 use local::LocalLink;
 use std::time::Duration;
@@ -56,6 +56,10 @@ pub enum FleetError {
 #[derive(Debug)]
 pub struct Fleet {
     pub addrs: Vec<String>,
+    /// Agents given but not reached within the connect timeout (the run went on with
+    /// `--min-agents`), and how long the fleet waited for late agents.
+    pub missing: Vec<String>,
+    pub waited: Duration,
     senders: Vec<mpsc::Sender<CoordinatorMsg>>,
     events: mpsc::Receiver<Event>,
     /// Cancelled to end every agent's link (and with it its stream).
@@ -145,18 +149,92 @@ fn endpoint(addr: &str, tls: Option<&TlsPaths>, connect_timeout: Duration) -> Re
 
 impl Fleet {
     /// Connects to every agent and opens its session stream (its first message, the
-    /// Hello, is sent here; the handshake gathers the replies).
-    pub async fn connect(addrs: &[String], tls: Option<&TlsPaths>) -> Result<Self, FleetError> {
+    /// Hello, is sent here; the handshake gathers the replies). An agent that refuses the
+    /// connection or does not answer is tried again with backoff until `wait.timeout`
+    /// (`waiting` hears which agents are still awaited, about every 5 s); past it, the run
+    /// goes on with those reached if they are at least `wait.min_agents`, else fails naming
+    /// the missing ones. Any other failure (TLS, a refused session) fails at once.
+    pub async fn connect(
+        addrs: &[String],
+        tls: Option<&TlsPaths>,
+        wait: ConnectWait,
+        waiting: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<Self, FleetError> {
+        let started = std::time::Instant::now();
+        let until = started + wait.timeout;
+        let mut channels: Vec<Option<tonic::transport::Channel>> = vec![None; addrs.len()];
+        let mut last_error: Vec<String> = vec![String::new(); addrs.len()];
+        let mut backoff = Duration::from_millis(100);
+        let mut next_notice = started + Duration::from_secs(1);
+        let mut retried = false;
+        loop {
+            let mut set = tokio::task::JoinSet::new();
+            for (i, addr) in addrs.iter().enumerate().filter(|(i, _)| channels[*i].is_none()) {
+                let ep = endpoint(addr, tls, Duration::from_secs(5))?;
+                set.spawn(async move { (i, ep.connect().await) });
+            }
+            while let Some(joined) = set.join_next().await {
+                let Ok((i, res)) = joined else { continue };
+                match res {
+                    Ok(ch) => channels[i] = Some(ch),
+                    Err(e) if is_tls_failure(&e, tls.is_some()) => {
+                        let message = format!("cannot connect: {}{TLS_HINT}", chain(&e));
+                        return Err(FleetError::Connect { addr: addrs[i].clone(), message });
+                    }
+                    Err(e) => last_error[i] = chain(&e),
+                }
+            }
+            let pending: Vec<usize> = (0..addrs.len()).filter(|&i| channels[i].is_none()).collect();
+            if pending.is_empty() {
+                break;
+            }
+            let now = std::time::Instant::now();
+            if now >= until {
+                let reached = addrs.len() - pending.len();
+                let names = pending.iter().map(|&i| format!("{} ({})", addrs[i], last_error[i])).collect::<Vec<_>>();
+                if wait.min_agents.is_some_and(|k| reached >= k.max(1)) {
+                    waiting(&format!(
+                        "going on with {reached} of {} agents (--min-agents); not reached: {}",
+                        addrs.len(),
+                        names.join(", ")
+                    ));
+                    break;
+                }
+                let message = format!(
+                    "not reachable within --agent-connect-timeout {}s: cannot connect: {}",
+                    wait.timeout.as_secs_f64(),
+                    names.join(", ")
+                );
+                return Err(FleetError::Connect {
+                    addr: pending.iter().map(|&i| addrs[i].clone()).collect::<Vec<_>>().join(", "),
+                    message,
+                });
+            }
+            if now >= next_notice {
+                let names = pending.iter().map(|&i| addrs[i].as_str()).collect::<Vec<_>>().join(", ");
+                let left = until.saturating_duration_since(now).as_secs();
+                waiting(&format!(
+                    "waiting for agent(s) {names} (not reachable yet; {left}s left of --agent-connect-timeout)"
+                ));
+                next_notice = now + Duration::from_secs(5);
+            }
+            retried = true;
+            tokio::time::sleep(backoff.min(until.saturating_duration_since(now))).await;
+            backoff = (backoff * 2).min(Duration::from_secs(2));
+        }
+        let waited = if retried { started.elapsed() } else { Duration::ZERO };
+        let missing: Vec<String> =
+            addrs.iter().zip(&channels).filter(|(_, c)| c.is_none()).map(|(a, _)| a.clone()).collect();
+        let reached: Vec<(String, tonic::transport::Channel)> =
+            addrs.iter().cloned().zip(channels).filter_map(|(a, c)| Some((a, c?))).collect();
         // Bounded: a link waits when the coordinator falls behind, which slows that
         // agent's stream (gRPC flow control) instead of growing memory here.
         let (ev_tx, events) = mpsc::channel(8192);
         let mut senders = Vec::new();
         let stop = CancellationToken::new();
-        for (agent, addr) in addrs.iter().enumerate() {
-            let channel = endpoint(addr, tls, Duration::from_secs(5))?.connect().await.map_err(|e| {
-                let hint = tls_hint(is_tls_failure(&e, tls.is_some()));
-                FleetError::Connect { addr: addr.clone(), message: format!("cannot connect: {}{hint}", chain(&e)) }
-            })?;
+        let addrs: Vec<String> = reached.iter().map(|(a, _)| a.clone()).collect();
+        for (agent, (addr, channel)) in reached.into_iter().enumerate() {
+            let addr = &addr;
             // With TLS 1.3 a rejected client certificate surfaces only as a broken transport
             // on the first call (Unknown or Cancelled, depending on timing), or as a call
             // that never gets its response: bounded here, and on a TLS session any refusal
@@ -189,7 +267,7 @@ impl Fleet {
             tokio::spawn(link.run(stream));
             senders.push(tx);
         }
-        Ok(Self { addrs: addrs.to_vec(), senders, events, links: stop })
+        Ok(Self { addrs, missing, waited, senders, events, links: stop })
     }
 
     /// A session with the embedded agent over in-process channels (D1: typed rows, no
@@ -203,7 +281,14 @@ impl Fleet {
         let (tx, rx) = mpsc::channel::<CoordinatorMsg>(1024);
         let stop = CancellationToken::new();
         tokio::spawn(LocalLink { agent: 0, session, rx, events: ev_tx, stop: stop.clone() }.run());
-        Ok(Self { addrs: vec![EMBEDDED.to_string()], senders: vec![tx], events, links: stop })
+        Ok(Self {
+            addrs: vec![EMBEDDED.to_string()],
+            missing: Vec::new(),
+            waited: Duration::ZERO,
+            senders: vec![tx],
+            events,
+            links: stop,
+        })
     }
 
     pub fn len(&self) -> usize {

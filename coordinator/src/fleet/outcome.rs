@@ -187,6 +187,10 @@ pub struct Outcome {
     pub agents: Vec<AgentReport>,
     pub status: RunStatus,
     pub started_at: chrono::DateTime<chrono::Utc>,
+    /// Agents given but not reached (`--min-agents`), and how long the coordinator waited
+    /// for late agents before the first run (0: none was late).
+    pub missing_agents: Vec<String>,
+    pub agents_waited_s: f64,
 }
 
 #[cfg(test)]

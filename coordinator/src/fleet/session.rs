@@ -111,7 +111,13 @@ impl Session {
             .collect();
         let mut r = Runner { fleet: &mut self.fleet, plan, agents, run_id: now_ns() as u64, observer, start_ns: 0 };
         let (status, started_at) = r.drive(model).await?;
-        Ok(Outcome { agents: r.agents, status, started_at })
+        Ok(Outcome {
+            agents: r.agents,
+            status,
+            started_at,
+            missing_agents: self.fleet.missing.clone(),
+            agents_waited_s: self.fleet.waited.as_secs_f64(),
+        })
     }
 
     /// Ends every session.
@@ -478,6 +484,7 @@ fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize, run_id: u64) -> Wo
         ramp_end_rps: plan.ramp.map_or(0.0, |r| f64::from(r.end) * s.fraction),
         trace_speedup: plan.trace_speedup.unwrap_or(0.0),
         duration_ms: plan.duration.map_or(0, |d| d.as_millis() as u64),
+        graceful_stop_ms: plan.graceful_stop.map(|g| g.as_millis() as u64),
         num_warmups: s.num_warmups,
         ignore_eos: plan.ignore_eos,
         temperature: plan.temperature,

@@ -150,6 +150,8 @@ pub fn client_block(plan: &RunPlan, o: &Outcome, m: &Metrics, verdict: Verdict) 
         .into(),
         open_loop,
         agents,
+        agents_missing: o.missing_agents.clone(),
+        agents_waited_s: (o.agents_waited_s > 0.0).then_some(o.agents_waited_s),
         verdict,
     }
 }
@@ -264,10 +266,11 @@ pub fn run_result(
         duration: m.duration_s,
         ended_by: ended_by(plan, o),
         dataset_passes: (plan.dataset_name != "timed_trace")
-            .then(|| crate::plan::split::dataset_passes(plan.prompts.len(), m.completed + m.failed))
+            .then(|| crate::plan::split::dataset_passes(plan.prompts.len(), m.completed + m.failed + m.cancelled))
             .flatten(),
         completed: m.completed,
         failed: m.failed,
+        cancelled: m.cancelled,
         total_input_tokens: m.total_input_tokens,
         total_output_tokens: m.total_output_tokens,
         request_throughput: m.request_throughput,

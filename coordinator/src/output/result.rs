@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 /// Bumped on any change of a key's meaning (D12).
-pub const RESULT_SCHEMA: u32 = 2;
+pub const RESULT_SCHEMA: u32 = 3;
 
 fn schema_one() -> u32 {
     1
@@ -86,7 +86,12 @@ pub struct RunResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dataset_passes: Option<u64>,
     pub completed: u64,
+    /// Schema 3: cancelled requests are not in `failed` (nor in `errors_by_kind`).
     pub failed: u64,
+    /// Requests the client cancelled: in flight at a stop, or at the end of `--graceful-stop`
+    /// (D21). Absent in files before schema 3.
+    #[serde(default)]
+    pub cancelled: u64,
     pub total_input_tokens: u64,
     pub total_output_tokens: u64,
     pub request_throughput: f64,
@@ -499,6 +504,12 @@ pub struct ClientBlock {
     pub latency_mode: String,
     pub open_loop: bool,
     pub agents: Vec<AgentEntry>,
+    /// `--min-agents`: the agents given but not reached, which the run went on without.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents_missing: Vec<String>,
+    /// Seconds the coordinator waited for agents that were not up yet (absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agents_waited_s: Option<f64>,
     pub verdict: Verdict,
 }
 

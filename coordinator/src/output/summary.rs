@@ -108,6 +108,9 @@ pub fn summary(r: &RunResult, view: &SummaryView, status: &RunStatus) -> String 
     if r.ended_by != crate::output::result::EndedBy::Unknown {
         line(&mut out, "Ended by:", r.ended_by.as_str());
     }
+    if r.cancelled > 0 {
+        line(&mut out, "Cancelled requests (not failed):", r.cancelled);
+    }
     if let Some(p) = r.peak_in_flight {
         fline(&mut out, "Peak in flight (one instant):", p);
     }
@@ -125,6 +128,12 @@ pub fn summary(r: &RunResult, view: &SummaryView, status: &RunStatus) -> String 
     }
     let client = &r.client;
     line(&mut out, "Agents:", client.agents.len());
+    if !client.agents_missing.is_empty() {
+        line(&mut out, "Agents missing (--min-agents):", client.agents_missing.join(", "));
+    }
+    if let Some(w) = client.agents_waited_s {
+        fline(&mut out, "Waited for late agents (s):", w);
+    }
     let cpu = client.agents.iter().map(|a| a.cpu_percent).fold(0.0, f64::max);
     fline(&mut out, "Client CPU, busiest agent (%):", cpu);
     // The other client-bound signals, the worst agent's (D14).

@@ -50,6 +50,9 @@ pub const DEFAULT_MAX_RUN_TIME: Duration = Duration::from_secs(3600);
 /// What `--max-run-time` adds to `--duration` when not given (D6).
 pub const DURATION_GRACE: Duration = Duration::from_secs(60);
 
+/// `--graceful-stop`'s default (k6's `gracefulStop`).
+pub const DEFAULT_GRACEFUL_STOP: Duration = Duration::from_secs(30);
+
 /// vLLM's spelling of a percentile (or a level) in keys, labels and file names: `99`, `99.9`.
 pub fn percentile_word(p: f64) -> String {
     if p.fract() == 0.0 { format!("{}", p as i64) } else { format!("{p}") }
@@ -114,7 +117,17 @@ pub enum Agents {
     /// One in-process agent behind the same gRPC service remote agents serve.
     Embedded,
     /// Remote agents; `tls` is `None` only with `--agents-plaintext` on loopback.
-    Remote { addrs: Vec<String>, tls: Option<TlsPaths> },
+    Remote { addrs: Vec<String>, tls: Option<TlsPaths>, wait: ConnectWait },
+}
+
+/// How long to wait for agents that are not up yet (they refuse or time out: the usual
+/// case when agents and the coordinator start together), and with how few to go on.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ConnectWait {
+    /// `--agent-connect-timeout`.
+    pub timeout: Duration,
+    /// `--min-agents` (`None`: every agent).
+    pub min_agents: Option<usize>,
 }
 
 /// A validated `surge run`.
@@ -136,6 +149,8 @@ pub struct RunPlan {
     /// Requests to send; [`UNBOUNDED`] for a duration run without a cap.
     pub num_prompts: u64,
     pub duration: Option<Duration>,
+    /// With a duration: `--graceful-stop` (D21; default 30 s).
+    pub graceful_stop: Option<Duration>,
     /// The time series' slice.
     pub timeslice: Duration,
     pub max_concurrency: Option<u32>,

@@ -1,0 +1,141 @@
+//! The fleet as deployments start it: agents that come up after the coordinator, runs that
+//! go on with some of their agents, and the graceful end of a duration run (D21).
+
+use crate::util::{TempDir, agent, echo, read_json, surge, surge_bg, text};
+use std::time::{Duration, Instant};
+
+/// A free TCP port on `ip` (the kernel's pick; free again once returned).
+fn free_port(ip: &str) -> u16 {
+    std::net::TcpListener::bind((ip, 0)).and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+}
+
+fn run_args<'a>(base: &'a str, agents: &'a str, dir: &'a TempDir, file: &'a str) -> Vec<String> {
+    [
+        "run",
+        "--base-url",
+        base,
+        "--model",
+        "m",
+        "--num-prompts",
+        "40",
+        "--max-concurrency",
+        "4",
+        "--random-input-len",
+        "8",
+        "--random-output-len",
+        "4",
+        "--agents",
+        agents,
+        "--agents-plaintext",
+        "--save-result",
+        "--result-dir",
+        &dir.path(""),
+        "--result-filename",
+        file,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+#[test]
+fn a_coordinator_started_before_an_agent_waits_for_it_and_says_so() {
+    let (_echo, base) = echo("127.0.0.1", &[]);
+    let agent_args = ["--plaintext", "--allowed-targets", "127.0.0.1"];
+    let (_a1, addr1) = agent("127.0.0.2", &agent_args);
+    let port = free_port("127.0.0.3");
+    let late = format!("127.0.0.3:{port}");
+    let agents = format!("{addr1},{late}");
+    let dir = TempDir::new("late-agent");
+    let args = run_args(&base, &agents, &dir, "late.json");
+    let bg = surge_bg(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    std::thread::sleep(Duration::from_secs(3));
+    let listen = late.clone();
+    let mut a2 = std::process::Command::new(crate::util::bin("surge-agent"))
+        .args(["--listen", &listen, "--plaintext", "--allowed-targets", "127.0.0.1"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn the late agent");
+    let out = bg.finish(Duration::from_secs(60));
+    let _ = a2.kill();
+    let _ = a2.wait();
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{}\n{stderr}", text(&out.stdout));
+    assert!(stderr.contains("waiting for agent(s) 127.0.0.3"), "it says whom it waits for: {stderr}");
+    let r = read_json(&dir.path("late.json"));
+    assert_eq!(r["completed"], 40);
+    assert_eq!(r["client"]["agents"].as_array().map(Vec::len), Some(2));
+    assert!(r["client"]["agents_waited_s"].as_f64().is_some_and(|w| w >= 2.5), "{}", r["client"]);
+}
+
+#[test]
+fn an_agent_missing_past_the_connect_timeout_is_named_or_left_with_min_agents() {
+    let (_echo, base) = echo("127.0.0.1", &[]);
+    let (_a1, addr1) = agent("127.0.0.2", &["--plaintext", "--allowed-targets", "127.0.0.1"]);
+    let missing = format!("127.0.0.3:{}", free_port("127.0.0.3"));
+    let agents = format!("{addr1},{missing}");
+    let dir = TempDir::new("missing-agent");
+    let mut args = run_args(&base, &agents, &dir, "missing.json");
+    args.extend(["--agent-connect-timeout".into(), "2s".into()]);
+    let t = Instant::now();
+    let out = surge(&args.iter().map(String::as_str).collect::<Vec<_>>(), Duration::from_secs(60));
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(&missing) && stderr.contains("--agent-connect-timeout"), "{stderr}");
+    assert!(t.elapsed() < Duration::from_secs(15), "gave up after {:?}", t.elapsed());
+    // With --min-agents 1 the run goes on with the agent it reached, and says which is missing.
+    args.extend(["--min-agents".into(), "1".into()]);
+    let out = surge(&args.iter().map(String::as_str).collect::<Vec<_>>(), Duration::from_secs(60));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let r = read_json(&dir.path("missing.json"));
+    assert_eq!(r["completed"], 40);
+    assert_eq!(r["client"]["agents_missing"], serde_json::json!([missing]));
+    assert!(text(&out.stdout).contains("Agents missing (--min-agents):"));
+}
+
+#[test]
+fn the_requests_in_flight_at_the_duration_get_the_graceful_stop_then_are_cancelled() {
+    // 20 streams of 200 tokens, 100 ms to the first and 10 ms apart (2.09 s each): the
+    // second wave is in flight at 3 s and would end at about 4.18 s, after the 1 s grace.
+    let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "100", "--itl-ms", "10"]);
+    let dir = TempDir::new("graceful");
+    let t = Instant::now();
+    let out = surge(
+        &[
+            "run",
+            "--base-url",
+            &base,
+            "--model",
+            "m",
+            "--random-input-len",
+            "8",
+            "--random-output-len",
+            "200",
+            "--max-concurrency",
+            "20",
+            "--duration",
+            "3s",
+            "--graceful-stop",
+            "1s",
+            "--save-result",
+            "--result-dir",
+            &dir.path(""),
+            "--result-filename",
+            "g.json",
+        ],
+        Duration::from_secs(60),
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{}\n{stderr}", text(&out.stdout));
+    let r = read_json(&dir.path("g.json"));
+    assert_eq!(r["ended_by"], "duration");
+    assert_eq!((r["completed"].as_u64(), r["cancelled"].as_u64(), r["failed"].as_u64()), (Some(20), Some(20), Some(0)));
+    assert!(
+        r["errors_by_kind"].get("cancelled").is_none(),
+        "cancelled requests are not errors: {}",
+        r["errors_by_kind"]
+    );
+    let d = r["duration"].as_f64().unwrap();
+    assert!((3.9..4.3).contains(&d), "duration {d}: to the cancellation at 3 s + 1 s");
+    assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
+}
