@@ -255,13 +255,43 @@ impl AgentConfig {
                 Some(value.parse().map_err(|source| ConfigError::MetricsListen { value: value.clone(), source })?)
             }
         };
+        let cert_name = tls.as_ref().map(|t| cert_names(&t.cert)).unwrap_or_default();
         Ok(Self {
             listen,
             metrics_listen,
             tls,
-            settings: AgentSettings { local_address, ..AgentSettings::new(max_in_flight, lease, allowed) },
+            settings: AgentSettings { local_address, cert_name, ..AgentSettings::new(max_in_flight, lease, allowed) },
         })
     }
+}
+
+/// The names in the certificate at `path`: its common name, then its subject alternative
+/// names (`""` when it cannot be read: the TLS setup reports that, not this).
+fn cert_names(path: &Path) -> String {
+    let Ok(bytes) = std::fs::read(path) else { return String::new() };
+    let Ok((_, pem)) = x509_parser::pem::parse_x509_pem(&bytes) else { return String::new() };
+    let Ok(cert) = pem.parse_x509() else { return String::new() };
+    let mut names: Vec<String> =
+        cert.subject().iter_common_name().filter_map(|cn| cn.as_str().ok()).map(String::from).collect();
+    if let Ok(Some(san)) = cert.subject_alternative_name() {
+        for name in &san.value.general_names {
+            let name = match name {
+                x509_parser::extensions::GeneralName::DNSName(d) => d.to_string(),
+                x509_parser::extensions::GeneralName::IPAddress(ip) => match ip.len() {
+                    4 => std::net::Ipv4Addr::new(ip[0], ip[1], ip[2], ip[3]).to_string(),
+                    16 => <[u8; 16]>::try_from(*ip)
+                        .map(std::net::Ipv6Addr::from)
+                        .map_or_else(|_| String::new(), |a| a.to_string()),
+                    _ => continue,
+                },
+                other => other.to_string(),
+            };
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    names.join(", ")
 }
 
 fn read(path: &Path, what: &'static str) -> Result<Vec<u8>, ConfigError> {

@@ -62,6 +62,8 @@ fn a_coordinator_started_before_an_agent_waits_for_it_and_says_so() {
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "{}\n{stderr}", text(&out.stdout));
     assert!(stderr.contains("waiting for agent(s) 127.0.0.3"), "it says whom it waits for: {stderr}");
+    // The run prints the fleet check's table at start.
+    assert!(text(&out.stdout).contains("allowed targets"), "{}", text(&out.stdout));
     let r = read_json(&dir.path("late.json"));
     assert_eq!(r["completed"], 40);
     assert_eq!(r["client"]["agents"].as_array().map(Vec::len), Some(2));
@@ -138,4 +140,70 @@ fn the_requests_in_flight_at_the_duration_get_the_graceful_stop_then_are_cancell
     let d = r["duration"].as_f64().unwrap();
     assert!((3.9..4.3).contains(&d), "duration {d}: to the cancellation at 3 s + 1 s");
     assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
+}
+
+/// `surge-agent` on `ip` with its open-file limit lowered to `nofile` first.
+fn agent_with_nofile(ip: &str, nofile: u32) -> (crate::util::Proc, String) {
+    let script = format!("ulimit -n {nofile} && exec \"$0\" \"$@\"");
+    let port = free_port(ip);
+    let listen = format!("{ip}:{port}");
+    let child = std::process::Command::new("sh")
+        .args(["-c", &script, &crate::util::bin("surge-agent").display().to_string()])
+        .args(["--listen", &listen, "--plaintext", "--allowed-targets", "127.0.0.1"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn an agent under ulimit");
+    let proc = crate::util::Proc { child };
+    crate::util::wait_for(Duration::from_secs(20), "the agent to listen", || {
+        std::net::TcpStream::connect(&listen).is_ok()
+    });
+    (proc, listen)
+}
+
+#[test]
+fn fleet_check_names_each_agent_that_cannot_run_the_load() {
+    let (_echo, base) = echo("127.0.0.1", &[]);
+    let (_ok, ok) = agent("127.0.0.2", &["--plaintext", "--allowed-targets", "127.0.0.1"]);
+    let (_elsewhere, elsewhere) = agent("127.0.0.3", &["--plaintext", "--allowed-targets", "10.0.0.0/8"]);
+    let (_low, low) = agent_with_nofile("127.0.0.4", 250);
+    let agents = format!("{ok},{elsewhere},{low}");
+    // 600 in flight: 200 for each agent; 250 open files leave 150 connections.
+    let check = |agents: &str| {
+        let args = [
+            "fleet",
+            "check",
+            "--agents",
+            agents,
+            "--agents-plaintext",
+            "--base-url",
+            &base,
+            "--max-concurrency",
+            "600",
+        ];
+        surge(&args, Duration::from_secs(60))
+    };
+    let out = check(&agents);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{}", text(&out.stderr));
+    let line = |addr: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(addr))
+            .unwrap_or_else(|| panic!("no line for {addr}: {stdout}"))
+            .to_string()
+    };
+    assert!(line(&ok).ends_with(" ok"), "{}", line(&ok));
+    assert!(line(&ok).contains("(200)"), "it reached the target: {}", line(&ok));
+    assert!(
+        line(&elsewhere).contains("FAIL: may not load") && line(&elsewhere).contains("allowlist"),
+        "{}",
+        line(&elsewhere)
+    );
+    assert!(line(&low).contains("FAIL") && line(&low).contains("open-file limit 250"), "{}", line(&low));
+    // Three agents that can: exit 0.
+    let (_b, b) = agent("127.0.0.3", &["--plaintext", "--allowed-targets", "127.0.0.1"]);
+    let (_c, c) = agent("127.0.0.4", &["--plaintext", "--allowed-targets", "127.0.0.1"]);
+    let out = check(&format!("{ok},{b},{c}"));
+    assert_eq!(out.status.code(), Some(0), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(text(&out.stdout).lines().filter(|l| l.ends_with(" ok")).count(), 3);
 }

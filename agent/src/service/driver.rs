@@ -267,6 +267,13 @@ impl Driver {
                         });
                     }
                 }
+                Action::Probe(p) => {
+                    let (settings, tx) = (Arc::clone(&self.settings), self.tx.clone());
+                    tokio::spawn(async move {
+                        let reply = super::probe::probe(&settings, p).await;
+                        let _ = tx.send(Ok(AgentMsg { msg: Some(agent_msg::Msg::ProbeReply(reply)) }));
+                    });
+                }
                 Action::Close(end) => return Some(end),
             }
         }

@@ -16,6 +16,7 @@ mod capacity;
 mod driver;
 mod grpc;
 mod local;
+mod probe;
 mod scraping;
 pub(crate) mod session;
 
@@ -44,6 +45,8 @@ pub struct AgentSettings {
     pub capacity: Arc<Capacity>,
     /// Live metrics to update (`--metrics-listen`), labelled `agent` = this host's name.
     pub live: Option<Arc<crate::live::LiveMetrics>>,
+    /// The agent's certificate's names (CN, then SANs), for the coordinator's fleet check.
+    pub cert_name: String,
 }
 
 impl AgentSettings {
@@ -57,6 +60,7 @@ impl AgentSettings {
             limits: HostLimits::raise_and_read(),
             capacity: Capacity::new(max_in_flight),
             live: None,
+            cert_name: String::new(),
         }
     }
 }

@@ -144,6 +144,9 @@ pub(crate) enum Action {
     StopEngine,
     /// Stop scraping the server's metrics for run `run_id` after one last scrape.
     ScrapeLast { run_id: u64 },
+    /// Check the target against the allowlist and `GET /v1/models` from here; the reply
+    /// goes straight to the coordinator (it is not a row: nothing to acknowledge).
+    Probe(surge_proto::Probe),
     /// End the session (after the actions before it).
     Close(End),
 }
@@ -426,6 +429,7 @@ impl Session {
             }
             Msg::Heartbeat(_) => {}
             Msg::ScrapeLast(s) => out.push(Action::ScrapeLast { run_id: s.run_id }),
+            Msg::Probe(p) => out.push(Action::Probe(p)),
             Msg::Bye(_) => self.abandon(End::CoordinatorClosed, out),
             Msg::Ack(a) => {
                 self.outbox.ack(a.seq);
@@ -528,6 +532,9 @@ impl Session {
             hostname: self.hostname.clone(),
             session_id: self.id,
             resumed,
+            cert_name: self.settings.cert_name.clone(),
+            open_files: self.settings.limits.open_files,
+            host_max_in_flight: self.settings.limits.max_concurrency(false),
         }
     }
 
@@ -628,6 +635,7 @@ mod tests {
                 Action::StartEngine { .. } => "start".into(),
                 Action::StopEngine => "stop engine".into(),
                 Action::ScrapeLast { run_id } => format!("scrape last {run_id}"),
+                Action::Probe(p) => format!("probe {}", p.base_url),
                 Action::Close(end) => format!("close: {}", end.as_str()),
             })
             .collect()

@@ -2,7 +2,7 @@
 
 use clap::Parser;
 use std::process::ExitCode;
-use surge_coordinator::cli::{CertsCommand, Cli, Command, UsageError, build};
+use surge_coordinator::cli::{CertsCommand, Cli, Command, FleetCommand, UsageError, build};
 use surge_coordinator::{certs, commands, exit};
 
 // hyper gives each response a fresh 8 KiB read buffer: glibc's malloc serves it by
@@ -44,6 +44,13 @@ fn main() -> ExitCode {
         },
         Command::Echo(args) => block_on(commands::echo_command(*args)),
         Command::Demo => block_on(commands::demo_command()),
+        Command::Fleet(FleetCommand::Check(args)) => {
+            let probe = args.target.base_url.is_some();
+            match build::run_plan(*args) {
+                Ok(plan) => block_on(commands::fleet::check_command(plan, probe)),
+                Err(e) => usage("fleet check", &e),
+            }
+        }
         Command::Compare(a) => commands::compare::compare_command(&a.paths, &a.fail_if, a.html.as_deref()),
         Command::Report(a) => {
             commands::report::report_command(&a.paths, a.output.as_deref(), a.png.as_deref(), a.cost_per_hour)

@@ -53,12 +53,24 @@ pub enum Command {
     Certs(CertsCommand),
     /// Start the echo server on a loopback port and run a short benchmark against it.
     Demo,
+    /// Check the agents before a long run: one line per agent (certificate, version,
+    /// cores, limits, clock, allowed targets, and with --base-url whether it reaches the
+    /// target); exit 0 when every agent can run the load the flags plan (as `surge run`'s).
+    #[command(subcommand)]
+    Fleet(FleetCommand),
     /// Put results side by side: BASE against each CANDIDATE (result files or sweep
     /// directories, matched by level); --fail-if gates on a regression.
     Compare(CompareArgs),
     /// Write one self-contained HTML report (inline SVG charts, works offline) of result
     /// files, sweep or matrix directories (several overlay); --png writes each chart as PNG.
     Report(ReportArgs),
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum FleetCommand {
+    /// Check every --agents agent against the load `surge run` with the same flags would plan.
+    #[command(args_override_self = true)]
+    Check(Box<RunArgs>),
 }
 
 #[derive(Debug, Args)]

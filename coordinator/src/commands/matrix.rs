@@ -29,7 +29,7 @@ async fn matrix(plan: &MatrixPlan, sinks: &mut dyn Sink) -> Result<u8, Failure> 
     let model = resolve_model(&plan.base).await?;
     let embedded = CancellationToken::new();
     let _stop_embedded = embedded.clone().drop_guard();
-    let (mut session, mut outputs) = open_session(&plan.base, &embedded).await?;
+    let (mut session, mut outputs) = open_session(&plan.base, &embedded, false).await?;
     let res = profiles(plan, sinks, &mut session, &mut outputs, &model).await;
     session.close();
     outputs.stop(None).await;

@@ -3,6 +3,7 @@
 //! `validate` have their own files; `echo` and `demo` serve and exercise the echo server.
 
 pub mod compare;
+pub mod fleet;
 #[cfg(test)]
 mod golden_tests;
 pub mod matrix;
@@ -48,7 +49,13 @@ pub async fn resolve_model(plan: &RunPlan) -> Result<String, Failure> {
 /// Sessions with the plan's agents (or an embedded one, stopped with `embedded`), and the
 /// command's live outputs (`--prometheus-listen`, `--otlp-endpoint`), which the command
 /// owns until it calls [`Outputs::stop`].
-pub async fn open_session(plan: &RunPlan, embedded: &CancellationToken) -> Result<(Session, Outputs), Failure> {
+/// With remote agents and `table`, the fleet check's table is printed first (failing lines
+/// are the run's own refusals to come, so it goes on).
+pub async fn open_session(
+    plan: &RunPlan,
+    embedded: &CancellationToken,
+    table: bool,
+) -> Result<(Session, Outputs), Failure> {
     let outputs = Outputs::start(plan).await.map_err(|e| {
         if e.usage { Failure::new(exit::USAGE, e.to_string()) } else { Failure::new(exit::FAILURE, e.to_string()) }
     })?;
@@ -59,7 +66,11 @@ pub async fn open_session(plan: &RunPlan, embedded: &CancellationToken) -> Resul
         }
     };
     let fleet = fleet.map_err(|e| Failure::run("", &e))?;
-    let session = Session::open(fleet, plan).await.map_err(|e| run_failure(plan, &e))?;
+    let mut session = Session::open(fleet, plan).await.map_err(|e| run_failure(plan, &e))?;
+    if table && matches!(plan.agents, Agents::Remote { .. }) {
+        let checked = crate::fleet::check::check(&mut session, plan, true).await.map_err(|e| run_failure(plan, &e))?;
+        crate::output::terminal::out(&crate::output::fleet::table(&checked, session.missing()));
+    }
     Ok((session, outputs))
 }
 
@@ -237,7 +248,7 @@ async fn run_once(plan: RunPlan, sinks: &mut dyn Sink) -> Result<u8, Failure> {
     let model = resolve_model(&plan).await?;
     let embedded = CancellationToken::new();
     let _stop_embedded = embedded.clone().drop_guard();
-    let (mut session, mut outputs) = open_session(&plan, &embedded).await?;
+    let (mut session, mut outputs) = open_session(&plan, &embedded, true).await?;
     let mut progress = Progress::new(None, String::new());
     let res = run_on(&mut session, &mut outputs, &plan, &model, &mut progress, false).await;
     session.close();

@@ -191,7 +191,7 @@ async fn sweep(plan: &SweepPlan, sinks: &mut dyn Sink) -> Result<u8, Failure> {
     let model = resolve_model(&plan.base).await?;
     let embedded = CancellationToken::new();
     let _stop_embedded = embedded.clone().drop_guard();
-    let (session, outputs) = open_session(&plan.base, &embedded).await?;
+    let (session, outputs) = open_session(&plan.base, &embedded, true).await?;
     let mut s = Sweep { plan, session, outputs, model, results: Results::default(), first: true, sinks };
     let res = s.all().await;
     let Sweep { session, outputs, results, sinks, .. } = s;

@@ -101,7 +101,7 @@ async fn validate(plan: &ValidatePlan, sinks: &mut dyn Sink) -> Result<u8, Failu
     };
     let embedded = CancellationToken::new();
     let _stop_embedded = embedded.clone().drop_guard();
-    let (mut session, mut outputs) = open_session(&plan.at(&base, levels[0]), &embedded).await?;
+    let (mut session, mut outputs) = open_session(&plan.at(&base, levels[0]), &embedded, false).await?;
     let mut rows = Vec::new();
     let mut stopped = None;
     for &level in &levels {

@@ -7,6 +7,7 @@
 //! over them, [`collect`] is the collection phase's state machine, [`outcome`] what a
 //! run produced, [`clock`] the offset estimate.
 
+pub mod check;
 pub mod clock;
 pub mod collect;
 mod link;

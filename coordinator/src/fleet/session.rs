@@ -120,6 +120,31 @@ impl Session {
         })
     }
 
+    /// Asks every agent whether it may load `plan`'s target and reaches it
+    /// (`GET /v1/models` from the agent): one reply per agent, in agent order.
+    pub async fn probe(&mut self, plan: &RunPlan) -> Result<Vec<surge_proto::ProbeReply>, RunError> {
+        let agents = self.agents.iter().map(|b| AgentReport { addr: b.addr.clone(), ..Default::default() }).collect();
+        let mut r = Runner { fleet: &mut self.fleet, plan, agents, run_id: 0, observer: &mut Silent, start_ns: 0 };
+        let id = now_ns() as u64;
+        let probe = surge_proto::Probe {
+            id,
+            base_url: plan.base_url.clone(),
+            insecure: plan.target_tls.insecure,
+            ca_pem: plan.target_tls.ca_pem.clone(),
+        };
+        r.broadcast(|_| Msg::Probe(probe.clone())).await;
+        r.gather("probe reply", Duration::from_secs(15), |m, _| match m {
+            agent_msg::Msg::ProbeReply(p) if p.id == id => Some(p),
+            _ => None,
+        })
+        .await
+    }
+
+    /// Agents given but not reached (`--min-agents`).
+    pub fn missing(&self) -> &[String] {
+        &self.fleet.missing
+    }
+
     /// Ends every session.
     pub fn close(self) {
         self.fleet.close();

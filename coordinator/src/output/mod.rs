@@ -5,6 +5,7 @@
 
 pub mod build;
 pub mod files;
+pub mod fleet;
 pub mod live;
 pub mod multi_turn;
 pub mod read;
