@@ -122,6 +122,7 @@ fn an_agent_scrapes_what_only_agents_may_read() {
     assert_eq!(s["deltas"]["vllm:generation_tokens_total"].as_f64(), r["total_output_tokens"].as_f64(), "{s}");
     assert_eq!(s["checks"]["output_tokens_mismatch_pct"].as_f64(), Some(0.0));
     assert_eq!(s["scrapes"], 2, "the baseline and the last: {s}");
+    assert_eq!(r["client"]["agents"][0]["scrape_points_dropped"], 0, "no scrape dropped: {}", r["client"]);
 
     // The coordinator itself is refused: every scrape fails, and the summary says so.
     let metrics = format!("{base}/metrics");

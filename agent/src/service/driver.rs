@@ -74,6 +74,9 @@ struct Driver {
     scraping: Option<(scraping::Job, CancellationToken)>,
     /// This agent's label in its live metrics.
     live_label: String,
+    /// Periodic scrapes dropped (the queue to the session was full) since the last one
+    /// sent: told to the coordinator with the next (`ServerMetrics.dropped_before`).
+    scrapes_dropped: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Runs one session until it ends, on `link`'s stream and then on each stream that
@@ -98,6 +101,7 @@ pub(crate) async fn run(settings: Arc<AgentSettings>, shutdown: CancellationToke
         prepared: None,
         scraping: None,
         run: None,
+        scrapes_dropped: Arc::default(),
     };
     let mut flush = tokio::time::interval(BATCH_INTERVAL);
     let mut inbound_open = true;
@@ -205,7 +209,10 @@ impl Driver {
                 self.observe(&rows);
                 Event::EngineFinished { report, cpu_seconds, host, rows }
             }
-            Internal::Scraped(m) => Event::ServerMetrics(m),
+            Internal::Scraped(mut m) => {
+                m.dropped_before = self.scrapes_dropped.swap(0, std::sync::atomic::Ordering::Relaxed);
+                Event::ServerMetrics(m)
+            }
         }
     }
 
@@ -297,6 +304,7 @@ impl Driver {
             self.scraping = Some((job.clone(), CancellationToken::new()));
         }
         let periodic_stop = self.scraping.as_ref().map(|(_, s)| s.clone());
+        let dropped = Arc::clone(&self.scrapes_dropped);
         tokio::spawn(async move {
             if let (Some(job), Some(stop)) = (scraping, periodic_stop) {
                 // Never later than the load's start.
@@ -307,7 +315,9 @@ impl Driver {
                 let tx = tx.clone();
                 tokio::spawn(async move {
                     job.periodic(stop, |m| {
-                        let _ = tx.try_send(Internal::Scraped(m));
+                        if tx.try_send(Internal::Scraped(m)).is_err() {
+                            dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
                     })
                     .await
                 });

@@ -46,7 +46,7 @@ impl Job {
             Ok(s) => (scrape::to_proto(&s), String::new()),
             Err(e) => (Vec::new(), e),
         };
-        ServerMetrics { run_id: self.run_id, scraped_unix_ns, metrics, error, baseline, last }
+        ServerMetrics { run_id: self.run_id, scraped_unix_ns, metrics, error, baseline, last, dropped_before: 0 }
     }
 
     /// A scrape that did not happen, with why.

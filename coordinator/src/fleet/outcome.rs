@@ -118,6 +118,8 @@ pub struct AgentReport {
     pub done: Option<Done>,
     pub last_health: Option<Health>,
     pub peak_cpu_percent: f64,
+    /// Server scrapes the agent could not pass on (its `dropped_before` counts, summed).
+    pub scrape_points_dropped: u64,
     pub lost: Option<String>,
     pub(crate) started_unix_ns: Option<i64>,
     pub(crate) seen: SeenBatches,
@@ -131,6 +133,9 @@ impl AgentReport {
     /// Notes that the agent spoke at `now`; keeps its health. True for a Health message.
     pub(crate) fn absorb(&mut self, msg: &agent_msg::Msg, now: Instant) -> bool {
         self.last_heard = Some(now);
+        if let agent_msg::Msg::ServerMetrics(m) = msg {
+            self.scrape_points_dropped += m.dropped_before;
+        }
         if let agent_msg::Msg::Health(h) = msg {
             self.peak_cpu_percent = self.peak_cpu_percent.max(h.cpu_percent);
             self.last_health = Some(*h);
@@ -196,6 +201,21 @@ pub struct Outcome {
 #[cfg(test)]
 mod tests {
     use super::SeenBatches;
+
+    /// Scrapes an agent could not pass on are summed from every message that says so.
+    #[test]
+    fn dropped_scrapes_are_counted_not_lost() {
+        use surge_proto::{ServerMetrics, agent_msg};
+        let mut a = super::AgentReport::default();
+        let now = std::time::Instant::now();
+        for dropped in [0, 3, 0, 2] {
+            a.absorb(
+                &agent_msg::Msg::ServerMetrics(ServerMetrics { dropped_before: dropped, ..Default::default() }),
+                now,
+            );
+        }
+        assert_eq!(a.scrape_points_dropped, 5);
+    }
 
     #[test]
     fn seen_batches_drop_duplicates_and_stay_small() {

@@ -130,6 +130,7 @@ pub fn client_block(plan: &RunPlan, o: &Outcome, m: &Metrics, verdict: Verdict) 
                 timer_wake_lateness_us: Lateness { p99: wake_p99, max: wake_max },
                 max_in_flight: done.max_in_flight,
                 reconnects: done.reconnects,
+                scrape_points_dropped: a.scrape_points_dropped,
                 stop_reason: if a.lost.is_some() && a.done.is_none() {
                     AgentStop::Lost
                 } else {

@@ -555,6 +555,9 @@ pub struct AgentEntry {
     pub reconnects: u64,
     pub stop_reason: AgentStop,
     pub health: String,
+    /// Server scrapes this agent could not pass on (0 in the ordinary case).
+    #[serde(default)]
+    pub scrape_points_dropped: u64,
 }
 
 /// What ended a run.
