@@ -126,6 +126,9 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
     if a.target.read_timeout.is_some_and(|t| t.as_millis() == 0) {
         return usage("--read-timeout: must be at least 1ms (leave it out for no limit)");
     }
+    if a.telemetry.live_linger.is_some() && a.telemetry.prometheus_listen.is_none() {
+        return usage("--live-linger: only meaningful with --prometheus-listen");
+    }
     if a.load.graceful_stop.is_some() && a.load.duration.is_none() {
         return usage("--graceful-stop: only meaningful with --duration");
     }
@@ -251,6 +254,7 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         server_itl_ms: a.server.server_itl_ms,
         scrape,
         prometheus_listen: a.telemetry.prometheus_listen,
+        live_linger: a.telemetry.live_linger.unwrap_or(a.server.scrape_interval * 2),
         otlp,
         cost_per_hour: a.output.cost_per_hour,
         label: a.output.label.clone(),

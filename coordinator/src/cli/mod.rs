@@ -591,6 +591,10 @@ pub struct TelemetryArgs {
     /// ADDR, e.g. 127.0.0.1:9464, for Prometheus or Grafana to watch the run.
     #[arg(long, value_name = "ADDR")]
     pub prometheus_listen: Option<std::net::SocketAddr>,
+    /// With --prometheus-listen: keep serving the final values this long after the run
+    /// ends, so the last scrape sees every request [default: 2 x --scrape-interval].
+    #[arg(long = "live-linger", value_parser = parse::duration, value_name = "DURATION")]
+    pub live_linger: Option<std::time::Duration>,
     /// Every request carries `x-request-id: <PREFIX><index>` (vLLM's flag; default
     /// `bench-<8 hex digits of the run>-`).
     #[arg(long, value_name = "PREFIX")]

@@ -42,6 +42,8 @@ pub struct StartError {
 struct Live {
     metrics: Arc<LiveMetrics>,
     stop: CancellationToken,
+    /// How long the final values stay served after the last run.
+    linger: std::time::Duration,
 }
 
 impl Output for Live {
@@ -53,7 +55,10 @@ impl Output for Live {
     fn health(&mut self, agent: &str, h: &surge_proto::Health) {
         self.metrics.health(agent, h);
     }
+    /// Every row was published as it arrived: the endpoint now holds the final values and
+    /// keeps serving them for `linger`, so a scraper's last look sees the whole run.
     fn stop(self: Box<Self>, _last: Option<&RunResult>) {
+        std::thread::sleep(self.linger);
         self.stop.cancel();
     }
 }
@@ -90,7 +95,7 @@ impl Outputs {
             let metrics = Arc::new(LiveMetrics::new());
             let stop = CancellationToken::new();
             tokio::spawn(surge_agent::live::serve(listener, Arc::clone(&metrics), stop.clone()));
-            out.push(Box::new(Live { metrics, stop }));
+            out.push(Box::new(Live { metrics, stop, linger: plan.live_linger }));
         }
         if let Some(o) = &plan.otlp {
             let o = o.clone();
@@ -157,6 +162,7 @@ mod tests {
     async fn two_commands_in_one_process_each_serve_their_own_live_metrics() {
         let mut plan = crate::cli::build::run_plan(crate::cli::build::default_run_args().unwrap()).unwrap();
         let (a, b) = (free_addr(), free_addr());
+        plan.live_linger = std::time::Duration::ZERO;
         plan.prometheus_listen = Some(a);
         let first = Outputs::start(&plan).await.unwrap();
         plan.prometheus_listen = Some(b);
@@ -179,5 +185,33 @@ mod tests {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
         assert!(closed, "stop closes the endpoint");
+    }
+
+    /// After the run, the endpoint serves the final values for the linger, then closes.
+    #[tokio::test]
+    async fn the_final_values_stay_served_for_the_linger() {
+        let mut plan = crate::cli::build::run_plan(crate::cli::build::default_run_args().unwrap()).unwrap();
+        let addr = free_addr();
+        plan.prometheus_listen = Some(addr);
+        plan.live_linger = std::time::Duration::from_millis(1500);
+        let mut out = Outputs::start(&plan).await.unwrap();
+        let row = GlobalRow { agent: 0, start_s: 0.0, intended_s: None, row: Default::default() };
+        out.rows(&["agent-x".to_string()], &[&row, &row, &row]);
+        let t = std::time::Instant::now();
+        let stopping = tokio::spawn(async move { out.stop(None).await });
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let page = get_metrics(addr).await;
+        assert!(page.contains("agent-x"), "still served after the run: {page}");
+        stopping.await.unwrap();
+        assert!(t.elapsed() >= std::time::Duration::from_millis(1500), "{:?}", t.elapsed());
+        let mut closed = false;
+        for _ in 0..100 {
+            if tokio::net::TcpStream::connect(addr).await.is_err() {
+                closed = true;
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert!(closed, "closed after the linger");
     }
 }

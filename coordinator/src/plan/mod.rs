@@ -204,6 +204,8 @@ pub struct RunPlan {
     pub scrape: Option<ScrapePlan>,
     /// `--prometheus-listen`: serve the live metrics here.
     pub prometheus_listen: Option<std::net::SocketAddr>,
+    /// `--live-linger`: the live endpoint keeps serving the final values this long.
+    pub live_linger: Duration,
     /// `--otlp-endpoint`: export traces of the run and its requests.
     pub otlp: Option<OtlpPlan>,
     /// `--cost-per-hour`: the deployment's price per hour (USD).
