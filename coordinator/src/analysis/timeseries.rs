@@ -70,6 +70,10 @@ impl AgentAcc {
     }
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// One slice of the run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Slice {
@@ -92,6 +96,10 @@ pub struct Slice {
     pub p50_itl_ms: f64,
     pub p99_itl_ms: f64,
     pub p99_e2el_ms: f64,
+    /// Successful rows that arrived after this slice's percentiles were computed (a
+    /// late agent batch): in its counts, not in its percentiles (absent when 0).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub late_rows: u64,
     pub errors_by_kind: BTreeMap<String, u64>,
     pub agents: Vec<AgentSlice>,
 }
@@ -128,6 +136,8 @@ struct Open {
     errors: BTreeMap<String, u64>,
     hists: Option<Box<Hists>>,
     closed: Option<[f64; 5]>,
+    /// Successful rows that came after `closed` was computed.
+    late: u64,
     agents: BTreeMap<usize, AgentAcc>,
 }
 
@@ -167,7 +177,9 @@ impl TimeSeries {
             if let Some(c) = coalescing {
                 open.agents.entry(r.agent).or_default().coalescing.add(c);
             }
-            if open.closed.is_none() {
+            if open.closed.is_some() {
+                open.late += 1;
+            } else {
                 let h = open.hists.get_or_insert_with(|| Box::new(Hists::new()));
                 h.ttft.saturating_record(us(r.ttft_s()));
                 h.e2el.saturating_record(us(r.e2el_s()));
@@ -248,6 +260,7 @@ impl TimeSeries {
                 p50_itl_ms,
                 p99_itl_ms,
                 p99_e2el_ms,
+                late_rows: o.late,
                 errors_by_kind: o.errors,
                 agents: o.agents.iter().map(|(&agent, a)| a.slice(agent)).collect(),
             });
@@ -272,6 +285,22 @@ mod tests {
             row.set_error(ErrorKind::Timeout);
         }
         GlobalRow { agent: 0, start_s, intended_s: None, row }
+    }
+
+    /// A row that ends in a slice whose percentiles were already computed (an agent's
+    /// batch that came late) counts in the slice and is reported as missing from them.
+    #[test]
+    fn a_late_row_counts_and_its_slice_says_its_percentiles_miss_it() {
+        let mut ts = TimeSeries::new(1.0);
+        ts.add(&row(0.1, 100, true), None);
+        // Slice 20's row settles every slice up to 10.
+        ts.add(&row(20.1, 100, true), None);
+        ts.add(&row(0.2, 100, true), None);
+        ts.add(&row(0.3, 100, false), None);
+        let (s, _) = ts.finish();
+        assert_eq!((s[0].completed, s[0].failed, s[0].late_rows), (2, 1, 1));
+        assert_eq!(s[20].late_rows, 0);
+        assert!(serde_json::to_string(&s[20]).is_ok_and(|j| !j.contains("late_rows")), "absent when 0");
     }
 
     #[test]
