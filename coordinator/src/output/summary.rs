@@ -48,6 +48,9 @@ fn center(s: &str, width: usize, fill: char) -> String {
     format!("{}{}{}", fill.to_string().repeat(left), s, fill.to_string().repeat(right))
 }
 
+/// Client-bound reasons the summary prints before saying how many more there are.
+const SHOWN_REASONS: usize = 4;
+
 const SECTIONS: [(&str, &str, &str); 6] = [
     ("ttft", "TTFT", "Time to First Token"),
     ("tpot", "TPOT", "Time per Output Token (excl. 1st token)"),
@@ -161,7 +164,14 @@ pub fn summary(r: &RunResult, view: &SummaryView, status: &RunStatus) -> String 
         }
     }
     if client.verdict.client_bound {
-        let _ = writeln!(out, "WARNING: client-bound: {}", client.verdict.reasons.join("; "));
+        // Dozens of agents give dozens of reasons: the first few, then how many more
+        // (all of them are in the result's client.verdict.reasons).
+        let reasons = &client.verdict.reasons;
+        let shown = reasons.iter().take(SHOWN_REASONS).cloned().collect::<Vec<_>>().join("; ");
+        let more = reasons.len().saturating_sub(SHOWN_REASONS);
+        let tail =
+            if more > 0 { format!("; and {more} more (client.verdict.reasons in the result)") } else { String::new() };
+        let _ = writeln!(out, "WARNING: client-bound: {shown}{tail}");
     }
     if let Some(s) = &r.server_metrics {
         server_section(&mut out, s);
