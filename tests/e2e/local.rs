@@ -549,7 +549,7 @@ fn max_concurrent_requests_is_vllms_per_second_count() {
         "--save-detailed",
     ];
     let r = run_saved(&dir, &args, Duration::from_secs(120));
-    assert_eq!(r["result_schema"], 2);
+    assert_eq!(r["result_schema"], 3);
     assert_eq!(r["peak_in_flight"], 4.0);
     let nums = |k: &str| -> Vec<f64> { r[k].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect() };
     let (starts, e2els) = (nums("start_times"), nums("e2els"));

@@ -18,6 +18,7 @@ use crate::exit::{self, Failure};
 use crate::fleet::Fleet;
 use crate::fleet::outcome::Outcome;
 use crate::fleet::session::{Observer, RunError, Session};
+use crate::output::detail_spill::DetailSpill;
 use crate::output::live::Outputs;
 use crate::output::result::{RunResult, saved_at};
 use crate::output::rows::RowFile;
@@ -109,6 +110,8 @@ struct Watch<'a> {
     row_error: Option<crate::output::OutputError>,
     /// vLLM's `latencies`/`queue_times`, spilled to disk by request index.
     spill: Option<Spill>,
+    /// `--save-detailed`'s arrays, spilled to disk as rows arrive.
+    detail: Option<DetailSpill>,
 }
 
 impl Observer for Watch<'_> {
@@ -121,6 +124,13 @@ impl Observer for Watch<'_> {
         self.outputs.rows(&self.agents, &rows);
         for r in rows {
             self.agg.add(r);
+            if let Some(d) = &mut self.detail
+                && let Err(e) = d.write(r)
+            {
+                self.detail = None;
+                self.row_error =
+                    Some(crate::output::OutputError::Write { path: "the --save-detailed spill".into(), source: e });
+            }
             if let Some(s) = &mut self.spill
                 && let Err(e) = s.write(r)
             {
@@ -178,11 +188,20 @@ pub async fn run_on(
     progress: &mut Progress,
     keep_rows: bool,
 ) -> Result<(RunRecord, Outcome, Metrics), Failure> {
-    let agg = Aggregator::new(plan.slo.clone(), keep_rows || plan.save_detailed, plan.timeslice.as_secs_f64())
-        .with_ramp(
-            plan.ramp,
-            plan.duration.filter(|_| plan.num_prompts == crate::plan::UNBOUNDED).map(|d| d.as_secs_f64()),
-        );
+    // --save-detailed: the arrays go to a spill as rows arrive, not into memory (when the
+    // spill cannot be made, the rows are kept as before).
+    let detail = (plan.save_detailed && !keep_rows)
+        .then(DetailSpill::create)
+        .and_then(|d| d.map_err(|e| tracing::warn!("--save-detailed: no spill file, rows kept in memory: {e}")).ok());
+    let agg = Aggregator::new(
+        plan.slo.clone(),
+        keep_rows || (plan.save_detailed && detail.is_none()),
+        plan.timeslice.as_secs_f64(),
+    )
+    .with_ramp(
+        plan.ramp,
+        plan.duration.filter(|_| plan.num_prompts == crate::plan::UNBOUNDED).map(|d| d.as_secs_f64()),
+    );
     let rows =
         plan.save_rows.as_deref().map(RowFile::create).transpose().map_err(|e| Failure::run("--save-rows", &e))?;
     let duration = plan.duration.map(|d| d.as_secs_f64());
@@ -205,6 +224,7 @@ pub async fn run_on(
         rows,
         row_error: None,
         spill,
+        detail,
     };
     let outcome = session.run(plan, model, &mut watch).await.map_err(|e| run_failure(plan, &e))?;
     if let Some(e) = watch.row_error.take() {
@@ -215,6 +235,13 @@ pub async fn run_on(
     }
     let m = watch.agg.finish();
     let mut result = finish(plan, model, &outcome, &m);
+    if let Some(d) = watch.detail.take() {
+        let arrays = d.arrays(plan.num_prompts == crate::plan::UNBOUNDED).map_err(|e| {
+            Failure::run("--save-detailed", &crate::output::OutputError::Write { path: "its spill".into(), source: e })
+        })?;
+        result.detailed = None;
+        result.detailed_spill = Some(arrays);
+    }
     result.vllm_arrays = watch.spill.take().and_then(|s| {
         s.arrays()
             .map_err(|e| tracing::warn!("latencies/queue_times left out: cannot write their spill file: {e}"))

@@ -199,7 +199,8 @@ fn run_metadata(plan: &RunPlan, model: &str, o: &Outcome, saved_at_utc: String) 
 
 /// `--save-detailed`'s arrays; `vllm_arrays`: also vLLM's `latencies`/`queue_times` (a run
 /// without a spill).
-fn detailed(m: &Metrics, vllm_arrays: bool) -> Detailed {
+/// `--save-detailed`'s arrays from the rows the metrics kept.
+pub(crate) fn detailed_of(m: &Metrics, vllm_arrays: bool) -> Detailed {
     let mut rows: Vec<&crate::fleet::outcome::GlobalRow> = m.rows.iter().collect();
     rows.sort_by_key(|r| r.row.index);
     Detailed {
@@ -336,6 +337,7 @@ pub fn run_result(
         },
         distributions: distributions(m),
         server_metrics: m.server.clone(),
-        detailed: plan.save_detailed.then(|| detailed(m, plan.num_prompts == crate::plan::UNBOUNDED)),
+        detailed: plan.save_detailed.then(|| detailed_of(m, plan.num_prompts == crate::plan::UNBOUNDED)),
+        detailed_spill: None,
     }
 }

@@ -4,6 +4,7 @@
 //! atomically. This is the only place that prints.
 
 pub mod build;
+pub mod detail_spill;
 pub mod files;
 pub mod fleet;
 pub mod live;

@@ -160,9 +160,14 @@ pub struct RunResult {
     /// The server's own metrics over the level (D11), when scraped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_metrics: Option<crate::analysis::server::ServerMetrics>,
-    /// `--save-detailed`: per-request arrays in seconds, as vLLM saves them.
+    /// `--save-detailed`: per-request arrays in seconds, as vLLM saves them (read back
+    /// from a file, or built from rows kept in memory).
     #[serde(flatten)]
     pub detailed: Option<Detailed>,
+    /// The same arrays streamed from the run's spill when the result is written (a run
+    /// keeps no row in memory for them). Not read back: a file read has `detailed`.
+    #[serde(flatten, skip_deserializing)]
+    pub detailed_spill: Option<super::detail_spill::DetailedArrays>,
 }
 
 /// One metric's distribution: log-spaced buckets (32 per doubling; empty ones left out),
