@@ -208,6 +208,11 @@ pub(crate) struct Session {
     next_heartbeat: Instant,
     /// The run prepared and waiting for its Start.
     prepared: Option<u64>,
+    /// The run being prepared (its Prepare accepted, no Ready or error yet), and the Ready
+    /// of the prepared run: a Prepare resent after a resume (its Ready may have gone into
+    /// the broken stream) is answered with the same Ready, never prepared twice.
+    preparing: Option<u64>,
+    ready: Option<Ready>,
     running: Option<Running>,
     outbox: Outbox,
     /// Set when the session must end once the current run is flushed.
@@ -233,6 +238,8 @@ impl Session {
             last_heard: now,
             next_heartbeat: now,
             prepared: None,
+            preparing: None,
+            ready: None,
             running: None,
             outbox: Outbox::default(),
             closing: None,
@@ -290,11 +297,14 @@ impl Session {
             Event::TargetChecked { run_id, workload, verdict } => self.on_checked(run_id, workload, verdict, &mut out),
             Event::Prepared { run_id, result: Ok(p) } => {
                 self.prepared = Some(run_id);
+                self.preparing = None;
                 let ready =
                     Ready { run_id, connections_open: p.connections_open, warmups_completed: p.warmups_completed };
+                self.ready = Some(ready);
                 out.push(Action::Send(agent_msg::Msg::Ready(ready)));
             }
             Event::Prepared { result: Err(e), .. } => {
+                self.preparing = None;
                 self.reservation = None;
                 out.push(Action::Send(error(ErrorCode::BadRequest, e.to_string())));
             }
@@ -381,6 +391,17 @@ impl Session {
                 t2_unix_ns: now.unix_ns,
                 t3_unix_ns: now.unix_ns,
             }))),
+            Msg::Prepare(p)
+                if self.preparing == Some(p.run_id) || self.running.as_ref().is_some_and(|r| r.run_id == p.run_id) =>
+            {
+                // Resent after a resume while it is being prepared: its Ready will come.
+            }
+            Msg::Prepare(p) if self.prepared == Some(p.run_id) && self.ready.is_some_and(|r| r.run_id == p.run_id) => {
+                // Resent after a resume: its Ready may have been lost with the old stream.
+                if let Some(r) = self.ready {
+                    out.push(Action::Send(agent_msg::Msg::Ready(r)));
+                }
+            }
             Msg::Prepare(p) => {
                 self.last_done = None;
                 if self.running.is_some() {
@@ -390,7 +411,10 @@ impl Session {
                     // Read at the edge: a workload this agent cannot read is refused before
                     // anything is resolved, connected or sent.
                     match crate::engine::spec::check(&workload) {
-                        Ok(_) => out.push(Action::CheckTarget { run_id: p.run_id, workload }),
+                        Ok(_) => {
+                            self.preparing = Some(p.run_id);
+                            out.push(Action::CheckTarget { run_id: p.run_id, workload });
+                        }
                         Err(e) => out.push(Action::Send(error(ErrorCode::BadRequest, e.to_string()))),
                     }
                 } else {
@@ -438,6 +462,8 @@ impl Session {
     }
 
     fn on_checked(&mut self, run_id: u64, mut w: Workload, verdict: Result<(), Refused>, out: &mut Vec<Action>) {
+        // Still being prepared only if it goes on to the engine (below).
+        self.preparing = None;
         if let Err(refused) = verdict {
             out.push(Action::Send(error(ErrorCode::TargetNotAllowed, refused.to_string())));
             return;
@@ -468,6 +494,7 @@ impl Session {
                 return;
             }
         }
+        self.preparing = Some(run_id);
         out.push(Action::Prepare { run_id, workload: w });
     }
 
@@ -663,6 +690,39 @@ mod tests {
         // A Start of another run that was never prepared is still refused.
         let other = Start { run_id: 2, ..again };
         assert_eq!(sent(&s.handle(msg(coordinator_msg::Msg::Start(other)), now)), ["error 3"]);
+    }
+
+    /// A Prepare resent after a resume is never prepared twice: ignored while it is being
+    /// prepared, answered with the same Ready once it is, ignored once its run started.
+    #[test]
+    fn a_resent_prepare_is_answered_not_prepared_again() {
+        let c = Clock::new();
+        let mut s = session(&c);
+        let now = c.at(ms(0));
+        let hello = Hello { protocol_version: PROTOCOL_VERSION, ..Default::default() };
+        s.handle(msg(coordinator_msg::Msg::Hello(hello)), now);
+        let prepare =
+            Prepare { run_id: 1, workload: Some(readable(Workload { max_concurrency: 0, ..Default::default() })) };
+        let again = || msg(coordinator_msg::Msg::Prepare(prepare.clone()));
+        let a = s.handle(again(), now);
+        let [Action::CheckTarget { workload, .. }] = &a[..] else { panic!("{a:?}") };
+        let workload = workload.clone();
+        assert!(s.handle(again(), now).is_empty(), "being checked: ignored");
+        let a = s.handle(Event::TargetChecked { run_id: 1, workload, verdict: Ok(()) }, now);
+        assert!(matches!(&a[..], [Action::Prepare { run_id: 1, .. }]), "{a:?}");
+        assert!(s.handle(again(), now).is_empty(), "being prepared: ignored");
+        let info = PrepInfo { connections_open: 7, warmups_completed: 2 };
+        let a = s.handle(Event::Prepared { run_id: 1, result: Ok(info) }, now);
+        assert_eq!(sent(&a), ["ready"]);
+        let a = s.handle(again(), now);
+        assert!(
+            matches!(&a[..], [Action::Send(agent_msg::Msg::Ready(r))] if r.run_id == 1 && r.connections_open == 7),
+            "prepared: the same Ready again, {a:?}"
+        );
+        let start =
+            Start { run_id: 1, start_at_unix_ns: now.unix_ns + 1_000_000, deadline_unix_ns: now.unix_ns + 60e9 as i64 };
+        s.handle(msg(coordinator_msg::Msg::Start(start)), now);
+        assert!(s.handle(again(), now).is_empty(), "running: ignored, not an error");
     }
 
     /// Hello, Prepare and Start of run 1 at `t`: the session is running.

@@ -133,7 +133,8 @@ impl Session {
             ca_pem: plan.target_tls.ca_pem.clone(),
         };
         r.broadcast(|_| Msg::Probe(probe.clone())).await;
-        r.gather("probe reply", Duration::from_secs(15), |m, _| match m {
+        let again = |_| Some(Msg::Probe(probe.clone()));
+        r.gather_resending("probe reply", Duration::from_secs(15), again, |m, _| match m {
             agent_msg::Msg::ProbeReply(p) if p.id == id => Some(p),
             _ => None,
         })
@@ -171,6 +172,22 @@ impl Runner<'_> {
         &mut self,
         what: &str,
         timeout: Duration,
+        pick: impl FnMut(agent_msg::Msg, i64) -> Option<T>,
+    ) -> Result<Vec<T>, RunError>
+    where
+        T: Clone,
+    {
+        self.gather_resending(what, timeout, |_| None, pick).await
+    }
+
+    /// [`Self::gather`], resending `resend(agent)` to an agent whose session resumed before
+    /// it answered: the request may have gone into the broken stream (the agent answers a
+    /// duplicate, never acts on it twice).
+    async fn gather_resending<T>(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        resend: impl Fn(usize) -> Option<Msg>,
         mut pick: impl FnMut(agent_msg::Msg, i64) -> Option<T>,
     ) -> Result<Vec<T>, RunError>
     where
@@ -196,6 +213,11 @@ impl Runner<'_> {
                     let addr = &self.fleet.addrs[agent];
                     self.observer
                         .notice(&format!("agent {addr}: control connection resumed after {:.1}s", after.as_secs_f64()));
+                    if got[agent].is_none()
+                        && let Some(m) = resend(agent)
+                    {
+                        self.fleet.send(agent, m).await;
+                    }
                 }
                 Event::Closed { agent, error } => {
                     let addr = &self.fleet.addrs[agent];
@@ -252,8 +274,9 @@ impl Runner<'_> {
         for seq in 0..CLOCK_PINGS {
             let t1 = now_ns();
             self.broadcast(|_| Msg::Ping(ClockPing { seq, t1_unix_ns: t1 })).await;
+            let ping = |_| Some(Msg::Ping(ClockPing { seq, t1_unix_ns: t1 }));
             let pongs = self
-                .gather("clock pong", Duration::from_secs(5), |m, t4| match m {
+                .gather_resending("clock pong", Duration::from_secs(5), ping, |m, t4| match m {
                     agent_msg::Msg::Pong(p) if p.t1_unix_ns == t1 => {
                         Some(Exchange { t1: p.t1_unix_ns, t2: p.t2_unix_ns, t3: p.t3_unix_ns, t4 })
                     }
@@ -325,7 +348,8 @@ impl Runner<'_> {
         // Agents answer Ready after their initial test: it waits for a loading server, and
         // each attempt is bounded by --max-run-time.
         let ready_wait = Duration::from_secs(120) + plan.ready_timeout.unwrap_or_default() + plan.max_run_time;
-        self.gather("Ready", ready_wait, |m, _| match m {
+        let prepare = |i: usize| Some(Msg::Prepare(Prepare { run_id, workload: Some(workloads[i].clone()) }));
+        self.gather_resending("Ready", ready_wait, prepare, |m, _| match m {
             agent_msg::Msg::Ready(r) if r.run_id == run_id => Some(()),
             _ => None,
         })
@@ -557,5 +581,51 @@ fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize, run_id: u64) -> Wo
             shared_system_prompt_len: m.shared_system_prompt_len,
             session_header: m.session_header.clone().unwrap_or_default(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::sync::mpsc;
+
+    /// A control connection that resumes before the agent answered: the request is sent
+    /// again on the new stream (it may have gone into the broken one), once, and the answer
+    /// that comes is taken.
+    #[tokio::test]
+    async fn a_request_is_resent_when_its_agents_session_resumes_before_the_answer() {
+        let plan = crate::cli::build::run_plan(crate::cli::build::default_run_args().expect("args")).expect("plan");
+        let (ev_tx, events) = mpsc::channel(16);
+        let (tx, mut rx) = mpsc::channel(16);
+        let mut fleet = Fleet {
+            addrs: vec!["a:1".into()],
+            missing: Vec::new(),
+            waited: Duration::ZERO,
+            senders: vec![tx],
+            events,
+            links: tokio_util::sync::CancellationToken::new(),
+        };
+        let agents = vec![AgentReport { addr: "a:1".into(), ..Default::default() }];
+        let mut r = Runner { fleet: &mut fleet, plan: &plan, agents, run_id: 5, observer: &mut Silent, start_ns: 0 };
+        let agent = tokio::spawn(async move {
+            ev_tx.send(Event::Resumed { agent: 0, after: Duration::from_millis(800) }).await.unwrap();
+            // The Prepare comes again on the resumed stream.
+            let again = tokio::time::timeout(Duration::from_secs(3), rx.recv()).await.expect("resent within 3 s");
+            let again = again.expect("a resent message");
+            assert!(matches!(again.msg, Some(Msg::Prepare(Prepare { run_id: 5, .. }))), "{again:?}");
+            let ready = agent_msg::Msg::Ready(surge_proto::Ready { run_id: 5, ..Default::default() });
+            ev_tx.send(Event::Msg { agent: 0, msg: ready, recv_ns: 0 }).await.unwrap();
+            rx
+        });
+        let prepare = |_| Some(Msg::Prepare(Prepare { run_id: 5, workload: None }));
+        let got = r
+            .gather_resending("Ready", Duration::from_secs(5), prepare, |m, _| match m {
+                agent_msg::Msg::Ready(x) if x.run_id == 5 => Some(()),
+                _ => None,
+            })
+            .await;
+        assert!(got.is_ok(), "{got:?}");
+        let mut rx = agent.await.expect("the agent side");
+        assert!(rx.try_recv().is_err(), "resent once");
     }
 }
