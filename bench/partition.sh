@@ -5,8 +5,9 @@
 #      valid, the agents' counts add up to what the target served, no row twice, and both
 #      agents have rows (a Start lost in the broken stream once left a1 idle in a run
 #      that still looked complete). `level NAME DURATION CUT AT` moves the drop to AT
-#      seconds into a level; a drop at 0.3 s, during Prepare, is not run yet: a Prepare
-#      lost there still hangs the level until the Ready timeout.
+#      seconds into a level: a second 2.5 s drop 0.3 s after launch falls in the setup
+#      (connects, Hello, clock pings, the fleet check's probe, Prepare), whose requests are
+#      resent when the session resumes.
 #   2. a 10 s drop: the loss is reported <= 3.0 s after the cut and the agent's requests
 #      at the target stop within its lease (3 s).
 # Needs root, iproute2 and nftables (apt-installed when missing). Exit 77 = cannot run here.
@@ -165,6 +166,7 @@ PY
     echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 } >"$WORK/table.md"
 level blip-2.5s 15 2.5
+level blip-setup-2.5s 15 2.5 0.3
 level cut-10s 20 10
 cat "$WORK/table.md"
 {
