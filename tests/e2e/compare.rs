@@ -61,7 +61,7 @@ fn a_regression_gate_on_two_runs() {
     std::fs::write(&other, serde_json::to_vec(&v).unwrap()).unwrap();
     let out = surge(&["compare", &base, &other], Duration::from_secs(30));
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("schema 2") && text(&out.stderr).contains("schema 99"), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("schema 3") && text(&out.stderr).contains("schema 99"), "{}", text(&out.stderr));
 }
 
 /// Sweep directories are matched by level, and with two runs a side each line carries

@@ -123,6 +123,11 @@ async fn session(ctx: &RunCtx, plan: SessionPlan, requests: Option<Arc<Semaphore
             }
             tokio::time::sleep_until(due.into()).await;
             ctx.stats.record_lag(us(Instant::now().saturating_duration_since(due)));
+            // Woken late, past the duration: not sent either.
+            if limits.duration.is_some_and(|d| ctx.t0.elapsed() >= d) {
+                ctx.stats.duration_reached.store(true, Ordering::Relaxed);
+                return;
+            }
         }
         let _permit = match &requests {
             Some(sem) => Some(Arc::clone(sem).acquire_owned().await.expect("semaphore never closed")),

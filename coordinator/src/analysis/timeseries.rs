@@ -82,6 +82,9 @@ pub struct Slice {
     pub started: u64,
     pub completed: u64,
     pub failed: u64,
+    /// Requests the client cancelled (absent when 0; not in `failed`, D21).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cancelled: u64,
     /// Requests in flight at the slice's end.
     pub in_flight: u64,
     /// Multi-turn runs: conversations open, the most each agent reported in the slice,
@@ -132,6 +135,7 @@ struct Open {
     ended: u64,
     completed: u64,
     failed: u64,
+    cancelled: u64,
     output_tokens: u64,
     errors: BTreeMap<String, u64>,
     hists: Option<Box<Hists>>,
@@ -187,6 +191,8 @@ impl TimeSeries {
                     h.itl.saturating_record(u64::from(g).max(1));
                 }
             }
+        } else if r.row.error() == surge_proto::ErrorKind::Cancelled {
+            open.cancelled += 1;
         } else {
             open.failed += 1;
             *open.errors.entry(kind_name(r.row.error())).or_default() += 1;
@@ -250,6 +256,7 @@ impl TimeSeries {
                 started: o.started,
                 completed: o.completed,
                 failed: o.failed,
+                cancelled: o.cancelled,
                 in_flight,
                 active_sessions: self.sessions.then(|| o.agents.values().map(|a| u64::from(a.sessions)).sum()),
                 output_tokens: o.output_tokens,
