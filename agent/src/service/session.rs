@@ -297,14 +297,14 @@ impl Session {
             Event::TargetChecked { run_id, workload, verdict } => self.on_checked(run_id, workload, verdict, &mut out),
             Event::Prepared { run_id, result: Ok(p) } => {
                 self.prepared = Some(run_id);
-                self.preparing = None;
+                self.preparing = self.preparing.filter(|r| *r != run_id);
                 let ready =
                     Ready { run_id, connections_open: p.connections_open, warmups_completed: p.warmups_completed };
                 self.ready = Some(ready);
                 out.push(Action::Send(agent_msg::Msg::Ready(ready)));
             }
-            Event::Prepared { result: Err(e), .. } => {
-                self.preparing = None;
+            Event::Prepared { run_id, result: Err(e) } => {
+                self.preparing = self.preparing.filter(|r| *r != run_id);
                 self.reservation = None;
                 out.push(Action::Send(error(ErrorCode::BadRequest, e.to_string())));
             }
@@ -402,6 +402,11 @@ impl Session {
                     out.push(Action::Send(agent_msg::Msg::Ready(r)));
                 }
             }
+            Msg::Prepare(_) if self.preparing.is_some() => {
+                // Another run is being prepared: one at a time.
+                let text = format!("run {} is being prepared on this session", self.preparing.unwrap_or_default());
+                out.push(Action::Send(error(ErrorCode::Busy, text)));
+            }
             Msg::Prepare(p) => {
                 self.last_done = None;
                 if self.running.is_some() {
@@ -463,7 +468,7 @@ impl Session {
 
     fn on_checked(&mut self, run_id: u64, mut w: Workload, verdict: Result<(), Refused>, out: &mut Vec<Action>) {
         // Still being prepared only if it goes on to the engine (below).
-        self.preparing = None;
+        self.preparing = self.preparing.filter(|r| *r != run_id);
         if let Err(refused) = verdict {
             out.push(Action::Send(error(ErrorCode::TargetNotAllowed, refused.to_string())));
             return;
@@ -711,6 +716,9 @@ mod tests {
         let a = s.handle(Event::TargetChecked { run_id: 1, workload, verdict: Ok(()) }, now);
         assert!(matches!(&a[..], [Action::Prepare { run_id: 1, .. }]), "{a:?}");
         assert!(s.handle(again(), now).is_empty(), "being prepared: ignored");
+        let other = Prepare { run_id: 2, ..prepare.clone() };
+        let busy = sent(&s.handle(msg(coordinator_msg::Msg::Prepare(other)), now));
+        assert!(busy.len() == 1 && busy[0].starts_with("error"), "another run while one is prepared: {busy:?}");
         let info = PrepInfo { connections_open: 7, warmups_completed: 2 };
         let a = s.handle(Event::Prepared { run_id: 1, result: Ok(info) }, now);
         assert_eq!(sent(&a), ["ready"]);

@@ -280,12 +280,20 @@ async fn run_once(plan: RunPlan, sinks: &mut dyn Sink) -> Result<u8, Failure> {
     let res = run_on(&mut session, &mut outputs, &plan, &model, &mut progress, false).await;
     session.close();
     drop(progress);
-    outputs.stop(res.as_ref().ok().map(|(r, _, _)| &r.result)).await;
-    let (mut record, outcome, _) = res?;
+    let (mut record, outcome, _) = match res {
+        Ok(r) => r,
+        Err(f) => {
+            outputs.stop(None).await;
+            return Err(f);
+        }
+    };
     if plan.save_result {
         record.file = Some(crate::output::files::result_path(&plan, &model, outcome.started_at));
     }
-    sinks.run(&record).map_err(|e| Failure::run("", &e))?;
+    let saved = sinks.run(&record).map_err(|e| Failure::run("", &e));
+    // The summary and the file first: the live endpoint then lingers with the final values.
+    outputs.stop(Some(&record.result)).await;
+    saved?;
     if let Some(path) = &record.file {
         sinks.notice(&format!("result saved to {}", path.display()));
         if plan.plot_timeline {

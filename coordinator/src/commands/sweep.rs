@@ -141,6 +141,8 @@ impl Sweep<'_> {
                         format!("{} run {k} ended {}; sweep stopped", plan.level_name(level), record.status.as_str()),
                     ));
                 }
+                // Written: its arrays' spill files go now, not at the end of the sweep.
+                record.result.detailed_spill = None;
                 self.results.push(level, record.result);
             }
             let s = self.results.summary(plan, None);

@@ -63,10 +63,13 @@ pub async fn check(
                 h.max_in_flight
             ));
         }
-        if wanted > h.host_max_in_flight {
+        // The host's limits count connections: HTTP/2 and HTTP/3 carry 100 streams each.
+        let multiplexed = matches!(plan.http_version, surge_proto::HttpChoice::Http2 | surge_proto::HttpChoice::Http3);
+        let host_allows = if multiplexed { h.host_max_in_flight.saturating_mul(100) } else { h.host_max_in_flight };
+        if wanted > host_allows {
             problems.push(format!(
-                "its share of the load ({wanted} in flight) exceeds the {} its open-file limit {} allows (raise LimitNOFILE / ulimit -n)",
-                h.host_max_in_flight, h.open_files
+                "its share of the load ({wanted} in flight) exceeds the {host_allows} its open-file limit {} allows (raise LimitNOFILE / ulimit -n)",
+                h.open_files
             ));
         }
         let mut reach = None;

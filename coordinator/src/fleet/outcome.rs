@@ -115,6 +115,7 @@ pub struct AgentReport {
     pub rows: u64,
     pub completed: u64,
     pub failed: u64,
+    pub cancelled: u64,
     pub done: Option<Done>,
     pub last_health: Option<Health>,
     pub peak_cpu_percent: f64,
@@ -162,6 +163,8 @@ impl AgentReport {
                 if !row.probe {
                     match row.error() {
                         ErrorKind::None => self.completed += 1,
+                        // The client's cancellations are not failures (D21).
+                        ErrorKind::Cancelled => self.cancelled += 1,
                         _ => self.failed += 1,
                     }
                 }

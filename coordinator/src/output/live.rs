@@ -24,6 +24,10 @@ pub trait Output: Send {
     fn health(&mut self, _agent: &str, _health: &surge_proto::Health) {}
     /// The level's result.
     fn level_end(&mut self, _result: &RunResult) {}
+    /// How long to keep serving after the last run, before [`Output::stop`].
+    fn linger(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
     /// The command ends (`last`: its last result, if any); an output flushes and closes.
     fn stop(self: Box<Self>, _last: Option<&RunResult>) {}
 }
@@ -57,8 +61,10 @@ impl Output for Live {
     }
     /// Every row was published as it arrived: the endpoint now holds the final values and
     /// keeps serving them for `linger`, so a scraper's last look sees the whole run.
+    fn linger(&self) -> std::time::Duration {
+        self.linger
+    }
     fn stop(self: Box<Self>, _last: Option<&RunResult>) {
-        std::thread::sleep(self.linger);
         self.stop.cancel();
     }
 }
@@ -126,6 +132,14 @@ impl Outputs {
     pub async fn stop(self, last: Option<&RunResult>) {
         if self.0.is_empty() {
             return;
+        }
+        // The live endpoint's linger (Ctrl-C cuts it short).
+        let linger = self.0.iter().map(|o| o.linger()).max().unwrap_or_default();
+        if !linger.is_zero() {
+            tokio::select! {
+                () = tokio::time::sleep(linger) => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
         }
         let last = last.cloned();
         let outs = self.0;
