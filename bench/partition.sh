@@ -7,7 +7,8 @@
 #      that still looked complete). `level NAME DURATION CUT AT` moves the drop to AT
 #      seconds into a level: a second 2.5 s drop 0.3 s after launch falls in the setup
 #      (connects, Hello, clock pings, the fleet check's probe, Prepare), whose requests are
-#      resent when the session resumes.
+#      resent when the session resumes; a third 7.5 s into an 8 s level spans its end (the
+#      last rows, Done and its acknowledgement).
 #   2. a 10 s drop: the loss is reported <= 3.0 s after the cut and the agent's requests
 #      at the target stop within its lease (3 s).
 # Needs root, iproute2 and nftables (apt-installed when missing). Exit 77 = cannot run here.
@@ -167,6 +168,7 @@ PY
 } >"$WORK/table.md"
 level blip-2.5s 15 2.5
 level blip-setup-2.5s 15 2.5 0.3
+level blip-end-2.5s 8 2.5 7.5
 level cut-10s 20 10
 cat "$WORK/table.md"
 {
