@@ -48,26 +48,9 @@ pub(super) async fn run(
     let requests = (limits.requests > 0).then(|| Arc::new(Semaphore::new(limits.requests as usize)));
     let limits = Arc::new(limits);
     for k in 0..ctx.jobs.len() {
-        let intended = match &mut pacer {
-            None => None,
-            Some(p) => tokio::select! {
-                biased;
-                _ = ctl.stop.cancelled() => return StopReason::Stopped,
-                _ = tokio::time::sleep_until(deadline) => return StopReason::Deadline,
-                off = p.next() => match off {
-                    Some(off) => Some(off),
-                    None => return if p.hit_limit() { StopReason::Duration } else { StopReason::Finished },
-                },
-            },
-        };
-        let slot = match &slots {
-            None => None,
-            Some(sem) => tokio::select! {
-                biased;
-                _ = ctl.stop.cancelled() => return StopReason::Stopped,
-                _ = tokio::time::sleep_until(deadline) => return StopReason::Deadline,
-                p = Arc::clone(sem).acquire_owned() => Some(p.expect("semaphore never closed")),
-            },
+        let (intended, slot) = match super::next_release(&mut pacer, slots.as_ref(), ctl, deadline).await {
+            Ok(next) => next,
+            Err(reason) => return reason,
         };
         if limits.duration.is_some_and(|d| ctx.t0.elapsed() >= d) {
             ctx.stats.duration_reached.store(true, Ordering::Relaxed);

@@ -600,6 +600,39 @@ fn closed_loop(
         .collect()
 }
 
+/// The next release of an open loop or a bounded one: its intended offset (when paced)
+/// and a slot of `sem` (when bounded), or why issuing stops (stop, deadline, the
+/// schedule's end).
+async fn next_release(
+    pacer: &mut Option<pacer::Pacer>,
+    sem: Option<&Arc<Semaphore>>,
+    ctl: &Control,
+    deadline: tokio::time::Instant,
+) -> Result<(Option<Duration>, Option<tokio::sync::OwnedSemaphorePermit>), StopReason> {
+    let intended = match pacer {
+        None => None,
+        Some(p) => tokio::select! {
+            biased;
+            _ = ctl.stop.cancelled() => return Err(StopReason::Stopped),
+            _ = tokio::time::sleep_until(deadline) => return Err(StopReason::Deadline),
+            off = p.next() => match off {
+                Some(off) => Some(off),
+                None => return Err(if p.hit_limit() { StopReason::Duration } else { StopReason::Finished }),
+            },
+        },
+    };
+    let permit = match sem {
+        None => None,
+        Some(sem) => tokio::select! {
+            biased;
+            _ = ctl.stop.cancelled() => return Err(StopReason::Stopped),
+            _ = tokio::time::sleep_until(deadline) => return Err(StopReason::Deadline),
+            p = Arc::clone(sem).acquire_owned() => Some(p.expect("semaphore never closed")),
+        },
+    };
+    Ok((intended, permit))
+}
+
 /// Open loop (or unbounded concurrency): requests released by the pacing thread at
 /// their intended times, each in its own task, bounded by the concurrency limit.
 #[allow(clippy::too_many_arguments)]
@@ -617,26 +650,9 @@ async fn paced(
         open_loop.then(|| pacer::Pacer::start(schedule, ctx.t0, ctx.jobs.len(), duration, Arc::clone(&ctx.stats)));
     let sem = (concurrency > 0).then(|| Arc::new(Semaphore::new(concurrency as usize)));
     for k in 0..ctx.jobs.len() {
-        let intended = match &mut pacer {
-            None => None,
-            Some(p) => tokio::select! {
-                biased;
-                _ = ctl.stop.cancelled() => return StopReason::Stopped,
-                _ = tokio::time::sleep_until(deadline) => return StopReason::Deadline,
-                off = p.next() => match off {
-                    Some(off) => Some(off),
-                    None => return if p.hit_limit() { StopReason::Duration } else { StopReason::Finished },
-                },
-            },
-        };
-        let permit = match &sem {
-            None => None,
-            Some(sem) => tokio::select! {
-                biased;
-                _ = ctl.stop.cancelled() => return StopReason::Stopped,
-                _ = tokio::time::sleep_until(deadline) => return StopReason::Deadline,
-                p = Arc::clone(sem).acquire_owned() => Some(p.expect("semaphore never closed")),
-            },
+        let (intended, permit) = match next_release(&mut pacer, sem.as_ref(), ctl, deadline).await {
+            Ok(next) => next,
+            Err(reason) => return reason,
         };
         if duration.is_some_and(|d| ctx.t0.elapsed() >= d) {
             return StopReason::Duration;
