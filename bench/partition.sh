@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# Control-path partitions between the coordinator and one agent (D2, D13), in
-# network namespaces with nft drops, at 2,000 requests in flight:
-#   1. a 2.5 s drop (both directions) in the middle of the level: the level completes
-#      valid, the agents' counts add up to what the target served, no row twice, and both
-#      agents have rows (a Start lost in the broken stream once left a1 idle in a run
-#      that still looked complete). `level NAME DURATION CUT AT` moves the drop to AT
-#      seconds into a level: a second 2.5 s drop 0.3 s after launch falls in the setup
-#      (connects, Hello, clock pings, the fleet check's probe, Prepare), whose requests are
-#      resent when the session resumes; a third 7.5 s into an 8 s level spans its end (the
-#      last rows, Done and its acknowledgement).
-#   2. a 10 s drop: the loss is reported <= 3.0 s after the cut and the agent's requests
-#      at the target stop within its lease (3 s).
+# Control-path partitions between the coordinator and one agent (D2, D13, D42), in
+# network namespaces with nft drops, at 2,000 requests in flight. Each round drops the
+# control path of agent a1 in every phase of a level, and the script runs
+# PARTITION_ROUNDS rounds (default 5):
+#   blip-setup-2.5s  2.5 s (both directions) from the moment a1 logs its new session:
+#                    Hello's reply, the clock pings, the fleet check's probe and the
+#                    Prepare go into the drop and are resent when the session resumes;
+#   blip-ready-2.5s  from the moment a1 logs that it prepared the level: its Ready and
+#                    the Start (both resent after the resume);
+#   blip-2.5s        5 s into the load;
+#   blip-end-2.5s    7.5 s into an 8 s level: the last rows, Done and its acknowledgement.
+#   Each completes valid: the agents' counts add up to what the target served, no row
+#   twice, both agents have rows (a Start lost in the broken stream once left a1 idle in
+#   a run that still looked complete).
+#   cut-10s          a 10 s drop: the loss is reported <= 3.0 s after the cut and the
+#                    agent's requests at the target stop within its lease (3 s).
+# The table also gives each agent's time from Prepare to Ready (its log's "prepared" line).
 # Needs root, iproute2 and nftables (apt-installed when missing). Exit 77 = cannot run here.
 # Usage: [BIN=debug] bench/partition.sh   (appends a table to bench/RESULTS.md; BIN=debug
 # uses the optimized dev profile without a release build)
@@ -96,18 +101,28 @@ for a in a1 a2; do
     grep -q "listening on" "$WORK/$a.log" || { cat "$WORK/$a.log" >&2; die "agent $a did not listen within 10 s"; }
 done
 
-# One level: 2,000 in flight for D seconds; the control path of a1 is cut at 5 s for CUT s.
-level() { # name duration cut [seconds into the level the cut starts, default 5]
-    local name=$1 d=$2 cut=$3 at=${4:-5} dir=$WORK/$1
+# Lines of agent A's log that contain TEXT.
+loglines() { grep -c -- "$2" "$WORK/$1.log" || true; }
+# One level: 2,000 in flight for D seconds; the control path of a1 is cut for CUT s, AT
+# seconds after launch, or (AT = log:TEXT) as soon as a1's log has a new line with TEXT.
+level() { # name duration cut [at, default 5]
+    local name=$1 d=$2 cut=$3 at=${4:-5} dir=$WORK/${1// /_}
     mkdir -p "$dir"
     local before; before=$(served)
+    local prep0_a1 prep0_a2 trigger="" n0=0
+    prep0_a1=$(loglines a1 "prepared; Ready follows"); prep0_a2=$(loglines a2 "prepared; Ready follows")
+    if [[ $at == log:* ]]; then trigger=${at#log:}; n0=$(loglines a1 "$trigger"); fi
     ip netns exec ${P}-coord env SURGE_LOG=${SURGE_LOG:-warn} "$SURGE" run --base-url http://$NET.20:8000 --model m --agents $NET.11:7171,$NET.12:7171 \
         --tls-ca "$PKI/ca.pem" --tls-cert "$PKI/coordinator.pem" --tls-key "$PKI/coordinator.key" \
         --random-input-len 16 --random-output-len 8 --ignore-eos --max-concurrency 2000 --duration "${d}s" \
         --no-initial-test --save-rows "$dir/rows.jsonl" --save-result --result-dir "$dir" --result-filename r.json \
         >"$dir/out.txt" 2> >(while IFS= read -r line; do printf '%s %s\n' "$(date +%s.%N)" "$line"; done >"$dir/err.txt") &
     local pid=$!
-    sleep "$at"
+    local wait_for="sleep $at"
+    if [[ -n $trigger ]]; then
+        # Polled every 5 ms inside the cutter (at most 30 s; then the drop starts anyway).
+        wait_for="for _ in \$(seq 6000); do [[ \$(grep -c -- '$trigger' '$WORK/a1.log') -gt $n0 ]] && break; sleep 0.005; done"
+    fi
     # The drop and its removal run in one high-priority shell inside a1's namespace, so
     # that process start-up on a loaded host does not stretch the cut.
     cat >"$dir/cut.nft" <<NFT
@@ -122,9 +137,9 @@ table inet cut {
     }
 }
 NFT
-    nice -n -20 ip netns exec ${P}-a1 bash -c "nft -f '$dir/cut.nft' && date +%s.%N >'$dir/cut.at' && sleep $cut && nft delete table inet cut && date +%s.%N >'$dir/release.at'" &
+    nice -n -20 ip netns exec ${P}-a1 bash -c "$wait_for; nft -f '$dir/cut.nft' && date +%s.%N >'$dir/cut.at' && sleep $cut && nft delete table inet cut && date +%s.%N >'$dir/release.at'" &
     local cutter=$!
-    for _ in $(seq 100); do [[ -s $dir/cut.at ]] && break; sleep 0.01; done
+    for _ in $(seq 4000); do [[ -s $dir/cut.at ]] && break; sleep 0.01; done
     local t_cut; t_cut=$(cat "$dir/cut.at")
     local stopped=""
     if [[ ${cut%.*} -ge 10 ]]; then
@@ -144,9 +159,13 @@ NFT
         tail -n 40 "$dir/out.txt" "$dir/err.txt" "$WORK/a1.log" "$WORK/a2.log" >&2 || true
         die "level $name wrote no result"
     fi
-    python3 - "$dir" "$name" "$rc" "$t_cut" "${stopped:-}" "$((after - before))" >>"$WORK/table.md" <<'PY'
+    local prep_a1 prep_a2
+    prep_a1=$(grep -- "prepared; Ready follows" "$WORK/a1.log" | tail -n +$((prep0_a1 + 1)) | grep -o 'ms=[0-9]*' | tr '\n' ' ' || true)
+    prep_a2=$(grep -- "prepared; Ready follows" "$WORK/a2.log" | tail -n +$((prep0_a2 + 1)) | grep -o 'ms=[0-9]*' | tr '\n' ' ' || true)
+    python3 - "$dir" "$name" "$rc" "$t_cut" "${stopped:-}" "$((after - before))" "$prep_a1" "$prep_a2" >>"$WORK/table.md" <<'PY'
 import json, sys
 d, name, rc, t_cut, stopped, served = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5], int(sys.argv[6])
+prep = " / ".join(",".join(v[3:] for v in a.split()) or "-" for a in sys.argv[7:9])
 r = json.load(open(f"{d}/r.json"))
 seen, dups, by_agent = set(), 0, [0, 0]
 for line in open(f"{d}/rows.jsonl"):
@@ -159,24 +178,30 @@ lost_at = next((float(l.split()[0]) for l in open(f"{d}/err.txt") if " lost" in 
 resumed = next((l.split(" ", 1)[1].strip() for l in open(f"{d}/err.txt") if "resumed after" in l), "")
 fin = r["completed"] + r["failed"]
 print(f"| {name} | {rc} | {r['client']['status']} | {r['completed']} | {r['failed']} | {served} | {fin - served:+d} | {dups} | {by_agent[0]} / {by_agent[1]} | "
-      f"{'' if lost_at is None else f'{lost_at - t_cut:.2f} s'} | {'' if not stopped else f'{float(stopped) - t_cut:.2f} s'} | {resumed} |")
+      f"{'' if lost_at is None else f'{lost_at - t_cut:.2f} s'} | {'' if not stopped else f'{float(stopped) - t_cut:.2f} s'} | {resumed} | {prep} |")
 PY
 }
 {
-    echo "| level | exit | status | completed | failed | served by the target | result - served | rows twice | rows a1 / a2 | loss reported after the cut | target idle after the cut | resume |"
-    echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+    echo "| level | exit | status | completed | failed | served by the target | result - served | rows twice | rows a1 / a2 | loss reported after the cut | target idle after the cut | resume | prepare ms a1 / a2 |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 } >"$WORK/table.md"
-level blip-2.5s 15 2.5
-level blip-setup-2.5s 15 2.5 0.3
-level blip-end-2.5s 8 2.5 7.5
-level cut-10s 20 10
+ROUNDS=${PARTITION_ROUNDS:-5}
+for round in $(seq "$ROUNDS"); do
+    level "blip-setup-2.5s #$round" 12 2.5 "log:session opened"
+    level "blip-ready-2.5s #$round" 10 2.5 "log:prepared; Ready follows"
+    level "blip-2.5s #$round" 12 2.5 5
+    level "blip-end-2.5s #$round" 8 2.5 7.5
+    level "cut-10s #$round" 20 10
+done
 cat "$WORK/table.md"
 {
     echo
     echo "## partition ($START_DATE, bench/partition.sh, binaries built $BINS_BUILT)"
     echo
     echo "Two agents and the echo target in network namespaces, 2,000 in flight (echo TTFT 500 ms, ITL 50 ms, 8 tokens);"
-    echo "an nft drop of everything between the coordinator and agent a1, both directions, 5 s into the level."
+    echo "An nft drop of everything between the coordinator and agent a1, both directions: from a1's new session (setup),"
+    echo "from a1's \"prepared\" (its Ready and the Start), 5 s into the load, 7.5 s into an 8 s level (its end), and a 10 s cut;"
+    echo "$ROUNDS rounds. \"prepare ms\" is each agent's time from Prepare to Ready (its log)."
     echo "\"served by the target\" counts the target's completed requests (tokens / 8) during the level."
     echo
     cat "$WORK/table.md"

@@ -55,6 +55,11 @@ pub struct AgentArgs {
     /// Serve this agent's live metrics (Prometheus text format) on ADDR, e.g. 0.0.0.0:9464.
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<String>,
+    /// Speak an older protocol version, as an agent of that version would (tests of
+    /// rolling upgrades, D43): 9 reads and writes version 9's wire; any older number only
+    /// announces itself, to be refused. Hidden: not for deployments.
+    #[arg(long, value_name = "VERSION", hide = true)]
+    pub emulate_protocol: Option<u32>,
 }
 
 /// The configuration file / environment keys.
@@ -129,6 +134,8 @@ pub enum ConfigError {
     Allowlist(#[from] AllowlistError),
     #[error("max-in-flight: must be at least 1")]
     MaxInFlightZero,
+    #[error("--emulate-protocol {0}: this agent speaks version {v} and can only emulate older ones", v = surge_proto::PROTOCOL_VERSION)]
+    EmulateProtocol(u32),
     #[error("lease {value:?}: {source}")]
     Lease {
         value: String,
@@ -256,11 +263,21 @@ impl AgentConfig {
             }
         };
         let cert_name = tls.as_ref().map(|t| cert_names(&t.cert)).unwrap_or_default();
+        let protocol = match args.emulate_protocol {
+            None => surge_proto::PROTOCOL_VERSION,
+            Some(v) if v <= surge_proto::PROTOCOL_VERSION => v,
+            Some(v) => return Err(ConfigError::EmulateProtocol(v)),
+        };
         Ok(Self {
             listen,
             metrics_listen,
             tls,
-            settings: AgentSettings { local_address, cert_name, ..AgentSettings::new(max_in_flight, lease, allowed) },
+            settings: AgentSettings {
+                local_address,
+                cert_name,
+                protocol,
+                ..AgentSettings::new(max_in_flight, lease, allowed)
+            },
         })
     }
 }

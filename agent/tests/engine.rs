@@ -185,15 +185,22 @@ fn send(m: Msg) -> CoordinatorMsg {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn protocol_mismatch_is_refused_naming_both_versions() {
+    // An older coordinator cannot read this agent's messages: refused, naming both.
     let (addr, _shutdown) = agent(Duration::from_secs(3)).await;
-    let (_tx, mut inbound) = session(&addr, 99).await;
+    let older = surge_proto::PREVIOUS_PROTOCOL_VERSION;
+    let (_tx, mut inbound) = session(&addr, older).await;
     let agent_msg::Msg::Error(e) = next_non_heartbeat(&mut inbound).await else { panic!("expected an error") };
     assert_eq!(e.code, ErrorCode::ProtocolMismatch as i32);
     assert!(
-        e.message.contains("version 99") && e.message.contains(&format!("version {}", surge_proto::PROTOCOL_VERSION)),
+        e.message.contains(&format!("version {older}"))
+            && e.message.contains(&format!("version {}", surge_proto::PROTOCOL_VERSION)),
         "{}",
         e.message
     );
+    // A newer one hears this agent's version and decides (D43).
+    let (_tx, mut inbound) = session(&addr, surge_proto::PROTOCOL_VERSION + 1).await;
+    let agent_msg::Msg::Hello(h) = next_non_heartbeat(&mut inbound).await else { panic!("expected a HelloReply") };
+    assert_eq!(h.protocol_version, surge_proto::PROTOCOL_VERSION);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

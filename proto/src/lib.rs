@@ -1,7 +1,9 @@
 //! The coordinator <-> agent contract: `proto/surge.proto` compiled into tonic/prost types.
 //!
-//! Nothing else lives here. [`PROTOCOL_VERSION`] is the number both sides exchange in
-//! `Hello`; a session whose peers disagree is refused, naming both numbers.
+//! Nothing else lives here but [`v9`], the conversions to and from the previous version's
+//! wire. [`PROTOCOL_VERSION`] is the number both sides exchange in `Hello`: a coordinator
+//! works with agents of this version and of [`PREVIOUS_PROTOCOL_VERSION`], and refuses any
+//! other, naming both numbers (D34, D43).
 
 #![allow(clippy::all, missing_docs)]
 
@@ -12,5 +14,12 @@ pub mod v1 {
 
 pub use v1::*;
 
+pub mod v9;
+
 /// Version of the session protocol. Bump on any incompatible change to `surge.proto`.
 pub const PROTOCOL_VERSION: u32 = 10;
+
+/// The version before [`PROTOCOL_VERSION`], which a coordinator still drives (D43).
+pub const PREVIOUS_PROTOCOL_VERSION: u32 = v9::VERSION;
+
+const _: () = assert!(PREVIOUS_PROTOCOL_VERSION + 1 == PROTOCOL_VERSION);

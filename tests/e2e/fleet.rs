@@ -207,3 +207,87 @@ fn fleet_check_names_each_agent_that_cannot_run_the_load() {
     assert_eq!(out.status.code(), Some(0), "{}\n{}", text(&out.stdout), text(&out.stderr));
     assert_eq!(text(&out.stdout).lines().filter(|l| l.ends_with(" ok")).count(), 3);
 }
+
+/// A rolling upgrade (D43): an agent of the previous protocol version (the hidden
+/// `--emulate-protocol 9` reads and writes version 9's wire) runs beside a current one;
+/// one two versions back is refused before any request, both versions named.
+#[test]
+fn an_agent_one_protocol_version_back_runs_and_two_back_is_refused() {
+    let dir = TempDir::new("rolling");
+    // HTTP/3 is asked for: an agent that read version 9's field wrongly (0 = auto) would
+    // go over TCP, and the echo's HTTP/3 count would fall short.
+    let (_echo, base, ca) = crate::h3util::echo_h3(&dir, &["--ttft-ms", "100", "--itl-ms", "10"]);
+    let agent_args = ["--plaintext", "--allowed-targets", "127.0.0.1"];
+    let (_new, new_addr) = agent("127.0.0.2", &agent_args);
+    let (_old, old_addr) =
+        agent("127.0.0.3", &["--plaintext", "--allowed-targets", "127.0.0.1", "--emulate-protocol", "9"]);
+    let agents = format!("{new_addr},{old_addr}");
+    // 4 streams of 150 tokens (1.6 s each): the second wave is in flight at 2 s + 1 s of
+    // grace and is cancelled there, on the old agent by its Start's deadline.
+    let run = |agents: &str, file: &str| {
+        surge(
+            &[
+                "run",
+                "--base-url",
+                &base,
+                "--ca-cert",
+                &ca,
+                "--http-version",
+                "3",
+                "--no-initial-test",
+                "--model",
+                "m",
+                "--random-input-len",
+                "8",
+                "--random-output-len",
+                "150",
+                "--max-concurrency",
+                "4",
+                "--duration",
+                "2s",
+                "--graceful-stop",
+                "1s",
+                "--agents",
+                agents,
+                "--agents-plaintext",
+                "--save-result",
+                "--result-dir",
+                &dir.path(""),
+                "--result-filename",
+                file,
+            ],
+            Duration::from_secs(90),
+        )
+    };
+    let out = run(&agents, "rolling.json");
+    assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    let r = read_json(&dir.path("rolling.json"));
+    let protocols: Vec<u64> =
+        r["client"]["agents"].as_array().unwrap().iter().map(|a| a["protocol"].as_u64().unwrap()).collect();
+    assert_eq!(protocols, [u64::from(surge_proto::PROTOCOL_VERSION), 9]);
+    assert_eq!(r["ended_by"], "duration");
+    assert_eq!((r["completed"].as_u64(), r["cancelled"].as_u64(), r["failed"].as_u64()), (Some(4), Some(4), Some(0)));
+    for a in r["client"]["agents"].as_array().unwrap() {
+        assert_eq!((a["completed"].as_u64(), a["stop_reason"].as_str()), (Some(2), Some("duration")), "{a}");
+    }
+    // The 8 requests (4 completed, 4 cancelled), every one over HTTP/3.
+    let h3 = crate::h3util::metric(&base, &ca, "surge_echo_http3_requests_total");
+    assert_eq!(h3, 8.0, "requests over HTTP/3");
+    // Two versions back: refused before any request, naming both versions.
+    let older = surge_proto::PREVIOUS_PROTOCOL_VERSION - 1;
+    let (_oldest, oldest_addr) = agent(
+        "127.0.0.4",
+        &["--plaintext", "--allowed-targets", "127.0.0.1", "--emulate-protocol", &older.to_string()],
+    );
+    let out = run(&format!("{new_addr},{oldest_addr}"), "refused.json");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&oldest_addr)
+            && stderr.contains(&format!("agent speaks version {older}"))
+            && stderr.contains(&format!("speaks protocol version {}", surge_proto::PROTOCOL_VERSION))
+            && stderr.contains("upgrade the agent"),
+        "{stderr}"
+    );
+    assert_eq!(crate::h3util::metric(&base, &ca, "surge_echo_http3_requests_total"), h3, "no request sent");
+}

@@ -244,11 +244,16 @@ impl Driver {
                 Action::Prepare { run_id, workload } => {
                     let (tx, local) = (self.internal_tx.clone(), self.settings.local_address);
                     tokio::spawn(async move {
+                        let began = std::time::Instant::now();
                         // On the engine's runtime: the connections it opens are driven there.
                         let res = match engine::runtime().spawn(engine::prepare_on(workload, local)).await {
                             Ok(res) => res,
                             Err(source) => Err(EngineError::Task { what: "prepare", source }),
                         };
+                        if let Ok(p) = &res {
+                            let ms = began.elapsed().as_millis() as u64;
+                            tracing::info!(run_id, connections = p.connections_open, ms, "prepared; Ready follows");
+                        }
                         let _ = tx.send(Internal::Prepared(run_id, Box::new(res))).await;
                     });
                 }

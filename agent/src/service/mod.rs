@@ -47,6 +47,9 @@ pub struct AgentSettings {
     pub live: Option<Arc<crate::live::LiveMetrics>>,
     /// The agent's certificate's names (CN, then SANs), for the coordinator's fleet check.
     pub cert_name: String,
+    /// The protocol version this agent speaks: [`surge_proto::PROTOCOL_VERSION`], or an
+    /// older one it emulates for tests of rolling upgrades (`--emulate-protocol`, D43).
+    pub protocol: u32,
 }
 
 impl AgentSettings {
@@ -61,6 +64,7 @@ impl AgentSettings {
             capacity: Capacity::new(max_in_flight),
             live: None,
             cert_name: String::new(),
+            protocol: surge_proto::PROTOCOL_VERSION,
         }
     }
 }

@@ -3,7 +3,8 @@
 //! does no I/O and never waits, so unit tests drive it with explicit instants; the
 //! driver (`driver.rs`) gathers the events and performs the actions.
 //!
-//! Rules enforced here (docs/design.md, D2 and D34): the protocol version must match; targets
+//! Rules enforced here (docs/design.md, D2, D34 and D43): a coordinator older than this
+//! agent is refused, a newer one hears this agent's version and decides; targets
 //! outside the allowlist are refused; a heartbeat goes out every 100 ms and a health
 //! report every second; a coordinator silent for the lease stops all load at once
 //! (dead-man switch) and the session ends once the run's last batch and its Done are
@@ -366,10 +367,10 @@ impl Session {
         use coordinator_msg::Msg;
         match m {
             Msg::Hello(h) => {
-                if h.protocol_version != PROTOCOL_VERSION {
+                if !self.accepts(h.protocol_version) {
                     let text = format!(
                         "protocol version mismatch: coordinator speaks version {}, this agent speaks version {}",
-                        h.protocol_version, PROTOCOL_VERSION
+                        h.protocol_version, self.settings.protocol
                     );
                     tracing::warn!("{text}");
                     out.push(Action::Send(error(ErrorCode::ProtocolMismatch, text)));
@@ -412,15 +413,23 @@ impl Session {
                 if self.running.is_some() {
                     let text = "a run is already in progress on this session".to_string();
                     out.push(Action::Send(error(ErrorCode::Busy, text)));
-                } else if let Some(workload) = p.workload {
+                } else if let Some(mut workload) = p.workload {
                     // Read at the edge: a workload this agent cannot read is refused before
                     // anything is resolved, connected or sent.
-                    match crate::engine::spec::check(&workload) {
+                    let read = if self.settings.protocol == surge_proto::v9::VERSION {
+                        surge_proto::v9::decode_workload(&mut workload)
+                    } else {
+                        Ok(())
+                    };
+                    match read
+                        .map_err(|e| e.to_string())
+                        .and_then(|()| crate::engine::spec::check(&workload).map_err(|e| e.to_string()))
+                    {
                         Ok(_) => {
                             self.preparing = Some(p.run_id);
                             out.push(Action::CheckTarget { run_id: p.run_id, workload });
                         }
-                        Err(e) => out.push(Action::Send(error(ErrorCode::BadRequest, e.to_string()))),
+                        Err(e) => out.push(Action::Send(error(ErrorCode::BadRequest, e))),
                     }
                 } else {
                     out.push(Action::Send(error(ErrorCode::BadRequest, "Prepare without a workload".into())));
@@ -458,6 +467,8 @@ impl Session {
             }
             Msg::Heartbeat(_) => {}
             Msg::ScrapeLast(s) => out.push(Action::ScrapeLast { run_id: s.run_id }),
+            // Probe came with version 10: an agent of version 9 never answers it.
+            Msg::Probe(_) if self.settings.protocol < PROTOCOL_VERSION => {}
             Msg::Probe(p) => out.push(Action::Probe(p)),
             Msg::Bye(_) => self.abandon(End::CoordinatorClosed, out),
             Msg::Ack(a) => {
@@ -522,7 +533,7 @@ impl Session {
         let Some(running) = self.running.take() else { return };
         self.reservation = None;
         let stop_reason = self.closing.map_or(report.stop_reason.wire(), End::stop_reason);
-        let done = Done {
+        let mut done = Done {
             run_id: running.run_id,
             batches: self.outbox.sealed(),
             completed: report.completed,
@@ -540,21 +551,52 @@ impl Session {
             wake_max_us: report.wake.max_us,
             host_busy_pct: host.busy_pct,
             cpu_pressure_pct: host.pressure_pct,
+            v9_stop_reason: String::new(),
         };
+        if self.settings.protocol == surge_proto::v9::VERSION {
+            surge_proto::v9::encode_done(&mut done);
+        }
         tracing::info!(
             completed = done.completed,
             failed = done.failed,
             reason = stop_reason.as_str_name(),
             "run finished"
         );
-        self.last_done = Some(done);
+        self.last_done = Some(done.clone());
         out.push(Action::Send(agent_msg::Msg::Done(done)));
         if let Some(end) = self.closing {
             out.push(Action::Close(end));
         }
     }
 
+    /// Whether a coordinator speaking `version` may drive this agent. The agent answers a
+    /// coordinator of its own version or a newer one with its version, and the coordinator
+    /// decides (it accepts agents one version older, D43); an older coordinator cannot
+    /// know this agent's messages. An emulated older agent requires its exact version, as
+    /// agents of version 9 did.
+    fn accepts(&self, version: u32) -> bool {
+        if self.settings.protocol < PROTOCOL_VERSION {
+            version == self.settings.protocol
+        } else {
+            version >= PROTOCOL_VERSION
+        }
+    }
+
     fn hello_reply(&self, resumed: bool) -> HelloReply {
+        if self.settings.protocol < PROTOCOL_VERSION {
+            // An older agent knows none of the fields added since (D43).
+            return HelloReply {
+                protocol_version: self.settings.protocol,
+                agent_version: env!("CARGO_PKG_VERSION").to_string(),
+                cores: self.cores,
+                max_in_flight: self.settings.max_in_flight,
+                allowed_targets: self.settings.allowed.raw().to_vec(),
+                hostname: self.hostname.clone(),
+                session_id: self.id,
+                resumed,
+                ..Default::default()
+            };
+        }
         HelloReply {
             protocol_version: PROTOCOL_VERSION,
             agent_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -576,7 +618,7 @@ impl Session {
         let resent = self.outbox.pending().cloned().map(agent_msg::Msg::Batch).map(Action::Send);
         out.extend(resent);
         if let Some(done) = &self.last_done {
-            out.push(Action::Send(agent_msg::Msg::Done(*done)));
+            out.push(Action::Send(agent_msg::Msg::Done(done.clone())));
         }
     }
 
@@ -980,6 +1022,60 @@ mod tests {
         assert!(e.message.contains("open-file limit 1024"), "{}", e.message);
     }
 
+    #[test]
+    fn an_agent_emulating_version_9_reads_and_writes_version_9s_wire() {
+        let c = Clock::new();
+        let now = c.at(ms(0));
+        let settings = AgentSettings { protocol: 9, ..AgentSettings::new(100, LEASE, Allowlist::any()) };
+        let mut s = Session::new(Arc::new(settings), 42, c.t0);
+        // As agents of version 9 did: the exact version or a refusal.
+        let hello = |v| msg(coordinator_msg::Msg::Hello(Hello { protocol_version: v, ..Default::default() }));
+        let a = s.handle(hello(PROTOCOL_VERSION), now);
+        let [Action::Send(agent_msg::Msg::Error(e)), ..] = &a[..] else { panic!("{a:?}") };
+        assert!(
+            e.message.contains(&format!("coordinator speaks version {PROTOCOL_VERSION}, this agent speaks version 9"))
+        );
+        let settings = AgentSettings { protocol: 9, ..AgentSettings::new(100, LEASE, Allowlist::any()) };
+        let mut s = Session::new(Arc::new(settings), 42, c.t0);
+        let a = s.handle(hello(9), now);
+        let [Action::Send(agent_msg::Msg::Hello(h))] = &a[..] else { panic!("{a:?}") };
+        assert_eq!((h.protocol_version, h.open_files), (9, 0), "version 9 has no open-file count");
+        // The enums are not read: only the old fields (HTTP/2 as 2, a linear ramp).
+        let w = Workload {
+            v9_http_version: 2,
+            v9_ramp_strategy: "linear".into(),
+            graceful_stop_ms: Some(5),
+            http: surge_proto::HttpChoice::Http3 as i32,
+            ramp_start_rps: 1.0,
+            ramp_end_rps: 2.0,
+            ..Default::default()
+        };
+        let a = s.handle(msg(coordinator_msg::Msg::Prepare(Prepare { run_id: 1, workload: Some(w) })), now);
+        let [Action::CheckTarget { workload, .. }] = &a[..] else { panic!("{a:?}") };
+        assert_eq!(workload.http(), surge_proto::HttpChoice::Http2);
+        assert_eq!(workload.ramp(), surge_proto::RampStrategy::Linear);
+        assert_eq!(workload.graceful_stop_ms, None, "unknown to version 9");
+        // Probe is unknown to version 9: no answer.
+        let probe = surge_proto::Probe { id: 1, ..Default::default() };
+        assert!(s.handle(msg(coordinator_msg::Msg::Probe(probe)), now).is_empty());
+        let mut s = Session::new(
+            Arc::new(AgentSettings { protocol: 9, ..AgentSettings::new(100, LEASE, Allowlist::any()) }),
+            42,
+            c.t0,
+        );
+        s.handle(hello(9), now);
+        s.running = Some(Running { run_id: 1, started_unix_ns: 0 });
+        let finished = Event::EngineFinished {
+            report: report(StopReason::Duration),
+            cpu_seconds: 0.5,
+            host: Default::default(),
+            rows: Vec::new(),
+        };
+        let a = s.handle(finished, now);
+        let Some(Action::Send(agent_msg::Msg::Done(d))) = a.last() else { panic!("{a:?}") };
+        assert_eq!((d.v9_stop_reason.as_str(), d.stop()), ("duration", surge_proto::StopReason::Unspecified));
+    }
+
     /// `w` with the choices a coordinator always sets.
     fn readable(w: Workload) -> Workload {
         Workload { http: surge_proto::HttpChoice::Auto as i32, ramp: surge_proto::RampStrategy::None as i32, ..w }
@@ -1014,7 +1110,7 @@ mod tests {
         let c = Clock::new();
         let now = c.at(ms(0));
         let mut s = session(&c);
-        let hello = Hello { protocol_version: PROTOCOL_VERSION + 1, ..Default::default() };
+        let hello = Hello { protocol_version: PROTOCOL_VERSION - 1, ..Default::default() };
         let a = s.handle(msg(coordinator_msg::Msg::Hello(hello)), now);
         assert_eq!(
             sent(&a),

@@ -48,7 +48,13 @@ fn row(index: u64, start_us: i64, ttft_us: u32, itl: &[u32], error: ErrorKind) -
 fn agent(i: usize, done: bool) -> AgentReport {
     let mut a = AgentReport {
         addr: format!("10.0.0.{}:7070", i + 1),
-        hello: HelloReply { cores: 4, max_in_flight: 10_000, hostname: format!("host{i}"), ..Default::default() },
+        hello: HelloReply {
+            cores: 4,
+            max_in_flight: 10_000,
+            hostname: format!("host{i}"),
+            protocol_version: surge_proto::PROTOCOL_VERSION,
+            ..Default::default()
+        },
         ..Default::default()
     };
     a.offset.offset_ns = 1_250_000 * (i as i64 + 1);

@@ -66,14 +66,15 @@ pub async fn check(
         // The host's limits count connections: HTTP/2 and HTTP/3 carry 100 streams each.
         let multiplexed = matches!(plan.http_version, surge_proto::HttpChoice::Http2 | surge_proto::HttpChoice::Http3);
         let host_allows = if multiplexed { h.host_max_in_flight.saturating_mul(100) } else { h.host_max_in_flight };
-        if wanted > host_allows {
+        // 0: an agent of version 9 does not say (D43).
+        if h.open_files > 0 && wanted > host_allows {
             problems.push(format!(
                 "its share of the load ({wanted} in flight) exceeds the {host_allows} its open-file limit {} allows (raise LimitNOFILE / ulimit -n)",
                 h.open_files
             ));
         }
         let mut reach = None;
-        if let Some(r) = replies.as_ref().map(|r| &r[i]) {
+        if let Some(r) = replies.as_ref().and_then(|r| r[i].as_ref()) {
             if !r.allowed {
                 problems.push(format!("may not load {}: {}", plan.base_url, r.error));
             } else if !r.error.is_empty() {

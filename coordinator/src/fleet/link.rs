@@ -7,7 +7,7 @@
 use super::{Event, chain, is_tls_failure, now_ns, tls_hint};
 use std::time::Duration;
 use surge_proto::agent_client::AgentClient;
-use surge_proto::{AgentMsg, CoordinatorMsg, Heartbeat, Hello, PROTOCOL_VERSION, agent_msg, coordinator_msg};
+use surge_proto::{AgentMsg, CoordinatorMsg, Heartbeat, Hello, HelloReply, agent_msg, coordinator_msg};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_stream::wrappers::UnboundedReceiverStream;
@@ -33,10 +33,13 @@ fn client(channel: Channel) -> AgentClient<Channel> {
     AgentClient::new(channel).max_decoding_message_size(64 << 20).max_encoding_message_size(64 << 20)
 }
 
-pub(super) fn hello(resume_session_id: u64) -> CoordinatorMsg {
+/// The Hello that opens (`resume_session_id` 0) or resumes a session, in the protocol
+/// `version` the session speaks (this coordinator's, or the previous one for an agent that
+/// refused it, D43).
+pub(super) fn hello(resume_session_id: u64, version: u32) -> CoordinatorMsg {
     CoordinatorMsg {
         msg: Some(coordinator_msg::Msg::Hello(Hello {
-            protocol_version: PROTOCOL_VERSION,
+            protocol_version: version,
             coordinator_version: env!("CARGO_PKG_VERSION").into(),
             lease_ms: 0,
             resume_session_id,
@@ -47,7 +50,7 @@ pub(super) fn hello(resume_session_id: u64) -> CoordinatorMsg {
 /// One stream of a session: what goes to the agent, what comes back.
 pub(super) struct Stream {
     tx: mpsc::UnboundedSender<CoordinatorMsg>,
-    inbound: Streaming<AgentMsg>,
+    pub(super) inbound: Streaming<AgentMsg>,
 }
 
 /// Opens a session stream on `channel`; its first message is `first` (a Hello).
@@ -69,9 +72,9 @@ async fn connect(ep: Endpoint) -> Result<Channel, ResumeError> {
 
 /// Resumes session `id` on `channel`: Hello with the id, and the agent's HelloReply
 /// saying it resumed.
-async fn attach(channel: Channel, id: u64) -> Result<Stream, ResumeError> {
+async fn attach(channel: Channel, id: u64, version: u32) -> Result<Stream, ResumeError> {
     let attempt = async {
-        let mut s = open_stream(channel, hello(id)).await.map_err(|s| match s.code() {
+        let mut s = open_stream(channel, hello(id, version)).await.map_err(|s| match s.code() {
             tonic::Code::NotFound => ResumeError::Gone(s.message().to_string()),
             _ => ResumeError::Retry(format!("{}: {}", s.code(), s.message())),
         })?;
@@ -115,6 +118,10 @@ pub(super) struct Link {
     /// Where resumes dial (with [`RESUME_CONNECT_TIMEOUT`]).
     pub ep: Endpoint,
     pub tls: bool,
+    /// The protocol version of the session (what a resume's Hello says).
+    pub version: u32,
+    /// The agent's answer to the Hello that opened the session (read when it opened).
+    pub opened: HelloReply,
     /// The fleet's messages for this agent.
     pub rx: mpsc::Receiver<CoordinatorMsg>,
     pub events: mpsc::Sender<Event>,
@@ -125,7 +132,11 @@ pub(super) struct Link {
 impl Link {
     pub(super) async fn run(mut self, mut cur: Stream) {
         let agent = self.agent;
-        let (mut session_id, mut heard, mut broken) = (0u64, false, false);
+        let (mut session_id, mut broken) = (self.opened.session_id, false);
+        let opened = agent_msg::Msg::Hello(std::mem::take(&mut self.opened));
+        if self.events.send(Event::Msg { agent, msg: opened, recv_ns: now_ns() }).await.is_err() {
+            return;
+        }
         let mut last_heard = tokio::time::Instant::now();
         let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -146,7 +157,6 @@ impl Link {
                 },
                 m = cur.inbound.message(), if !broken => match m {
                     Ok(Some(m)) => {
-                        heard = true;
                         last_heard = tokio::time::Instant::now();
                         let Some(msg) = m.msg else { continue };
                         if let agent_msg::Msg::Hello(h) = &msg {
@@ -169,9 +179,7 @@ impl Link {
                     Err(s) => {
                         let m = format!("{}: {}", s.code(), s.message());
                         if session_id == 0 {
-                            // With TLS 1.3 a refused client certificate can surface only
-                            // as a stream that dies before its first message.
-                            let hint = tls_hint((self.tls && !heard) || is_tls_failure(&s, self.tls));
+                            let hint = tls_hint(is_tls_failure(&s, self.tls));
                             let _ = self.events.send(Event::Closed { agent, error: Some(format!("{m}{hint}")) }).await;
                             return;
                         }
@@ -199,7 +207,7 @@ impl Link {
                     // before they say anything.
                     Ok(Ok(channel)) => {
                         connecting.abort_all();
-                        attaching.spawn(attach(channel, session_id));
+                        attaching.spawn(attach(channel, session_id, self.version));
                     }
                     Ok(Err(ResumeError::Gone(m))) => {
                         let error = format!("the agent is gone ({m})");

@@ -20,7 +20,10 @@ use crate::plan::{ConnectWait, TlsPaths};
 use link::{Link, RESUME_CONNECT_TIMEOUT, hello, open_stream};
 use local::LocalLink;
 use std::time::Duration;
-use surge_proto::{CoordinatorMsg, agent_msg, coordinator_msg};
+use surge_proto::{
+    AgentMsg, CoordinatorMsg, ErrorCode, HelloReply, PREVIOUS_PROTOCOL_VERSION, PROTOCOL_VERSION, agent_msg,
+    coordinator_msg,
+};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
@@ -148,6 +151,71 @@ fn endpoint(addr: &str, tls: Option<&TlsPaths>, connect_timeout: Duration) -> Re
     Ok(ep)
 }
 
+/// Opens a session on `channel` and reads the agent's answer to its Hello. An agent that
+/// refuses this coordinator's protocol version is asked again in the previous one, which
+/// agents of that version require exactly (D43); an agent that refuses both is named with
+/// its version and which side to upgrade.
+async fn open_session(
+    channel: tonic::transport::Channel,
+    addr: &str,
+    tls: bool,
+) -> Result<(link::Stream, HelloReply), FleetError> {
+    let err = |message: String| FleetError::Connect { addr: addr.to_string(), message };
+    let mut refusal = String::new();
+    for version in [PROTOCOL_VERSION, PREVIOUS_PROTOCOL_VERSION] {
+        let opening = async {
+            let mut s = open_stream(channel.clone(), hello(0, version)).await?;
+            let first = s.inbound.message().await?;
+            Ok::<_, tonic::Status>((s, first))
+        };
+        let (stream, first) = match tokio::time::timeout(SESSION_OPEN_TIMEOUT, opening).await {
+            Ok(Ok(got)) => got,
+            Ok(Err(s)) => {
+                // With TLS 1.3 a rejected client certificate surfaces only as a broken
+                // transport on the first call, or a stream that dies before its first message.
+                let h = tls_hint(tls || is_tls_failure(&s, false));
+                return Err(err(format!("session refused: {}{h}", chain(&s))));
+            }
+            Err(_) => {
+                let h = tls_hint(tls);
+                return Err(err(format!("no session within {}s{h}", SESSION_OPEN_TIMEOUT.as_secs())));
+            }
+        };
+        match first {
+            Some(AgentMsg { msg: Some(agent_msg::Msg::Hello(h)) }) => return Ok((stream, h)),
+            Some(AgentMsg { msg: Some(agent_msg::Msg::Error(e)) }) if e.code() == ErrorCode::ProtocolMismatch => {
+                refusal = e.message;
+            }
+            Some(AgentMsg { msg: Some(agent_msg::Msg::Error(e)) }) => {
+                return Err(err(format!("session refused: {}", e.message)));
+            }
+            other => return Err(err(format!("unexpected answer to Hello: {other:?}"))),
+        }
+    }
+    Err(err(version_refusal(&refusal)))
+}
+
+/// What to say when an agent refused both versions this coordinator speaks: both
+/// versions, and which side to upgrade (the agent says its version in its refusal).
+fn version_refusal(refusal: &str) -> String {
+    let theirs = refusal.rsplit_once("this agent speaks version ").and_then(|(_, v)| v.trim().parse::<u32>().ok());
+    let ours = format!(
+        "this coordinator (surge {}) speaks protocol version {PROTOCOL_VERSION} and drives agents of version \
+         {PREVIOUS_PROTOCOL_VERSION} too",
+        env!("CARGO_PKG_VERSION")
+    );
+    match theirs {
+        Some(v) if v > PROTOCOL_VERSION => {
+            format!("protocol version mismatch: the agent speaks version {v}; {ours}: upgrade the coordinator")
+        }
+        Some(v) => format!(
+            "protocol version mismatch: the agent speaks version {v}; {ours}: upgrade the agent to surge {}",
+            env!("CARGO_PKG_VERSION")
+        ),
+        None => format!("protocol version mismatch: {ours}; the agent refused both ({refusal})"),
+    }
+}
+
 impl Fleet {
     /// Connects to every agent and opens its session stream (its first message, the
     /// Hello, is sent here; the handshake gathers the replies). An agent that refuses the
@@ -240,27 +308,14 @@ impl Fleet {
             // on the first call (Unknown or Cancelled, depending on timing), or as a call
             // that never gets its response: bounded here, and on a TLS session any refusal
             // there gets the hint.
-            let hint = |e: &tonic::Status| tls_hint(tls.is_some() || is_tls_failure(e, false));
-            let stream = match tokio::time::timeout(SESSION_OPEN_TIMEOUT, open_stream(channel, hello(0))).await {
-                Ok(Ok(s)) => s,
-                Ok(Err(s)) => {
-                    let (m, h) = (chain(&s), hint(&s));
-                    return Err(FleetError::Connect {
-                        addr: addr.clone(),
-                        message: format!("session refused: {m}{h}"),
-                    });
-                }
-                Err(_) => {
-                    let h = tls_hint(tls.is_some());
-                    let message = format!("no session within {}s{h}", SESSION_OPEN_TIMEOUT.as_secs());
-                    return Err(FleetError::Connect { addr: addr.clone(), message });
-                }
-            };
+            let (stream, opened) = open_session(channel, addr, tls.is_some()).await?;
             let (tx, rx) = mpsc::channel::<CoordinatorMsg>(1024);
             let link = Link {
                 agent,
                 ep: endpoint(addr, tls, RESUME_CONNECT_TIMEOUT)?,
                 tls: tls.is_some(),
+                version: opened.protocol_version,
+                opened,
                 rx,
                 events: ev_tx.clone(),
                 stop: stop.clone(),
@@ -274,7 +329,7 @@ impl Fleet {
     /// A session with the embedded agent over in-process channels (D1: typed rows, no
     /// encoding); its address in results and messages is [`EMBEDDED`].
     pub async fn embedded(agent: &surge_agent::service::AgentService) -> Result<Self, FleetError> {
-        let session = agent.open_local(hello(0)).await.map_err(|s| FleetError::Connect {
+        let session = agent.open_local(hello(0, PROTOCOL_VERSION)).await.map_err(|s| FleetError::Connect {
             addr: EMBEDDED.to_string(),
             message: format!("session refused: {}", chain(&s)),
         })?;

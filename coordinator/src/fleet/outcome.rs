@@ -131,6 +131,12 @@ pub struct AgentReport {
 }
 
 impl AgentReport {
+    /// The agent speaks the previous protocol version (D43): its Prepare carries version
+    /// 9's fields, its Done is read from them, it has no graceful stop.
+    pub fn legacy(&self) -> bool {
+        self.hello.protocol_version == surge_proto::v9::VERSION
+    }
+
     /// Notes that the agent spoke at `now`; keeps its health. True for a Health message.
     pub(crate) fn absorb(&mut self, msg: &agent_msg::Msg, now: Instant) -> bool {
         self.last_heard = Some(now);

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use surge_agent::data::share::Stripe;
 use surge_proto::{
     ClockPing, HelloReply, LoraPick, MultiTurn, PROTOCOL_VERSION, Prepare, RampStrategy, ScrapeLast, Start, ThinkTime,
-    Workload, agent_msg, coordinator_msg::Msg,
+    Workload, agent_msg, coordinator_msg::Msg, v9,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -122,7 +122,10 @@ impl Session {
 
     /// Asks every agent whether it may load `plan`'s target and reaches it
     /// (`GET /v1/models` from the agent): one reply per agent, in agent order.
-    pub async fn probe(&mut self, plan: &RunPlan) -> Result<Vec<surge_proto::ProbeReply>, RunError> {
+    /// Each agent's try of the target; `None` for an agent of version 9, which cannot probe
+    /// (D43).
+    pub async fn probe(&mut self, plan: &RunPlan) -> Result<Vec<Option<surge_proto::ProbeReply>>, RunError> {
+        let legacy: Vec<bool> = self.agents.iter().map(|b| b.hello.protocol_version == v9::VERSION).collect();
         let agents = self.agents.iter().map(|b| AgentReport { addr: b.addr.clone(), ..Default::default() }).collect();
         let mut r = Runner { fleet: &mut self.fleet, plan, agents, run_id: 0, observer: &mut Silent, start_ns: 0 };
         let id = now_ns() as u64;
@@ -132,10 +135,13 @@ impl Session {
             insecure: plan.target_tls.insecure,
             ca_pem: plan.target_tls.ca_pem.clone(),
         };
-        r.broadcast(|_| Msg::Probe(probe.clone())).await;
-        let again = |_| Some(Msg::Probe(probe.clone()));
-        r.gather_resending("probe reply", Duration::from_secs(15), again, |m, _| match m {
-            agent_msg::Msg::ProbeReply(p) if p.id == id => Some(p),
+        for (i, _) in legacy.iter().enumerate().filter(|(_, l)| !**l) {
+            r.fleet.send(i, Msg::Probe(probe.clone())).await;
+        }
+        let again = |i: usize| (!legacy[i]).then(|| Msg::Probe(probe.clone()));
+        let answered: Vec<Option<Option<surge_proto::ProbeReply>>> = legacy.iter().map(|l| l.then_some(None)).collect();
+        r.gather_into("probe reply", Duration::from_secs(15), answered, again, |m, _| match m {
+            agent_msg::Msg::ProbeReply(p) if p.id == id => Some(Some(p)),
             _ => None,
         })
         .await
@@ -188,13 +194,27 @@ impl Runner<'_> {
         what: &str,
         timeout: Duration,
         resend: impl Fn(usize) -> Option<Msg>,
+        pick: impl FnMut(agent_msg::Msg, i64) -> Option<T>,
+    ) -> Result<Vec<T>, RunError>
+    where
+        T: Clone,
+    {
+        let none = vec![None; self.fleet.len()];
+        self.gather_into(what, timeout, none, resend, pick).await
+    }
+
+    /// [`Self::gather_resending`] from the agents whose entry in `got` is still `None`.
+    async fn gather_into<T>(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        mut got: Vec<Option<T>>,
+        resend: impl Fn(usize) -> Option<Msg>,
         mut pick: impl FnMut(agent_msg::Msg, i64) -> Option<T>,
     ) -> Result<Vec<T>, RunError>
     where
         T: Clone,
     {
-        let n = self.fleet.len();
-        let mut got: Vec<Option<T>> = vec![None; n];
         let until = Instant::now() + timeout;
         while got.iter().any(Option::is_none) {
             let left = until.saturating_duration_since(Instant::now());
@@ -258,11 +278,15 @@ impl Runner<'_> {
             })
             .await?;
         for (i, h) in hellos.iter().enumerate() {
-            if h.protocol_version != PROTOCOL_VERSION {
+            // An agent newer than this coordinator answers with its own version (D43).
+            if h.protocol_version != PROTOCOL_VERSION && h.protocol_version != v9::VERSION {
+                let upgrade = if h.protocol_version > PROTOCOL_VERSION { "the coordinator" } else { "the agent" };
                 return Err(agent_err(
                     &self.fleet.addrs[i],
                     format!(
-                        "protocol version mismatch: this coordinator speaks version {PROTOCOL_VERSION}, the agent speaks version {}",
+                        "protocol version mismatch: this coordinator speaks version {PROTOCOL_VERSION} (and drives \
+                         agents of version {}), the agent speaks version {}: upgrade {upgrade}",
+                        v9::VERSION,
                         h.protocol_version
                     ),
                 ));
@@ -342,8 +366,22 @@ impl Runner<'_> {
             self.agents[i].share = Some(s.clone());
         }
         let run_id = self.run_id;
-        let workloads: Vec<Workload> =
+        let mut workloads: Vec<Workload> =
             shares.iter().enumerate().map(|(i, s)| workload(plan, model, s, i, run_id)).collect();
+        for (i, w) in workloads.iter_mut().enumerate().filter(|(i, _)| self.agents[*i].legacy()) {
+            if plan.multi_turn.is_some() {
+                return Err(agent_err(
+                    &self.fleet.addrs[i],
+                    format!(
+                        "it speaks protocol version {}, which has no conversations (--multi-turn): upgrade it to \
+                         surge {} (protocol {PROTOCOL_VERSION})",
+                        v9::VERSION,
+                        env!("CARGO_PKG_VERSION")
+                    ),
+                ));
+            }
+            v9::encode_workload(w);
+        }
         self.broadcast(|i| Msg::Prepare(Prepare { run_id, workload: Some(workloads[i].clone()) })).await;
         // Agents answer Ready after their initial test: it waits for a loading server, and
         // each attempt is bounded by --max-run-time.
@@ -375,10 +413,15 @@ impl Runner<'_> {
         let started_at = chrono::DateTime::from_timestamp_nanos(start_ns);
         let limit = plan.max_run_time;
         for a in &mut self.agents {
+            // An agent of version 9 has no graceful stop: the end of it is its deadline.
+            let until = match (a.legacy(), legacy_graceful_end(plan)) {
+                (true, Some(end)) => end.min(limit),
+                _ => limit,
+            };
             a.start = Some(Start {
                 run_id,
                 start_at_unix_ns: start_ns + a.offset.offset_ns,
-                deadline_unix_ns: start_ns + a.offset.offset_ns + limit.as_nanos() as i64,
+                deadline_unix_ns: start_ns + a.offset.offset_ns + until.as_nanos() as i64,
             });
         }
         self.broadcast(|i| Msg::Start(self.agents[i].start.expect("set above"))).await;
@@ -445,6 +488,9 @@ impl Runner<'_> {
     async fn collect(&mut self, limit: Duration, mut scrapes: mpsc::Receiver<ServerScrape>) -> RunStatus {
         let now = Instant::now();
         let agents = std::mem::take(&mut self.agents);
+        let legacy: Vec<bool> = agents.iter().map(AgentReport::legacy).collect();
+        // A version 9 agent stopped at the graceful stop's end reports its deadline.
+        let graceful_deadline = legacy_graceful_end(self.plan).is_some_and(|end| end < limit);
         let hard_stop = now + limit + Duration::from_secs(30);
         let mut c = Collector::new(self.run_id, self.start_ns, agents, self.plan.tolerate_agent_loss, now, hard_stop);
         use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -464,7 +510,15 @@ impl Runner<'_> {
                     continue;
                 }
                 ev = self.fleet.next(quiet_wait(&c)) => match ev {
-                    Some(Event::Msg { agent, msg, .. }) => {
+                    Some(Event::Msg { agent, mut msg, .. }) => {
+                        if let agent_msg::Msg::Done(d) = &mut msg
+                            && legacy[agent]
+                        {
+                            v9::decode_done(d);
+                            if graceful_deadline && d.stop() == surge_proto::StopReason::Deadline {
+                                d.set_stop(surge_proto::StopReason::Duration);
+                            }
+                        }
                         if let agent_msg::Msg::ServerMetrics(m) = &msg
                             && m.run_id == self.run_id
                         {
@@ -504,6 +558,12 @@ impl Runner<'_> {
 fn quiet_wait(c: &Collector) -> Duration {
     const POLL: Duration = Duration::from_millis(50);
     c.next_loss_check().map_or(POLL, |at| at.saturating_duration_since(Instant::now()).min(POLL))
+}
+
+/// When an agent of version 9, which has no graceful stop (D43), must be stopped: the
+/// duration and the graceful stop after it, as its Start's deadline.
+fn legacy_graceful_end(plan: &RunPlan) -> Option<Duration> {
+    Some(plan.duration? + plan.graceful_stop?)
 }
 
 fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize, run_id: u64) -> Workload {
@@ -581,6 +641,10 @@ fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize, run_id: u64) -> Wo
             shared_system_prompt_len: m.shared_system_prompt_len,
             session_header: m.session_header.clone().unwrap_or_default(),
         }),
+        // Written for agents of version 9 only (D43).
+        v9_http_version: 0,
+        v9_ramp_strategy: String::new(),
+        v9_lora_assignment: String::new(),
     }
 }
 

@@ -96,12 +96,13 @@ pub fn client_block(plan: &RunPlan, o: &Outcome, m: &Metrics, verdict: Verdict) 
         .iter()
         .enumerate()
         .map(|(i, a)| {
-            let done = a.done.unwrap_or_default();
+            let done = a.done.clone().unwrap_or_default();
             let ((p50, p99, max), (wake_p99, wake_max)) = verdict::lag_us(a);
             AgentEntry {
                 address: a.addr.clone(),
                 hostname: a.hello.hostname.clone(),
                 cores: a.hello.cores.max(1),
+                protocol: a.hello.protocol_version,
                 share: a.share.as_ref().map(|s| ShareEntry {
                     fraction: s.fraction,
                     slice_start: s.indices.first(),

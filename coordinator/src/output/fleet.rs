@@ -33,8 +33,8 @@ pub fn table(agents: &[AgentCheck], missing: &[String]) -> String {
             cert,
             format!("{} p{}", a.version, a.protocol),
             a.cores,
-            a.open_files,
-            a.host_max_in_flight,
+            known(a.open_files),
+            known(u64::from(a.host_max_in_flight)),
             a.max_in_flight,
             clock,
             allowed,
@@ -45,4 +45,9 @@ pub fn table(agents: &[AgentCheck], missing: &[String]) -> String {
         let _ = writeln!(out, "{m:<22} not reached (--min-agents let the run go on without it)");
     }
     out
+}
+
+/// A count an agent of the previous protocol version does not send (0): "-".
+fn known(n: u64) -> String {
+    if n == 0 { "-".to_string() } else { n.to_string() }
 }

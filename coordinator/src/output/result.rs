@@ -524,6 +524,10 @@ pub struct AgentEntry {
     pub address: String,
     pub hostname: String,
     pub cores: u32,
+    /// The protocol version the agent speaks (one older than the coordinator's during a
+    /// rolling upgrade, D43).
+    #[serde(default)]
+    pub protocol: u32,
     pub share: Option<ShareEntry>,
     pub completed: u64,
     pub failed: u64,
