@@ -8,12 +8,13 @@
 #                    Prepare go into the drop and are resent when the session resumes;
 #   blip-ready-2.5s  from the moment a1 logs that it prepared the level: its Ready and
 #                    the Start (both resent after the resume);
-#   blip-2.5s        5 s into the load;
-#   blip-end-2.5s    7.5 s into an 8 s level: the last rows, Done and its acknowledgement.
+#   blip-2.5s        3 s into the load (3 s after a1's "prepared");
+#   blip-end-2.5s    7.8 s after a1's "prepared" in an 8 s level: the last rows, Done and
+#                    its acknowledgement.
 #   Each completes valid: the agents' counts add up to what the target served, no row
 #   twice, both agents have rows (a Start lost in the broken stream once left a1 idle in
 #   a run that still looked complete).
-#   cut-10s          a 10 s drop: the loss is reported <= 3.0 s after the cut and the
+#   cut-10s          a 10 s drop 3 s into the load: the loss is reported <= 3.0 s after the cut and the
 #                    agent's requests at the target stop within its lease (3 s).
 # The table also gives each agent's time from Prepare to Ready (its log's "prepared" line).
 # Needs root, iproute2 and nftables (apt-installed when missing). Exit 77 = cannot run here.
@@ -104,14 +105,22 @@ done
 # Lines of agent A's log that contain TEXT.
 loglines() { grep -c -- "$2" "$WORK/$1.log" || true; }
 # One level: 2,000 in flight for D seconds; the control path of a1 is cut for CUT s, AT
-# seconds after launch, or (AT = log:TEXT) as soon as a1's log has a new line with TEXT.
+# seconds after launch, or (AT = log:TEXT[+SECS]) as soon as a1's log has a new line with
+# TEXT (SECS later). The load starts about 0.3 s after the agents say "prepared", whose
+# time varies (2-5 s for 1,000 connections each here), so drops meant for the load are
+# placed after that line, not after the launch.
 level() { # name duration cut [at, default 5]
     local name=$1 d=$2 cut=$3 at=${4:-5} dir=$WORK/${1// /_}
     mkdir -p "$dir"
     local before; before=$(served)
     local prep0_a1 prep0_a2 trigger="" n0=0
     prep0_a1=$(loglines a1 "prepared; Ready follows"); prep0_a2=$(loglines a2 "prepared; Ready follows")
-    if [[ $at == log:* ]]; then trigger=${at#log:}; n0=$(loglines a1 "$trigger"); fi
+    local after_s=0
+    if [[ $at == log:* ]]; then
+        trigger=${at#log:}
+        if [[ $trigger == *+* ]]; then after_s=${trigger##*+}; trigger=${trigger%+*}; fi
+        n0=$(loglines a1 "$trigger")
+    fi
     ip netns exec ${P}-coord env SURGE_LOG=${SURGE_LOG:-warn} "$SURGE" run --base-url http://$NET.20:8000 --model m --agents $NET.11:7171,$NET.12:7171 \
         --tls-ca "$PKI/ca.pem" --tls-cert "$PKI/coordinator.pem" --tls-key "$PKI/coordinator.key" \
         --random-input-len 16 --random-output-len 8 --ignore-eos --max-concurrency 2000 --duration "${d}s" \
@@ -121,7 +130,7 @@ level() { # name duration cut [at, default 5]
     local wait_for="sleep $at"
     if [[ -n $trigger ]]; then
         # Polled every 5 ms inside the cutter (at most 30 s; then the drop starts anyway).
-        wait_for="for _ in \$(seq 6000); do [[ \$(grep -c -- '$trigger' '$WORK/a1.log') -gt $n0 ]] && break; sleep 0.005; done"
+        wait_for="for _ in \$(seq 6000); do [[ \$(grep -c -- '$trigger' '$WORK/a1.log') -gt $n0 ]] && break; sleep 0.005; done; sleep $after_s"
     fi
     # The drop and its removal run in one high-priority shell inside a1's namespace, so
     # that process start-up on a loaded host does not stretch the cut.
@@ -160,8 +169,8 @@ NFT
         die "level $name wrote no result"
     fi
     local prep_a1 prep_a2
-    prep_a1=$(grep -- "prepared; Ready follows" "$WORK/a1.log" | tail -n +$((prep0_a1 + 1)) | grep -o 'ms=[0-9]*' | tr '\n' ' ' || true)
-    prep_a2=$(grep -- "prepared; Ready follows" "$WORK/a2.log" | tail -n +$((prep0_a2 + 1)) | grep -o 'ms=[0-9]*' | tr '\n' ' ' || true)
+    prep_a1=$(sed 's/\x1b\[[0-9;]*m//g' "$WORK/a1.log" | grep -- "prepared; Ready follows" | tail -n +$((prep0_a1 + 1)) | grep -o 'ms=[0-9]*' | tr '\n' ' ' || true)
+    prep_a2=$(sed 's/\x1b\[[0-9;]*m//g' "$WORK/a2.log" | grep -- "prepared; Ready follows" | tail -n +$((prep0_a2 + 1)) | grep -o 'ms=[0-9]*' | tr '\n' ' ' || true)
     python3 - "$dir" "$name" "$rc" "$t_cut" "${stopped:-}" "$((after - before))" "$prep_a1" "$prep_a2" >>"$WORK/table.md" <<'PY'
 import json, sys
 d, name, rc, t_cut, stopped, served = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5], int(sys.argv[6])
@@ -189,9 +198,9 @@ ROUNDS=${PARTITION_ROUNDS:-5}
 for round in $(seq "$ROUNDS"); do
     level "blip-setup-2.5s #$round" 12 2.5 "log:session opened"
     level "blip-ready-2.5s #$round" 10 2.5 "log:prepared; Ready follows"
-    level "blip-2.5s #$round" 12 2.5 5
-    level "blip-end-2.5s #$round" 8 2.5 7.5
-    level "cut-10s #$round" 20 10
+    level "blip-2.5s #$round" 12 2.5 "log:prepared; Ready follows+3"
+    level "blip-end-2.5s #$round" 8 2.5 "log:prepared; Ready follows+7.8"
+    level "cut-10s #$round" 20 10 "log:prepared; Ready follows+3"
 done
 cat "$WORK/table.md"
 {
@@ -200,7 +209,7 @@ cat "$WORK/table.md"
     echo
     echo "Two agents and the echo target in network namespaces, 2,000 in flight (echo TTFT 500 ms, ITL 50 ms, 8 tokens);"
     echo "An nft drop of everything between the coordinator and agent a1, both directions: from a1's new session (setup),"
-    echo "from a1's \"prepared\" (its Ready and the Start), 5 s into the load, 7.5 s into an 8 s level (its end), and a 10 s cut;"
+    echo "from a1's \"prepared\" (its Ready and the Start), 3 s after it (the load), 7.8 s after it in an 8 s level (its end), and a 10 s cut 3 s into the load;"
     echo "$ROUNDS rounds. \"prepare ms\" is each agent's time from Prepare to Ready (its log)."
     echo "\"served by the target\" counts the target's completed requests (tokens / 8) during the level."
     echo
