@@ -205,7 +205,8 @@ where
     if faults.reset {
         return Err(Box::new(InjectedReset));
     }
-    let http1 = req.version() <= Version::HTTP_11;
+    // HTTP/1.1 closes, HTTP/2 sends GOAWAY (--close-after-stream); HTTP/3 closes its own way.
+    let hyper_served = req.version() <= Version::HTTP_2;
     let body = match Limited::new(req.into_body(), MAX_REQUEST_BYTES).collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(e) if e.is::<LengthLimitError>() => {
@@ -294,10 +295,13 @@ where
             malformed_at: faults.malformed.then(|| faults::malformed_index(n)),
             truncate_at: faults.truncate.then(|| faults::truncate_after(n)),
             metrics: metrics.clone(),
-            close_notify: if http1 { conn.close_notify } else { None },
+            close_notify: if hyper_served { conn.close_notify } else { None },
             permit,
             running,
         });
+        if state.config.head_delay_ms > 0.0 {
+            PreciseSleep::new(state.timer.clone(), deadline(arrived, state.config.head_delay_ms)).await;
+        }
         let mut resp = Response::new(ResBody::Sse(Box::new(body)));
         let headers = resp.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));

@@ -46,6 +46,12 @@ pub struct EchoArgs {
     #[arg(long = "itl-ms", value_name = "MS", default_value_t = 0.0)]
     pub itl_ms: f64,
 
+    /// Hold a streamed response's head this long after the request arrived (a proxy or
+    /// server that answers late); the tokens keep their schedule, so with a head delay
+    /// below --ttft-ms the head comes first, as usual, only later.
+    #[arg(long = "head-delay-ms", value_name = "MS", default_value_t = 0.0)]
+    pub head_delay_ms: f64,
+
     /// Output tokens per response, overriding the request's max_tokens
     /// (default: the request's max_tokens, or 16 when absent).
     #[arg(long = "output-tokens", value_name = "N")]
@@ -81,7 +87,9 @@ pub struct EchoArgs {
     pub max_concurrent_streams: Option<usize>,
 
     /// Close an HTTP/1.1 connection after each complete streamed response,
-    /// although keep-alive was advertised (as llama.cpp's server does).
+    /// although keep-alive was advertised (as llama.cpp's server does); on HTTP/2, send
+    /// GOAWAY after it (streams in flight finish, new ones need a new connection); on
+    /// HTTP/3, close the QUIC connection.
     #[arg(long = "close-after-stream")]
     pub close_after_stream: bool,
 
@@ -189,6 +197,7 @@ impl EchoArgs {
                 .collect(),
             ttft_ms: self.ttft_ms,
             itl_ms: self.itl_ms,
+            head_delay_ms: self.head_delay_ms,
             output_tokens: self.output_tokens,
             jitter_ms: self.jitter_ms,
             prefix_cache_tokens: self.prefix_cache_tokens,
@@ -237,6 +246,8 @@ pub struct EchoConfig {
     pub ttft_ms: f64,
     /// Inter-token latency, milliseconds.
     pub itl_ms: f64,
+    /// Delay of a streamed response's head after the request arrived, milliseconds.
+    pub head_delay_ms: f64,
     /// Output tokens per response (overrides the request's max_tokens).
     pub output_tokens: Option<u64>,
     /// Uniform jitter half-width applied to every delay, milliseconds.
@@ -297,6 +308,7 @@ impl Default for EchoConfig {
             lora_modules: Vec::new(),
             ttft_ms: 0.0,
             itl_ms: 0.0,
+            head_delay_ms: 0.0,
             output_tokens: None,
             jitter_ms: 0.0,
             prefix_cache_tokens: 0,

@@ -55,11 +55,22 @@ impl Sender {
     }
 }
 
+/// How long opening a connection took (D35): TCP connect, then TLS; over QUIC, until the
+/// server's first flight, then the rest of the handshake.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Opening {
+    pub connecting: std::time::Duration,
+    pub tls: std::time::Duration,
+}
+
 /// One client connection and the time of its latest socket read.
 #[derive(Debug)]
 pub struct Conn {
     pub(super) sender: Sender,
     pub clock: IoClock,
+    /// How it was opened, until the first request on it takes it (that request's
+    /// `connecting` and `tls_handshaking`); `None` for a connection opened ahead of the run.
+    pub opened: Option<Opening>,
     /// Cancelled once the connection has ended and dropped its requests.
     pub gone: CancellationToken,
     /// An HTTP/1.1 connection's I/O, driven by the request that holds the connection
@@ -123,12 +134,17 @@ pub struct Head {
     pub version: http::Version,
     /// Kept (a move, not a copy) to name the peer if the body is cut (`Server`, `Via`).
     pub headers: http::HeaderMap,
+    /// When it arrived: the socket read that brought it (HTTP/1.1, HTTP/2), or when
+    /// quinn handed it over (HTTP/3).
+    pub arrived: Instant,
+    /// When the request's last byte was handed over, where the connection says (HTTP/3).
+    pub sent: Option<Instant>,
 }
 
 impl Head {
-    fn of<B>(resp: http::Response<B>) -> (Self, B) {
+    fn of<B>(resp: http::Response<B>, arrived: Instant, sent: Option<Instant>) -> (Self, B) {
         let (parts, body) = resp.into_parts();
-        (Self { status: parts.status, version: parts.version, headers: parts.headers }, body)
+        (Self { status: parts.status, version: parts.version, headers: parts.headers, arrived, sent }, body)
     }
 }
 
@@ -214,7 +230,8 @@ impl Conn {
     pub async fn send(&mut self, req: http::Request<Bytes>) -> Result<(Head, Body), ErrorKind> {
         let hyper = |r: Result<http::Response<hyper::body::Incoming>, hyper::Error>, clock: &IoClock| {
             r.map(|resp| {
-                let (head, body) = Head::of(resp);
+                // Dated by the socket read that brought it (see ioclock.rs).
+                let (head, body) = Head::of(resp, clock.arrival(), None);
                 (head, Body::Hyper(body, clock.clone()))
             })
             .map_err(|e| kind_of(&e))
@@ -226,9 +243,9 @@ impl Conn {
             },
             Sender::H2(s) => hyper(s.send_request(req.map(Full::new)).await, &self.clock),
             // Boxed: see `Connector::connect`.
-            Sender::H3(s) => {
-                Box::pin(h3::send(s, req)).await.map(|(resp, stream)| (Head::of(resp).0, Body::H3(Box::new(stream))))
-            }
+            Sender::H3(s) => Box::pin(h3::send(s, req))
+                .await
+                .map(|(resp, stream, sent)| (Head::of(resp, Instant::now(), Some(sent)).0, Body::H3(Box::new(stream)))),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Opening connections to the target: TCP (+ rustls for https) with an HTTP/1.1 or
 //! HTTP/2 handshake (hyper), or QUIC with HTTP/3; what failed, if one cannot be opened.
 
-use super::conn::{Conn, Driver, Sender, Version};
+use super::conn::{Conn, Driver, Opening, Sender, Version};
 use super::h3;
 use super::ioclock::{IoClock, Stamped};
 use super::stats::Stats;
@@ -12,6 +12,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 use surge_proto::ErrorKind;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
@@ -157,15 +158,19 @@ impl Connector {
         let addr = self.target.addr;
         if let Some(quic) = &self.quic {
             let guard = stats.connection_opened();
-            let (sender, gone) =
+            let (sender, gone, opening) =
                 h3::connect(quic, addr, &self.target.host, self.local, guard).await.map_err(|e| match e {
                     h3::Failure::Socket(source) => ConnectError::Tcp { addr, source },
                     h3::Failure::Quic(source) => ConnectError::Quic { addr, source },
                     h3::Failure::Session(text) => ConnectError::H3(text),
                 })?;
-            return Ok(Conn { sender: Sender::H3(sender), clock: IoClock::default(), gone, driver: None });
+            let clock = IoClock::default();
+            return Ok(Conn { sender: Sender::H3(sender), clock, opened: Some(opening), gone, driver: None });
         }
+        let began = Instant::now();
         let tcp = self.tcp().await.map_err(|source| ConnectError::Tcp { addr, source })?;
+        let connected = Instant::now();
+        let mut opening = Opening { connecting: connected - began, tls: Duration::ZERO };
         let _ = tcp.set_nodelay(true);
         // Stamped under TLS: bytes are dated when they reach or leave the socket.
         let (tcp, clock) = Stamped::new(tcp).map_err(|source| ConnectError::Tcp { addr, source })?;
@@ -175,6 +180,7 @@ impl Connector {
                     .connect(name.clone(), tcp)
                     .await
                     .map_err(|source| ConnectError::Tls { host: self.target.host.clone(), source })?;
+                opening.tls = connected.elapsed();
                 let h2 = match self.version {
                     Version::Auto => {
                         let agreed = stream.get_ref().1.alpn_protocol() == Some(b"h2");
@@ -185,13 +191,20 @@ impl Connector {
                     }
                     v => v == Version::Http2,
                 };
-                self.handshake(stream, clock, stats, h2).await
+                self.handshake(stream, clock, opening, stats, h2).await
             }
-            _ => self.handshake(tcp, clock, stats, self.version == Version::Http2).await,
+            _ => self.handshake(tcp, clock, opening, stats, self.version == Version::Http2).await,
         }
     }
 
-    async fn handshake<I>(&self, io: I, clock: IoClock, stats: &Arc<Stats>, h2: bool) -> Result<Conn, ConnectError>
+    async fn handshake<I>(
+        &self,
+        io: I,
+        clock: IoClock,
+        opening: Opening,
+        stats: &Arc<Stats>,
+        h2: bool,
+    ) -> Result<Conn, ConnectError>
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
@@ -207,12 +220,12 @@ impl Connector {
                 .map_err(err)?;
             let gone = CancellationToken::new();
             tokio::spawn(watch(conn, guard, gone.clone()));
-            Ok(Conn { sender: Sender::H2(send), clock, gone, driver: None })
+            Ok(Conn { sender: Sender::H2(send), clock, opened: Some(opening), gone, driver: None })
         } else {
             let (send, conn) = http1::Builder::new().max_buf_size(4 << 20).handshake(io).await.map_err(err)?;
             let gone = CancellationToken::new();
             let driver = Driver(Box::pin(watch(conn, guard, gone.clone())));
-            Ok(Conn { sender: Sender::H1(send), clock, gone, driver: Some(driver) })
+            Ok(Conn { sender: Sender::H1(send), clock, opened: Some(opening), gone, driver: Some(driver) })
         }
     }
 }

@@ -66,14 +66,17 @@ pub enum Failure {
 }
 
 /// Opens one QUIC connection to `addr` (from `local` when given) and its h3 session.
-/// Returns the request sender and a token cancelled once the connection has ended.
+/// Returns the request sender, a token cancelled once the connection has ended, and how
+/// long opening it took: the UDP endpoint and the first packet as `connecting` (QUIC has
+/// no transport handshake of its own), the QUIC handshake, which is TLS 1.3's, as `tls`.
 pub async fn connect(
     cfg: &quinn::ClientConfig,
     addr: SocketAddr,
     host: &str,
     local: Option<IpAddr>,
     guard: impl Send + 'static,
-) -> Result<(Sender, CancellationToken), Failure> {
+) -> Result<(Sender, CancellationToken, super::conn::Opening), Failure> {
+    let began = Instant::now();
     let any: IpAddr = if addr.is_ipv4() { Ipv4Addr::UNSPECIFIED.into() } else { Ipv6Addr::UNSPECIFIED.into() };
     let bind = SocketAddr::new(local.unwrap_or(any), 0);
     let mut endpoint = quinn::Endpoint::client(bind).map_err(Failure::Socket)?;
@@ -81,7 +84,9 @@ pub async fn connect(
     let connecting = endpoint
         .connect(addr, host)
         .map_err(|e| Failure::Socket(std::io::Error::new(std::io::ErrorKind::InvalidInput, e)))?;
+    let started = Instant::now();
     let conn = connecting.await.map_err(Failure::Quic)?;
+    let opening = super::conn::Opening { connecting: started - began, tls: started.elapsed() };
     let quic = conn.clone();
     let (mut driver, send) =
         h3::client::new(h3_quinn::Connection::new(conn)).await.map_err(|e| Failure::Session(e.to_string()))?;
@@ -93,12 +98,16 @@ pub async fn connect(
         let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
         done.cancel();
     });
-    Ok((Sender { send, quic }, gone))
+    Ok((Sender { send, quic }, gone, opening))
 }
 
 /// Sends `req` on a new stream of `sender`: headers, body, end of the request; then
-/// waits for the response head.
-pub async fn send(sender: &mut Sender, req: http::Request<Bytes>) -> Result<(http::Response<()>, Stream), ErrorKind> {
+/// waits for the response head. Also returns when the request's end was handed to QUIC
+/// (no socket stamp: quinn's connection task writes the packets).
+pub async fn send(
+    sender: &mut Sender,
+    req: http::Request<Bytes>,
+) -> Result<(http::Response<()>, Stream, Instant), ErrorKind> {
     let (mut parts, body) = req.into_parts();
     // hyper adds it for HTTP/1.1 and HTTP/2; proxies (Caddy) read an HTTP/3 body only with it.
     parts.headers.insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(body.len()));
@@ -107,8 +116,9 @@ pub async fn send(sender: &mut Sender, req: http::Request<Bytes>) -> Result<(htt
         stream.send_data(body).await.map_err(|e| kind(&e))?;
     }
     stream.finish().await.map_err(|e| kind(&e))?;
+    let sent = Instant::now();
     let resp = stream.recv_response().await.map_err(|e| kind(&e))?;
-    Ok((resp, stream))
+    Ok((resp, stream, sent))
 }
 
 /// The next body chunk of a response and when its read completed (`None`: the end).

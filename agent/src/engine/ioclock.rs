@@ -65,6 +65,9 @@ struct Stamps {
     read: AtomicU64,
     /// First write since armed, or `IDLE` / `ARMED`.
     write: AtomicU64,
+    /// The end of the latest write since the first was stamped (0: none): the request's
+    /// last byte handed to the kernel (D35's `sending`).
+    written: AtomicU64,
 }
 
 /// The socket times of one connection: its latest read and the first write of the
@@ -74,7 +77,7 @@ pub struct IoClock(Arc<Stamps>);
 
 impl Default for IoClock {
     fn default() -> Self {
-        Self(Arc::new(Stamps { read: AtomicU64::new(0), write: AtomicU64::new(IDLE) }))
+        Self(Arc::new(Stamps { read: AtomicU64::new(0), write: AtomicU64::new(IDLE), written: AtomicU64::new(0) }))
     }
 }
 
@@ -86,6 +89,13 @@ impl IoClock {
     fn mark_write(&self) {
         if self.0.write.load(Ordering::Relaxed) == ARMED {
             let _ = self.0.write.compare_exchange(ARMED, now_ns(), Ordering::Relaxed, Ordering::Relaxed);
+        }
+    }
+
+    /// A write of the armed request returned: the latest end of its bytes so far.
+    fn mark_written(&self) {
+        if !matches!(self.0.write.load(Ordering::Relaxed), IDLE | ARMED) {
+            self.0.written.store(now_ns(), Ordering::Relaxed);
         }
     }
 
@@ -104,12 +114,13 @@ impl IoClock {
         self.0.write.store(ARMED, Ordering::Relaxed);
     }
 
-    /// When the first write since [`arm_write`](Self::arm_write) began, if there was one;
-    /// disarms the clock.
-    pub fn take_write(&self) -> Option<Instant> {
+    /// When the first write since [`arm_write`](Self::arm_write) began and when the last
+    /// one ended, if there was one; disarms the clock.
+    pub fn take_write(&self) -> Option<(Instant, Instant)> {
+        let last = self.0.written.swap(0, Ordering::Relaxed);
         match self.0.write.swap(IDLE, Ordering::Relaxed) {
             IDLE | ARMED => None,
-            ns => Some(instant(ns)),
+            ns => Some((instant(ns), instant(last.max(ns)))),
         }
     }
 }
@@ -225,7 +236,10 @@ impl AsyncWrite for Stamped {
         loop {
             let mut guard = ready!(this.io.poll_write_ready(cx))?;
             match guard.try_io(|io| io.get_ref().write(data)) {
-                Ok(result) => return Poll::Ready(result),
+                Ok(result) => {
+                    this.clock.mark_written();
+                    return Poll::Ready(result);
+                }
                 Err(_would_block) => continue,
             }
         }
@@ -257,7 +271,10 @@ impl AsyncWrite for Stamped {
                 _ => guard.try_io(|io| io.get_ref().write_vectored(bufs)),
             };
             match written {
-                Ok(result) => return Poll::Ready(result),
+                Ok(result) => {
+                    this.clock.mark_written();
+                    return Poll::Ready(result);
+                }
                 Err(_would_block) => continue,
             }
         }
@@ -365,9 +382,11 @@ mod tests {
         stamped.write_all(b"req").await.unwrap();
         let after_first = Instant::now();
         tokio::time::sleep(Duration::from_millis(20)).await;
+        let before_last = Instant::now();
         stamped.write_all(b"more").await.unwrap();
-        let w = clock.take_write().expect("stamped");
+        let (w, last) = clock.take_write().expect("stamped");
         assert!(w >= before && w <= after_first, "the first write counts, not the later one");
+        assert!(last >= before_last && last <= Instant::now(), "the last write's end is kept too");
         assert_eq!(clock.take_write(), None, "taking disarms");
         let mut buf = [0u8; 14];
         server.read_exact(&mut buf).await.unwrap();

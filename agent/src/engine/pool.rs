@@ -66,7 +66,9 @@ impl Pool {
                 let i = self.shared_next.fetch_add(1, Ordering::Relaxed) % conns.len();
                 let c = &conns[i];
                 if let Some(sender) = c.sender.share() {
-                    return Ok((Conn { sender, clock: c.clock.clone(), gone: c.gone.clone(), driver: None }, true));
+                    let shared =
+                        Conn { sender, clock: c.clock.clone(), opened: None, gone: c.gone.clone(), driver: None };
+                    return Ok((shared, true));
                 }
             }
         }
@@ -85,7 +87,7 @@ impl Pool {
     /// Adds a multiplexed connection to the shared set (HTTP/1.1 ones are not shared).
     fn share(&self, conn: &Conn) {
         if let Some(sender) = conn.sender.share() {
-            let c = Conn { sender, clock: conn.clock.clone(), gone: conn.gone.clone(), driver: None };
+            let c = Conn { sender, clock: conn.clock.clone(), opened: None, gone: conn.gone.clone(), driver: None };
             self.shared.lock().expect("pool lock").push(c);
         }
     }
@@ -104,7 +106,8 @@ impl Pool {
     pub async fn warm(self: &Arc<Self>, n: usize, parallel: usize) -> Result<usize, ConnectError> {
         let mut opened = 0;
         if self.connector.version == Version::Auto && self.connector.target.https && n > 0 {
-            let conn = self.connector.connect(&self.stats).await?;
+            let mut conn = self.connector.connect(&self.stats).await?;
+            conn.opened = None;
             self.keep(conn);
             opened = 1;
         }
@@ -118,7 +121,9 @@ impl Pool {
                 launched += 1;
             }
             let Some(joined) = set.join_next().await else { break };
-            let conn = joined.map_err(ConnectError::Task)??;
+            let mut conn = joined.map_err(ConnectError::Task)??;
+            // Opened ahead of the run: its first request reuses it (no connecting time).
+            conn.opened = None;
             self.keep(conn);
             opened += 1;
         }

@@ -24,7 +24,7 @@ use bytes::Bytes;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-use surge_proto::{ErrorKind, Row, StreamEnd, TokenSource};
+use surge_proto::{ErrorKind, HttpPhases, Row, StreamEnd, TokenSource};
 
 /// How the body of a response is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,6 +144,9 @@ fn gap_us(d: Duration) -> u32 {
 /// Runs one job on a pooled connection and returns its row (never panics, never errors:
 /// failures are rows with an error kind).
 pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Instant) -> Row {
+    // The request's own start: what comes before its first byte (a connection or stream
+    // slot, a connect, a handshake) is its `blocked`, `connecting` and `tls` (D35).
+    let began = Instant::now();
     let mut row = Row {
         index: job.index,
         intended_us: job.intended.map_or(-1, signed_us),
@@ -176,6 +179,7 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
             row.set_error(ErrorKind::ConnectionReset);
             return row;
         }
+        let opening = conn.opened.take().unwrap_or_default();
         let h2 = conn.is_multiplexed();
         let req = tpl.build(job.body.clone(), h2, job.index, job.session);
         if !h2 {
@@ -197,7 +201,8 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
             conn.send(req).await
         };
         // st: just before the request's first byte went to the socket (see ioclock.rs).
-        let st = conn.clock.take_write().filter(|_| !h2).map_or(handed, |w| w.max(handed));
+        let written = conn.clock.take_write().filter(|_| !h2);
+        let st = written.map_or(handed, |(w, _)| w.max(handed));
         row.start_us = signed_us(st.saturating_duration_since(t0));
         let resp = match sent {
             Ok(r) => r,
@@ -215,7 +220,20 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
             }
         };
         let (head, body) = resp;
-        read_response(pool, tpl, conn, head, body, st, &mut row, job.keep_reply).await;
+        // The request's last byte: the last write's end (HTTP/1.1), handed to QUIC
+        // (HTTP/3); an HTTP/2 stream's is not seen (its connection writes it): at st.
+        let sent = written.map(|(_, last)| last).or(head.sent).unwrap_or(st).max(st);
+        let head_at = head.arrived.max(sent);
+        let phases = HttpPhases {
+            blocked_us: us(st.saturating_duration_since(began).saturating_sub(opening.connecting + opening.tls)),
+            connecting_us: us(opening.connecting),
+            tls_us: us(opening.tls),
+            sending_us: us(sent - st),
+            waiting_us: us(head_at - sent),
+            receiving_us: 0,
+            reused,
+        };
+        read_response(pool, tpl, conn, head, body, (st, head_at, phases), &mut row, job.keep_reply).await;
         return row;
     }
 }
@@ -236,11 +254,13 @@ async fn read_response(
     mut conn: Conn,
     head: Head,
     mut body: Body,
-    st: Instant,
+    (st, head_at, mut phases): (Instant, Instant, HttpPhases),
     row: &mut Row,
     keep_reply: bool,
 ) {
     let mode = tpl.mode;
+    // The response's last byte so far (from its first: the head).
+    let mut last_byte = head_at;
     let status = head.status;
     // The streamed text, kept to re-count it with the tokenizer, to ship it in the row,
     // or for the conversation's next turn.
@@ -298,6 +318,7 @@ async fn read_response(
             }
             Some(Ok((data, arrived))) => {
                 let now = arrived.max(st);
+                last_byte = last_byte.max(now);
                 tally.bytes += data.len() as u64;
                 if let (Some(s), Some(t)) = (idle.as_mut(), tpl.read_timeout) {
                     s.as_mut().reset(tokio::time::Instant::now() + t);
@@ -369,6 +390,8 @@ async fn read_response(
         }
     }
     let end = Instant::now();
+    phases.receiving_us = us(last_byte - head_at);
+    row.phases = Some(phases);
     // vLLM's last token rides on its finish chunk, with "" for text when the stream stops
     // inside a character or on EOS: the server's count says whether that chunk was one.
     if let (Some(at), Some(u)) = (finish, usage)

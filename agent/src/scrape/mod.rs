@@ -2,10 +2,13 @@
 //! the serving stacks' prefixes (`vllm:`, `sglang:`, `llamacpp:`, `tgi_`) and any asked by
 //! name, summed over label sets and over the URLs (replicas). Used by the coordinator
 //! and, when the target is reachable only from agents, by an agent, whose scrapes travel
-//! in its session stream ([`to_proto`], [`from_proto`]).
+//! in its session stream ([`to_proto`], [`from_proto`]). [`gpu`] reads GPU exporter
+//! pages (DCGM, AMD) per GPU.
 
+pub mod gpu;
 mod parse;
 
+pub use gpu::{GpuKey, GpuReading, GpuSource, parse_gpus};
 pub use parse::parse;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -94,6 +97,37 @@ pub async fn scrape(
         }
         let text = String::from_utf8_lossy(&r.body);
         merge(&mut all, parse(&text, wanted(extra)));
+    }
+    Ok(all)
+}
+
+/// Scrapes every GPU exporter page once (`--gpu-metrics-url`), each within `timeout`:
+/// the GPUs of all pages, each named by its labels (the URL's host when the page has no
+/// host label). A page that answers without any GPU family is an error naming it.
+pub async fn scrape_gpus(
+    urls: &[String],
+    timeout: Duration,
+    tls: &crate::engine::tls::TargetTls,
+) -> Result<Vec<GpuReading>, String> {
+    let mut all = Vec::new();
+    for url in urls {
+        let uri: http::Uri = url.parse().map_err(|e| format!("{url}: {e}"))?;
+        let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
+            return Err(format!("{url}: not an http(s) URL"));
+        };
+        let base = format!("{scheme}://{authority}");
+        let path = uri.path_and_query().map_or("/metrics", |p| p.as_str());
+        let r = crate::client::get_from(None, tls, &base, path, timeout).await.map_err(|e| format!("{url}: {e}"))?;
+        if r.status != 200 {
+            return Err(format!("{url}: HTTP {}", r.status));
+        }
+        let gpus = parse_gpus(&String::from_utf8_lossy(&r.body), authority.host());
+        if gpus.is_empty() {
+            return Err(format!(
+                "{url}: no GPU in the page (neither DCGM_FI_DEV_* nor AMD gpu_* families with a gpu label)"
+            ));
+        }
+        all.extend(gpus);
     }
     Ok(all)
 }

@@ -9,11 +9,13 @@
 use super::active::ActiveSeconds;
 use super::coalesce::Coalescing;
 use super::conversations::Conversations;
+use super::gpu::{GpuMetrics, GpuView};
 use super::ramp::RampEvents;
 use super::sample::Sample;
 use super::server::{ClientSide, ServerMetrics, ServerView};
 use super::spilled::Spilled;
 use super::timeseries::{Slice, TimeSeries};
+use crate::fleet::gpu::GpuScrape;
 pub use crate::fleet::outcome::{GlobalRow, kind_name};
 use crate::fleet::scrape::ServerScrape;
 use crate::plan::{RampPlan, Slo};
@@ -115,6 +117,10 @@ pub struct Metrics {
     pub coalesced: Vec<Coalescing>,
     /// The server's own view, when its metrics were scraped.
     pub server: Option<ServerMetrics>,
+    /// GPU telemetry over the window, when GPU exporter pages were scraped.
+    pub gpu: Option<GpuMetrics>,
+    /// k6's HTTP phases of the successful requests (D35), when the rows carry them.
+    pub http_phases: super::phases::Phases,
     /// A ramped run's rate changes.
     pub ramp: Option<RampEvents>,
     /// Successful requests' client queue time (vLLM's `client_queue_time`).
@@ -167,6 +173,7 @@ pub struct Aggregator {
     keep_rows: bool,
     series: TimeSeries,
     server: ServerView,
+    gpu: GpuView,
     ramp: Option<RampEvents>,
 }
 
@@ -188,6 +195,7 @@ impl Aggregator {
             keep_rows,
             series: TimeSeries::new(slice_s),
             server: ServerView::new(slice_s),
+            gpu: GpuView::new(slice_s),
             ramp: None,
         }
     }
@@ -230,6 +238,9 @@ impl Aggregator {
         }
         if r.ok() {
             self.active.add(r.start_s, r.end_s());
+            if let Some(p) = &r.row.phases {
+                m.http_phases.add(p, r.row.ttft_us);
+            }
         }
         if r.row.session.is_some() {
             let c = m.conversations.get_or_insert_with(Conversations::new);
@@ -333,6 +344,11 @@ impl Aggregator {
         self.server.add(s);
     }
 
+    /// A scrape of the GPU exporter pages.
+    pub fn gpu(&mut self, s: &GpuScrape) {
+        self.gpu.add(s);
+    }
+
     /// The last finished slice (see [`TimeSeries::recent`]).
     pub fn recent(&self) -> Option<(f64, f64, f64, u64)> {
         self.series.recent()
@@ -353,6 +369,7 @@ impl Aggregator {
             token_bins,
             series,
             server,
+            gpu,
             ramp,
             ..
         } = self;
@@ -398,6 +415,15 @@ impl Aggregator {
             ttft_mean_ms: m.ttft.mean_ms(),
         };
         m.server = server.finish(m.time_series.len(), client);
+        if let Some((g, slices)) = gpu.finish(m.duration_s, m.time_series.len()) {
+            for (s, gs) in m.time_series.iter_mut().zip(slices) {
+                s.gpu_energy_j = Some(gs.energy_j);
+                s.gpu_power_w = Some(gs.power_w);
+                s.gpu_utilization_pct = gs.utilization_pct;
+                s.energy_per_output_token_j = (s.output_tokens > 0).then(|| gs.energy_j / s.output_tokens as f64);
+            }
+            m.gpu = Some(g);
+        }
         if !queued.is_empty() {
             let mut q = queued;
             q.seal();

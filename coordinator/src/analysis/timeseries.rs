@@ -103,6 +103,24 @@ pub struct Slice {
     /// late agent batch): in its counts, not in its percentiles (absent when 0).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub late_rows: u64,
+    /// HTTP phases (D35), when the rows carry them: `waiting` (the time to the response
+    /// head) at p50 and p99, `blocked` (waiting for a connection or stream slot) at p99.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p50_http_req_waiting_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_http_req_waiting_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_http_req_blocked_ms: Option<f64>,
+    /// With GPU telemetry (`--gpu-metrics-url`): every GPU's energy in the slice (J), their
+    /// power (W), mean utilization (%) and the energy per output token completed in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_energy_j: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_power_w: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_utilization_pct: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_per_output_token_j: Option<f64>,
     pub errors_by_kind: BTreeMap<String, u64>,
     pub agents: Vec<AgentSlice>,
 }
@@ -112,12 +130,15 @@ struct Hists {
     ttft: Histogram<u32>,
     itl: Histogram<u32>,
     e2el: Histogram<u32>,
+    /// HTTP phases (D35), when rows carry them: `waiting` and `blocked`.
+    waiting: Histogram<u32>,
+    blocked: Histogram<u32>,
 }
 
 impl Hists {
     fn new() -> Self {
         let h = || Histogram::new_with_bounds(1, 36_000_000_000, 3).expect("valid histogram bounds");
-        Self { ttft: h(), itl: h(), e2el: h() }
+        Self { ttft: h(), itl: h(), e2el: h(), waiting: h(), blocked: h() }
     }
 }
 
@@ -139,7 +160,9 @@ struct Open {
     output_tokens: u64,
     errors: BTreeMap<String, u64>,
     hists: Option<Box<Hists>>,
-    closed: Option<[f64; 5]>,
+    closed: Option<[f64; 8]>,
+    /// A successful row of the slice carried HTTP phases.
+    phases: bool,
     /// Successful rows that came after `closed` was computed.
     late: u64,
     agents: BTreeMap<usize, AgentAcc>,
@@ -189,6 +212,12 @@ impl TimeSeries {
                 h.e2el.saturating_record(us(r.e2el_s()));
                 for &g in &r.row.itl_us {
                     h.itl.saturating_record(u64::from(g).max(1));
+                }
+                if let Some(p) = &r.row.phases {
+                    // + 1 µs: a histogram cannot hold 0 (read back as 0).
+                    h.waiting.saturating_record(p.waiting_us + 1);
+                    h.blocked.saturating_record(p.blocked_us + 1);
+                    open.phases = true;
                 }
             }
         } else if r.row.error() == surge_proto::ErrorKind::Cancelled {
@@ -250,7 +279,9 @@ impl TimeSeries {
             let o = self.slices.remove(&i).unwrap_or_default();
             peak_in_flight = peak_in_flight.max(in_flight + o.started);
             in_flight = (in_flight + o.started).saturating_sub(o.ended);
-            let [p50_ttft_ms, p99_ttft_ms, p50_itl_ms, p99_itl_ms, p99_e2el_ms] = o.closed.unwrap_or([0.0; 5]);
+            let [p50_ttft_ms, p99_ttft_ms, p50_itl_ms, p99_itl_ms, p99_e2el_ms, p50_waiting, p99_waiting, p99_blocked] =
+                o.closed.unwrap_or([0.0; 8]);
+            let phase = |v: f64| o.phases.then_some(v);
             out.push(Slice {
                 t: i as f64 * self.slice_s,
                 started: o.started,
@@ -268,6 +299,13 @@ impl TimeSeries {
                 p99_itl_ms,
                 p99_e2el_ms,
                 late_rows: o.late,
+                p50_http_req_waiting_ms: phase(p50_waiting),
+                p99_http_req_waiting_ms: phase(p99_waiting),
+                p99_http_req_blocked_ms: phase(p99_blocked),
+                gpu_energy_j: None,
+                gpu_power_w: None,
+                gpu_utilization_pct: None,
+                energy_per_output_token_j: None,
                 errors_by_kind: o.errors,
                 agents: o.agents.iter().map(|(&agent, a)| a.slice(agent)).collect(),
             });
@@ -276,8 +314,19 @@ impl TimeSeries {
     }
 }
 
-fn close(h: &Hists) -> [f64; 5] {
-    [ms(&h.ttft, 0.5), ms(&h.ttft, 0.99), ms(&h.itl, 0.5), ms(&h.itl, 0.99), ms(&h.e2el, 0.99)]
+fn close(h: &Hists) -> [f64; 8] {
+    // The phases were recorded + 1 µs.
+    let shifted = |hist: &Histogram<u32>, q: f64| (ms(hist, q) - 0.001).max(0.0);
+    [
+        ms(&h.ttft, 0.5),
+        ms(&h.ttft, 0.99),
+        ms(&h.itl, 0.5),
+        ms(&h.itl, 0.99),
+        ms(&h.e2el, 0.99),
+        shifted(&h.waiting, 0.5),
+        shifted(&h.waiting, 0.99),
+        shifted(&h.blocked, 0.99),
+    ]
 }
 
 #[cfg(test)]

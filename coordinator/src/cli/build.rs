@@ -10,7 +10,7 @@ use super::{
 use crate::plan::matrix::{MatrixPlan, standard};
 use crate::plan::sweep::{Kind, KneeRule, SweepPlan};
 use crate::plan::validate::ValidatePlan;
-use crate::plan::{Agents, ConnectWait, OtlpPlan, OtlpProtocol, RunPlan, ScrapePlan, TlsPaths, VerdictLimits};
+use crate::plan::{Agents, ConnectWait, GpuPlan, OtlpPlan, OtlpProtocol, RunPlan, ScrapePlan, TlsPaths, VerdictLimits};
 use clap::{Args, FromArgMatches};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -166,6 +166,7 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
     let agents = agents_plan(&a.fleet, file)?;
     let (http_version, target_tls) = (http_version(&a.transport, &base_url)?, target_tls(&a.transport)?);
     let scrape = scrape_plan(&a.server, &base_url, &target_tls)?;
+    let gpu = gpu_plan(&a.server, &target_tls)?;
     let extra_body = extra_body(&a.sampling, backend)?;
     let thresholds: Vec<Option<f64>> = a
         .output
@@ -253,6 +254,8 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         verdict: verdict_limits(&a.verdict),
         server_itl_ms: a.server.server_itl_ms,
         scrape,
+        gpu,
+        energy_price_kwh: a.output.energy_price_kwh,
         prometheus_listen: a.telemetry.prometheus_listen,
         live_linger: a.telemetry.live_linger.unwrap_or(a.server.scrape_interval * 2),
         otlp,
@@ -263,6 +266,7 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         lora_random: a.target.lora_assignment == super::LoraAssignmentArg::Random,
         probe_rate: a.load.probe_request_rate,
         plot_timeline: a.output.plot_timeline,
+        show_http_phases: a.output.show_http_phases,
         multi_turn,
     })
 }
@@ -580,6 +584,20 @@ fn scrape_plan(
         from_agent: s.scrape_from == super::ScrapeFrom::Agent,
         tls: tls.clone(),
     }))
+}
+
+/// `--gpu-metrics-url` as a plan (scraped every `--scrape-interval`).
+fn gpu_plan(s: &ServerViewArgs, tls: &crate::plan::TargetTls) -> Result<Option<GpuPlan>, UsageError> {
+    if s.gpu_metrics_urls.is_empty() {
+        return Ok(None);
+    }
+    for url in &s.gpu_metrics_urls {
+        match url.parse::<http::Uri>() {
+            Ok(u) if matches!(u.scheme_str(), Some("http" | "https")) && u.authority().is_some() => {}
+            _ => return usage(format!("--gpu-metrics-url {url:?}: expected http://HOST[:PORT]/PATH")),
+        }
+    }
+    Ok(Some(GpuPlan { urls: s.gpu_metrics_urls.clone(), interval: s.scrape_interval, tls: tls.clone() }))
 }
 
 /// `surge run`'s options with every default, as if no flag were given.

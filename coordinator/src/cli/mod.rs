@@ -515,6 +515,11 @@ pub struct OutputArgs {
     /// vLLM's file name); implies --save-result, whose JSON the report is drawn from.
     #[arg(long = "plot-timeline")]
     pub plot_timeline: bool,
+    /// Print where the requests' time went, in k6's HTTP phases (blocked, connecting,
+    /// tls_handshaking, sending, waiting, receiving, duration), and the time from the
+    /// response head to the first token. The result always has them.
+    #[arg(long = "show-http-phases")]
+    pub show_http_phases: bool,
     /// vLLM's ITL colour thresholds of --plot-timeline, "LOW,HIGH" ms: checked and
     /// accepted (surge's report draws ITL distributions instead of colouring each gap).
     #[arg(long = "timeline-itl-thresholds", default_value = "25,50", value_name = "LOW,HIGH")]
@@ -553,6 +558,10 @@ pub struct OutputArgs {
     /// cost per million output and total tokens at the measured throughput.
     #[arg(long, value_parser = parse::positive, value_name = "USD")]
     pub cost_per_hour: Option<f64>,
+    /// The price of a kWh in USD: with GPU telemetry (--gpu-metrics-url), results gain
+    /// the energy cost per million output tokens.
+    #[arg(long, value_parser = parse::positive, value_name = "USD")]
+    pub energy_price_kwh: Option<f64>,
     /// Exit code 1 when more than this fraction of requests failed (cancelled ones
     /// excluded); a run where no request succeeded always exits 1.
     #[arg(long, default_value_t = 1.0, value_parser = parse::fraction, value_name = "FRACTION")]
@@ -582,6 +591,12 @@ pub struct ServerViewArgs {
     /// Who scrapes: the coordinator, or the first agent (for targets only agents reach).
     #[arg(long, value_enum, default_value = "coordinator")]
     pub scrape_from: ScrapeFrom,
+    /// A GPU exporter page to scrape beside the run (NVIDIA's DCGM exporter, e.g.
+    /// http://gpu-node:9400/metrics, or AMD's device metrics exporter, e.g.
+    /// http://gpu-node:5000/metrics), every --scrape-interval; repeatable. Results gain
+    /// GPU power, energy, utilization and energy per token.
+    #[arg(long = "gpu-metrics-url", value_name = "URL")]
+    pub gpu_metrics_urls: Vec<String>,
 }
 
 /// `surge run`'s flags, "Live metrics and traces": what the run shows while it goes: Prometheus, OTLP traces, request ids.

@@ -172,6 +172,9 @@ impl Observer for Watch<'_> {
     fn server(&mut self, scrape: &crate::fleet::scrape::ServerScrape) {
         self.agg.server(scrape);
     }
+    fn gpu(&mut self, scrape: &crate::fleet::gpu::GpuScrape) {
+        self.agg.gpu(scrape);
+    }
     fn started(&mut self, run_id: u64, start_unix_ns: i64, slices: &[(surge_agent::data::share::Stripe, u64)]) {
         self.agg.ramp_slices(slices.to_vec());
         self.outputs.level_start(run_id, start_unix_ns, &self.model, &self.agents);
@@ -317,6 +320,21 @@ fn plot_timeline(sinks: &mut dyn Sink, input: &std::path::Path, out: &std::path:
     }
 }
 
+/// A listener whose accept queue holds [`ECHO_BACKLOG`] connections. With tokio's 1,024,
+/// 2,000 connections opened at once by agents overflowed it on a 2-core host (the
+/// kernel's ListenOverflows), and each dropped SYN cost the client the kernel's 1 s
+/// retransmission timeout: a level's Prepare took 2 s, sometimes over 5 s. The kernel
+/// caps the backlog at `net.core.somaxconn`.
+pub(crate) fn listen_deep(addr: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(ECHO_BACKLOG)
+}
+
+/// The echo's accept queue: room for every connection a 4,096-in-flight level opens.
+const ECHO_BACKLOG: u32 = 4096;
+
 /// `surge echo`: serves until Ctrl-C / SIGTERM.
 pub async fn echo_command(args: surge_echo::EchoArgs) -> u8 {
     let cfg = match args.into_config() {
@@ -326,7 +344,7 @@ pub async fn echo_command(args: surge_echo::EchoArgs) -> u8 {
             return exit::USAGE;
         }
     };
-    let listener = match tokio::net::TcpListener::bind(cfg.listen).await {
+    let listener = match listen_deep(cfg.listen) {
         Ok(l) => l,
         Err(e) => {
             terminal::say("echo", &format!("--listen {}: {e}", cfg.listen));

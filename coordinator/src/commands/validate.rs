@@ -84,8 +84,7 @@ async fn validate(plan: &ValidatePlan, sinks: &mut dyn Sink) -> Result<u8, Failu
     let base = match &plan.target {
         Some(t) => t.trim_end_matches('/').to_string(),
         None => {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                .await
+            let listener = super::listen_deep(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
                 .map_err(|e| Failure::run("embedded echo server", &e))?;
             let addr = listener.local_addr().map_err(|e| Failure::run("embedded echo server", &e))?;
             let s = stop_echo.clone();

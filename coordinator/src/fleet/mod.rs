@@ -10,6 +10,7 @@
 pub mod check;
 pub mod clock;
 pub mod collect;
+pub mod gpu;
 mod link;
 mod local;
 pub mod outcome;

@@ -5,6 +5,7 @@
 
 use super::clock::{self, Exchange, Offset};
 use super::collect::{Action, Collector, Input};
+use super::gpu::{self, GpuScrape};
 use super::outcome::{AgentReport, GlobalRow, Outcome, RunStatus, finished_requests};
 use super::scrape::{self, ServerScrape};
 use super::{Event, Fleet, now_ns};
@@ -35,6 +36,8 @@ pub trait Observer: Send {
     fn notice(&mut self, _message: &str) {}
     /// A scrape of the server's metrics.
     fn server(&mut self, _scrape: &ServerScrape) {}
+    /// A scrape of the GPU exporter pages.
+    fn gpu(&mut self, _scrape: &GpuScrape) {}
     /// The run `run_id` starts at `start_unix_ns` (coordinator clock); `slices` are the
     /// agents' request shares (their global indices, how many).
     fn started(&mut self, _run_id: u64, _start_unix_ns: i64, _slices: &[(Stripe, u64)]) {}
@@ -395,6 +398,10 @@ impl Runner<'_> {
         // 4. The server's metrics before the load (here, unless an agent scrapes), then
         //    start everyone at one instant of the coordinator's clock.
         let scraping = self.baseline_scrape().await;
+        let gpu_baseline = match &plan.gpu {
+            Some(gp) => Some((now_ns(), gpu::once(gp).await)),
+            None => None,
+        };
         let max_rtt = self.agents.iter().map(|a| a.offset.rtt_ns).max().unwrap_or(0);
         let lead_ns = (250_000_000i64).max(4 * max_rtt);
         let start_ns = now_ns() + lead_ns;
@@ -409,6 +416,12 @@ impl Runner<'_> {
             let mut b = s.clone();
             b.t_s = (baseline_ns - start_ns) as f64 / 1e9;
             self.observer.server(&b);
+        }
+        if let Some((at, result)) = gpu_baseline {
+            if let Err(e) = &result {
+                self.observer.notice(&format!("cannot scrape GPU telemetry: {e}"));
+            }
+            self.observer.gpu(&GpuScrape { t_s: (at - start_ns) as f64 / 1e9, result });
         }
         let started_at = chrono::DateTime::from_timestamp_nanos(start_ns);
         let limit = plan.max_run_time;
@@ -431,8 +444,16 @@ impl Runner<'_> {
         if let (Some(_), Some(sp)) = (&scraping, &plan.scrape) {
             tokio::spawn(scrape::periodic(sp.clone(), start_ns, scrape_tx, stop_scraping.clone()));
         }
-        let status = self.collect(limit, scrape_rx).await;
+        let (gpu_tx, gpu_rx) = mpsc::channel(16);
+        if let Some(gp) = &plan.gpu {
+            tokio::spawn(gpu::periodic(gp.clone(), start_ns, gpu_tx, stop_scraping.clone()));
+        }
+        let status = self.collect(limit, scrape_rx, gpu_rx).await;
         stop_scraping.cancel();
+        if let Some(gp) = &plan.gpu {
+            let result = gpu::once(gp).await;
+            self.observer.gpu(&GpuScrape { t_s: (now_ns() - start_ns) as f64 / 1e9, result });
+        }
         if let (Some(_), Some(sp)) = (&scraping, &plan.scrape) {
             let t_s = (now_ns() - start_ns) as f64 / 1e9;
             let last = ServerScrape { t_s, result: scrape::once(sp).await, baseline: false, last: true };
@@ -485,7 +506,12 @@ impl Runner<'_> {
         Some((ServerScrape { t_s: 0.0, result, baseline: true, last: false }, at))
     }
 
-    async fn collect(&mut self, limit: Duration, mut scrapes: mpsc::Receiver<ServerScrape>) -> RunStatus {
+    async fn collect(
+        &mut self,
+        limit: Duration,
+        mut scrapes: mpsc::Receiver<ServerScrape>,
+        mut gpus: mpsc::Receiver<GpuScrape>,
+    ) -> RunStatus {
         let now = Instant::now();
         let agents = std::mem::take(&mut self.agents);
         let legacy: Vec<bool> = agents.iter().map(AgentReport::legacy).collect();
@@ -507,6 +533,10 @@ impl Runner<'_> {
             let input = tokio::select! {
                 Some(s) = scrapes.recv() => {
                     self.observer.server(&s);
+                    continue;
+                }
+                Some(g) = gpus.recv() => {
+                    self.observer.gpu(&g);
                     continue;
                 }
                 ev = self.fleet.next(quiet_wait(&c)) => match ev {

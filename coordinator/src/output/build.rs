@@ -6,10 +6,10 @@ use super::result::{
     Lag, Latencies, Lateness, MetricStats, Probes, QueueLatency, RESULT_SCHEMA, Rate, RunMetadata, RunResult, RunState,
     ShareEntry, StreamExample, TokenCounts, TokenizerRef,
 };
-use crate::analysis::cost;
 use crate::analysis::metrics::{Metrics, kind_name};
 use crate::analysis::sample::Sample;
 use crate::analysis::verdict::{self, Verdict};
+use crate::analysis::{cost, gpu, phases};
 use crate::fleet::outcome::Outcome;
 use crate::plan::{METRICS, QUEUE_METRICS, RunPlan};
 
@@ -55,7 +55,25 @@ fn latencies(plan: &RunPlan, m: &Metrics, ps: &[f64]) -> Latencies {
     if let (Some(q), true) = (&m.e2el_incl_queue, plan.max_concurrency.is_some() && wants(QUEUE_METRICS[1])) {
         l.push(stats(QUEUE_METRICS[1], q, ps));
     }
+    // k6's HTTP phases (D35), when the agents timed them: `http_req_<phase>`.
+    let h = &m.http_phases;
+    if !h.is_empty() {
+        for (name, p) in phases::PHASES.iter().zip(&h.phases) {
+            l.push(phase_stats(&format!("http_req_{name}"), p, ps));
+        }
+        l.push(phase_stats(&format!("http_{}", phases::HEAD_TO_FIRST_TOKEN), &h.head_to_first_token, ps));
+    }
     Latencies(l)
+}
+
+fn phase_stats(name: &str, p: &phases::Phase, ps: &[f64]) -> MetricStats {
+    MetricStats {
+        name: name.to_string(),
+        mean_ms: p.mean_ms(),
+        median_ms: p.percentile_ms(50.0),
+        std_ms: p.std_ms(),
+        percentiles: ps.iter().map(|&q| (q, p.percentile_ms(q))).collect(),
+    }
 }
 
 /// The `distributions` key: each latency metric that has values.
@@ -251,6 +269,10 @@ pub fn run_result(
     saved_at_utc: String,
 ) -> RunResult {
     let ps = percentiles(plan);
+    // Energy over the run's duration against the tokens the client counted in it.
+    let energy = m.gpu.as_ref().map_or_else(Default::default, |g| {
+        gpu::Efficiency::of(g.total_energy_j, m.total_output_tokens, m.completed, plan.energy_price_kwh)
+    });
     RunResult {
         date: o.started_at.format("%Y%m%d-%H%M%S").to_string(),
         endpoint_type: plan.backend_name.into(),
@@ -327,6 +349,13 @@ pub fn run_result(
         percentiles_exact: m.exact,
         cost_per_million_output_tokens: plan.cost_per_hour.and_then(|c| cost::per_million(c, m.output_throughput)),
         cost_per_million_total_tokens: plan.cost_per_hour.and_then(|c| cost::per_million(c, m.total_token_throughput)),
+        http_req_connections_reused: (!m.http_phases.is_empty()).then_some(m.http_phases.reused),
+        http_req_connections_new: (!m.http_phases.is_empty()).then_some(m.http_phases.new_connections),
+        energy_per_output_token_j: energy.energy_per_output_token_j,
+        energy_per_request_j: energy.energy_per_request_j,
+        output_tokens_per_joule: energy.output_tokens_per_joule,
+        average_gpu_power_w: m.gpu.as_ref().filter(|g| !g.gpus.is_empty()).map(|g| g.average_power_w),
+        energy_cost_per_million_output_tokens: energy.energy_cost_per_million_output_tokens,
         result_schema: RESULT_SCHEMA,
         run_metadata: run_metadata(plan, model, o, saved_at_utc),
         client,
@@ -338,6 +367,7 @@ pub fn run_result(
         },
         distributions: distributions(m),
         server_metrics: m.server.clone(),
+        gpu_metrics: m.gpu.clone(),
         detailed: plan.save_detailed.then(|| detailed_of(m, plan.num_prompts == crate::plan::UNBOUNDED)),
         detailed_spill: None,
     }

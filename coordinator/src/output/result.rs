@@ -143,6 +143,26 @@ pub struct RunResult {
     pub cost_per_million_output_tokens: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_per_million_total_tokens: Option<f64>,
+    /// HTTP phases (D35): successful requests on a connection used before (or opened
+    /// ahead of the run) and on one opened for them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_req_connections_reused: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_req_connections_new: Option<u64>,
+    /// With GPU telemetry (`--gpu-metrics-url`): every GPU's energy over the run's
+    /// duration per output token and per completed request (J), output tokens per joule,
+    /// the GPUs' mean power (W), and with `--energy-price-kwh` the energy cost of a million
+    /// output tokens (USD).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_per_output_token_j: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_per_request_j: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens_per_joule: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub average_gpu_power_w: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_cost_per_million_output_tokens: Option<f64>,
     #[serde(default = "schema_one")]
     pub result_schema: u32,
     pub run_metadata: RunMetadata,
@@ -160,6 +180,9 @@ pub struct RunResult {
     /// The server's own metrics over the level (D11), when scraped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_metrics: Option<crate::analysis::server::ServerMetrics>,
+    /// GPU telemetry over the level (D36), with `--gpu-metrics-url`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_metrics: Option<crate::analysis::gpu::GpuMetrics>,
     /// `--save-detailed`: per-request arrays in seconds, as vLLM saves them (read back
     /// from a file, or built from rows kept in memory).
     #[serde(flatten)]

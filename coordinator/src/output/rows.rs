@@ -47,6 +47,39 @@ struct Line<'a> {
     session_end: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cancelled_turns: Option<u32>,
+    /// k6's HTTP phases in seconds, and whether the connection was reused (D35; absent
+    /// when the agent did not time them, or the request failed before a response head).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    http: Option<HttpLine>,
+}
+
+/// A row's HTTP phases (seconds).
+#[derive(Serialize)]
+struct HttpLine {
+    blocked: f64,
+    connecting: f64,
+    tls_handshaking: f64,
+    sending: f64,
+    waiting: f64,
+    receiving: f64,
+    duration: f64,
+    reused: bool,
+}
+
+impl HttpLine {
+    fn of(p: &surge_proto::HttpPhases) -> Self {
+        let s = |us: u64| us as f64 / 1e6;
+        Self {
+            blocked: s(p.blocked_us),
+            connecting: s(p.connecting_us),
+            tls_handshaking: s(p.tls_us),
+            sending: s(p.sending_us),
+            waiting: s(p.waiting_us),
+            receiving: s(p.receiving_us),
+            duration: s(p.sending_us + p.waiting_us + p.receiving_us),
+            reused: p.reused,
+        }
+    }
 }
 
 /// The open file.
@@ -100,6 +133,7 @@ impl RowFile {
             cached_tokens: r.row.cached_tokens,
             session_end: r.row.session_end.as_ref().map(|e| if e.failed { "failed" } else { "completed" }),
             cancelled_turns: r.row.session_end.as_ref().map(|e| e.cancelled_turns),
+            http: r.row.phases.as_ref().map(HttpLine::of),
         };
         let err = |source| OutputError::Write { path: self.path.clone(), source };
         serde_json::to_writer(&mut self.out, &line).map_err(|e| err(std::io::Error::other(e)))?;

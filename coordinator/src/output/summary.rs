@@ -14,6 +14,8 @@ pub struct SummaryView {
     pub percentiles: Vec<f64>,
     /// `--max-failure-rate`, for the line that explains a non-zero exit code.
     pub max_failure_rate: f64,
+    /// `--show-http-phases`.
+    pub http_phases: bool,
 }
 
 impl SummaryView {
@@ -22,6 +24,7 @@ impl SummaryView {
             metrics: plan.percentile_metrics.clone(),
             percentiles: plan.metric_percentiles.clone(),
             max_failure_rate: plan.max_failure_rate,
+            http_phases: plan.show_http_phases,
         }
     }
 }
@@ -176,6 +179,12 @@ pub fn summary(r: &RunResult, view: &SummaryView, status: &RunStatus) -> String 
     if let Some(s) = &r.server_metrics {
         server_section(&mut out, s);
     }
+    if view.http_phases {
+        phases_block(&mut out, r);
+    }
+    if let Some(g) = &r.gpu_metrics {
+        gpu_block(&mut out, r, g);
+    }
     match status {
         RunStatus::Complete => {}
         RunStatus::Invalid { lost } => {
@@ -281,5 +290,75 @@ mod tests {
         assert_eq!(center(" Serving Benchmark Result ", 50, '='), "============ Serving Benchmark Result ============");
         // Python puts the extra fill on the right for odd padding.
         assert_eq!(center("Time to First Token", 50, '-'), "---------------Time to First Token----------------");
+    }
+}
+
+/// The GPU and energy block (`--gpu-metrics-url`): the totals, then one line per GPU.
+fn gpu_block(out: &mut String, r: &RunResult, g: &crate::analysis::gpu::GpuMetrics) {
+    header(out, "GPU and energy", '-');
+    line(out, "GPUs:", g.gpus.len());
+    fline(out, "GPU energy over the run (J):", g.total_energy_j);
+    fline(out, "Average GPU power (W):", g.average_power_w);
+    fline(out, "Peak GPU power (W):", g.peak_power_w);
+    if let Some(j) = r.energy_per_output_token_j {
+        fline(out, "Energy per output token (J):", j);
+    }
+    if let Some(j) = r.energy_per_request_j {
+        fline(out, "Energy per request (J):", j);
+    }
+    if let Some(t) = r.output_tokens_per_joule {
+        fline(out, "Output tokens per joule:", t);
+    }
+    if let Some(c) = r.energy_cost_per_million_output_tokens {
+        fline(out, "Energy cost per 1M output tokens (USD):", c);
+    }
+    for gpu in &g.gpus {
+        let mean =
+            |s: &Option<crate::analysis::server::GaugeStats>| s.map_or("-".to_string(), |s| format!("{:.0}", s.mean));
+        let mut what = format!(
+            "{:.0} J ({}), {} W mean, {} % busy, {} MHz, {} C",
+            gpu.energy_j,
+            gpu.energy_from,
+            mean(&gpu.power_w),
+            mean(&gpu.utilization_pct),
+            mean(&gpu.sm_clock_mhz),
+            gpu.temperature_c.map_or("-".to_string(), |t| format!("{:.0}", t.max)),
+        );
+        if gpu.xid_error_count > 0 {
+            what.push_str(&format!(", {} XID errors", gpu.xid_error_count));
+        }
+        if gpu.counter_resets > 0 {
+            what.push_str(&format!(", counter reset {}x", gpu.counter_resets));
+        }
+        line(out, &format!("  {} gpu {}:", gpu.host, gpu.gpu), what);
+    }
+    if g.failed_scrapes > 0 {
+        line(
+            out,
+            "GPU scrapes failed:",
+            format!("{} of {} ({})", g.failed_scrapes, g.scrapes, g.last_error.as_deref().unwrap_or("")),
+        );
+    }
+}
+
+/// `--show-http-phases`: k6's phases of the successful requests (mean, median, p99 in ms),
+/// the head-to-first-token gap, and how many came on a new connection.
+fn phases_block(out: &mut String, r: &RunResult) {
+    header(out, "HTTP phases", '-');
+    if r.latency.get("http_req_duration").is_none() {
+        let _ = writeln!(out, "(not timed: no successful request, or agents that do not time phases)");
+        return;
+    }
+    let _ = writeln!(out, "{:<28} {:>10} {:>10} {:>10}", "phase (ms)", "mean", "median", "p99");
+    let names = crate::analysis::phases::PHASES.iter().map(|p| format!("http_req_{p}"));
+    for name in names.chain(std::iter::once("http_head_to_first_token".to_string())) {
+        if let Some(m) = r.latency.get(&name) {
+            let p99 = m.at(99.0).map_or_else(|| "-".to_string(), |v| format!("{v:.2}"));
+            let label = name.trim_start_matches("http_req_").trim_start_matches("http_");
+            let _ = writeln!(out, "{label:<28} {:>10.2} {:>10.2} {p99:>10}", m.mean_ms, m.median_ms);
+        }
+    }
+    if let (Some(new), Some(reused)) = (r.http_req_connections_new, r.http_req_connections_reused) {
+        line(out, "Requests on new / reused connections:", format!("{new} / {reused}"));
     }
 }

@@ -202,6 +202,10 @@ pub struct RunPlan {
     pub server_itl_ms: Option<f64>,
     /// The server's `/metrics` beside the run; `None` with `--no-scrape-metrics`.
     pub scrape: Option<ScrapePlan>,
+    /// `--gpu-metrics-url`: GPU exporter pages scraped beside the run (D36).
+    pub gpu: Option<GpuPlan>,
+    /// `--energy-price-kwh`: the price of a kWh (USD).
+    pub energy_price_kwh: Option<f64>,
     /// `--prometheus-listen`: serve the live metrics here.
     pub prometheus_listen: Option<std::net::SocketAddr>,
     /// `--live-linger`: the live endpoint keeps serving the final values this long.
@@ -224,6 +228,8 @@ pub struct RunPlan {
     pub probe_rate: f64,
     /// `--plot-timeline`: surge's report beside the result.
     pub plot_timeline: bool,
+    /// `--show-http-phases`: the summary gains the HTTP phases block (D35).
+    pub show_http_phases: bool,
     /// Conversations: `num_prompts` counts sessions.
     pub multi_turn: Option<MultiTurnPlan>,
 }
@@ -282,6 +288,17 @@ pub struct ScrapePlan {
     /// from agents).
     pub from_agent: bool,
     /// The target's TLS settings (`--ca-cert`, `--insecure`), for https URLs.
+    pub tls: TargetTls,
+}
+
+/// GPU exporter pages (DCGM, AMD) scraped by the coordinator beside a run (D36).
+#[derive(Debug, Clone)]
+pub struct GpuPlan {
+    /// `--gpu-metrics-url` (repeatable).
+    pub urls: Vec<String>,
+    /// `--scrape-interval`.
+    pub interval: Duration,
+    /// The target's TLS settings, for https pages.
     pub tls: TargetTls,
 }
 
