@@ -55,11 +55,24 @@ pub struct AgentArgs {
     /// Serve this agent's live metrics (Prometheus text format) on ADDR, e.g. 0.0.0.0:9464.
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<String>,
+    /// Read this host's GPUs and send their power, energy, utilization, memory, clock and
+    /// temperature to the coordinator during runs (`nvml`: NVIDIA's library, loaded at run
+    /// time; a host without it or without a GPU serves load without GPU telemetry).
+    #[arg(long, value_enum, value_name = "SOURCE")]
+    pub gpu: Option<GpuArg>,
     /// Speak an older protocol version, as an agent of that version would (tests of
     /// rolling upgrades, D43): 9 reads and writes version 9's wire; any older number only
     /// announces itself, to be refused. Hidden: not for deployments.
     #[arg(long, value_name = "VERSION", hide = true)]
     pub emulate_protocol: Option<u32>,
+}
+
+/// Where `--gpu` reads the GPUs from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GpuArg {
+    /// NVIDIA's management library (libnvidia-ml.so.1).
+    Nvml,
 }
 
 /// The configuration file / environment keys.
@@ -78,6 +91,7 @@ struct FileConfig {
     plaintext: Option<bool>,
     local_address: Option<String>,
     metrics_listen: Option<String>,
+    gpu: Option<GpuArg>,
 }
 
 /// A validated agent configuration.
@@ -88,6 +102,8 @@ pub struct AgentConfig {
     pub metrics_listen: Option<SocketAddr>,
     pub tls: Option<TlsFiles>,
     pub settings: AgentSettings,
+    /// What the operator should read at start (e.g. why there is no GPU telemetry).
+    pub notes: Vec<String>,
 }
 
 /// Paths of the agent's TLS material.
@@ -263,6 +279,20 @@ impl AgentConfig {
             }
         };
         let cert_name = tls.as_ref().map(|t| cert_names(&t.cert)).unwrap_or_default();
+        let mut notes = Vec::new();
+        let gpu = match args.gpu.or(f.gpu) {
+            None => None,
+            Some(GpuArg::Nvml) => match crate::gpu::GpuReader::load() {
+                Ok(r) => {
+                    notes.push(format!("--gpu nvml: GPU telemetry from {} GPU(s) through NVML", r.count()));
+                    Some(std::sync::Arc::new(r))
+                }
+                Err(why) => {
+                    notes.push(format!("--gpu nvml: no GPU telemetry: {why}; serving load without it"));
+                    None
+                }
+            },
+        };
         let protocol = match args.emulate_protocol {
             None => surge_proto::PROTOCOL_VERSION,
             Some(v) if v <= surge_proto::PROTOCOL_VERSION => v,
@@ -276,8 +306,10 @@ impl AgentConfig {
                 local_address,
                 cert_name,
                 protocol,
+                gpu,
                 ..AgentSettings::new(max_in_flight, lease, allowed)
             },
+            notes,
         })
     }
 }

@@ -12,7 +12,8 @@
 //!   agent of a local run;
 //! - [`client`] sends single requests to the target (readiness, model discovery);
 //! - [`cpu`] reads CPU and host signals;
-//! - [`tomlkeys`] checks configuration keys before the `config` crate reads them.
+//! - [`tomlkeys`] checks configuration keys before the `config` crate reads them;
+//! - [`gpu`] reads this host's GPUs through NVML (`--gpu nvml`).
 //!
 //! Dependencies run one way: `daemon -> service -> engine -> data`, `client -> engine`,
 //! and `service -> cpu`.
@@ -24,6 +25,7 @@ pub mod data;
 pub mod engine;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod gpu;
 pub mod live;
 pub mod scrape;
 pub mod service;

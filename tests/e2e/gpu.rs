@@ -274,3 +274,54 @@ fn a_gpu_page_that_fails_is_said_and_the_run_goes_on() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("--gpu-metrics-url"), "{}", text(&out.stderr));
 }
+
+/// `surge-agent --gpu nvml` on a host without NVIDIA's library or a GPU (D36): one line
+/// says why there is no GPU telemetry, and the agent serves a run as usual.
+#[test]
+fn an_agent_without_a_gpu_says_why_once_and_serves_the_run() {
+    use std::io::BufRead;
+    let dir = TempDir::new("gpu-nvml");
+    let (_echo, base) = echo("127.0.0.1", &[]);
+    let log = dir.path("agent.err");
+    let mut child = std::process::Command::new(crate::util::bin("surge-agent"))
+        .args(["--listen", "127.0.0.2:0", "--plaintext", "--allowed-targets", "127.0.0.1", "--gpu", "nvml"])
+        .env("SURGE_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("spawn surge-agent");
+    let mut lines = std::io::BufReader::new(child.stdout.take().expect("piped")).lines();
+    let addr = lines
+        .find_map(|l| l.ok().and_then(|l| l.split("listening on ").nth(1).map(|a| a.trim().to_string())))
+        .expect("the agent's address");
+    let out = surge(
+        &[
+            "run",
+            "--base-url",
+            &base,
+            "--model",
+            "m",
+            "--num-prompts",
+            "20",
+            "--agents",
+            &addr,
+            "--agents-plaintext",
+            "--save-result",
+            "--result-dir",
+            &dir.path(""),
+            "--result-filename",
+            "n.json",
+        ],
+        Duration::from_secs(60),
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(read_json(&dir.path("n.json"))["completed"], 20);
+    let said = std::fs::read_to_string(&log).unwrap();
+    let about: Vec<&str> = said.lines().filter(|l| l.contains("--gpu nvml")).collect();
+    assert_eq!(about.len(), 1, "one line about the GPUs: {said}");
+    if !about[0].contains("GPU telemetry from") {
+        assert!(about[0].contains("no GPU telemetry") && about[0].contains("serving load without it"), "{}", about[0]);
+    }
+}

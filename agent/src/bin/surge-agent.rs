@@ -27,6 +27,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    for note in &cfg.notes {
+        eprintln!("surge-agent: {note}");
+    }
     // 2000+ requests in flight need as many sockets: lift the soft limit to the hard one.
     if let Err(e) = rlimit::increase_nofile_limit(u64::MAX) {
         tracing::warn!("cannot raise the open-file limit: {e}");

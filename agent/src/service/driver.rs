@@ -16,6 +16,7 @@ use crate::engine::stats::Stats;
 use crate::engine::{self, Control, EngineError, Prepared, Report};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 use surge_proto::{AgentMsg, CoordinatorMsg, Row, Workload, agent_msg};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
@@ -47,10 +48,20 @@ pub(crate) struct Link {
 
 /// Results of the session's background tasks.
 enum Internal {
-    Checked { run_id: u64, workload: Box<Workload>, verdict: Result<(), Refused> },
+    Checked {
+        run_id: u64,
+        workload: Box<Workload>,
+        verdict: Result<(), Refused>,
+    },
     Prepared(u64, Box<Result<Prepared, EngineError>>),
-    Finished { report: Report, cpu_seconds: f64, host: cpu::HostSample },
+    Finished {
+        report: Report,
+        cpu_seconds: f64,
+        host: cpu::HostSample,
+    },
     Scraped(surge_proto::ServerMetrics),
+    /// A reading of this host's GPUs (`--gpu nvml`).
+    Gpu(surge_proto::GpuSamples),
 }
 
 /// The engine side of the run in progress.
@@ -213,6 +224,7 @@ impl Driver {
                 m.dropped_before = self.scrapes_dropped.swap(0, std::sync::atomic::Ordering::Relaxed);
                 Event::ServerMetrics(m)
             }
+            Internal::Gpu(g) => Event::GpuSamples(g),
         }
     }
 
@@ -310,7 +322,15 @@ impl Driver {
         }
         let periodic_stop = self.scraping.as_ref().map(|(_, s)| s.clone());
         let dropped = Arc::clone(&self.scrapes_dropped);
+        // This host's GPUs (D36): a reading before the load, one every interval, one after.
+        let interval = Duration::from_millis(prepared.workload().gpu_sample_interval_ms);
+        let gpu = self.settings.gpu.clone().filter(|_| !interval.is_zero());
         tokio::spawn(async move {
+            let gpu_sampling = gpu.map(|g| {
+                let stop = CancellationToken::new();
+                tokio::spawn(sample_gpus(g.clone(), run_id, interval, tx.clone(), stop.clone()));
+                (g, stop)
+            });
             if let (Some(job), Some(stop)) = (scraping, periodic_stop) {
                 // Never later than the load's start.
                 let baseline = tokio::time::timeout_at(start_at, job.once(true, false))
@@ -336,8 +356,47 @@ impl Driver {
             };
             let cpu_seconds = cpu::engine_cpu_time().saturating_sub(cpu_at_start).as_secs_f64();
             let host = host.sample();
+            if let Some((g, stop)) = gpu_sampling {
+                stop.cancel();
+                if let Some(last) = read_gpus(g, run_id).await {
+                    let _ = tx.send(Internal::Gpu(last)).await;
+                }
+            }
             let _ = tx.send(Internal::Finished { report, cpu_seconds, host }).await;
         });
+    }
+}
+
+/// One reading of every GPU, off the runtime's threads (NVML calls block).
+async fn read_gpus(g: Arc<crate::gpu::GpuReader>, run_id: u64) -> Option<surge_proto::GpuSamples> {
+    let gpus = tokio::task::spawn_blocking(move || g.read()).await.ok()?;
+    let sampled_unix_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+    Some(surge_proto::GpuSamples { run_id, sampled_unix_ns, gpus })
+}
+
+/// Reads the GPUs now and every `interval` until `stop`; a reading the session cannot take
+/// at once is dropped (the next one carries the counters on).
+async fn sample_gpus(
+    g: Arc<crate::gpu::GpuReader>,
+    run_id: u64,
+    interval: Duration,
+    tx: mpsc::Sender<Internal>,
+    stop: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        if let Some(s) = read_gpus(Arc::clone(&g), run_id).await
+            && !stop.is_cancelled()
+        {
+            let _ = tx.try_send(Internal::Gpu(s));
+        }
     }
 }
 

@@ -47,6 +47,8 @@ pub struct AgentSettings {
     pub live: Option<Arc<crate::live::LiveMetrics>>,
     /// The agent's certificate's names (CN, then SANs), for the coordinator's fleet check.
     pub cert_name: String,
+    /// `--gpu nvml`: this host's GPUs, sampled during runs that ask (D36).
+    pub gpu: Option<Arc<crate::gpu::GpuReader>>,
     /// The protocol version this agent speaks: [`surge_proto::PROTOCOL_VERSION`], or an
     /// older one it emulates for tests of rolling upgrades (`--emulate-protocol`, D43).
     pub protocol: u32,
@@ -65,6 +67,7 @@ impl AgentSettings {
             live: None,
             cert_name: String::new(),
             protocol: surge_proto::PROTOCOL_VERSION,
+            gpu: None,
         }
     }
 }

@@ -123,6 +123,8 @@ pub(crate) enum Event {
     EngineFinished { report: Report, cpu_seconds: f64, host: cpu::HostSample, rows: Vec<Row> },
     /// A scrape of the target's `/metrics` for the run (the workload asked for it).
     ServerMetrics(ServerMetrics),
+    /// A reading of this host's GPUs (`--gpu nvml`).
+    GpuSamples(surge_proto::GpuSamples),
     /// The agent is shutting down (SIGTERM).
     Shutdown,
 }
@@ -295,6 +297,11 @@ impl Session {
             }
             Event::Rows(rows) => self.send_rows(rows, &mut out),
             Event::ServerMetrics(m) => out.push(Action::Send(agent_msg::Msg::ServerMetrics(m))),
+            // GpuSamples came with version 10 (an emulated older agent has none).
+            Event::GpuSamples(g) if self.settings.protocol == PROTOCOL_VERSION => {
+                out.push(Action::Send(agent_msg::Msg::GpuSamples(g)));
+            }
+            Event::GpuSamples(_) => {}
             Event::TargetChecked { run_id, workload, verdict } => self.on_checked(run_id, workload, verdict, &mut out),
             Event::Prepared { run_id, result: Ok(p) } => {
                 self.prepared = Some(run_id);
@@ -1074,6 +1081,17 @@ mod tests {
         let a = s.handle(finished, now);
         let Some(Action::Send(agent_msg::Msg::Done(d))) = a.last() else { panic!("{a:?}") };
         assert_eq!((d.v9_stop_reason.as_str(), d.stop()), ("duration", surge_proto::StopReason::Unspecified));
+    }
+
+    #[test]
+    fn gpu_readings_go_out_unless_the_agent_speaks_an_older_protocol() {
+        let c = Clock::new();
+        let samples = || Event::GpuSamples(surge_proto::GpuSamples { run_id: 3, ..Default::default() });
+        let a = session(&c).handle(samples(), c.at(ms(0)));
+        assert!(matches!(&a[..], [Action::Send(agent_msg::Msg::GpuSamples(g))] if g.run_id == 3));
+        let settings = AgentSettings { protocol: 9, ..AgentSettings::new(100, LEASE, Allowlist::any()) };
+        let mut old = Session::new(Arc::new(settings), 42, c.t0);
+        assert!(old.handle(samples(), c.at(ms(0))).is_empty(), "version 9 has no GpuSamples");
     }
 
     /// `w` with the choices a coordinator always sets.

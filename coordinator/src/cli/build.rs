@@ -256,6 +256,7 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         scrape,
         gpu,
         energy_price_kwh: a.output.energy_price_kwh,
+        gpu_sample_interval: a.server.scrape_interval,
         prometheus_listen: a.telemetry.prometheus_listen,
         live_linger: a.telemetry.live_linger.unwrap_or(a.server.scrape_interval * 2),
         otlp,

@@ -515,6 +515,11 @@ impl Runner<'_> {
         let now = Instant::now();
         let agents = std::mem::take(&mut self.agents);
         let legacy: Vec<bool> = agents.iter().map(AgentReport::legacy).collect();
+        // An agent's own GPUs (`--gpu nvml`) are named by its host.
+        let hosts: Vec<String> = agents
+            .iter()
+            .map(|a| if a.hello.hostname.is_empty() { a.addr.clone() } else { a.hello.hostname.clone() })
+            .collect();
         // A version 9 agent stopped at the graceful stop's end reports its deadline.
         let graceful_deadline = legacy_graceful_end(self.plan).is_some_and(|end| end < limit);
         let hard_stop = now + limit + Duration::from_secs(30);
@@ -548,6 +553,13 @@ impl Runner<'_> {
                             if graceful_deadline && d.stop() == surge_proto::StopReason::Deadline {
                                 d.set_stop(surge_proto::StopReason::Duration);
                             }
+                        }
+                        if let agent_msg::Msg::GpuSamples(g) = &msg {
+                            if g.run_id == self.run_id {
+                                let offset = c.offset_ns(agent);
+                                self.observer.gpu(&GpuScrape::from_agent(g, &hosts[agent], offset, self.start_ns));
+                            }
+                            continue;
                         }
                         if let agent_msg::Msg::ServerMetrics(m) = &msg
                             && m.run_id == self.run_id
@@ -671,6 +683,7 @@ fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize, run_id: u64) -> Wo
             shared_system_prompt_len: m.shared_system_prompt_len,
             session_header: m.session_header.clone().unwrap_or_default(),
         }),
+        gpu_sample_interval_ms: plan.gpu_sample_interval.as_millis() as u64,
         // Written for agents of version 9 only (D43).
         v9_http_version: 0,
         v9_ramp_strategy: String::new(),

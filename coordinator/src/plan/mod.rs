@@ -204,6 +204,8 @@ pub struct RunPlan {
     pub scrape: Option<ScrapePlan>,
     /// `--gpu-metrics-url`: GPU exporter pages scraped beside the run (D36).
     pub gpu: Option<GpuPlan>,
+    /// How often agents with `--gpu nvml` read their GPUs (`--scrape-interval`).
+    pub gpu_sample_interval: Duration,
     /// `--energy-price-kwh`: the price of a kWh (USD).
     pub energy_price_kwh: Option<f64>,
     /// `--prometheus-listen`: serve the live metrics here.
