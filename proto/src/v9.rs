@@ -80,6 +80,8 @@ fn stop_word(s: StopReason) -> &'static str {
 
 /// Writes a Done as a version 9 agent does: the reason as text, `stop` unset.
 pub fn encode_done(d: &mut Done) {
+    d.failed += d.cancelled;
+    d.cancelled = 0;
     d.v9_stop_reason = stop_word(d.stop()).to_string();
     d.set_stop(StopReason::Unspecified);
 }

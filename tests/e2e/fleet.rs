@@ -270,6 +270,10 @@ fn an_agent_one_protocol_version_back_runs_and_two_back_is_refused() {
     for a in r["client"]["agents"].as_array().unwrap() {
         assert_eq!((a["completed"].as_u64(), a["stop_reason"].as_str()), (Some(2), Some("duration")), "{a}");
     }
+    // Each agent's own counts: version 10 keeps cancelled apart, version 9 counted them failed.
+    let own = |i: usize, k: &str| r["client"]["agents"][i]["agent_reported"][k].as_u64();
+    assert_eq!((own(0, "failed"), own(0, "cancelled")), (Some(0), Some(2)));
+    assert_eq!((own(1, "failed"), own(1, "cancelled")), (Some(2), Some(0)));
     // The 8 requests (4 completed, 4 cancelled), every one over HTTP/3.
     let h3 = crate::h3util::metric(&base, &ca, "surge_echo_http3_requests_total");
     assert_eq!(h3, 8.0, "requests over HTTP/3");

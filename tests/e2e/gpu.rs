@@ -222,6 +222,12 @@ fn energy_run(kind: Exporter, tag: &str) {
     let slices = r["time_series"].as_array().unwrap();
     assert!(slices.iter().filter_map(|s| s["gpu_power_w"].as_f64()).any(|p| (p - 450.0).abs() < 5.0), "{slices:?}");
     assert!(stdout.contains("GPU and energy") && stdout.contains("Energy per output token (J):"), "{stdout}");
+    // The report draws the GPUs beside the throughput.
+    let html = dir.path("gpu.html");
+    let out = surge(&["report", &dir.path("gpu.json"), "-o", &html], Duration::from_secs(60));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("GPU and energy") && page.contains("gpu-power") && page.contains("J per output token"));
 }
 
 #[test]

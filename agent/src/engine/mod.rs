@@ -179,6 +179,8 @@ pub struct Report {
     pub started_at: SystemTime,
     pub completed: u64,
     pub failed: u64,
+    /// Cancelled by the client, not in `failed` (D21).
+    pub cancelled: u64,
     pub stop_reason: StopReason,
     pub wall: Duration,
     pub lag: Lag,
@@ -438,6 +440,7 @@ pub async fn run(prepared: Prepared, sink: Arc<dyn Sink>, ctl: Control) -> Repor
         started_at,
         completed: stats.completed.load(Ordering::Relaxed),
         failed: stats.failed.load(Ordering::Relaxed),
+        cancelled: stats.cancelled.load(Ordering::Relaxed),
         stop_reason: reason,
         wall: t0.elapsed(),
         lag: stats.lag(),
@@ -534,7 +537,11 @@ impl RunCtx {
     }
 
     fn record(&self, row: Row) {
-        let counter = if row.error() == ErrorKind::None { &self.stats.completed } else { &self.stats.failed };
+        let counter = match row.error() {
+            ErrorKind::None => &self.stats.completed,
+            ErrorKind::Cancelled => &self.stats.cancelled,
+            _ => &self.stats.failed,
+        };
         counter.fetch_add(1, Ordering::Relaxed);
         self.sink.record(row);
     }

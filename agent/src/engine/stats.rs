@@ -16,6 +16,8 @@ pub struct Stats {
     pub reconnects: AtomicU64,
     pub completed: AtomicU64,
     pub failed: AtomicU64,
+    /// Requests the client cancelled (a stop, the graceful stop's end): not failed (D21).
+    pub cancelled: AtomicU64,
     /// Conversations open now (multi-turn).
     pub active_sessions: AtomicU32,
     /// Set when a closed-loop worker stopped issuing because `--duration` passed.
@@ -35,6 +37,7 @@ impl Default for Stats {
             reconnects: AtomicU64::new(0),
             completed: AtomicU64::new(0),
             failed: AtomicU64::new(0),
+            cancelled: AtomicU64::new(0),
             active_sessions: AtomicU32::new(0),
             duration_reached: std::sync::atomic::AtomicBool::new(false),
             lag_us: Mutex::new(histogram()),

@@ -133,7 +133,11 @@ pub fn client_block(plan: &RunPlan, o: &Outcome, m: &Metrics, verdict: Verdict) 
                 completed: a.completed,
                 failed: a.failed,
                 rows_received: a.rows,
-                agent_reported: a.done.as_ref().map(|d| Counts { completed: d.completed, failed: d.failed }),
+                agent_reported: a.done.as_ref().map(|d| Counts {
+                    completed: d.completed,
+                    failed: d.failed,
+                    cancelled: d.cancelled,
+                }),
                 clock_offset_ms: a.offset.offset_ns as f64 / 1e6,
                 clock_offset_bound_ms: a.offset.bound_ns() as f64 / 1e6,
                 cpu_percent: verdict::cpu_percent(a),

@@ -685,6 +685,9 @@ pub struct ShareEntry {
 pub struct Counts {
     pub completed: u64,
     pub failed: u64,
+    /// Cancelled by the client (D21); agents of protocol 9 count them in `failed`.
+    #[serde(default)]
+    pub cancelled: u64,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]

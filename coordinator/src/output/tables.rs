@@ -24,6 +24,10 @@ pub const SWEEP_STATS: [&str; 10] = [
 /// Statistics of a sweep with `--cost-per-hour`, after [`SWEEP_STATS`].
 pub const COST_STATS: [&str; 2] = ["cost_per_million_output_tokens", "cost_per_million_total_tokens"];
 
+/// Statistics of a sweep with GPU telemetry (`--gpu-metrics-url`, `--gpu nvml`), after
+/// the others: the efficiency frontier's axis, and what it costs in energy.
+pub const ENERGY_STATS: [&str; 3] = ["output_tokens_per_joule", "energy_per_output_token_j", "average_gpu_power_w"];
+
 /// One sweep statistic of one run result.
 pub fn sweep_stat(r: &RunResult, name: &str) -> Option<f64> {
     match name {
@@ -31,6 +35,9 @@ pub fn sweep_stat(r: &RunResult, name: &str) -> Option<f64> {
         "output_throughput" => Some(r.output_throughput),
         "cost_per_million_output_tokens" => r.cost_per_million_output_tokens,
         "cost_per_million_total_tokens" => r.cost_per_million_total_tokens,
+        "output_tokens_per_joule" => r.output_tokens_per_joule,
+        "energy_per_output_token_j" => r.energy_per_output_token_j,
+        "average_gpu_power_w" => r.average_gpu_power_w,
         _ => {
             let (p, metric) = name.strip_suffix("_ms")?.split_once('_')?;
             let m = r.latency.get(metric)?;
@@ -99,6 +106,9 @@ fn columns(s: &SweepSummary) -> Vec<&'static str> {
     let mut c = SWEEP_STATS.to_vec();
     if has_cost(s) {
         c.extend(COST_STATS);
+    }
+    if s.levels.iter().any(|l| l.stats.contains_key(ENERGY_STATS[0])) {
+        c.extend(ENERGY_STATS);
     }
     c
 }

@@ -40,10 +40,46 @@ pub fn sections(runs: &[Run], opts: Options) -> Vec<Section> {
     if runs.iter().any(|r| r.v.get("server_metrics").is_some_and(Value::is_object)) {
         out.push(server(runs));
     }
+    if runs.iter().any(|r| r.v.get("gpu_metrics").is_some_and(Value::is_object)) {
+        out.push(gpu(runs));
+    }
     if runs.iter().any(|r| cost(r, opts).is_some()) {
         out.push(cost_section(runs, opts));
     }
     out
+}
+
+/// GPU telemetry over time beside the throughput: power, utilization, energy per token.
+fn gpu(runs: &[Run]) -> Section {
+    let mut s = Section::new("gpu", "GPU and energy");
+    s.chart(over_time(runs, "gpu-power", "GPU power per slice (all GPUs)", "W", "gpu_power_w"));
+    s.chart(over_time(
+        runs,
+        "gpu-utilization",
+        "GPU utilization per slice (mean of the GPUs)",
+        "%",
+        "gpu_utilization_pct",
+    ));
+    s.chart(over_time(runs, "gpu-throughput", "Output throughput per slice", "tok/s", "output_throughput"));
+    s.chart(over_time(
+        runs,
+        "gpu-energy-per-token",
+        "Energy per output token per slice",
+        "J",
+        "energy_per_output_token_j",
+    ));
+    for r in runs {
+        if let Some(j) = num(r.v, "energy_per_output_token_j") {
+            s.notes.push(format!(
+                "{}: {} J per output token, {} output tokens per joule, {} W on average.",
+                r.name,
+                fmt_num(j),
+                num(r.v, "output_tokens_per_joule").map_or("—".into(), fmt_num),
+                num(r.v, "average_gpu_power_w").map_or("—".into(), fmt_num)
+            ));
+        }
+    }
+    s
 }
 
 fn head(first: &str, runs: &[Run]) -> Vec<String> {

@@ -94,6 +94,18 @@ pub fn sections(sweeps: &[Sweep], opts: Options) -> Vec<Section> {
             .into(),
     );
     let mut out = vec![sec];
+    let frontier = efficiency(sweeps);
+    if !frontier.is_empty() {
+        let mut s = Section::new("sweep-energy", "Energy");
+        s.chart(frontier);
+        s.chart(power(sweeps, x));
+        s.notes.push(
+            "The efficiency frontier: output tokens per joule of GPU energy against TTFT p99, one point per level \
+             (labelled with it); up and to the left is better."
+                .into(),
+        );
+        out.push(s);
+    }
     let cost = cost_chart(sweeps, opts);
     if !cost.is_empty() {
         let mut s = Section::new("sweep-cost-section", "Cost");
@@ -155,6 +167,32 @@ fn tradeoff(sweeps: &[Sweep]) -> Chart {
         c = c.with(&s.name, points);
     }
     c
+}
+
+/// Output tokens per joule against TTFT p99, one point per level (GPU telemetry).
+fn efficiency(sweeps: &[Sweep]) -> Chart {
+    let mut c =
+        Chart::new("sweep-efficiency", "Efficiency frontier", "TTFT p99 (ms)", "output tokens per joule", Kind::Points);
+    for s in sweeps {
+        let points = levels(s)
+            .iter()
+            .filter_map(|l| {
+                let (level, _) = level_of(l)?;
+                let (ttft, _, _) = stat(l, "p99_ttft_ms")?;
+                let (tpj, _, _) = stat(l, "output_tokens_per_joule")?;
+                Some(Point { label: Some(fmt_num(level)), ..Point::new(ttft, tpj) })
+            })
+            .collect();
+        c = c.with(&s.name, points);
+    }
+    c
+}
+
+/// The GPUs' mean power against the level (GPU telemetry).
+fn power(sweeps: &[Sweep], x: &str) -> Chart {
+    sweeps.iter().fold(Chart::new("sweep-gpu-power", "GPU power (mean, 95 % CI)", x, "W", Kind::Line), |c, s| {
+        c.with(&series_name(sweeps, s, ""), points(s, "average_gpu_power_w"))
+    })
 }
 
 /// USD per million output tokens against the median E2E latency, one point per level.
