@@ -331,3 +331,48 @@ fn an_agent_without_a_gpu_says_why_once_and_serves_the_run() {
         assert!(about[0].contains("no GPU telemetry") && about[0].contains("serving load without it"), "{}", about[0]);
     }
 }
+
+/// A sweep with GPU telemetry: each level has its energy columns, and the report draws the
+/// efficiency frontier (output tokens per joule against TTFT p99) across the levels.
+#[test]
+fn a_sweeps_report_draws_the_efficiency_frontier() {
+    let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "20", "--itl-ms", "5"]);
+    let gpus = exporter(Exporter::Dcgm);
+    let dir = TempDir::new("gpu-sweep");
+    let d = dir.path("sweep");
+    let out = surge(
+        &[
+            "sweep",
+            "--base-url",
+            &base,
+            "--model",
+            "m",
+            "--concurrency",
+            "1,4",
+            "--num-prompts",
+            "16",
+            "--random-input-len",
+            "8",
+            "--random-output-len",
+            "8",
+            "--gpu-metrics-url",
+            &gpus.url,
+            "--scrape-interval",
+            "200ms",
+            "--result-dir",
+            &d,
+        ],
+        Duration::from_secs(120),
+    );
+    assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(format!("{d}/summary.json")).expect("summary.json")).unwrap();
+    for l in summary["levels"].as_array().unwrap() {
+        let tpj = l["stats"]["output_tokens_per_joule"]["mean"].as_f64().unwrap_or(0.0);
+        assert!(tpj > 0.0, "{l}");
+    }
+    let out = surge(&["report", &d], Duration::from_secs(60));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let page = std::fs::read_to_string(format!("{d}/report.html")).unwrap();
+    assert!(page.contains("sweep-efficiency") && page.contains("Efficiency frontier"), "no frontier in the report");
+}

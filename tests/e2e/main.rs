@@ -13,7 +13,6 @@ mod fleet;
 mod gpu;
 mod h3util;
 mod http3;
-mod http_phases;
 mod local;
 mod longruns;
 mod per_request;

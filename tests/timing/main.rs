@@ -8,6 +8,7 @@ mod util;
 #[path = "../e2e/h3util.rs"]
 mod h3util;
 mod http3;
+mod http_phases;
 mod trace;
 
 /// Held by each test for its whole run.

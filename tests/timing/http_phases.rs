@@ -1,6 +1,7 @@
 //! k6's HTTP phases per request (D35) over HTTP/1.1 with TLS, HTTP/2 and HTTP/3, against a
 //! TLS echo that holds each response head 25 ms and closes (or sends GOAWAY on) each
 //! connection after its stream, so requests come on new connections and on reused ones.
+//! Alone ([`crate::ALONE`]): other tests' load would move the times they check.
 
 use crate::util::{TempDir, echo, read_json, surge, text};
 use std::time::Duration;
@@ -81,6 +82,7 @@ fn phases_run(version: &str, tag: &str) -> (Vec<serde_json::Value>, serde_json::
 }
 
 fn check(version: &str, tag: &str) {
+    let _alone = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
     let (rows, r) = phases_run(version, tag);
     // Over HTTP/3 the echo's --close-after-stream closes the QUIC connection at once, which
     // can cut the tail of the stream just sent (a fault the HTTP/3 fault tests count).
