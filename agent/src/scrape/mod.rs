@@ -73,6 +73,27 @@ fn merge(a: &mut Snapshot, b: Snapshot) {
     }
 }
 
+/// `GET url` (from `local` when given) within `timeout`: the page's text and the URL's
+/// host; an error names the URL.
+async fn page(
+    url: &str,
+    timeout: Duration,
+    local: Option<std::net::IpAddr>,
+    tls: &crate::engine::tls::TargetTls,
+) -> Result<(String, String), String> {
+    let uri: http::Uri = url.parse().map_err(|e| format!("{url}: {e}"))?;
+    let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
+        return Err(format!("{url}: not an http(s) URL"));
+    };
+    let base = format!("{scheme}://{authority}");
+    let path = uri.path_and_query().map_or("/metrics", |p| p.as_str());
+    let r = crate::client::get_from(local, tls, &base, path, timeout).await.map_err(|e| format!("{url}: {e}"))?;
+    if r.status != 200 {
+        return Err(format!("{url}: HTTP {}", r.status));
+    }
+    Ok((String::from_utf8_lossy(&r.body).into_owned(), authority.host().to_string()))
+}
+
 /// Scrapes every URL once (from the host address `local` when given), each within
 /// `timeout`, verifying https URLs as `tls` says (the target's `--ca-cert`,
 /// `--insecure`); an error names the URL.
@@ -85,17 +106,7 @@ pub async fn scrape(
 ) -> Result<Snapshot, String> {
     let mut all = Snapshot::new();
     for url in urls {
-        let uri: http::Uri = url.parse().map_err(|e| format!("{url}: {e}"))?;
-        let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
-            return Err(format!("{url}: not an http(s) URL"));
-        };
-        let base = format!("{scheme}://{authority}");
-        let path = uri.path_and_query().map_or("/metrics", |p| p.as_str());
-        let r = crate::client::get_from(local, tls, &base, path, timeout).await.map_err(|e| format!("{url}: {e}"))?;
-        if r.status != 200 {
-            return Err(format!("{url}: HTTP {}", r.status));
-        }
-        let text = String::from_utf8_lossy(&r.body);
+        let (text, _) = page(url, timeout, local, tls).await?;
         merge(&mut all, parse(&text, wanted(extra)));
     }
     Ok(all)
@@ -111,17 +122,8 @@ pub async fn scrape_gpus(
 ) -> Result<Vec<GpuReading>, String> {
     let mut all = Vec::new();
     for url in urls {
-        let uri: http::Uri = url.parse().map_err(|e| format!("{url}: {e}"))?;
-        let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
-            return Err(format!("{url}: not an http(s) URL"));
-        };
-        let base = format!("{scheme}://{authority}");
-        let path = uri.path_and_query().map_or("/metrics", |p| p.as_str());
-        let r = crate::client::get_from(None, tls, &base, path, timeout).await.map_err(|e| format!("{url}: {e}"))?;
-        if r.status != 200 {
-            return Err(format!("{url}: HTTP {}", r.status));
-        }
-        let gpus = parse_gpus(&String::from_utf8_lossy(&r.body), authority.host());
+        let (text, host) = page(url, timeout, None, tls).await?;
+        let gpus = parse_gpus(&text, &host);
         if gpus.is_empty() {
             return Err(format!(
                 "{url}: no GPU in the page (neither DCGM_FI_DEV_* nor AMD gpu_* families with a gpu label)"

@@ -591,21 +591,7 @@ impl Session {
     }
 
     fn hello_reply(&self, resumed: bool) -> HelloReply {
-        if self.settings.protocol < PROTOCOL_VERSION {
-            // An older agent knows none of the fields added since (D43).
-            return HelloReply {
-                protocol_version: self.settings.protocol,
-                agent_version: env!("CARGO_PKG_VERSION").to_string(),
-                cores: self.cores,
-                max_in_flight: self.settings.max_in_flight,
-                allowed_targets: self.settings.allowed.raw().to_vec(),
-                hostname: self.hostname.clone(),
-                session_id: self.id,
-                resumed,
-                ..Default::default()
-            };
-        }
-        HelloReply {
+        let reply = HelloReply {
             protocol_version: PROTOCOL_VERSION,
             agent_version: env!("CARGO_PKG_VERSION").to_string(),
             cores: self.cores,
@@ -617,7 +603,18 @@ impl Session {
             cert_name: self.settings.cert_name.clone(),
             open_files: self.settings.limits.open_files,
             host_max_in_flight: self.settings.limits.max_concurrency(false),
+        };
+        if self.settings.protocol < PROTOCOL_VERSION {
+            // An older agent knows none of the fields added since (D43).
+            return HelloReply {
+                protocol_version: self.settings.protocol,
+                cert_name: String::new(),
+                open_files: 0,
+                host_max_in_flight: 0,
+                ..reply
+            };
         }
+        reply
     }
 
     /// A fresh stream took over: say so, then resend what the coordinator may not have.

@@ -49,20 +49,11 @@ pub async fn once(plan: &GpuPlan) -> Result<Vec<GpuReading>, String> {
 
 /// Scrapes every interval until `stop`, sending each result with its time.
 pub async fn periodic(plan: GpuPlan, start_ns: i64, tx: mpsc::Sender<GpuScrape>, stop: CancellationToken) {
-    let mut tick = tokio::time::interval(plan.interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    tick.tick().await;
-    loop {
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = tick.tick() => {}
-        }
-        let t_s = (super::now_ns() - start_ns) as f64 / 1e9;
-        let result = once(&plan).await;
-        if stop.is_cancelled() || tx.send(GpuScrape { t_s, result }).await.is_err() {
-            return;
-        }
-    }
+    super::scrape::every(plan.interval, start_ns, tx, stop, |t_s| {
+        let plan = plan.clone();
+        async move { GpuScrape { t_s, result: once(&plan).await } }
+    })
+    .await;
 }
 
 #[cfg(test)]

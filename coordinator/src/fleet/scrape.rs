@@ -47,7 +47,21 @@ pub async fn once(plan: &ScrapePlan) -> Result<Snapshot, String> {
 /// Scrapes every interval until `stop`, sending each result with the time it was taken
 /// (seconds after `start_ns`).
 pub async fn periodic(plan: ScrapePlan, start_ns: i64, tx: mpsc::Sender<ServerScrape>, stop: CancellationToken) {
-    let mut tick = tokio::time::interval(plan.interval);
+    every(plan.interval, start_ns, tx, stop, |t_s| {
+        let plan = plan.clone();
+        async move { ServerScrape { t_s, result: once(&plan).await, baseline: false, last: false } }
+    })
+    .await;
+}
+
+/// Every `interval` (the first one after one interval) until `stop`: `take(t_s)`, with
+/// `t_s` the seconds since `start_ns`, sent to `tx`.
+pub async fn every<T, F, Fut>(interval: Duration, start_ns: i64, tx: mpsc::Sender<T>, stop: CancellationToken, take: F)
+where
+    F: Fn(f64) -> Fut,
+    Fut: Future<Output = T>,
+{
+    let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     tick.tick().await;
     loop {
@@ -55,9 +69,8 @@ pub async fn periodic(plan: ScrapePlan, start_ns: i64, tx: mpsc::Sender<ServerSc
             _ = stop.cancelled() => return,
             _ = tick.tick() => {}
         }
-        let t_s = (super::now_ns() - start_ns) as f64 / 1e9;
-        let result = once(&plan).await;
-        if stop.is_cancelled() || tx.send(ServerScrape { t_s, result, baseline: false, last: false }).await.is_err() {
+        let taken = take((super::now_ns() - start_ns) as f64 / 1e9).await;
+        if stop.is_cancelled() || tx.send(taken).await.is_err() {
             return;
         }
     }
