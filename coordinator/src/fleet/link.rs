@@ -78,9 +78,13 @@ async fn attach(channel: Channel, id: u64, version: u32) -> Result<Stream, Resum
             tonic::Code::NotFound => ResumeError::Gone(s.message().to_string()),
             _ => ResumeError::Retry(format!("{}: {}", s.code(), s.message())),
         })?;
-        match s.inbound.message().await {
-            Ok(Some(AgentMsg { msg: Some(agent_msg::Msg::Hello(h)) })) if h.resumed => Ok(s),
-            other => Err(ResumeError::Retry(format!("unexpected answer to a resume: {other:?}"))),
+        // The agent's heartbeats may come before its answer to the Hello.
+        loop {
+            match s.inbound.message().await {
+                Ok(Some(AgentMsg { msg: Some(agent_msg::Msg::Hello(h)) })) if h.resumed => return Ok(s),
+                Ok(Some(AgentMsg { msg: Some(agent_msg::Msg::Heartbeat(_) | agent_msg::Msg::Health(_)) })) => {}
+                other => return Err(ResumeError::Retry(format!("unexpected answer to a resume: {other:?}"))),
+            }
         }
     };
     tokio::time::timeout(ATTACH_TIMEOUT, attempt)

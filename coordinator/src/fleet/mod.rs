@@ -166,8 +166,13 @@ async fn open_session(
     for version in [PROTOCOL_VERSION, PREVIOUS_PROTOCOL_VERSION] {
         let opening = async {
             let mut s = open_stream(channel.clone(), hello(0, version)).await?;
-            let first = s.inbound.message().await?;
-            Ok::<_, tonic::Status>((s, first))
+            // The agent's heartbeats may come before its answer to the Hello.
+            loop {
+                match s.inbound.message().await? {
+                    Some(AgentMsg { msg: Some(agent_msg::Msg::Heartbeat(_) | agent_msg::Msg::Health(_)) }) => {}
+                    first => return Ok::<_, tonic::Status>((s, first)),
+                }
+            }
         };
         let (stream, first) = match tokio::time::timeout(SESSION_OPEN_TIMEOUT, opening).await {
             Ok(Ok(got)) => got,
