@@ -65,6 +65,17 @@ pub fn decode_workload(w: &mut Workload) -> Result<(), String> {
     Ok(())
 }
 
+/// Every reason an agent stops for (all but unspecified).
+const STOPS: [StopReason; 7] = [
+    StopReason::Finished,
+    StopReason::Duration,
+    StopReason::Stopped,
+    StopReason::Deadline,
+    StopReason::Lease,
+    StopReason::Signal,
+    StopReason::CoordinatorGone,
+];
+
 /// Version 9's words for why an agent stopped.
 fn stop_word(s: StopReason) -> &'static str {
     match s {
@@ -89,16 +100,7 @@ pub fn encode_done(d: &mut Done) {
 /// Reads a version 9 agent's Done: its text reason into `stop` (an unknown word stays
 /// unspecified, which the coordinator reports as such).
 pub fn decode_done(d: &mut Done) {
-    let all = [
-        StopReason::Finished,
-        StopReason::Duration,
-        StopReason::Stopped,
-        StopReason::Deadline,
-        StopReason::Lease,
-        StopReason::Signal,
-        StopReason::CoordinatorGone,
-    ];
-    let stop = all.into_iter().find(|s| stop_word(*s) == d.v9_stop_reason).unwrap_or(StopReason::Unspecified);
+    let stop = STOPS.into_iter().find(|s| stop_word(*s) == d.v9_stop_reason).unwrap_or(StopReason::Unspecified);
     d.set_stop(stop);
 }
 
@@ -138,15 +140,7 @@ mod tests {
 
     #[test]
     fn every_stop_reason_survives_the_trip_through_version_9() {
-        for s in [
-            StopReason::Finished,
-            StopReason::Duration,
-            StopReason::Stopped,
-            StopReason::Deadline,
-            StopReason::Lease,
-            StopReason::Signal,
-            StopReason::CoordinatorGone,
-        ] {
+        for s in STOPS {
             let mut d = Done::default();
             d.set_stop(s);
             encode_done(&mut d);
