@@ -9,6 +9,8 @@ use std::time::Duration;
 /// The echo's head delay and TTFT (ms).
 const HEAD_MS: f64 = 25.0;
 const TTFT_MS: f64 = 60.0;
+/// What one row's head may be late by on the echo's side beyond its TTFT's lateness (ms).
+const ROW_SLACK_MS: f64 = 2.0;
 
 /// Runs 12 requests one at a time over `version`; returns the successful rows' `http`
 /// objects (with their `ttft`) and the result.
@@ -94,10 +96,17 @@ fn check(version: &str, tag: &str) {
         let f = |k: &str| h[k].as_f64().unwrap_or_else(|| panic!("{k} in {h}"));
         let sum = f("sending") + f("waiting") + f("receiving");
         assert!((f("duration") - sum).abs() < 2e-6, "duration = sending + waiting + receiving: {h}");
-        // Within 1 ms of the head delay, plus what the echo itself was late by on that
-        // request (its TTFT past 60 ms: the same wake-up and write path).
+        // Each row within 1 ms of the head delay, plus what the echo itself was late by on
+        // that request (its TTFT past 60 ms), plus ROW_SLACK_MS for the echo's head write
+        // alone being late: the head leaves through hyper and TLS after the timer, the
+        // tokens through a channel, so a busy 2-core CI machine running a debug build
+        // delays one without the other (seen: 26.5 ms with the TTFT 0.4 ms late). The
+        // medians below are held to 1 ms.
         let late = (f("ttft") * 1000.0 - TTFT_MS).max(0.0);
-        assert!((f("waiting") * 1000.0 - HEAD_MS).abs() <= 1.0 + late, "waiting within 1 ms of the head delay: {h}");
+        assert!(
+            (f("waiting") * 1000.0 - HEAD_MS).abs() <= 1.0 + late + ROW_SLACK_MS,
+            "waiting within 1 ms of the head delay: {h}"
+        );
         if h["reused"] == true {
             reused += 1;
             assert_eq!((f("connecting"), f("tls_handshaking")), (0.0, 0.0), "a reused connection: {h}");
