@@ -36,6 +36,9 @@ struct RawRequest {
     model: Option<String>,
     prompt: Option<Value>,
     messages: Option<Vec<RawMessage>>,
+    /// Responses: a string or a list of input items (messages).
+    input: Option<Value>,
+    max_output_tokens: Option<u64>,
     max_tokens: Option<u64>,
     max_completion_tokens: Option<u64>,
     stream: Option<bool>,
@@ -84,13 +87,23 @@ fn parse_with(kind: Kind, body: &[u8], counter: &Counter) -> Result<Parsed, Stri
             })?,
             None => return Err("'messages' is required".to_owned()),
         },
+        Kind::Responses => match &raw.input {
+            Some(Value::String(s)) => counter.count(s),
+            Some(Value::Array(items)) => items.iter().try_fold(0u64, |sum, m| {
+                Ok::<_, String>(sum.saturating_add(count_content(m.get("content"), counter)?))
+            })?,
+            _ => return Err("'input' must be a string or a list of input items".to_owned()),
+        },
     };
     let max_tokens = match kind {
         Kind::Chat => raw.max_completion_tokens.or(raw.max_tokens),
         Kind::Completion => raw.max_tokens,
+        Kind::Responses => raw.max_output_tokens,
     };
     let stream = raw.stream.unwrap_or(false);
-    let include_usage = stream && raw.stream_options.and_then(|o| o.include_usage).unwrap_or(false);
+    // A Responses stream always ends with its usage (response.completed).
+    let include_usage =
+        stream && (kind == Kind::Responses || raw.stream_options.and_then(|o| o.include_usage).unwrap_or(false));
     let images = raw.messages.as_deref().unwrap_or_default().iter().map(|m| count_images(m.content.as_ref())).sum();
     Ok(Parsed { model: raw.model, prompt_tokens, max_tokens, stream, include_usage, images })
 }
@@ -140,6 +153,11 @@ fn prompt_text(kind: Kind, body: &[u8]) -> String {
         out.push(' ');
     };
     match kind {
+        Kind::Responses => {
+            if let Some(s) = v.get("input").and_then(Value::as_str) {
+                push(s);
+            }
+        }
         Kind::Completion => match v.get("prompt") {
             Some(Value::String(s)) => push(s),
             Some(Value::Array(items)) => items.iter().filter_map(Value::as_str).for_each(push),
@@ -283,7 +301,7 @@ where
     if parsed.stream {
         let body = SseBody::new(SseParams {
             chunker: Chunker::new(kind, index, created, &model_json),
-            tokens: TokenPlan::new(tokens::Shape::of(&state.config), kind == Kind::Chat, state.config.seed, index),
+            tokens: TokenPlan::new(tokens::Shape::of(&state.config), kind != Kind::Completion, state.config.seed, index),
             n,
             prompt_tokens: parsed.prompt_tokens,
             cached_tokens,
@@ -346,6 +364,16 @@ fn full_response(kind: Kind, index: u64, created: u64, model: &str, n: u64, prom
             "model": model,
             "choices": [{"index": 0, "text": text, "logprobs": null, "finish_reason": "length"}],
             "usage": usage,
+        }),
+        Kind::Responses => json!({
+            "id": id,
+            "object": "response",
+            "created_at": created,
+            "model": model,
+            "status": "completed",
+            "output": [{"type": "message", "role": "assistant",
+                        "content": [{"type": "output_text", "text": text}]}],
+            "usage": {"input_tokens": prompt, "output_tokens": n, "total_tokens": prompt.saturating_add(n)},
         }),
         Kind::Chat => json!({
             "id": id,

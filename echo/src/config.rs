@@ -57,6 +57,11 @@ pub struct EchoArgs {
     #[arg(long = "output-tokens", value_name = "N")]
     pub output_tokens: Option<u64>,
 
+    /// Dimension of the embeddings and pooled vectors served by /v1/embeddings and
+    /// /pooling (each answered --ttft-ms after it arrived).
+    #[arg(long = "embedding-dim", value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub embedding_dim: u32,
+
     /// Each delay (TTFT and every ITL) gets + uniform[-J, +J] ms, clamped at >= 0.
     #[arg(long = "jitter-ms", value_name = "MS", default_value_t = 0.0)]
     pub jitter_ms: f64,
@@ -199,6 +204,7 @@ impl EchoArgs {
             itl_ms: self.itl_ms,
             head_delay_ms: self.head_delay_ms,
             output_tokens: self.output_tokens,
+            embedding_dim: self.embedding_dim as usize,
             jitter_ms: self.jitter_ms,
             prefix_cache_tokens: self.prefix_cache_tokens,
             block_size: self.block_size,
@@ -250,6 +256,8 @@ pub struct EchoConfig {
     pub head_delay_ms: f64,
     /// Output tokens per response (overrides the request's max_tokens).
     pub output_tokens: Option<u64>,
+    /// Length of the vectors the pooling routes answer.
+    pub embedding_dim: usize,
     /// Uniform jitter half-width applied to every delay, milliseconds.
     pub jitter_ms: f64,
     /// Prefix cache size in tokens (0: none), its block size and the prefill time per
@@ -310,6 +318,7 @@ impl Default for EchoConfig {
             itl_ms: 0.0,
             head_delay_ms: 0.0,
             output_tokens: None,
+            embedding_dim: 16,
             jitter_ms: 0.0,
             prefix_cache_tokens: 0,
             block_size: 16,

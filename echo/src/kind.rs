@@ -9,6 +9,8 @@ pub(crate) enum Kind {
     Completion,
     /// `/v1/chat/completions`
     Chat,
+    /// `/v1/responses` (typed events, usage on `response.completed`, no `[DONE]`)
+    Responses,
 }
 
 impl Kind {
@@ -17,6 +19,7 @@ impl Kind {
         match self {
             Kind::Completion => "cmpl-",
             Kind::Chat => "chatcmpl-",
+            Kind::Responses => "resp_",
         }
     }
 
@@ -25,6 +28,7 @@ impl Kind {
         match self {
             Kind::Completion => "text_completion",
             Kind::Chat => "chat.completion.chunk",
+            Kind::Responses => "response",
         }
     }
 }

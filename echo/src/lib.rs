@@ -90,6 +90,7 @@ mod faults;
 mod h3server;
 mod kind;
 mod metrics;
+mod pooling;
 mod prefix_cache;
 mod routes;
 mod schedule;

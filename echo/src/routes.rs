@@ -10,6 +10,7 @@ use hyper::body::Body;
 use crate::body::{BoxError, ResBody, json_error, with_type};
 use crate::completions;
 use crate::kind::Kind;
+use crate::pooling;
 use crate::state::{ConnCtx, State};
 
 /// Content type of `GET /metrics`: the Prometheus text format 0.0.4.
@@ -27,6 +28,12 @@ where
         "/echo" if method == Method::POST => Ok(echo(req)),
         "/v1/completions" if method == Method::POST => completions::handle(req, state, conn, Kind::Completion).await,
         "/v1/chat/completions" if method == Method::POST => completions::handle(req, state, conn, Kind::Chat).await,
+        "/v1/responses" if method == Method::POST => completions::handle(req, state, conn, Kind::Responses).await,
+        "/v1/embeddings" | "/embeddings" | "/v1/pooling" | "/pooling" | "/v1/rerank" | "/rerank" | "/v2/rerank"
+            if method == Method::POST =>
+        {
+            pooling::handle(req, state, conn).await
+        }
         "/v1/models" if method == Method::GET => {
             Ok(with_type(ResBody::full(state.models_body.clone()), "application/json"))
         }

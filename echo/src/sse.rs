@@ -38,6 +38,13 @@ pub(crate) struct Chunker {
 impl Chunker {
     /// `model_json` is the model name already encoded as a JSON string.
     pub fn new(kind: Kind, index: u64, created: u64, model_json: &str) -> Self {
+        if kind == Kind::Responses {
+            // The per-request part of the created and completed events.
+            let head = format!(
+                "{{\"id\":\"resp_{index}\",\"object\":\"response\",\"created_at\":{created},\"model\":{model_json},"
+            );
+            return Self { kind, head: head.into_bytes() };
+        }
         let head = format!(
             "data: {{\"id\":\"{}{index}\",\"object\":\"{}\",\"created\":{created},\"model\":{model_json},",
             kind.id_prefix(),
@@ -48,13 +55,18 @@ impl Chunker {
 
     /// Event of one token; `last` marks it with `finish_reason: "length"`.
     pub fn token(&self, buf: &mut BytesMut, tok: Token, last: bool) -> Bytes {
+        if self.kind == Kind::Responses {
+            self.put_delta_start(buf, tok);
+            buf.put_slice(b"\"}\n\n");
+            return buf.split().freeze();
+        }
         buf.reserve(self.head.len() + 192);
         buf.put_slice(&self.head);
         self.put_choice_start(buf, tok);
         buf.put_slice(match (self.kind, tok.field) {
             (Kind::Completion, _) => b"\",\"logprobs\":null,\"finish_reason\":",
             (Kind::Chat, Field::ToolCall { .. }) => b"\"}}]},\"logprobs\":null,\"finish_reason\":",
-            (Kind::Chat, _) => b"\"},\"logprobs\":null,\"finish_reason\":",
+            (Kind::Chat | Kind::Responses, _) => b"\"},\"logprobs\":null,\"finish_reason\":",
         });
         buf.put_slice(if last { b"\"length\"" } else { b"null" });
         buf.put_slice(b"}]}\n\n");
@@ -63,6 +75,12 @@ impl Chunker {
 
     /// Chat's role announcement, sent before generation as vLLM does: not a token.
     pub fn role(&self, buf: &mut BytesMut) -> Bytes {
+        if self.kind == Kind::Responses {
+            buf.put_slice(b"event: response.created\ndata: {\"type\":\"response.created\",\"response\":");
+            buf.put_slice(&self.head);
+            buf.put_slice(b"\"status\":\"in_progress\"}}\n\n");
+            return buf.split().freeze();
+        }
         buf.reserve(self.head.len() + 128);
         buf.put_slice(&self.head);
         buf.put_slice(
@@ -73,6 +91,11 @@ impl Chunker {
 
     /// Event of one token whose data is cut short: not valid JSON.
     pub fn malformed(&self, buf: &mut BytesMut, tok: Token) -> Bytes {
+        if self.kind == Kind::Responses {
+            self.put_delta_start(buf, tok);
+            buf.put_slice(b"\n\n");
+            return buf.split().freeze();
+        }
         buf.reserve(self.head.len() + 128);
         buf.put_slice(&self.head);
         self.put_choice_start(buf, tok);
@@ -82,6 +105,17 @@ impl Chunker {
 
     /// Final usage-only chunk (`"choices":[]`).
     pub fn usage(&self, buf: &mut BytesMut, prompt: u64, completion: u64, cached: Option<u64>) -> Bytes {
+        if self.kind == Kind::Responses {
+            let total = prompt.saturating_add(completion);
+            let details = format!(",\"input_tokens_details\":{{\"cached_tokens\":{}}}", cached.unwrap_or(0));
+            buf.put_slice(b"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":");
+            buf.put_slice(&self.head);
+            let tail = format!(
+                "\"status\":\"completed\",\"usage\":{{\"input_tokens\":{prompt},\"output_tokens\":{completion},\"total_tokens\":{total}{details}}}}}}}\n\n"
+            );
+            buf.put_slice(tail.as_bytes());
+            return buf.split().freeze();
+        }
         buf.reserve(self.head.len() + 160);
         buf.put_slice(&self.head);
         let total = prompt.saturating_add(completion);
@@ -94,11 +128,25 @@ impl Chunker {
         buf.split().freeze()
     }
 
+    /// A Responses delta event up to the end of its `delta`'s text: reasoning tokens as
+    /// `response.reasoning_text.delta`, the others as `response.output_text.delta`.
+    fn put_delta_start(&self, buf: &mut BytesMut, tok: Token) {
+        let kind: &[u8] =
+            if tok.field == Field::Reasoning { b"response.reasoning_text.delta" } else { b"response.output_text.delta" };
+        buf.reserve(192);
+        buf.put_slice(b"event: ");
+        buf.put_slice(kind);
+        buf.put_slice(b"\ndata: {\"type\":\"");
+        buf.put_slice(kind);
+        buf.put_slice(b"\",\"output_index\":0,\"content_index\":0,\"delta\":\"");
+        buf.put_slice(tok.text.as_bytes());
+    }
+
     /// `"choices":[{"index":0,"text":"TEXT` (or the chat delta equivalent).
     fn put_choice_start(&self, buf: &mut BytesMut, tok: Token) {
         buf.put_slice(b"\"choices\":[{\"index\":0,");
         buf.put_slice(match (self.kind, tok.field) {
-            (Kind::Completion, _) => b"\"text\":\"",
+            (Kind::Completion | Kind::Responses, _) => b"\"text\":\"",
             (Kind::Chat, Field::Content) => b"\"delta\":{\"content\":\"",
             (Kind::Chat, Field::Reasoning) => b"\"delta\":{\"reasoning\":\"",
             (Kind::Chat, Field::ToolCall { first: true }) => {
@@ -173,7 +221,7 @@ pub(crate) struct SseBody {
 impl SseBody {
     pub fn new(params: SseParams) -> Self {
         Self {
-            phase: if params.chunker.kind == Kind::Chat { Phase::Role } else { Phase::Tokens },
+            phase: if params.chunker.kind == Kind::Completion { Phase::Tokens } else { Phase::Role },
             p: params,
             k: 0,
             armed: false,
@@ -275,6 +323,10 @@ impl Body for SseBody {
                     this.p.metrics.count_success();
                     if let Some(notify) = &this.p.close_notify {
                         notify.notify_one();
+                    }
+                    // The Responses API ends with response.completed, no [DONE].
+                    if this.p.chunker.kind == Kind::Responses {
+                        return Poll::Ready(None);
                     }
                     return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(DONE)))));
                 }

@@ -101,7 +101,7 @@ pub fn build(spec: &DatasetSpec, tok: Option<&Tok>, index: u64) -> Prompt {
             let messages_json = super::images::messages(spec, mix(spec.seed ^ IMAGE_SALT, index), &text.text);
             Prompt { messages_json, ..text }
         }
-        DatasetKind::Random | DatasetKind::Unspecified => random(spec, tok, index),
+        DatasetKind::Random | DatasetKind::RandomRerank | DatasetKind::Unspecified => random(spec, tok, index),
         DatasetKind::PrefixRepetition => {
             let k = repetition_prefix(spec, index);
             let mut prefix_rng = SmallRng::seed_from_u64(mix(spec.seed ^ REPETITION_PREFIX_SALT, k));
@@ -122,16 +122,59 @@ pub fn build(spec: &DatasetSpec, tok: Option<&Tok>, index: u64) -> Prompt {
 /// Request `index` of the `random` dataset (also `random-mm`'s text).
 fn random(spec: &DatasetSpec, tok: Option<&Tok>, index: u64) -> Prompt {
     let mut rng = SmallRng::seed_from_u64(mix(spec.seed, index));
-    let (input, output) = if spec.random_range_ratio > 0.0 {
+    let (input, output) = random_lengths(spec, &mut rng);
+    let mut prefix_rng = SmallRng::seed_from_u64(mix(spec.seed ^ RANDOM_PREFIX_SALT, 0));
+    compose(tok, &mut prefix_rng, spec.random_prefix_len, &mut rng, input, output)
+}
+
+/// Request `index` of the `random` dataset as token ids (`--prompt-token-ids`, vllm-bench's):
+/// its prefix and its own ids, exactly as long as asked (nothing decoded), and its output
+/// length.
+pub fn random_ids(spec: &DatasetSpec, tok: &Tok, index: u64) -> (Vec<u32>, u32) {
+    let mut rng = SmallRng::seed_from_u64(mix(spec.seed, index));
+    let (input, output) = random_lengths(spec, &mut rng);
+    let mut prefix_rng = SmallRng::seed_from_u64(mix(spec.seed ^ RANDOM_PREFIX_SALT, 0));
+    let mut ids = synth::draw(tok, &mut prefix_rng, spec.random_prefix_len as usize);
+    ids.extend(synth::draw(tok, &mut rng, input as usize));
+    (ids, output)
+}
+
+/// Salt of random-rerank's query.
+const RERANK_QUERY_SALT: u64 = 0x5245_5241_4e4b_0001;
+
+/// vLLM's `random-rerank` for a reranker: one query of about half the input length
+/// (`--random-input-len / 2 - 1`, the same for every request of the run) and documents
+/// `first .. first + n` of the global sequence, each the rest of the input length, the
+/// query and a separator taken off. Returns the query then the documents, and what vLLM
+/// counts for them: `(query + 1) x documents + the documents' tokens`.
+pub fn rerank(spec: &DatasetSpec, tok: Option<&Tok>, first: u64, n: u64) -> (Vec<String>, u32, TokenSource) {
+    let input = spec.random_input_len.max(2);
+    let query_spec = DatasetSpec { random_input_len: (input / 2).saturating_sub(1).max(1), random_prefix_len: 0, ..spec.clone() };
+    let query = random(&query_spec, tok, mix(spec.seed ^ RERANK_QUERY_SALT, 0));
+    let doc_len = input.saturating_sub(query.input_tokens + 1).max(1);
+    let doc_spec = DatasetSpec { random_input_len: doc_len, random_prefix_len: 0, ..spec.clone() };
+    let mut texts = Vec::with_capacity(n as usize + 1);
+    let mut tokens = (query.input_tokens + 1).saturating_mul(u32::try_from(n).unwrap_or(u32::MAX));
+    let source = query.input_source;
+    texts.push(query.text);
+    for i in first..first + n {
+        let d = random(&doc_spec, tok, i);
+        tokens = tokens.saturating_add(d.input_tokens);
+        texts.push(d.text);
+    }
+    (texts, tokens, source)
+}
+
+/// A random request's input and output lengths (`--random-range-ratio`).
+fn random_lengths(spec: &DatasetSpec, rng: &mut SmallRng) -> (u32, u32) {
+    if spec.random_range_ratio > 0.0 {
         let r = spec.random_range_ratio.min(1.0);
         let (lo, hi) = range(spec.random_input_len, r);
         let (olo, ohi) = range(spec.random_output_len, r);
         (rng.random_range(lo.max(1.min(hi))..=hi), rng.random_range(olo.max(1)..=ohi.max(1)))
     } else {
         (spec.random_input_len, spec.random_output_len)
-    };
-    let mut prefix_rng = SmallRng::seed_from_u64(mix(spec.seed ^ RANDOM_PREFIX_SALT, 0));
-    compose(tok, &mut prefix_rng, spec.random_prefix_len, &mut rng, input, output)
+    }
 }
 
 /// Request `index` of a timed trace from its shipped item: the item's own text, else

@@ -19,15 +19,17 @@
 
 use super::EngineError;
 use super::history::History;
+use super::api::Api;
 use super::openai::{self, BodyParams};
-use super::request::Mode;
+use super::pooling::{self, Input};
+use super::responses;
 use crate::data::dataset::{self, Prompt};
 use crate::data::share::Stripe;
 use crate::data::tokenizer::Tok;
 use crate::data::turns;
 use bytes::Bytes;
 use std::sync::Arc;
-use surge_proto::{Backend, DatasetKind, DatasetSpec, MultiTurn, TokenSource, Workload};
+use surge_proto::{DatasetKind, DatasetSpec, MultiTurn, TokenSource, Workload};
 
 /// `Workload.slice_len` meaning "no request cap": a `--duration` run without
 /// `--num-prompts`, which ends at the duration, a Stop or the deadline.
@@ -39,6 +41,8 @@ pub struct Planned {
     pub body: Bytes,
     pub input_tokens: u32,
     pub input_source: TokenSource,
+    /// Inputs of a pooling request (documents for rerank); 0 for the others.
+    pub input_sequences: u32,
 }
 
 /// The requests of one slice: how many, and how to make request `k`.
@@ -124,9 +128,12 @@ pub struct TurnPlan {
 /// What a body holds besides its prompt, owned so that jobs outlive the workload.
 #[derive(Debug)]
 struct Shape {
-    mode: Mode,
+    api: Api,
     model: String,
     chat: bool,
+    /// `--random-batch-size` (>= 1) and the prompts in all (`0`: unbounded).
+    batch: u64,
+    batch_prompts: u64,
     ignore_eos: bool,
     temperature: Option<f64>,
     extra: Option<serde_json::Map<String, serde_json::Value>>,
@@ -173,27 +180,61 @@ impl Shape {
     /// The body of one prompt naming `model` (see [`model_of`](Self::model_of)); fails
     /// only on a shipped chat prompt whose messages do not parse.
     fn planned(&self, p: Prompt, model: usize) -> Result<Planned, EngineError> {
-        let body = if self.mode == Mode::Plain {
-            p.text.into_bytes()
-        } else if !p.messages_json.is_empty() && self.chat {
-            let messages: serde_json::Value = serde_json::from_str(&p.messages_json).map_err(EngineError::Messages)?;
-            openai::chat_body(&self.params(model), &messages, p.output_tokens)
-        } else {
-            openai::body(&self.params(model), &p.text, p.output_tokens)
+        let params = self.params(model);
+        let messages = || serde_json::from_str::<serde_json::Value>(&p.messages_json).map_err(EngineError::Messages);
+        let body = match self.api {
+            Api::Plain => p.text.into_bytes(),
+            Api::Chat if !p.messages_json.is_empty() => openai::chat_body(&params, &messages()?, p.output_tokens),
+            Api::Responses => {
+                let m = if p.messages_json.is_empty() { None } else { Some(messages()?) };
+                let (ignore_eos, temperature) = (params.ignore_eos, params.temperature);
+                responses::body(params.model, &p.text, m.as_ref(), p.output_tokens, ignore_eos, temperature, params.extra)
+            }
+            api if api.pools() => pooling::body(api, params.model, Input::Text(&p.text), params.extra),
+            _ => openai::body(&params, &p.text, p.output_tokens),
         };
-        Ok(Planned { body: Bytes::from(body), input_tokens: p.input_tokens, input_source: p.input_source })
+        let input_sequences = u32::from(self.api.pools());
+        Ok(Planned { body: Bytes::from(body), input_tokens: p.input_tokens, input_source: p.input_source, input_sequences })
+    }
+
+    /// A pooling request carrying several inputs (a batch; for rerank the query first).
+    /// `input_tokens`: what the client counts for them.
+    fn batch(&self, texts: &[String], input_tokens: u32, source: TokenSource, model: usize) -> Planned {
+        let params = self.params(model);
+        let input = Input::Texts(texts);
+        let body = pooling::body(self.api, params.model, input, params.extra);
+        let input_sequences = input.sequences(self.api);
+        Planned { body: Bytes::from(body), input_tokens, input_source: source, input_sequences }
+    }
+
+    /// A request of token ids (`--prompt-token-ids`).
+    fn ids(&self, ids: &[u32], output_tokens: u32, model: usize) -> Planned {
+        let params = self.params(model);
+        let body = match self.api {
+            api if api.pools() => pooling::body(api, params.model, Input::Ids(ids), params.extra),
+            _ => openai::ids_body(&params, ids, output_tokens),
+        };
+        let input_tokens = u32::try_from(ids.len()).unwrap_or(u32::MAX);
+        Planned {
+            body: Bytes::from(body),
+            input_tokens,
+            input_source: TokenSource::Tokenizer,
+            input_sequences: u32::from(self.api.pools()),
+        }
     }
 }
 
 impl Jobs {
     /// The jobs of `w`'s slice; takes the shipped prompts out of the workload. Costs the
     /// shipped prompts (bounded by the file) or one prompt, never the slice length.
-    pub fn new(w: &mut Workload, mode: Mode, tok: Option<Arc<Tok>>) -> Result<Self, EngineError> {
+    pub fn new(w: &mut Workload, api: Api, tok: Option<Arc<Tok>>) -> Result<Self, EngineError> {
         let spec = w.dataset.clone().unwrap_or_default();
         let shape = Shape {
-            mode,
+            api,
             model: w.model.clone(),
-            chat: w.backend() == Backend::OpenaiChat,
+            chat: api == Api::Chat,
+            batch: u64::from(spec.batch_size.max(1)),
+            batch_prompts: spec.batch_prompts,
             ignore_eos: w.ignore_eos,
             temperature: w.temperature,
             extra: match w.extra_body_json.as_str() {
@@ -371,6 +412,26 @@ impl Jobs {
                 let of = &bodies[self.pick.of(index, lora)];
                 of[self.entry(k, of.len())].clone()
             }
+            Source::Generated { spec, tok, shape } if spec.token_ids && tok.is_some() => {
+                let tok = tok.as_deref().expect("checked");
+                let (ids, output) = dataset::random_ids(spec, tok, index);
+                shape.ids(&ids, output, self.pick.of(index, lora))
+            }
+            Source::Generated { spec, tok, shape } if shape.batch > 1 || spec.kind() == DatasetKind::RandomRerank => {
+                let model = self.pick.of(index, lora);
+                let first = index.saturating_mul(shape.batch);
+                let left = if shape.batch_prompts > 0 { shape.batch_prompts.saturating_sub(first) } else { u64::MAX };
+                let n = shape.batch.min(left).max(1);
+                let (texts, tokens, source) = if spec.kind() == DatasetKind::RandomRerank {
+                    dataset::rerank(spec, tok.as_deref(), first, n)
+                } else {
+                    let prompts: Vec<Prompt> = (first..first + n).map(|i| dataset::build(spec, tok.as_deref(), i)).collect();
+                    let tokens = prompts.iter().map(|p| p.input_tokens).fold(0u32, u32::saturating_add);
+                    let source = prompts.first().map_or(TokenSource::ClientEstimate, |p| p.input_source);
+                    (prompts.into_iter().map(|p| p.text).collect(), tokens, source)
+                };
+                shape.batch(&texts, tokens, source, model)
+            }
             Source::Generated { spec, tok, shape } => {
                 let prompt = dataset::build(spec, tok.as_deref(), index);
                 // A generated prompt has no messages to parse: serializing cannot fail.
@@ -482,6 +543,7 @@ impl Jobs {
                     body: Bytes::from(body),
                     input_tokens: h.tokens().saturating_add(user.input_tokens),
                     input_source: user.input_source,
+                    input_sequences: 0,
                 };
                 TurnPlan { planned, user_tokens: user.input_tokens, history_tokens: h.tokens(), user: user.text }
             }
@@ -497,6 +559,7 @@ impl Jobs {
                     body: Bytes::from(body),
                     input_tokens: history.tokens().saturating_add(item.input_tokens),
                     input_source: item.input_source(),
+                    input_sequences: 0,
                 };
                 TurnPlan {
                     planned,
@@ -577,6 +640,12 @@ fn prompt_tokens(spec: &DatasetSpec) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use surge_proto::Backend;
+
+    fn new_jobs(w: &mut Workload, tok: Option<Arc<Tok>>) -> Result<Jobs, EngineError> {
+        let api = Api::of(w.backend()).unwrap_or(Api::Completions);
+        Jobs::new(w, api, tok)
+    }
     use crate::data::tokenizer::fixture;
     use surge_proto::PromptItem;
 
@@ -606,7 +675,7 @@ mod tests {
         for tok in [None, Some(fixture())] {
             let mut w = workload(300);
             let spec = w.dataset.clone().unwrap();
-            let jobs = Jobs::new(&mut w, Mode::Stream, tok.clone()).unwrap();
+            let jobs = new_jobs(&mut w, tok.clone()).unwrap();
             assert_eq!((jobs.len(), jobs.costly()), (300, tok.is_some()));
             let params = BodyParams { model: "m", chat: false, ignore_eos: true, temperature: None, extra: None };
             for (k, p) in dataset::slice(&spec, tok.as_deref(), 1_000, 300).into_iter().enumerate() {
@@ -633,7 +702,7 @@ mod tests {
             delay_ms: 250.0,
             ..Default::default()
         });
-        let jobs = Jobs::new(&mut w, Mode::Stream, None).unwrap();
+        let jobs = new_jobs(&mut w, None).unwrap();
         assert!(jobs.is_sessions());
         let s = jobs.session(2);
         assert_eq!((s.index, s.turns), (1_002, 3));
@@ -659,7 +728,7 @@ mod tests {
         let mut w = workload(4);
         (w.slice_cycle, w.slice_positions) = (3, vec![1]);
         let spec = w.dataset.clone().unwrap();
-        let jobs = Jobs::new(&mut w, Mode::Stream, None).unwrap();
+        let jobs = new_jobs(&mut w, None).unwrap();
         for (k, i) in [1u64, 4, 7, 10].into_iter().enumerate() {
             assert_eq!(jobs.index(k as u64), i);
             let body: serde_json::Value = serde_json::from_slice(&jobs.get(k as u64).body).unwrap();
@@ -675,7 +744,7 @@ mod tests {
             let mut w = workload(len);
             let spec = w.dataset.clone().unwrap();
             let t = std::time::Instant::now();
-            let jobs = Jobs::new(&mut w, Mode::Stream, None).unwrap();
+            let jobs = new_jobs(&mut w, None).unwrap();
             assert!(t.elapsed() < std::time::Duration::from_millis(50), "{:?}", t.elapsed());
             assert_eq!((jobs.len(), jobs.is_unbounded()), (len, len == UNBOUNDED));
             let last = dataset::build(&spec, None, 1_000 + 99_999_999);
@@ -699,7 +768,7 @@ mod tests {
                 ..Default::default()
             },
         ];
-        let jobs = Jobs::new(&mut w, Mode::Stream, None).unwrap();
+        let jobs = new_jobs(&mut w, None).unwrap();
         assert!(w.prompts.is_empty(), "the prompts moved into the jobs");
         let tokens: Vec<u32> = (0..5).map(|k| jobs.get(k).input_tokens).collect();
         assert_eq!(tokens, [1, 3, 1, 3, 1]);
@@ -708,12 +777,12 @@ mod tests {
 
         let mut bad = workload(1);
         bad.dataset.as_mut().unwrap().kind = DatasetKind::Sharegpt as i32;
-        assert!(matches!(Jobs::new(&mut bad, Mode::Stream, None), Err(EngineError::MissingPrompts)));
+        assert!(matches!(new_jobs(&mut bad, None), Err(EngineError::MissingPrompts)));
 
         let mut fixed = workload(UNBOUNDED);
         let spec = fixed.dataset.as_mut().unwrap();
         (spec.kind, spec.prompt, spec.fixed_output_len) = (DatasetKind::Fixed as i32, "hello there".into(), 3);
-        let jobs = Jobs::new(&mut fixed, Mode::Stream, None).unwrap();
+        let jobs = new_jobs(&mut fixed, None).unwrap();
         let (a, b) = (jobs.get(0), jobs.get(u64::MAX - 1));
         assert_eq!((a.body.as_ptr(), a.input_tokens), (b.body.as_ptr(), 2), "one shared body");
     }

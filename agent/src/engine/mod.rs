@@ -15,6 +15,7 @@
 //! - [`ioclock`]: socket-level timestamps; [`stats`]: live counters of a run;
 //! - [`sink`]: where rows go.
 
+pub mod api;
 pub mod conn;
 pub mod connector;
 mod conversation;
@@ -27,7 +28,9 @@ pub mod openai;
 pub mod pacer;
 pub mod pacing;
 pub mod pool;
+pub mod pooling;
 pub mod request;
+pub mod responses;
 pub mod sink;
 pub mod spec;
 pub mod sse;
@@ -58,13 +61,13 @@ use connector::Connector;
 use jobs::{Jobs, Planned};
 use pacing::Schedule;
 use pool::Pool;
-use request::{Job, Mode, RequestTemplate, signed_us, us};
+use request::{Job, RequestTemplate, signed_us, us};
 use stats::{Lag, Stats};
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
-use surge_proto::{Backend, ErrorKind, Row, TokenSource, Workload};
+use surge_proto::{ErrorKind, Row, TokenSource, Workload};
 use target::Target;
 use tls::TargetTls;
 use tokio::sync::Semaphore;
@@ -202,8 +205,8 @@ impl Prepared {
 }
 
 fn template(w: &Workload, spec: &spec::Spec, target: &Target) -> Result<RequestTemplate, EngineError> {
-    let mode = if w.backend() == Backend::Http { Mode::Plain } else { Mode::Stream };
-    let content_type = if mode == Mode::Plain { "text/plain" } else { "application/json" };
+    let api = api::Api::of(w.backend()).ok_or(EngineError::Spec(spec::SpecError::Unset { field: "backend" }))?;
+    let (mode, content_type) = (api.mode(), api.content_type());
     let mut headers = Vec::new();
     let bad = |name: &str, e: http::Error| EngineError::Header { name: name.to_string(), source: e };
     for (k, v) in &w.headers {
@@ -270,7 +273,8 @@ pub async fn prepare_on(mut workload: Workload, local: Option<std::net::IpAddr>)
     let tok = load_tokenizer(&mut workload).await?;
     tpl.tokenizer = tok.clone();
     let tpl = Arc::new(tpl);
-    let jobs = Jobs::new(&mut workload, tpl.mode, tok)?;
+    let api = api::Api::of(workload.backend()).ok_or(EngineError::Spec(spec::SpecError::Unset { field: "backend" }))?;
+    let jobs = Jobs::new(&mut workload, api, tok)?;
     let stats = Arc::new(Stats::default());
     // Connections opened before the start: one per concurrency slot, but never more than
     // the requests to send, nor than WARM_MAX (a huge cap is a limit, not a plan).
@@ -297,18 +301,10 @@ pub async fn prepare_on(mut workload: Workload, local: Option<std::net::IpAddr>)
         let t0 = Instant::now();
         let mut set = tokio::task::JoinSet::new();
         for k in 0..u64::from(workload.num_warmups) {
-            let Planned { body, input_tokens, input_source } = jobs.get_base(k % jobs.len());
+            let planned = jobs.get_base(k % jobs.len());
             let (pool, tpl) = (Arc::clone(&pool), Arc::clone(&tpl));
             set.spawn(async move {
-                let job = Job {
-                    index: k,
-                    body,
-                    input_tokens,
-                    input_source,
-                    intended: None,
-                    session: None,
-                    keep_reply: false,
-                };
+                let job = Job::of(k, planned, None);
                 request::execute(&pool, &tpl, job, t0).await
             });
             if set.len() >= concurrency.max(1)
@@ -336,16 +332,7 @@ async fn initial_test(
     tpl: &Arc<RequestTemplate>,
     jobs: &Jobs,
 ) -> Result<(), EngineError> {
-    let Planned { body, input_tokens, input_source } = jobs.get_base(0);
-    let job = Job {
-        index: jobs.index(0),
-        body,
-        input_tokens,
-        input_source,
-        intended: None,
-        session: None,
-        keep_reply: false,
-    };
+    let job = Job::of(jobs.index(0), jobs.get_base(0), None);
     let url = format!("{}{}", w.base_url, w.endpoint);
     let ready_until = Instant::now() + spec.ready_timeout;
     let limit = spec.max_run_time.unwrap_or(INITIAL_TEST_LIMIT);
@@ -458,8 +445,7 @@ async fn probe_loop(ctx: Arc<RunCtx>, rate: f64, stop: CancellationToken) {
     let gap = Duration::from_secs_f64((1.0 / rate).min(86_400.0));
     let mut k = 0u64;
     while !stop.is_cancelled() {
-        let Planned { body, input_tokens, input_source } = ctx.jobs.probe();
-        let job = Job { index: k, body, input_tokens, input_source, intended: None, session: None, keep_reply: false };
+        let job = Job::of(k, ctx.jobs.probe(), None);
         let mut row = tokio::select! {
             row = request::execute(&ctx.pool, &ctx.tpl, job, ctx.t0) => row,
             () = ctx.cancel.cancelled() => return,
@@ -517,8 +503,7 @@ impl RunCtx {
     /// flight (a cancelled run), it reports the request's cancelled row instead.
     async fn attempt(&self, k: u64, intended: Option<Duration>) {
         let index = self.jobs.index(k);
-        let Planned { body, input_tokens, input_source } = self.make(k).await;
-        let job = Job { index, body, input_tokens, input_source, intended, session: None, keep_reply: false };
+        let job = Job::of(index, self.make(k).await, intended);
         let row = self.send(job, None).await;
         self.record(row);
     }

@@ -260,7 +260,7 @@ struct Message<'a> {
 struct CompletionBody<'a> {
     model: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    prompt: Option<&'a str>,
+    prompt: Option<PromptField<'a>>,
     #[serde(skip_serializing_if = "Messages::is_none")]
     messages: Messages<'a>,
     /// Completions' limit (`max_tokens`); chat sends `max_completion_tokens`, as vLLM's
@@ -275,6 +275,14 @@ struct CompletionBody<'a> {
     ignore_eos: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f64>,
+}
+
+/// A completion's `prompt`: text, or token ids (`--prompt-token-ids`).
+#[derive(Serialize, Clone, Copy)]
+#[serde(untagged)]
+enum PromptField<'a> {
+    Text(&'a str),
+    Ids(&'a [u32]),
 }
 
 /// The `messages` of a chat request: none (completions), one user message, an array
@@ -310,7 +318,13 @@ pub struct BodyParams<'a> {
 pub fn body(params: &BodyParams<'_>, prompt: &str, max_tokens: u32) -> Vec<u8> {
     let messages =
         if params.chat { Messages::User([Message { role: "user", content: prompt }]) } else { Messages::None };
-    encode(params, (!params.chat).then_some(prompt), messages, max_tokens)
+    encode(params, (!params.chat).then_some(PromptField::Text(prompt)), messages, max_tokens)
+}
+
+/// The JSON body of one streamed completion whose prompt is token ids (vllm-bench's
+/// `--prompt-token-ids`: exact input lengths, no server-side tokenization).
+pub fn ids_body(params: &BodyParams<'_>, ids: &[u32], max_tokens: u32) -> Vec<u8> {
+    encode(params, Some(PromptField::Ids(ids)), Messages::None, max_tokens)
 }
 
 /// The JSON body of one streamed chat request whose `messages` are given (a JSON array).
@@ -324,7 +338,7 @@ pub fn chat_body_raw(params: &BodyParams<'_>, messages: &serde_json::value::RawV
     encode(params, None, Messages::Raw(messages), max_tokens)
 }
 
-fn encode(params: &BodyParams<'_>, prompt: Option<&str>, messages: Messages<'_>, max_tokens: u32) -> Vec<u8> {
+fn encode(params: &BodyParams<'_>, prompt: Option<PromptField<'_>>, messages: Messages<'_>, max_tokens: u32) -> Vec<u8> {
     let chat = prompt.is_none();
     let b = CompletionBody {
         model: params.model,

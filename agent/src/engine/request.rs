@@ -18,6 +18,8 @@ use super::conn::{Body, Conn, Head};
 use super::ending::{self, ReadError, Tally};
 use super::openai::{Counts, Event, classify, classify_text, response_id};
 use super::pool::Pool;
+use super::pooling::{self, Answered};
+use super::responses;
 use super::sse::SseParser;
 use crate::data::tokenizer::Tok;
 use bytes::Bytes;
@@ -31,9 +33,24 @@ use surge_proto::{ErrorKind, HttpPhases, Row, StreamEnd, TokenSource};
 pub enum Mode {
     /// An OpenAI completion stream: SSE events, tokens, usage, `[DONE]`.
     Stream,
+    /// A Responses API stream: typed events, usage on `response.completed`.
+    Responses,
+    /// One JSON answer read whole (the pooling backends): its end is the request's end
+    /// (vLLM's TTFT and E2EL alike), its `usage.prompt_tokens` the input count.
+    Pooled,
     /// Any body: first byte and end.
     Plain,
 }
+
+impl Mode {
+    /// Whether responses are token streams.
+    pub fn streams(self) -> bool {
+        matches!(self, Mode::Stream | Mode::Responses)
+    }
+}
+
+/// The largest pooling answer read (a batch of 4,096-float embeddings as JSON is a few MB).
+const ANSWER_MAX: usize = 64 << 20;
 
 /// What is fixed for all requests of a run.
 #[derive(Debug)]
@@ -105,12 +122,30 @@ pub struct Job {
     pub body: Bytes,
     pub input_tokens: u32,
     pub input_source: TokenSource,
+    /// Inputs a pooling request carries (0 for the others).
+    pub input_sequences: u32,
     /// Intended send time (open loop), relative to the run start.
     pub intended: Option<Duration>,
     /// A conversation's turn: its session (for the session header) and whether the reply
     /// text is kept in the row (the next turn's history).
     pub session: Option<u64>,
     pub keep_reply: bool,
+}
+
+impl Job {
+    /// Request `index`, planned, sent at `intended` (open loop) or at once.
+    pub fn of(index: u64, p: super::jobs::Planned, intended: Option<Duration>) -> Self {
+        Job {
+            index,
+            body: p.body,
+            input_tokens: p.input_tokens,
+            input_source: p.input_source,
+            input_sequences: p.input_sequences,
+            intended,
+            session: None,
+            keep_reply: false,
+        }
+    }
 }
 
 /// Most bytes of a row's error message (D1).
@@ -152,6 +187,7 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
         intended_us: job.intended.map_or(-1, signed_us),
         input_tokens: job.input_tokens,
         input_source: job.input_source as i32,
+        input_sequences: job.input_sequences,
         ..Default::default()
     };
     // A reused connection the server closed while it sat idle costs one retry on a
@@ -268,6 +304,8 @@ async fn read_response(
     row.http_status = u32::from(status.as_u16());
     let ok = status.is_success();
     let mut parser = SseParser::default();
+    // A pooling answer, read whole.
+    let mut answer: Vec<u8> = Vec::new();
     let mut first: Option<Instant> = None;
     let mut last: Option<Instant> = None;
     let mut events: u32 = 0;
@@ -328,16 +366,24 @@ async fn read_response(
                     refusal.extend_from_slice(&data[..data.len().min(room)]);
                     continue;
                 }
-                if mode == Mode::Plain {
+                if matches!(mode, Mode::Plain | Mode::Pooled) {
                     first.get_or_insert(now);
                     last = Some(now);
+                    if mode == Mode::Pooled {
+                        if answer.len() + data.len() > ANSWER_MAX {
+                            error.get_or_insert(ErrorKind::BodyTooLarge);
+                            break;
+                        }
+                        answer.extend_from_slice(&data);
+                    }
                     continue;
                 }
                 let res = parser.feed(&data, |ev| {
                     tally.events += 1;
-                    let event = match &mut text {
-                        Some(t) => classify_text(ev, t),
-                        None => classify(ev),
+                    let event = match (&mut text, mode) {
+                        (t, Mode::Responses) => responses::classify(ev, t.as_mut()),
+                        (Some(t), _) => classify_text(ev, t),
+                        (None, _) => classify(ev),
                     };
                     // The server's id of the response, from its first chunk.
                     if row.response_id.is_empty() && !matches!(event, Event::Done | Event::Malformed) {
@@ -400,7 +446,7 @@ async fn read_response(
         events += 1;
         token_event(at, &mut first, &mut last, &mut row.itl_us);
     }
-    if error.is_none() && ok && mode == Mode::Stream && !done && usage.is_none() {
+    if error.is_none() && ok && mode.streams() && !done && usage.is_none() {
         error = Some(ErrorKind::Truncated);
         broke = Some(if tally.bytes == 0 { StreamEnd::EmptyBody } else { StreamEnd::CleanEnd });
     }
@@ -421,8 +467,17 @@ async fn read_response(
     if !ok {
         row.error_message = message(&format!("HTTP {}: {}", status.as_u16(), String::from_utf8_lossy(&refusal).trim()));
     }
-    if error.is_none() && mode == Mode::Stream && events == 0 {
+    if error.is_none() && mode.streams() && events == 0 {
         error = Some(ErrorKind::NoTokens);
+    }
+    // A pooling answer: its usage, or the server's error in a 200.
+    let mut pooled_input = None;
+    if error.is_none() && ok && mode == Mode::Pooled {
+        match pooling::read(&answer) {
+            Answered::Ok(n) => pooled_input = n,
+            Answered::ServerError => error = Some(ErrorKind::HttpStatus),
+            Answered::Malformed => error = Some(ErrorKind::Malformed),
+        }
     }
     match error {
         Some(kind) => {
@@ -430,11 +485,23 @@ async fn read_response(
             row.ttft_us = first.map_or(0, |f| us(f - st));
             row.set_error(kind);
         }
+        None if mode == Mode::Pooled => {
+            // vLLM's pooling request: done when its answer is read; TTFT = E2EL.
+            row.latency_us = last.map_or_else(|| us(end - st), |l| us(l - st));
+            row.ttft_us = row.latency_us;
+            if let Some(n) = pooled_input {
+                row.input_tokens = n;
+                row.usage_from_server = true;
+                row.set_input_source(TokenSource::ServerUsage);
+            }
+            row.set_output_source(TokenSource::ServerUsage);
+            pool.checkin(conn);
+        }
         None => {
             row.ttft_us = first.map_or(0, |f| us(f - st));
             row.latency_us = last.map_or_else(|| us(end - st), |l| us(l - st));
             match usage {
-                Some(u) if mode == Mode::Stream => {
+                Some(u) if mode.streams() => {
                     row.input_tokens = u.prompt_tokens;
                     row.output_tokens = u.completion_tokens;
                     row.cached_tokens = u.cached_tokens;
@@ -443,7 +510,7 @@ async fn read_response(
                     row.set_output_source(TokenSource::ServerUsage);
                 }
                 _ => match (&tpl.tokenizer, &text) {
-                    (Some(tok), Some(t)) if mode == Mode::Stream => {
+                    (Some(tok), Some(t)) if mode.streams() => {
                         row.output_tokens = tok.count(t);
                         row.set_output_source(TokenSource::Tokenizer);
                     }

@@ -83,6 +83,10 @@ pub struct Metrics {
     pub cancelled: u64,
     pub total_input_tokens: u64,
     pub total_output_tokens: u64,
+    /// Pooling backends: inputs of the successful requests (vLLM's
+    /// `total_input_sequences`), and their rate.
+    pub total_input_sequences: u64,
+    pub input_sequence_throughput: f64,
     pub request_throughput: f64,
     pub request_goodput: Option<f64>,
     pub output_throughput: f64,
@@ -279,6 +283,7 @@ impl Aggregator {
         m.completed += 1;
         m.total_input_tokens += u64::from(r.row.input_tokens);
         m.total_output_tokens += u64::from(r.row.output_tokens);
+        m.total_input_sequences += u64::from(r.row.input_sequences);
         m.server_usage_rows += u64::from(r.row.usage_from_server);
         m.token_sources.add(&r.row);
         m.ttft.add(r.ttft_s());
@@ -393,6 +398,7 @@ impl Aggregator {
         m.duration_s = (last - first.min(0.0)).max(0.0);
         if m.duration_s > 0.0 {
             m.request_throughput = m.completed as f64 / m.duration_s;
+            m.input_sequence_throughput = m.total_input_sequences as f64 / m.duration_s;
             m.output_throughput = m.total_output_tokens as f64 / m.duration_s;
             m.total_token_throughput = (m.total_input_tokens + m.total_output_tokens) as f64 / m.duration_s;
             m.request_goodput = (!slo.is_empty()).then(|| good as f64 / m.duration_s);

@@ -1,6 +1,5 @@
 //! `surge`: parse the command line, build the runtime, call the library.
 
-use clap::Parser;
 use std::process::ExitCode;
 use surge_coordinator::cli::{CertsCommand, Cli, Command, FleetCommand, UsageError, build};
 use surge_coordinator::{certs, commands, exit};
@@ -11,7 +10,7 @@ use surge_coordinator::{certs, commands, exit};
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_recording();
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("SURGE_LOG").unwrap_or_else(|_| "warn".into()))
         .with_writer(std::io::stderr)

@@ -80,8 +80,44 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         BackendArg::Openai => (Backend::Openai, "openai", "/v1/completions"),
         BackendArg::Vllm => (Backend::Openai, "vllm", "/v1/completions"),
         BackendArg::OpenaiChat => (Backend::OpenaiChat, "openai-chat", "/v1/chat/completions"),
+        BackendArg::OpenaiResponses => (Backend::OpenaiResponses, "openai-responses", "/v1/responses"),
+        BackendArg::OpenaiEmbeddings => (Backend::OpenaiEmbeddings, "openai-embeddings", "/v1/embeddings"),
+        BackendArg::OpenaiEmbeddingsChat => {
+            (Backend::OpenaiEmbeddingsChat, "openai-embeddings-chat", "/v1/embeddings")
+        }
+        // Without images (surge's datasets are text), vLLM's CLIP and VLM2Vec clients send
+        // what openai-embeddings-chat sends.
+        BackendArg::OpenaiEmbeddingsClip => {
+            (Backend::OpenaiEmbeddingsChat, "openai-embeddings-clip", "/v1/embeddings")
+        }
+        BackendArg::OpenaiEmbeddingsVlm2vec => {
+            (Backend::OpenaiEmbeddingsChat, "openai-embeddings-vlm2vec", "/v1/embeddings")
+        }
+        BackendArg::InfinityEmbeddings => (Backend::InfinityEmbeddings, "infinity-embeddings", "/embeddings"),
+        BackendArg::InfinityEmbeddingsClip => {
+            (Backend::InfinityEmbeddings, "infinity-embeddings-clip", "/embeddings")
+        }
+        BackendArg::VllmPooling => (Backend::VllmPooling, "vllm-pooling", "/pooling"),
+        BackendArg::VllmRerank => (Backend::VllmRerank, "vllm-rerank", "/rerank"),
         BackendArg::Http => (Backend::Http, "http", "/echo"),
     };
+    let pooling = !a.target.backend.generates() && backend != Backend::Http;
+    if pooling && a.conversation.multi_turn {
+        return usage(format!("--multi-turn: --backend {backend_name} answers no conversation"));
+    }
+    let batch = a.dataset.random_batch_size;
+    if batch > 1 && !(pooling && matches!(backend, Backend::OpenaiEmbeddings | Backend::InfinityEmbeddings | Backend::VllmPooling | Backend::VllmRerank)) {
+        return usage(format!("--random-batch-size {batch}: only the pooling backends that take a list of inputs (openai-embeddings, infinity-embeddings, vllm-pooling, vllm-rerank) batch"));
+    }
+    if batch > 1 && !matches!(a.dataset.dataset_name, super::DatasetArg::Random | super::DatasetArg::RandomRerank) {
+        return usage(format!("--random-batch-size {batch}: batches are made of the random or random-rerank dataset"));
+    }
+    if (backend == Backend::VllmRerank) != (a.dataset.dataset_name == super::DatasetArg::RandomRerank) {
+        return usage("--backend vllm-rerank and --dataset-name random-rerank go together (a query and its documents)");
+    }
+    if a.dataset.prompt_token_ids && batch > 1 {
+        return usage("--prompt-token-ids: not with --random-batch-size above 1");
+    }
     let endpoint = a.target.endpoint.clone().unwrap_or_else(|| default_endpoint.to_string());
     if !endpoint.starts_with('/') {
         return usage(format!("--endpoint {endpoint:?}: must start with '/'"));
@@ -164,10 +200,16 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         None => CoordinatorFile::default(),
     };
     let agents = agents_plan(&a.fleet, file)?;
+    let ignored = super::ignored::ignored(&a, !matches!(agents, Agents::Embedded));
+    if a.strict && !ignored.is_empty() {
+        let list: Vec<String> = ignored.iter().map(ToString::to_string).collect();
+        return usage(format!("--strict: {}", list.join("; ")));
+    }
+    let ignored_flags: Vec<String> = ignored.iter().map(ToString::to_string).collect();
     let (http_version, target_tls) = (http_version(&a.transport, &base_url)?, target_tls(&a.transport)?);
     let scrape = scrape_plan(&a.server, &base_url, &target_tls)?;
     let gpu = gpu_plan(&a.server, &target_tls)?;
-    let extra_body = extra_body(&a.sampling, backend)?;
+    let extra_body = extra_body(&a.sampling, backend, a.target.backend.generates())?;
     let thresholds: Vec<Option<f64>> = a
         .output
         .timeline_itl_thresholds
@@ -198,6 +240,12 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
     let file_len = sessions.unwrap_or(d.prompts.len() as u64);
     let ends_at_dataset = a.dataset.no_oversample && !trace && file_len > 0 && num_prompts > file_len;
     let num_prompts = if ends_at_dataset { file_len } else { num_prompts };
+    // vLLM's --random-batch-size: --num-prompts counts prompts (rerank: documents), B to
+    // a request.
+    let num_prompts = match u64::from(batch.max(1)) {
+        b if b > 1 && num_prompts != crate::plan::UNBOUNDED => num_prompts.div_ceil(b),
+        _ => num_prompts,
+    };
     Ok(RunPlan {
         base_url: base_url.trim_end_matches('/').to_string(),
         endpoint,
@@ -221,16 +269,21 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         trace_speedup: trace.then_some(a.load.trace_speedup),
         num_warmups: a.load.num_warmups,
         // As vLLM 0.33: the random dataset runs to the requested length on OpenAI backends.
-        ignore_eos: a.sampling.ignore_eos || (matches!(d.name, "random" | "random-mm") && backend != Backend::Http),
+        ignore_eos: a.sampling.ignore_eos || (matches!(d.name, "random" | "random-mm") && a.target.backend.generates()),
         // vLLM sends temperature 0.0 (greedy) unless told otherwise.
-        temperature: if backend == Backend::Http {
+        temperature: if !a.target.backend.generates() {
             a.sampling.temperature
         } else {
             a.sampling.temperature.or(Some(0.0))
         },
         extra_body,
         seed: a.dataset.seed,
-        percentile_metrics: a.output.percentile_metrics.0,
+        // vLLM's pooling runs report E2EL only; its default for them is "e2el".
+        percentile_metrics: if pooling && !a.given.iter().any(|g| g == "percentile-metrics") {
+            vec!["e2el"]
+        } else {
+            a.output.percentile_metrics.0
+        },
         metric_percentiles: a.output.metric_percentiles.0,
         slo,
         save_result: a.output.save_result || a.output.save_detailed || a.output.append_result || a.output.plot_timeline,
@@ -269,6 +322,8 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         plot_timeline: a.output.plot_timeline,
         show_http_phases: a.output.show_http_phases,
         multi_turn,
+        ignored_flags,
+        dry_run: a.dry_run,
     })
 }
 
@@ -495,8 +550,26 @@ fn target_tls(t: &TransportArgs) -> Result<crate::plan::TargetTls, UsageError> {
 /// vLLM's sampling flags and `--extra-body` as one JSON object (the extra body's keys
 /// win); they are refused on the plain `http` backend, as vLLM refuses them on
 /// non-OpenAI backends.
-fn extra_body(s: &SamplingArgs, backend: Backend) -> Result<Option<String>, UsageError> {
+fn extra_body(s: &SamplingArgs, backend: Backend, generates: bool) -> Result<Option<String>, UsageError> {
     let mut m = serde_json::Map::new();
+    // A backend that generates nothing reads no sampling flag (they are reported as
+    // ignored); only --extra-body reaches its body.
+    let s = &if generates {
+        s.clone()
+    } else {
+        SamplingArgs {
+            ignore_eos: false,
+            temperature: None,
+            top_p: None,
+            top_k: None,
+            min_p: None,
+            frequency_penalty: None,
+            presence_penalty: None,
+            repetition_penalty: None,
+            logprobs: None,
+            extra_body: s.extra_body.clone(),
+        }
+    };
     let floats = [
         ("top_p", s.top_p),
         ("min_p", s.min_p),

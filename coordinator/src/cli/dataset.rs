@@ -78,8 +78,22 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
         random_output_len: a.dataset.random_output_len,
         random_range_ratio: r,
         random_prefix_len: a.dataset.random_prefix_len,
+        batch_size: a.dataset.random_batch_size,
+        batch_prompts: a.load.num_prompts.unwrap_or(if a.load.duration.is_some() { 0 } else { num }),
+        token_ids: a.dataset.prompt_token_ids,
         ..Default::default()
     };
+    if a.dataset.prompt_token_ids {
+        if a.dataset.dataset_name != DatasetArg::Random {
+            return usage("--prompt-token-ids: only for --dataset-name random");
+        }
+        if tokenizer.is_none() {
+            return usage("--prompt-token-ids: needs --tokenizer (the ids are drawn from its vocabulary)");
+        }
+        if matches!(a.target.backend, BackendArg::OpenaiChat | BackendArg::OpenaiResponses | BackendArg::OpenaiEmbeddingsChat | BackendArg::OpenaiEmbeddingsClip | BackendArg::OpenaiEmbeddingsVlm2vec | BackendArg::Http) {
+            return usage("--prompt-token-ids: the backend sends text (completions and the pooling backends with `input` take ids)");
+        }
+    }
     let mut prompts = Vec::new();
     let name = match a.dataset.dataset_name {
         DatasetArg::Random => {
@@ -183,6 +197,13 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
                 .map_err(|e| UsageError(format!("--dataset-path {e}")))?;
             spec.set_kind(DatasetKind::Custom);
             "hf"
+        }
+        DatasetArg::RandomRerank => {
+            if a.dataset.random_input_len < 4 {
+                return usage("--random-input-len: random-rerank needs at least 4 (a query and a document)");
+            }
+            spec.set_kind(DatasetKind::RandomRerank);
+            "random-rerank"
         }
         DatasetArg::RandomMm => {
             if a.target.backend != BackendArg::OpenaiChat {

@@ -8,6 +8,7 @@ pub mod config;
 pub mod conversation;
 pub mod dataset;
 pub mod files;
+pub mod ignored;
 mod mm;
 pub mod parse;
 pub mod reference;
@@ -28,6 +29,37 @@ pub struct UsageError(pub String);
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Cli {
+    /// Parses the process's command line (exits on a usage error, as clap does), and
+    /// records which flags of a load command were given on it, for [`ignored`].
+    pub fn parse_recording() -> Self {
+        let cmd = <Self as clap::CommandFactory>::command();
+        let m = cmd.clone().get_matches();
+        let mut cli = <Self as clap::FromArgMatches>::from_arg_matches(&m).unwrap_or_else(|e| e.exit());
+        cli.record_given(&cmd, &m);
+        cli
+    }
+
+    /// Fills the load command's `RunArgs::given` from its matches.
+    pub fn record_given(&mut self, cmd: &clap::Command, m: &clap::ArgMatches) {
+        let Some((name, sub)) = m.subcommand() else { return };
+        let Some(sub_cmd) = cmd.find_subcommand(name) else { return };
+        let run = match &mut self.command {
+            Command::Run(a) => &mut **a,
+            Command::Sweep(a) => &mut a.run,
+            Command::Matrix(a) => &mut a.run,
+            Command::Fleet(FleetCommand::Check(a)) => {
+                if let (Some((_, check)), Some(check_cmd)) = (sub.subcommand(), sub_cmd.find_subcommand("check")) {
+                    a.given = ignored::given(check_cmd, check);
+                }
+                return;
+            }
+            _ => return,
+        };
+        run.given = ignored::given(sub_cmd, sub);
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -165,6 +197,24 @@ pub enum BackendArg {
     Vllm,
     /// OpenAI /v1/chat/completions, streamed.
     OpenaiChat,
+    /// OpenAI /v1/responses, streamed (output text and reasoning deltas are tokens).
+    OpenaiResponses,
+    /// OpenAI /v1/embeddings with the prompt as `input` (not streamed).
+    OpenaiEmbeddings,
+    /// /v1/embeddings with the prompt as chat `messages`.
+    OpenaiEmbeddingsChat,
+    /// /v1/embeddings, CLIP-style: text or image inputs.
+    OpenaiEmbeddingsClip,
+    /// /v1/embeddings, VLM2Vec-style chat messages.
+    OpenaiEmbeddingsVlm2vec,
+    /// Infinity's /embeddings.
+    InfinityEmbeddings,
+    /// Infinity's /embeddings, CLIP-style.
+    InfinityEmbeddingsClip,
+    /// vLLM's /pooling.
+    VllmPooling,
+    /// vLLM's /rerank: a query and documents, scores back.
+    VllmRerank,
     /// A plain POST of the prompt as the body (e.g. the echo route).
     Http,
 }
@@ -198,6 +248,10 @@ pub enum DatasetArg {
     /// Random text plus random JPEG images in chat content (--backend openai-chat).
     #[value(name = "random-mm", alias = "random_mm")]
     RandomMm,
+    /// One random query and --random-batch-size random documents per request
+    /// (--backend vllm-rerank; --num-prompts counts documents).
+    #[value(name = "random-rerank", alias = "random_rerank")]
+    RandomRerank,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -230,6 +284,19 @@ pub struct RunArgs {
     /// When an agent is lost, keep the others' results and mark the run partial.
     #[arg(long, help_heading = "Agents and their TLS")]
     pub tolerate_agent_loss: bool,
+    /// Flags given that this run would not read (e.g. --hf-name with --dataset-name
+    /// random) are usage errors (exit 2) instead of warnings.
+    #[arg(long, help_heading = "Checks")]
+    pub strict: bool,
+    /// Build the plan and the dataset (on the agents too with --agents), print each
+    /// agent's request count, the input and output length statistics and the first
+    /// prompt; send nothing.
+    #[arg(long = "dry-run", help_heading = "Checks")]
+    pub dry_run: bool,
+    /// The long names of the flags given on the command line (filled by
+    /// [`Cli::parse_recording`]; empty when the arguments were built in code).
+    #[arg(skip)]
+    pub given: Vec<String>,
 }
 
 /// `surge run`'s flags, "Target": the server under test: where, which API, which model, how to reach it.
@@ -382,6 +449,14 @@ pub struct DatasetArgs {
     /// A prefix of this many tokens shared by every random prompt, before its random part.
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub random_prefix_len: u32,
+    /// Prompts per request of a pooling backend that takes a list of inputs (documents
+    /// per request with random-rerank); --num-prompts counts prompts.
+    #[arg(long = "random-batch-size", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=65536), value_name = "N")]
+    pub random_batch_size: u32,
+    /// Send the random dataset's prompts as token ids (completions `prompt`, pooling
+    /// `input`): exact input lengths, no server-side tokenization. Needs --tokenizer.
+    #[arg(long = "prompt-token-ids")]
+    pub prompt_token_ids: bool,
     /// A local tokenizer.json (or a directory holding one): exact prompt lengths, client
     /// token counts; sent to every agent (nothing is downloaded).
     #[arg(long, value_name = "PATH")]

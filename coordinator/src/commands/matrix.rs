@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 /// `surge matrix`.
 pub async fn matrix_command(plan: MatrixPlan) -> u8 {
     let mut sinks = standard("matrix", true);
+    super::warn_ignored(&plan.base, &mut sinks);
     let res = matrix(&plan, &mut sinks).await;
     match res {
         Ok(code) => code,

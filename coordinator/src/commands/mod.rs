@@ -3,6 +3,7 @@
 //! `validate` have their own files; `echo` and `demo` serve and exercise the echo server.
 
 pub mod compare;
+pub mod dry_run;
 pub mod fleet;
 #[cfg(test)]
 mod golden_tests;
@@ -262,9 +263,21 @@ pub async fn run_on(
     Ok((record, outcome, m))
 }
 
+/// One `warning: --X has no effect with --Y` line per flag the run will not read (D44),
+/// before any load.
+pub(crate) fn warn_ignored(plan: &RunPlan, sinks: &mut dyn Sink) {
+    for w in &plan.ignored_flags {
+        sinks.notice(&format!("warning: {w}"));
+    }
+}
+
 /// `surge run`: returns the process exit code.
 pub async fn run_command(plan: RunPlan) -> u8 {
     let mut sinks = crate::output::standard("", true);
+    warn_ignored(&plan, &mut sinks);
+    if plan.dry_run {
+        return dry_run::dry_run_command(&plan, &mut sinks).await;
+    }
     match run_once(plan, &mut sinks).await {
         Ok(code) => code,
         Err(f) => {

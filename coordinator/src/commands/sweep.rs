@@ -180,6 +180,7 @@ impl Sweep<'_> {
 /// `surge sweep`.
 pub async fn sweep_command(plan: SweepPlan) -> u8 {
     let mut sinks = standard("sweep", false);
+    super::warn_ignored(&plan.base, &mut sinks);
     let res = sweep(&plan, &mut sinks).await;
     match res {
         Ok(code) => code,

@@ -302,6 +302,8 @@ pub fn run_result(
         cancelled: m.cancelled,
         total_input_tokens: m.total_input_tokens,
         total_output_tokens: m.total_output_tokens,
+        total_input_sequences: plan.pooling().then_some(m.total_input_sequences),
+        input_sequence_throughput: plan.pooling().then_some(m.input_sequence_throughput),
         request_throughput: m.request_throughput,
         request_goodput: m.request_goodput,
         output_throughput: m.output_throughput,
@@ -311,6 +313,7 @@ pub fn run_result(
         max_concurrent_requests: m.max_concurrent_requests,
         peak_in_flight: Some(peak_in_flight(o, m)),
         rtfx: 0.0,
+        ignored_flags: plan.ignored_flags.clone(),
         rps_change_events: m.ramp.as_ref().map(|r| r.events(o.started_at)),
         probes: (!m.probe.is_empty()).then(|| Probes {
             probe_completed: m.probe.len(),

@@ -94,6 +94,11 @@ pub struct RunResult {
     pub cancelled: u64,
     pub total_input_tokens: u64,
     pub total_output_tokens: u64,
+    /// Pooling backends (vLLM's keys): inputs embedded, and their rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_input_sequences: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_sequence_throughput: Option<f64>,
     pub request_throughput: f64,
     pub request_goodput: Option<f64>,
     pub output_throughput: f64,
@@ -112,6 +117,9 @@ pub struct RunResult {
     /// vLLM's inverse real-time factor of audio benchmarks: 0 for text, as vLLM writes it.
     #[serde(default)]
     pub rtfx: f64,
+    /// Flags given on the command line that the run did not read (D44), as warned.
+    #[serde(default)]
+    pub ignored_flags: Vec<String>,
     /// A ramped run: when the rate reached each whole request rate (vLLM's key).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rps_change_events: Option<Vec<crate::analysis::ramp::RpsEvent>>,

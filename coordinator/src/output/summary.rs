@@ -78,14 +78,22 @@ pub fn summary(r: &RunResult, view: &SummaryView, status: &RunStatus) -> String 
     }
     fline(&mut out, "Benchmark duration (s):", r.duration);
     line(&mut out, "Total input tokens:", r.total_input_tokens);
-    line(&mut out, "Total generated tokens:", r.total_output_tokens);
+    let pooling = r.input_sequence_throughput.is_some();
+    if !pooling {
+        line(&mut out, "Total generated tokens:", r.total_output_tokens);
+    }
     fline(&mut out, "Request throughput (req/s):", r.request_throughput);
+    if let Some(t) = r.input_sequence_throughput {
+        fline(&mut out, "Input throughput (inputs/s):", t);
+    }
     if let Some(g) = r.request_goodput {
         fline(&mut out, "Request goodput (req/s):", g);
     }
-    fline(&mut out, "Output token throughput (tok/s):", r.output_throughput);
-    fline(&mut out, "Peak output token throughput (tok/s):", r.max_output_tokens_per_s);
-    fline(&mut out, "Peak concurrent requests:", r.max_concurrent_requests);
+    if !pooling {
+        fline(&mut out, "Output token throughput (tok/s):", r.output_throughput);
+        fline(&mut out, "Peak output token throughput (tok/s):", r.max_output_tokens_per_s);
+        fline(&mut out, "Peak concurrent requests:", r.max_concurrent_requests);
+    }
     fline(&mut out, "Total token throughput (tok/s):", r.total_token_throughput);
     if let Some(p) = &r.probes {
         header(&mut out, "Probe Requests", '-');

@@ -234,6 +234,10 @@ pub struct RunPlan {
     pub show_http_phases: bool,
     /// Conversations: `num_prompts` counts sessions.
     pub multi_turn: Option<MultiTurnPlan>,
+    /// Flags given that the run does not read (D44): "--X has no effect with --Y".
+    pub ignored_flags: Vec<String>,
+    /// `--dry-run`: plan and make the dataset, send nothing.
+    pub dry_run: bool,
 }
 
 /// Conversations (`--multi-turn`, a session trace): D31.
@@ -336,6 +340,16 @@ impl Default for VerdictLimits {
 }
 
 impl RunPlan {
+    /// A pooling backend (embeddings, pooling, rerank): E2EL and input counts only, as
+    /// vLLM reports them.
+    pub fn pooling(&self) -> bool {
+        use surge_proto::Backend as B;
+        matches!(
+            self.backend,
+            B::OpenaiEmbeddings | B::OpenaiEmbeddingsChat | B::InfinityEmbeddings | B::VllmPooling | B::VllmRerank
+        )
+    }
+
     /// The name sent in requests.
     pub fn request_model(&self) -> &str {
         self.served_model_name.as_deref().or(self.model.as_deref()).unwrap_or("")

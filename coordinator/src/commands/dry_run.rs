@@ -1,0 +1,75 @@
+//! `surge run --dry-run`: the plan and its dataset, made as the agents would make them
+//! (request `i` is a pure function of the dataset and `i`, D20), with nothing sent: each
+//! agent's request count, the input and output lengths, and the first prompt.
+
+use crate::exit;
+use crate::output::Sink;
+use crate::plan::{Agents, RunPlan, UNBOUNDED, split};
+use surge_agent::data::dataset;
+
+/// Requests whose lengths are summarized at most (with a tokenizer, a long prompt takes
+/// milliseconds to make).
+const SAMPLE: u64 = 10_000;
+
+/// Min, mean and max of a list of lengths.
+fn stats(v: &[u32]) -> String {
+    if v.is_empty() {
+        return "-".into();
+    }
+    let sum: u64 = v.iter().map(|&x| u64::from(x)).sum();
+    let (min, max) = (v.iter().min().unwrap_or(&0), v.iter().max().unwrap_or(&0));
+    format!("total {sum}, mean {:.1}, min {min}, max {max}", sum as f64 / v.len() as f64)
+}
+
+/// Prints the dry run's lines; exit 0.
+pub async fn dry_run_command(plan: &RunPlan, sinks: &mut dyn Sink) -> u8 {
+    let agents: Vec<String> = match &plan.agents {
+        Agents::Embedded => vec!["embedded".into()],
+        Agents::Remote { addrs, .. } => addrs.clone(),
+    };
+    let bounded = plan.num_prompts != UNBOUNDED;
+    let n = plan.num_prompts.min(SAMPLE);
+    sinks.notice(&format!(
+        "dry run: nothing is sent; {} request(s) of --dataset-name {} to {}{} (--backend {}){}",
+        if bounded { plan.num_prompts.to_string() } else { "no cap (a duration run)".into() },
+        plan.dataset_name,
+        plan.base_url,
+        plan.endpoint,
+        plan.backend_name,
+        if n < plan.num_prompts { format!("; lengths of the first {n}") } else { String::new() },
+    ));
+    // Shares by equal weights: the run itself weighs agents by their cores.
+    let shares = split::split(&vec![1; agents.len()], plan.num_prompts, plan.max_concurrency, plan.request_rate, 0);
+    for (a, s) in agents.iter().zip(&shares) {
+        let count = if bounded { s.num_prompts.to_string() } else { "no cap".into() };
+        sinks.notice(&format!("  agent {a}: {count} requests, concurrency {}", s.max_concurrency));
+    }
+    let tok = plan.tokenizer.as_ref().map(|t| &*t.tok);
+    let mut first = None;
+    let (mut inputs, mut outputs) = (Vec::new(), Vec::new());
+    if plan.prompts.is_empty() {
+        for i in 0..n {
+            let p = dataset::build(&plan.dataset, tok, i);
+            inputs.push(p.input_tokens);
+            outputs.push(p.output_tokens);
+            first.get_or_insert(p.text);
+        }
+    } else {
+        for i in 0..n {
+            let p = &plan.prompts[(i % plan.prompts.len() as u64) as usize];
+            inputs.push(p.input_tokens);
+            outputs.push(p.output_tokens);
+            first.get_or_insert_with(|| if p.text.is_empty() { p.messages_json.clone() } else { p.text.clone() });
+        }
+    }
+    let source = if tok.is_some() { "tokenizer" } else { "words (no --tokenizer)" };
+    sinks.notice(&format!("  input tokens ({source}): {}", stats(&inputs)));
+    if !plan.pooling() {
+        sinks.notice(&format!("  output tokens (max_tokens asked): {}", stats(&outputs)));
+    }
+    let first = first.unwrap_or_default();
+    let shown: String = first.chars().take(400).collect();
+    let more = if first.chars().count() > 400 { " ..." } else { "" };
+    sinks.notice(&format!("  first prompt: {shown:?}{more}"));
+    exit::OK
+}
