@@ -44,10 +44,12 @@ fn stats(name: &str, d: &Sample, ps: &[f64]) -> MetricStats {
     }
 }
 
-/// The latency statistics: the four metrics always, and vLLM's client-queue metrics when
+/// The latency statistics: the four metrics always (E2EL alone for a pooling run), and vLLM's client-queue metrics when
 /// `--percentile-metrics` names them and the run is one where vLLM computes them.
 fn latencies(plan: &RunPlan, m: &Metrics, ps: &[f64]) -> Latencies {
-    let mut l: Vec<MetricStats> = METRICS.iter().map(|k| stats(k, m.dist(k), ps)).collect();
+    // A pooling run has no tokens to time: E2EL only, as vLLM reports it.
+    let mut l: Vec<MetricStats> =
+        METRICS.iter().filter(|k| !plan.pooling() || **k == "e2el").map(|k| stats(k, m.dist(k), ps)).collect();
     let wants = |k: &str| plan.percentile_metrics.contains(&k);
     if plan.max_concurrency.is_some() && wants(QUEUE_METRICS[0]) {
         l.push(stats(QUEUE_METRICS[0], &m.client_queue, ps));

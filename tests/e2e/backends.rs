@@ -1,0 +1,159 @@
+//! vLLM's other backends (D44) end to end against `surge echo`, on the embedded agent and
+//! on three agents: the Responses API (streamed events), the embedding backends, pooling
+//! and rerank (one JSON answer: E2EL and input counts, vLLM's pooling keys).
+
+use crate::util::{TempDir, agent, echo, echo_metric, run_saved};
+use std::time::Duration;
+
+/// The keys `vllm bench serve` writes for a pooling run (serve.py, vLLM 0.32).
+const POOLING_KEYS: &[&str] = &[
+    "date",
+    "endpoint_type",
+    "backend",
+    "model_id",
+    "num_prompts",
+    "request_rate",
+    "burstiness",
+    "max_concurrency",
+    "duration",
+    "completed",
+    "total_input_tokens",
+    "total_input_sequences",
+    "request_throughput",
+    "input_sequence_throughput",
+    "total_token_throughput",
+    "latencies",
+    "queue_times",
+    "mean_e2el_ms",
+    "median_e2el_ms",
+    "std_e2el_ms",
+    "p99_e2el_ms",
+];
+
+/// The keys it writes for a generation run (without --save-detailed).
+const GENERATION_KEYS: &[&str] = &[
+    "duration",
+    "completed",
+    "failed",
+    "total_input_tokens",
+    "total_output_tokens",
+    "request_throughput",
+    "request_goodput",
+    "output_throughput",
+    "total_token_throughput",
+    "max_output_tokens_per_s",
+    "max_concurrent_requests",
+    "rtfx",
+    "mean_ttft_ms",
+    "median_ttft_ms",
+    "p99_ttft_ms",
+    "mean_itl_ms",
+    "p99_tpot_ms",
+];
+
+/// One backend's run: its flags, and what the result must say.
+struct Case {
+    backend: &'static str,
+    extra: &'static [&'static str],
+    /// Requests the echo answers.
+    requests: u64,
+    /// Inputs in all (pooling), input tokens in all.
+    sequences: Option<u64>,
+    input_tokens: u64,
+}
+
+const CASES: &[Case] = &[
+    Case { backend: "openai-responses", extra: &[], requests: 12, sequences: None, input_tokens: 96 },
+    Case { backend: "openai-embeddings", extra: &[], requests: 12, sequences: Some(12), input_tokens: 96 },
+    Case {
+        backend: "openai-embeddings",
+        extra: &["--random-batch-size", "5"],
+        requests: 3,
+        sequences: Some(12),
+        input_tokens: 96,
+    },
+    Case { backend: "openai-embeddings-chat", extra: &[], requests: 12, sequences: Some(12), input_tokens: 96 },
+    Case { backend: "openai-embeddings-clip", extra: &[], requests: 12, sequences: Some(12), input_tokens: 96 },
+    Case { backend: "openai-embeddings-vlm2vec", extra: &[], requests: 12, sequences: Some(12), input_tokens: 96 },
+    Case { backend: "infinity-embeddings", extra: &[], requests: 12, sequences: Some(12), input_tokens: 96 },
+    Case { backend: "infinity-embeddings-clip", extra: &[], requests: 12, sequences: Some(12), input_tokens: 96 },
+    Case { backend: "vllm-pooling", extra: &["--random-batch-size", "4"], requests: 3, sequences: Some(12), input_tokens: 96 },
+    // A query of 8/2-1 = 3 words and documents of 8-3-1 = 4: each pair 7 tokens to the echo.
+    Case {
+        backend: "vllm-rerank",
+        extra: &["--dataset-name", "random-rerank", "--random-batch-size", "4"],
+        requests: 3,
+        sequences: Some(12),
+        input_tokens: 84,
+    },
+];
+
+fn check(case: &Case, agents: Option<&str>) {
+    let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "20", "--itl-ms", "2", "--embedding-dim", "32"]);
+    let dir = TempDir::new(&format!("backend-{}-{}", case.backend, agents.is_some()));
+    let mut args = vec![
+        "run",
+        "--base-url",
+        &base,
+        "--backend",
+        case.backend,
+        "--model",
+        "m",
+        "--num-prompts",
+        "12",
+        "--max-concurrency",
+        "3",
+        "--random-input-len",
+        "8",
+        "--random-output-len",
+        "4",
+        "--no-initial-test",
+    ];
+    args.extend_from_slice(case.extra);
+    if let Some(a) = agents {
+        args.extend_from_slice(&["--agents", a, "--agents-plaintext"]);
+    }
+    let r = run_saved(&dir, &args, Duration::from_secs(60));
+    let what = format!("{} (agents {agents:?}): {r}", case.backend);
+    assert_eq!(r["completed"].as_u64(), Some(case.requests), "{what}");
+    let served = echo_metric(&base, "surge_echo_prompt_tokens_total") as u64;
+    assert_eq!(served, case.input_tokens, "the echo counted the same inputs: {what}");
+    assert_eq!(r["backend"], case.backend, "{what}");
+    assert_eq!(r["total_input_tokens"].as_u64(), Some(case.input_tokens), "{what}");
+    let keys = if case.sequences.is_some() { POOLING_KEYS } else { GENERATION_KEYS };
+    for k in keys {
+        assert!(r.get(*k).is_some(), "{}: vLLM's key {k} missing", case.backend);
+    }
+    match case.sequences {
+        Some(n) => {
+            assert_eq!(r["total_input_sequences"].as_u64(), Some(n), "{what}");
+            let e2el = r["median_e2el_ms"].as_f64().unwrap();
+            assert!((20.0..40.0).contains(&e2el), "the echo answers 20 ms in: {what}");
+            assert!(r.get("mean_ttft_ms").is_none(), "pooling reports E2EL only: {what}");
+        }
+        None => {
+            assert_eq!(r["total_output_tokens"].as_u64(), Some(case.requests * 4), "{what}");
+            let ttft = r["median_ttft_ms"].as_f64().unwrap();
+            assert!((20.0..30.0).contains(&ttft), "{what}");
+            assert!(r["mean_itl_ms"].as_f64().unwrap() >= 1.9, "{what}");
+        }
+    }
+}
+
+#[test]
+fn every_backend_on_the_embedded_agent() {
+    for case in CASES {
+        check(case, None);
+    }
+}
+
+#[test]
+fn every_backend_on_three_agents() {
+    let ips = ["127.0.0.2", "127.0.0.3", "127.0.0.4"];
+    let agents: Vec<_> =
+        ips.iter().map(|ip| agent(ip, &["--plaintext", "--allowed-targets", "127.0.0.1"])).collect();
+    let addrs = agents.iter().map(|(_, a)| a.as_str()).collect::<Vec<_>>().join(",");
+    for case in CASES {
+        check(case, Some(&addrs));
+    }
+}
