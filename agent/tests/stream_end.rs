@@ -113,6 +113,7 @@ async fn one(addr: std::net::SocketAddr, version: Version, read_timeout: Option<
         body: Bytes::from_static(b"{}"),
         input_tokens: 1,
         input_source: TokenSource::ClientEstimate,
+        input_sequences: 0,
         intended: None,
         session: None,
         keep_reply: false,

@@ -760,6 +760,10 @@ mod tests {
         assert!(run_plan(a.clone()).unwrap_err().0.contains("--extra-body"));
         a.sampling.extra_body = None;
         a.target.backend = BackendArg::Http;
+        // Sampling flags on a backend that generates nothing are not read (warned, D44);
+        // a body it cannot carry is refused.
+        assert_eq!(run_plan(a.clone()).unwrap().extra_body, None);
+        a.sampling.extra_body = Some(r#"{"x":1}"#.into());
         assert!(run_plan(a).unwrap_err().0.contains("OpenAI backend"));
     }
 
