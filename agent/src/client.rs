@@ -75,6 +75,16 @@ pub async fn get_from(
     request(http::Method::GET, base_url, path, None, timeout, local, tls).await
 }
 
+/// `POST {base_url}{path}` without a body, verifying an https target as `tls` says.
+pub async fn post_empty(
+    tls: &TargetTls,
+    base_url: &str,
+    path: &str,
+    timeout: Duration,
+) -> Result<Response, ClientError> {
+    request(http::Method::POST, base_url, path, None, timeout, None, tls).await
+}
+
 /// `POST {base_url}{path}` with a JSON body.
 pub async fn post_json(base_url: &str, path: &str, body: Bytes, timeout: Duration) -> Result<Response, ClientError> {
     request(http::Method::POST, base_url, path, Some(body), timeout, None, &TargetTls::default()).await

@@ -301,7 +301,12 @@ where
     if parsed.stream {
         let body = SseBody::new(SseParams {
             chunker: Chunker::new(kind, index, created, &model_json),
-            tokens: TokenPlan::new(tokens::Shape::of(&state.config), kind != Kind::Completion, state.config.seed, index),
+            tokens: TokenPlan::new(
+                tokens::Shape::of(&state.config),
+                kind != Kind::Completion,
+                state.config.seed,
+                index,
+            ),
             n,
             prompt_tokens: parsed.prompt_tokens,
             cached_tokens,

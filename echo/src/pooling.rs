@@ -110,7 +110,10 @@ fn answer(route: Route, req: &Value, state: &State, index: u64, model: &str) -> 
             s(b).total_cmp(&s(a))
         });
         let usage = json!({"prompt_tokens": tokens, "total_tokens": tokens});
-        return Ok((json!({"id": format!("rerank-{index}"), "model": model, "usage": usage, "results": results}), tokens));
+        return Ok((
+            json!({"id": format!("rerank-{index}"), "model": model, "usage": usage, "results": results}),
+            tokens,
+        ));
     }
     let items = inputs(req, counter)?;
     let tokens = items.iter().map(|(_, n)| n).sum::<u64>();
@@ -191,7 +194,10 @@ mod tests {
         assert_eq!(n(json!({"input": ["a b", "c"]})), Ok(vec![2, 1]));
         assert_eq!(n(json!({"input": [5, 6, 7, 8]})), Ok(vec![4]));
         assert_eq!(n(json!({"input": [[5, 6], [7]]})), Ok(vec![2, 1]));
-        assert_eq!(n(json!({"messages": [{"role": "user", "content": [{"type": "text", "text": "x y"}]}]})), Ok(vec![2]));
+        assert_eq!(
+            n(json!({"messages": [{"role": "user", "content": [{"type": "text", "text": "x y"}]}]})),
+            Ok(vec![2])
+        );
         assert!(n(json!({"input": {"a": 1}})).is_err());
         assert!(n(json!({})).is_err());
     }

@@ -131,8 +131,11 @@ impl Chunker {
     /// A Responses delta event up to the end of its `delta`'s text: reasoning tokens as
     /// `response.reasoning_text.delta`, the others as `response.output_text.delta`.
     fn put_delta_start(&self, buf: &mut BytesMut, tok: Token) {
-        let kind: &[u8] =
-            if tok.field == Field::Reasoning { b"response.reasoning_text.delta" } else { b"response.output_text.delta" };
+        let kind: &[u8] = if tok.field == Field::Reasoning {
+            b"response.reasoning_text.delta"
+        } else {
+            b"response.output_text.delta"
+        };
         buf.reserve(192);
         buf.put_slice(b"event: ");
         buf.put_slice(kind);

@@ -77,7 +77,13 @@ const CASES: &[Case] = &[
     Case { backend: "openai-embeddings-vlm2vec", extra: &[], requests: 12, sequences: Some(12), input_tokens: 96 },
     Case { backend: "infinity-embeddings", extra: &[], requests: 12, sequences: Some(12), input_tokens: 96 },
     Case { backend: "infinity-embeddings-clip", extra: &[], requests: 12, sequences: Some(12), input_tokens: 96 },
-    Case { backend: "vllm-pooling", extra: &["--random-batch-size", "4"], requests: 3, sequences: Some(12), input_tokens: 96 },
+    Case {
+        backend: "vllm-pooling",
+        extra: &["--random-batch-size", "4"],
+        requests: 3,
+        sequences: Some(12),
+        input_tokens: 96,
+    },
     // A query of 8/2-1 = 3 words and documents of 8-3-1 = 4: each pair 7 tokens to the echo.
     Case {
         backend: "vllm-rerank",
@@ -150,8 +156,7 @@ fn every_backend_on_the_embedded_agent() {
 #[test]
 fn every_backend_on_three_agents() {
     let ips = ["127.0.0.2", "127.0.0.3", "127.0.0.4"];
-    let agents: Vec<_> =
-        ips.iter().map(|ip| agent(ip, &["--plaintext", "--allowed-targets", "127.0.0.1"])).collect();
+    let agents: Vec<_> = ips.iter().map(|ip| agent(ip, &["--plaintext", "--allowed-targets", "127.0.0.1"])).collect();
     let addrs = agents.iter().map(|(_, a)| a.as_str()).collect::<Vec<_>>().join(",");
     for case in CASES {
         check(case, Some(&addrs));

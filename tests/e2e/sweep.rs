@@ -170,3 +170,41 @@ fn an_interrupted_sweep_keeps_its_levels_and_resume_finishes_it() {
     assert_eq!(read_json(&dir.path("sweep-c4-run1.json"))["ended_by"], "num_prompts", "re-run by --resume");
     assert_eq!(read_json(&dir.path("summary.json"))["levels"].as_array().unwrap().len(), 3);
 }
+
+/// `--reset-prefix-cache`: one POST /reset_prefix_cache before each level-run, and none
+/// without the flag (the echo counts every request it serves).
+#[test]
+fn reset_prefix_cache_posts_before_each_level() {
+    for (flag, resets) in [(true, 2.0), (false, 0.0)] {
+        let (_echo, base) = echo("127.0.0.1", &[]);
+        let dir = TempDir::new(&format!("sweep-reset-{flag}"));
+        let d = dir.path("");
+        let mut args = vec![
+            "sweep",
+            "--base-url",
+            &base,
+            "--model",
+            "m",
+            "--concurrency",
+            "1,2",
+            "--num-prompts",
+            "4",
+            "--random-input-len",
+            "4",
+            "--random-output-len",
+            "2",
+            "--no-initial-test",
+            "--no-scrape-metrics",
+            "--result-dir",
+            &d,
+        ];
+        if flag {
+            args.push("--reset-prefix-cache");
+        }
+        let out = surge(&args, Duration::from_secs(60));
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let served = crate::util::echo_metric(&base, "surge_echo_requests_total");
+        // 2 levels x 4 requests, the resets, and the GET /metrics that reads the count.
+        assert_eq!(served, 8.0 + resets + 1.0, "{resets} resets");
+    }
+}

@@ -149,7 +149,8 @@ const RERANK_QUERY_SALT: u64 = 0x5245_5241_4e4b_0001;
 /// counts for them: `(query + 1) x documents + the documents' tokens`.
 pub fn rerank(spec: &DatasetSpec, tok: Option<&Tok>, first: u64, n: u64) -> (Vec<String>, u32, TokenSource) {
     let input = spec.random_input_len.max(2);
-    let query_spec = DatasetSpec { random_input_len: (input / 2).saturating_sub(1).max(1), random_prefix_len: 0, ..spec.clone() };
+    let query_spec =
+        DatasetSpec { random_input_len: (input / 2).saturating_sub(1).max(1), random_prefix_len: 0, ..spec.clone() };
     let query = random(&query_spec, tok, mix(spec.seed ^ RERANK_QUERY_SALT, 0));
     let doc_len = input.saturating_sub(query.input_tokens + 1).max(1);
     let doc_spec = DatasetSpec { random_input_len: doc_len, random_prefix_len: 0, ..spec.clone() };

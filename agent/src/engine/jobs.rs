@@ -18,8 +18,8 @@
 //!   `k % n` (a reference-counted [`Bytes`], no copy).
 
 use super::EngineError;
-use super::history::History;
 use super::api::Api;
+use super::history::History;
 use super::openai::{self, BodyParams};
 use super::pooling::{self, Input};
 use super::responses;
@@ -188,13 +188,26 @@ impl Shape {
             Api::Responses => {
                 let m = if p.messages_json.is_empty() { None } else { Some(messages()?) };
                 let (ignore_eos, temperature) = (params.ignore_eos, params.temperature);
-                responses::body(params.model, &p.text, m.as_ref(), p.output_tokens, ignore_eos, temperature, params.extra)
+                responses::body(
+                    params.model,
+                    &p.text,
+                    m.as_ref(),
+                    p.output_tokens,
+                    ignore_eos,
+                    temperature,
+                    params.extra,
+                )
             }
             api if api.pools() => pooling::body(api, params.model, Input::Text(&p.text), params.extra),
             _ => openai::body(&params, &p.text, p.output_tokens),
         };
         let input_sequences = u32::from(self.api.pools());
-        Ok(Planned { body: Bytes::from(body), input_tokens: p.input_tokens, input_source: p.input_source, input_sequences })
+        Ok(Planned {
+            body: Bytes::from(body),
+            input_tokens: p.input_tokens,
+            input_source: p.input_source,
+            input_sequences,
+        })
     }
 
     /// A pooling request carrying several inputs (a batch; for rerank the query first).
@@ -425,7 +438,8 @@ impl Jobs {
                 let (texts, tokens, source) = if spec.kind() == DatasetKind::RandomRerank {
                     dataset::rerank(spec, tok.as_deref(), first, n)
                 } else {
-                    let prompts: Vec<Prompt> = (first..first + n).map(|i| dataset::build(spec, tok.as_deref(), i)).collect();
+                    let prompts: Vec<Prompt> =
+                        (first..first + n).map(|i| dataset::build(spec, tok.as_deref(), i)).collect();
                     let tokens = prompts.iter().map(|p| p.input_tokens).fold(0u32, u32::saturating_add);
                     let source = prompts.first().map_or(TokenSource::ClientEstimate, |p| p.input_source);
                     (prompts.into_iter().map(|p| p.text).collect(), tokens, source)

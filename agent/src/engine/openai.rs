@@ -338,7 +338,12 @@ pub fn chat_body_raw(params: &BodyParams<'_>, messages: &serde_json::value::RawV
     encode(params, None, Messages::Raw(messages), max_tokens)
 }
 
-fn encode(params: &BodyParams<'_>, prompt: Option<PromptField<'_>>, messages: Messages<'_>, max_tokens: u32) -> Vec<u8> {
+fn encode(
+    params: &BodyParams<'_>,
+    prompt: Option<PromptField<'_>>,
+    messages: Messages<'_>,
+    max_tokens: u32,
+) -> Vec<u8> {
     let chat = prompt.is_none();
     let b = CompletionBody {
         model: params.model,

@@ -113,7 +113,10 @@ mod tests {
 
     #[test]
     fn bodies_as_vllm_sends_them() {
-        assert_eq!(v(Api::Embeddings, Input::Text("a b")), json!({"model":"m","input":"a b","truncate_prompt_tokens":-1}));
+        assert_eq!(
+            v(Api::Embeddings, Input::Text("a b")),
+            json!({"model":"m","input":"a b","truncate_prompt_tokens":-1})
+        );
         let batch = ["x".to_string(), "y".to_string(), "z".to_string()];
         assert_eq!(v(Api::Pooling, Input::Texts(&batch))["input"], json!(["x", "y", "z"]));
         assert_eq!(v(Api::InfinityEmbeddings, Input::Text("a")), json!({"model":"m","input":"a"}));

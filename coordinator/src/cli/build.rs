@@ -82,21 +82,15 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         BackendArg::OpenaiChat => (Backend::OpenaiChat, "openai-chat", "/v1/chat/completions"),
         BackendArg::OpenaiResponses => (Backend::OpenaiResponses, "openai-responses", "/v1/responses"),
         BackendArg::OpenaiEmbeddings => (Backend::OpenaiEmbeddings, "openai-embeddings", "/v1/embeddings"),
-        BackendArg::OpenaiEmbeddingsChat => {
-            (Backend::OpenaiEmbeddingsChat, "openai-embeddings-chat", "/v1/embeddings")
-        }
+        BackendArg::OpenaiEmbeddingsChat => (Backend::OpenaiEmbeddingsChat, "openai-embeddings-chat", "/v1/embeddings"),
         // Without images (surge's datasets are text), vLLM's CLIP and VLM2Vec clients send
         // what openai-embeddings-chat sends.
-        BackendArg::OpenaiEmbeddingsClip => {
-            (Backend::OpenaiEmbeddingsChat, "openai-embeddings-clip", "/v1/embeddings")
-        }
+        BackendArg::OpenaiEmbeddingsClip => (Backend::OpenaiEmbeddingsChat, "openai-embeddings-clip", "/v1/embeddings"),
         BackendArg::OpenaiEmbeddingsVlm2vec => {
             (Backend::OpenaiEmbeddingsChat, "openai-embeddings-vlm2vec", "/v1/embeddings")
         }
         BackendArg::InfinityEmbeddings => (Backend::InfinityEmbeddings, "infinity-embeddings", "/embeddings"),
-        BackendArg::InfinityEmbeddingsClip => {
-            (Backend::InfinityEmbeddings, "infinity-embeddings-clip", "/embeddings")
-        }
+        BackendArg::InfinityEmbeddingsClip => (Backend::InfinityEmbeddings, "infinity-embeddings-clip", "/embeddings"),
         BackendArg::VllmPooling => (Backend::VllmPooling, "vllm-pooling", "/pooling"),
         BackendArg::VllmRerank => (Backend::VllmRerank, "vllm-rerank", "/rerank"),
         BackendArg::Http => (Backend::Http, "http", "/echo"),
@@ -106,8 +100,16 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         return usage(format!("--multi-turn: --backend {backend_name} answers no conversation"));
     }
     let batch = a.dataset.random_batch_size;
-    if batch > 1 && !(pooling && matches!(backend, Backend::OpenaiEmbeddings | Backend::InfinityEmbeddings | Backend::VllmPooling | Backend::VllmRerank)) {
-        return usage(format!("--random-batch-size {batch}: only the pooling backends that take a list of inputs (openai-embeddings, infinity-embeddings, vllm-pooling, vllm-rerank) batch"));
+    if batch > 1
+        && !(pooling
+            && matches!(
+                backend,
+                Backend::OpenaiEmbeddings | Backend::InfinityEmbeddings | Backend::VllmPooling | Backend::VllmRerank
+            ))
+    {
+        return usage(format!(
+            "--random-batch-size {batch}: only the pooling backends that take a list of inputs (openai-embeddings, infinity-embeddings, vllm-pooling, vllm-rerank) batch"
+        ));
     }
     if batch > 1 && !matches!(a.dataset.dataset_name, super::DatasetArg::Random | super::DatasetArg::RandomRerank) {
         return usage(format!("--random-batch-size {batch}: batches are made of the random or random-rerank dataset"));
@@ -457,6 +459,7 @@ pub fn sweep_plan(mut a: SweepArgs) -> Result<SweepPlan, UsageError> {
         rule: KneeRule { efficiency: a.knee_efficiency, latency_growth: a.knee_latency_growth },
         knee_steps: a.knee_steps,
         resume: a.resume,
+        reset_prefix_cache: a.reset_prefix_cache,
         dir,
         tag: a.tag,
     })

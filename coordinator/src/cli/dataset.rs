@@ -90,8 +90,18 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
         if tokenizer.is_none() {
             return usage("--prompt-token-ids: needs --tokenizer (the ids are drawn from its vocabulary)");
         }
-        if matches!(a.target.backend, BackendArg::OpenaiChat | BackendArg::OpenaiResponses | BackendArg::OpenaiEmbeddingsChat | BackendArg::OpenaiEmbeddingsClip | BackendArg::OpenaiEmbeddingsVlm2vec | BackendArg::Http) {
-            return usage("--prompt-token-ids: the backend sends text (completions and the pooling backends with `input` take ids)");
+        if matches!(
+            a.target.backend,
+            BackendArg::OpenaiChat
+                | BackendArg::OpenaiResponses
+                | BackendArg::OpenaiEmbeddingsChat
+                | BackendArg::OpenaiEmbeddingsClip
+                | BackendArg::OpenaiEmbeddingsVlm2vec
+                | BackendArg::Http
+        ) {
+            return usage(
+                "--prompt-token-ids: the backend sends text (completions and the pooling backends with `input` take ids)",
+            );
         }
     }
     let mut prompts = Vec::new();

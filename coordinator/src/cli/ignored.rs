@@ -40,8 +40,7 @@ const RANDOM: &[DatasetArg] = &[D::Random, D::RandomMm, D::RandomRerank];
 /// Datasets shuffled with `--seed` unless `--disable-shuffle`.
 const SHUFFLED: &[DatasetArg] = &[D::Sharegpt, D::SpecBench, D::Hf];
 /// Datasets read from `--dataset-path`.
-const FILES: &[DatasetArg] =
-    &[D::Sharegpt, D::Custom, D::TimedTrace, D::Burstgpt, D::SpecBench, D::Sonnet, D::Hf];
+const FILES: &[DatasetArg] = &[D::Sharegpt, D::Custom, D::TimedTrace, D::Burstgpt, D::SpecBench, D::Sonnet, D::Hf];
 
 /// Dataset-specific flags by their name's prefix (vLLM's naming).
 const PREFIXES: &[(&str, &[DatasetArg])] = &[
@@ -97,25 +96,85 @@ pub fn reader(long: &str, heading: Option<&str>) -> Option<Reader> {
         "scrape-interval" | "scrape-metric" | "scrape-from" => Reader::Always,
         "insecure" | "ca-cert" => Reader::Https,
         "h3-connections" => Reader::Http3,
-        "tls-ca" | "tls-cert" | "tls-key" | "agents-plaintext" | "agent-connect-timeout" | "min-agents"
+        "tls-ca"
+        | "tls-cert"
+        | "tls-key"
+        | "agents-plaintext"
+        | "agent-connect-timeout"
+        | "min-agents"
         | "tolerate-agent-loss" => Reader::Agents,
         // Read by every run: what, where, how much, how it is reported.
-        "help" | "version" | "base-url" | "host" | "port" | "endpoint" | "backend" | "model"
-        | "served-model-name" | "lora-modules" | "ready-timeout" | "header" | "no-initial-test" | "read-timeout"
-        | "http-version" | "http2" | "dataset-name" | "output-len" | "tokenizer" | "skip-tokenizer-init" | "seed"
-        | "multi-turn" | "probe-request-rate" | "num-prompts" | "duration" | "graceful-stop"
-        | "max-concurrency" | "request-rate" | "ramp-up-strategy" | "ramp-up-start-rps" | "ramp-up-end-rps"
-        | "num-warmups" | "max-run-time" | "extra-body" | "timeslice" | "plot-timeline" | "show-http-phases"
-        | "timeline-itl-thresholds" | "percentile-metrics" | "metric-percentiles" | "goodput" | "save-result"
-        | "save-detailed" | "save-rows" | "metadata" | "label" | "cost-per-hour" | "energy-price-kwh"
-        | "max-failure-rate" | "server-itl-ms" | "metrics-url" | "no-scrape-metrics" | "gpu-metrics-url"
-        | "prometheus-listen" | "request-id-prefix" | "otlp-endpoint" | "client-cpu-limit" | "client-lag-limit"
-        | "client-rate-shortfall" | "client-host-busy-limit" | "client-pressure-limit"
-        | "client-coalesced-limit" | "agents" | "config" | "strict" | "dry-run" | "profile"
+        "help"
+        | "version"
+        | "base-url"
+        | "host"
+        | "port"
+        | "endpoint"
+        | "backend"
+        | "model"
+        | "served-model-name"
+        | "lora-modules"
+        | "ready-timeout"
+        | "header"
+        | "no-initial-test"
+        | "read-timeout"
+        | "http-version"
+        | "http2"
+        | "dataset-name"
+        | "output-len"
+        | "tokenizer"
+        | "skip-tokenizer-init"
+        | "seed"
+        | "multi-turn"
+        | "probe-request-rate"
+        | "num-prompts"
+        | "duration"
+        | "graceful-stop"
+        | "max-concurrency"
+        | "request-rate"
+        | "ramp-up-strategy"
+        | "ramp-up-start-rps"
+        | "ramp-up-end-rps"
+        | "num-warmups"
+        | "max-run-time"
+        | "extra-body"
+        | "timeslice"
+        | "plot-timeline"
+        | "show-http-phases"
+        | "timeline-itl-thresholds"
+        | "percentile-metrics"
+        | "metric-percentiles"
+        | "goodput"
+        | "save-result"
+        | "save-detailed"
+        | "save-rows"
+        | "metadata"
+        | "label"
+        | "cost-per-hour"
+        | "energy-price-kwh"
+        | "max-failure-rate"
+        | "server-itl-ms"
+        | "metrics-url"
+        | "no-scrape-metrics"
+        | "gpu-metrics-url"
+        | "prometheus-listen"
+        | "request-id-prefix"
+        | "otlp-endpoint"
+        | "client-cpu-limit"
+        | "client-lag-limit"
+        | "client-rate-shortfall"
+        | "client-host-busy-limit"
+        | "client-pressure-limit"
+        | "client-coalesced-limit"
+        | "agents"
+        | "config"
+        | "strict"
+        | "dry-run"
+        | "profile"
         | "no-steady-state" => Reader::Always,
         // surge sweep's and matrix's own.
-        "concurrency" | "runs" | "cooldown" | "find-knee" | "resume" | "tag" | "reset-prefix-cache"
-        | "standard" | "hardware" | "engine" | "cluster-label" | "tag-suffix" => Reader::Always,
+        "concurrency" | "runs" | "cooldown" | "find-knee" | "resume" | "tag" | "reset-prefix-cache" | "standard"
+        | "hardware" | "engine" | "cluster-label" | "tag-suffix" => Reader::Always,
         _ => return None,
     })
 }
@@ -214,13 +273,7 @@ pub fn given(cmd: &clap::Command, m: &clap::ArgMatches) -> Vec<String> {
 impl BackendArg {
     /// Whether it generates text (reads the sampling flags and an output length).
     pub fn generates(self) -> bool {
-        matches!(
-            self,
-            BackendArg::Openai
-                | BackendArg::Vllm
-                | BackendArg::OpenaiChat
-                | BackendArg::OpenaiResponses
-        )
+        matches!(self, BackendArg::Openai | BackendArg::Vllm | BackendArg::OpenaiChat | BackendArg::OpenaiResponses)
     }
 }
 

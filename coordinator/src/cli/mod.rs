@@ -761,6 +761,11 @@ pub struct SweepArgs {
     /// Prefix of the result files.
     #[arg(long, default_value = "sweep")]
     pub tag: String,
+    /// Before each level-run, POST /reset_prefix_cache to the target (vLLM serves it with
+    /// VLLM_SERVER_DEV_MODE=1), so no level starts with the previous one's cache; a
+    /// refusal stops the sweep.
+    #[arg(long = "reset-prefix-cache")]
+    pub reset_prefix_cache: bool,
     #[command(flatten)]
     pub run: RunArgs,
 }

@@ -52,6 +52,8 @@ pub struct SweepPlan {
     pub rule: KneeRule,
     pub knee_steps: u32,
     pub resume: bool,
+    /// POST /reset_prefix_cache before each level-run.
+    pub reset_prefix_cache: bool,
     pub dir: PathBuf,
     pub tag: String,
 }
