@@ -9,6 +9,7 @@ mod util;
 mod h3util;
 mod http3;
 mod http_phases;
+mod steady;
 mod trace;
 
 /// Held by each test for its whole run.

@@ -14,6 +14,7 @@ use super::ramp::RampEvents;
 use super::sample::Sample;
 use super::server::{ClientSide, ServerMetrics, ServerView};
 use super::spilled::Spilled;
+use super::steady::{Req, Steady, SteadyPlan, SteadyState};
 use super::timeseries::{Slice, TimeSeries};
 use crate::fleet::gpu::GpuScrape;
 pub use crate::fleet::outcome::{GlobalRow, kind_name};
@@ -86,6 +87,8 @@ pub struct Metrics {
     /// Pooling backends: inputs of the successful requests (vLLM's
     /// `total_input_sequences`), and their rate.
     pub total_input_sequences: u64,
+    /// The steady state (D45), when looked for and found.
+    pub steady_state: Option<SteadyState>,
     pub input_sequence_throughput: f64,
     pub request_throughput: f64,
     pub request_goodput: Option<f64>,
@@ -179,6 +182,27 @@ pub struct Aggregator {
     server: ServerView,
     gpu: GpuView,
     ramp: Option<RampEvents>,
+    /// Steady state's records and what to look for (with the percentiles to report).
+    steady: Steady,
+    steady_plan: Option<(SteadyPlan, Vec<f64>)>,
+}
+
+/// A successful request as steady state reads it: its token events' first and last
+/// times and count (none for a pooling answer).
+fn steady_record(r: &GlobalRow) -> Req {
+    let generated = r.row.output_tokens > 0 && r.row.ttft_us > 0;
+    let first = r.start_s + r.ttft_s();
+    let gaps: f64 = r.row.itl_us.iter().map(|&g| f64::from(g) / 1e6).sum();
+    Req {
+        start: r.start_s,
+        end: r.end_s(),
+        ttft: if generated { r.ttft_s() } else { 0.0 },
+        tpot: r.tpot_s().unwrap_or(-1.0),
+        first_token: first,
+        last_token: first + gaps,
+        events: if generated { u32::try_from(r.row.itl_us.len() + 1).unwrap_or(u32::MAX) } else { 0 },
+        input: r.row.input_tokens,
+    }
 }
 
 impl Aggregator {
@@ -201,7 +225,15 @@ impl Aggregator {
             server: ServerView::new(slice_s),
             gpu: GpuView::new(slice_s),
             ramp: None,
+            steady: Steady::new(),
+            steady_plan: None,
         }
+    }
+
+    /// Looks for the run's steady state (D45), reporting TTFT at `percentiles`.
+    pub fn with_steady(mut self, plan: Option<SteadyPlan>, percentiles: &[f64]) -> Self {
+        self.steady_plan = plan.map(|p| (p, percentiles.to_vec()));
+        self
     }
 
     /// A ramped run: `rps_change_events` are tracked (the agents' slices come with
@@ -242,6 +274,9 @@ impl Aggregator {
         }
         if r.ok() {
             self.active.add(r.start_s, r.end_s());
+            if self.steady_plan.is_some() {
+                self.steady.add(steady_record(r));
+            }
             if let Some(p) = &r.row.phases {
                 m.http_phases.add(p, r.row.ttft_us);
             }
@@ -321,6 +356,7 @@ impl Aggregator {
         if self.samples > EXACT_SAMPLES && self.events.is_some() {
             self.events = None;
             self.active.drop_exact();
+            self.steady.drop_exact();
             for s in [&mut m.ttft, &mut m.tpot, &mut m.itl, &mut m.e2el, &mut self.queued, &mut self.client_queue] {
                 s.drop_exact();
             }
@@ -376,6 +412,8 @@ impl Aggregator {
             server,
             gpu,
             ramp,
+            steady,
+            steady_plan,
             ..
         } = self;
         client_queue.seal();
@@ -408,6 +446,14 @@ impl Aggregator {
             _ => peak_in_flight as f64,
         };
         m.max_concurrent_requests = active.peak() as f64;
+        m.steady_state = steady_plan.and_then(|(p, ps)| steady.compute(p, m.duration_s, &ps));
+        if let Some(w) = m.steady_state.as_ref().map(|s| &s.window) {
+            let (a, b) = (w.run_start_s, w.run_start_s + w.duration_s);
+            let width = m.time_series.get(1).map_or(f64::INFINITY, |s| s.t);
+            for s in &mut m.time_series {
+                s.steady = s.t < b && s.t + width > a;
+            }
+        }
         m.max_output_tokens_per_s = token_bins.values().copied().max().unwrap_or(0) as f64;
         for s in [&mut m.ttft, &mut m.tpot, &mut m.itl, &mut m.e2el, &mut m.probe] {
             s.seal();

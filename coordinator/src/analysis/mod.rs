@@ -17,6 +17,7 @@ pub mod sample;
 pub mod server;
 pub mod spilled;
 pub mod stats;
+pub mod steady;
 pub mod timeseries;
 pub mod token_source;
 pub mod verdict;

@@ -123,6 +123,9 @@ pub struct Slice {
     pub energy_per_output_token_j: Option<f64>,
     pub errors_by_kind: BTreeMap<String, u64>,
     pub agents: Vec<AgentSlice>,
+    /// The slice overlaps the steady-state window (D45); absent otherwise.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub steady: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -308,6 +311,7 @@ impl TimeSeries {
                 energy_per_output_token_j: None,
                 errors_by_kind: o.errors,
                 agents: o.agents.iter().map(|(&agent, a)| a.slice(agent)).collect(),
+                steady: false,
             });
         }
         (out, peak_in_flight)

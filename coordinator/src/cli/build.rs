@@ -208,6 +208,9 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         return usage(format!("--strict: {}", list.join("; ")));
     }
     let ignored_flags: Vec<String> = ignored.iter().map(ToString::to_string).collect();
+    if a.output.steady_state_threshold <= 0.0 {
+        return usage("--steady-state-threshold: must be in (0, 1]");
+    }
     let (http_version, target_tls) = (http_version(&a.transport, &base_url)?, target_tls(&a.transport)?);
     let scrape = scrape_plan(&a.server, &base_url, &target_tls)?;
     let gpu = gpu_plan(&a.server, &target_tls)?;
@@ -326,6 +329,8 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         multi_turn,
         ignored_flags,
         dry_run: a.dry_run,
+        steady: (!a.output.no_steady_state)
+            .then_some((a.output.steady_state_threshold, a.output.steady_state_min_window)),
     })
 }
 

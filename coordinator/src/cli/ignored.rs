@@ -29,7 +29,8 @@ pub enum Reader {
     Agents,
     /// Read only with `--http-version 3`.
     Http3,
-    /// Read only by a closed loop (`--max-concurrency`) that computes its steady state.
+    /// Read only by a run that looks for its steady state (a closed loop or a paced one,
+    /// without a ramp or conversations, and without `--no-steady-state`).
     SteadyState,
 }
 
@@ -215,11 +216,14 @@ impl Context<'_> {
             Reader::Agents => (!self.agents).then(|| "no --agents".to_string()),
             Reader::Http3 => (a.transport.http_version.as_deref() != Some("3")).then(|| "no --http-version 3".into()),
             Reader::SteadyState => {
+                let paced = a.load.request_rate.0.iter().any(|r| r.is_finite());
+                let closed = a.load.max_concurrency.is_some() || self.given("concurrency");
                 if self.given("no-steady-state") {
                     Some("--no-steady-state".into())
+                } else if a.load.ramp_up_strategy.is_some() || a.conversation.multi_turn {
+                    Some("a ramp or conversations (no steady state is looked for)".into())
                 } else {
-                    let closed = a.load.max_concurrency.is_some() || self.given("concurrency");
-                    (!closed).then(|| "no --max-concurrency (steady state is found in a closed loop)".into())
+                    (!closed && !paced).then(|| "neither --max-concurrency nor a finite --request-rate".into())
                 }
             }
         }

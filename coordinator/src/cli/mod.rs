@@ -595,6 +595,17 @@ pub struct OutputArgs {
     /// response head to the first token. The result always has them.
     #[arg(long = "show-http-phases")]
     pub show_http_phases: bool,
+    /// Steady state of a closed loop: the window where requests in flight stay at or
+    /// above this fraction of --max-concurrency (vllm-bench's; in (0, 1]).
+    #[arg(long = "steady-state-threshold", default_value_t = 0.95, value_parser = parse::fraction, value_name = "FRACTION", help_heading = "Steady state")]
+    pub steady_state_threshold: f64,
+    /// A steady window shorter than this many seconds gets a warning (default: the larger
+    /// of 10 s and a tenth of the run).
+    #[arg(long = "steady-state-min-window", value_parser = parse::non_negative, value_name = "SECONDS", help_heading = "Steady state")]
+    pub steady_state_min_window: Option<f64>,
+    /// Do not look for the steady state (`steady_state` is null).
+    #[arg(long = "no-steady-state", help_heading = "Steady state")]
+    pub no_steady_state: bool,
     /// vLLM's ITL colour thresholds of --plot-timeline, "LOW,HIGH" ms: checked and
     /// accepted (surge's report draws ITL distributions instead of colouring each gap).
     #[arg(long = "timeline-itl-thresholds", default_value = "25,50", value_name = "LOW,HIGH")]

@@ -202,10 +202,8 @@ pub async fn run_on(
         keep_rows || (plan.save_detailed && detail.is_none()),
         plan.timeslice.as_secs_f64(),
     )
-    .with_ramp(
-        plan.ramp,
-        plan.duration.filter(|_| plan.num_prompts == crate::plan::UNBOUNDED).map(|d| d.as_secs_f64()),
-    );
+    .with_ramp(plan.ramp, plan.duration.filter(|_| plan.num_prompts == crate::plan::UNBOUNDED).map(|d| d.as_secs_f64()))
+    .with_steady(plan.steady_plan(), &plan.metric_percentiles);
     let rows =
         plan.save_rows.as_deref().map(RowFile::create).transpose().map_err(|e| Failure::run("--save-rows", &e))?;
     let duration = plan.duration.map(|d| d.as_secs_f64());

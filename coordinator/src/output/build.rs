@@ -316,6 +316,7 @@ pub fn run_result(
         peak_in_flight: Some(peak_in_flight(o, m)),
         rtfx: 0.0,
         ignored_flags: plan.ignored_flags.clone(),
+        steady_state: m.steady_state.clone(),
         rps_change_events: m.ramp.as_ref().map(|r| r.events(o.started_at)),
         probes: (!m.probe.is_empty()).then(|| Probes {
             probe_completed: m.probe.len(),

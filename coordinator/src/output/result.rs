@@ -120,6 +120,10 @@ pub struct RunResult {
     /// Flags given on the command line that the run did not read (D44), as warned.
     #[serde(default)]
     pub ignored_flags: Vec<String>,
+    /// vllm-bench's steady state (D45): its window and the metrics over it; null when
+    /// not looked for or not found.
+    #[serde(default)]
+    pub steady_state: Option<crate::analysis::steady::SteadyState>,
     /// A ramped run: when the rate reached each whole request rate (vLLM's key).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rps_change_events: Option<Vec<crate::analysis::ramp::RpsEvent>>,

@@ -37,6 +37,48 @@ fn fline(out: &mut String, label: &str, value: f64) {
     let _ = writeln!(out, "{label:<40} {value:<10.2}");
 }
 
+/// vllm-bench's steady-state block (D45).
+fn steady_section(out: &mut String, s: &crate::analysis::steady::SteadyState) {
+    let w = &s.window;
+    if let Some(warning) = &w.warning {
+        let _ = writeln!(out, "Warning: {warning}");
+    }
+    header(out, "Steady-State Metrics", '-');
+    match (w.threshold, w.target_concurrency, w.threshold_abs, w.target_rate) {
+        (Some(t), Some(c), Some(abs), _) => {
+            line(out, "Concurrency threshold:", format!(">= {t:.2} * {c} = {abs}"));
+        }
+        (_, _, _, Some(rate)) => line(out, "Completion rate within 5 % of:", format!("{rate} req/s")),
+        _ => {}
+    }
+    line(out, "Window:", format!("{:.1}s -> {:.1}s  ({:.1}s)", w.start_s, w.end_s, w.duration_s));
+    line(out, "Observed peak concurrency:", w.observed_peak);
+    let pct = 100.0 * w.requests_started_in_window as f64 / w.requests_total.max(1) as f64;
+    line(
+        out,
+        "Requests started in window:",
+        format!("{} / {} ({pct:.1}%)", w.requests_started_in_window, w.requests_total),
+    );
+    line(out, "Requests completed in window:", w.requests_completed_in_window);
+    fline(out, "Request throughput (req/s):", s.request_throughput);
+    fline(out, "Output token throughput (tok/s):", s.output_throughput);
+    fline(out, "Input token throughput (tok/s):", s.input_throughput);
+    fline(out, "Total token throughput (tok/s):", s.total_token_throughput);
+    if s.mean_ttft_ms > 0.0 {
+        fline(out, "Mean TTFT (ms):", s.mean_ttft_ms);
+        fline(out, "Median TTFT (ms):", s.median_ttft_ms);
+        for (p, v) in &s.percentiles_ttft_ms {
+            fline(out, &format!("P{} TTFT (ms):", crate::plan::percentile_word(*p)), *v);
+        }
+    }
+    if s.mean_tpot_ms > 0.0 {
+        fline(out, "Mean TPOT (ms):", s.mean_tpot_ms);
+        fline(out, "Median TPOT (ms):", s.median_tpot_ms);
+        fline(out, "P90 TPOT (ms):", s.p90_tpot_ms);
+        fline(out, "P99 TPOT (ms):", s.p99_tpot_ms);
+    }
+}
+
 fn header(out: &mut String, title: &str, fill: char) {
     let _ = writeln!(out, "{}", center(title, 50, fill));
 }
@@ -117,6 +159,9 @@ pub fn summary(r: &RunResult, view: &SummaryView, status: &RunStatus) -> String 
     }
     if let Some(mt) = &r.multi_turn {
         multi_turn_section(&mut out, mt);
+    }
+    if let Some(s) = &r.steady_state {
+        steady_section(&mut out, s);
     }
     header(&mut out, "surge", '-');
     if r.ended_by != crate::output::result::EndedBy::Unknown {

@@ -238,6 +238,9 @@ pub struct RunPlan {
     pub ignored_flags: Vec<String>,
     /// `--dry-run`: plan and make the dataset, send nothing.
     pub dry_run: bool,
+    /// `--steady-state-threshold` and `--steady-state-min-window`; `None` with
+    /// `--no-steady-state`. Which window is looked for follows the load ([`RunPlan::steady_plan`]).
+    pub steady: Option<(f64, Option<f64>)>,
 }
 
 /// Conversations (`--multi-turn`, a session trace): D31.
@@ -340,6 +343,25 @@ impl Default for VerdictLimits {
 }
 
 impl RunPlan {
+    /// The steady state this run looks for (D45): a closed loop's window by concurrency,
+    /// an open loop's by rate; none for ramps and conversations, or with `--no-steady-state`.
+    pub fn steady_plan(&self) -> Option<crate::analysis::steady::SteadyPlan> {
+        use crate::analysis::steady::SteadyPlan;
+        let (threshold, min_window_s) = self.steady?;
+        if self.ramp.is_some() || self.multi_turn.is_some() {
+            return None;
+        }
+        // A concurrency bound decides (a paced run under it fills it as a closed loop does);
+        // a rate alone is an open loop.
+        match (self.max_concurrency, self.request_rate.is_finite()) {
+            (Some(target), _) => Some(SteadyPlan::Closed { target, threshold, min_window_s }),
+            (None, true) => {
+                Some(SteadyPlan::Open { rate: self.request_rate, slice_s: self.timeslice.as_secs_f64(), min_window_s })
+            }
+            (None, false) => None,
+        }
+    }
+
     /// A pooling backend (embeddings, pooling, rerank): E2EL and input counts only, as
     /// vLLM reports them.
     pub fn pooling(&self) -> bool {
