@@ -254,7 +254,30 @@ fn over_time(runs: &[Run], id: &str, title: &str, y: &str, key: &str) -> Chart {
 fn time_series(runs: &[Run]) -> Section {
     let mut s = Section::new("time-series", "Over time");
     s.chart(over_time(runs, "ts-output-throughput", "Output throughput per slice", "tok/s", "output_throughput"));
-    s.chart(over_time(runs, "ts-request-throughput", "Request throughput per slice", "req/s", "request_throughput"));
+    // The steady-state window (D45): its rate drawn across the slices it covers.
+    let steady = runs.iter().fold(
+        over_time(runs, "ts-request-throughput", "Request throughput per slice", "req/s", "request_throughput"),
+        |c, r| {
+            let marked: Vec<f64> = slices(r)
+                .iter()
+                .filter(|x| x.get("steady") == Some(&Value::Bool(true)))
+                .filter_map(|x| num(x, "t"))
+                .collect();
+            let width = slices(r).get(1).and_then(|x| num(x, "t")).unwrap_or(1.0);
+            match (marked.first(), marked.last(), num(r.v, "steady_state.request_throughput")) {
+                (Some(&a), Some(&b), Some(rate)) => {
+                    c.with(&format!("{} steady state", r.name), vec![Point::new(a, rate), Point::new(b + width, rate)])
+                }
+                _ => c,
+            }
+        },
+    );
+    s.chart(steady);
+    for r in runs {
+        if let (Some(a), Some(b)) = (num(r.v, "steady_state.window.start_s"), num(r.v, "steady_state.window.end_s")) {
+            s.notes.push(format!("{}: steady state from {a:.1} s to {b:.1} s after the first start (the flat line on the request throughput chart).", r.name));
+        }
+    }
     s.chart(over_time(runs, "ts-in-flight", "Requests in flight at each slice's end", "requests", "in_flight"));
     s.chart(over_time(runs, "ts-ttft-p99", "TTFT p99 per slice", "ms", "p99_ttft_ms"));
     s.chart(over_time(runs, "ts-errors", "Failed requests per slice", "requests", "failed"));
