@@ -55,6 +55,18 @@ where
             let body = format!("{{\"version\":\"surge-echo {}\"}}", env!("CARGO_PKG_VERSION"));
             Ok(with_type(ResBody::full(body), "application/json"))
         }
+        // vLLM's profiler: a stop without a start is refused, so a client's pairing shows.
+        "/start_profile" if method == Method::POST => {
+            state.profiling.store(true, std::sync::atomic::Ordering::Relaxed);
+            Ok(Response::new(ResBody::full(bytes::Bytes::new())))
+        }
+        "/stop_profile" if method == Method::POST => {
+            if state.profiling.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                Ok(Response::new(ResBody::full(bytes::Bytes::new())))
+            } else {
+                Ok(json_error(StatusCode::CONFLICT, "the profiler is not running"))
+            }
+        }
         // Nothing is cached; accepted so scripts that reset between runs work.
         "/reset_prefix_cache" if method == Method::POST => Ok(Response::new(ResBody::full(bytes::Bytes::new()))),
         _ => Ok(json_error(StatusCode::NOT_FOUND, "not found")),

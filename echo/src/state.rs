@@ -23,6 +23,8 @@ pub(crate) struct State {
     pub metrics: Arc<Metrics>,
     /// Completion requests seen so far (numbers requests for ids and faults).
     pub completions: AtomicU64,
+    /// Between `POST /start_profile` and `POST /stop_profile` (vLLM's profiler routes).
+    pub profiling: std::sync::atomic::AtomicBool,
     /// Completion slots (`--max-concurrent-streams`).
     pub slots: Option<Arc<Semaphore>>,
     /// Wakes streams and non-streamed responses at their token deadlines.
@@ -49,6 +51,7 @@ impl State {
                 MetricsFlavor::Vllm => Metrics::with_vllm(&config.model, config.max_concurrent_streams),
             }),
             completions: AtomicU64::new(0),
+            profiling: std::sync::atomic::AtomicBool::new(false),
             prefix_cache: (config.prefix_cache_tokens > 0)
                 .then(|| Mutex::new(PrefixCache::new(config.prefix_cache_tokens, config.block_size))),
             timer,

@@ -17,6 +17,7 @@ mod http3;
 mod local;
 mod longruns;
 mod per_request;
+mod profile;
 mod report;
 mod resume;
 mod server_view;

@@ -329,6 +329,10 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         multi_turn,
         ignored_flags,
         dry_run: a.dry_run,
+        profile: a.output.profile.then(|| crate::plan::ProfilePlan {
+            batch_threshold: a.output.profile_batch_threshold,
+            duration: std::time::Duration::from_secs_f64(a.output.profile_duration),
+        }),
         steady: (!a.output.no_steady_state)
             .then_some((a.output.steady_state_threshold, a.output.steady_state_min_window)),
     })

@@ -606,6 +606,17 @@ pub struct OutputArgs {
     /// Do not look for the steady state (`steady_state` is null).
     #[arg(long = "no-steady-state", help_heading = "Steady state")]
     pub no_steady_state: bool,
+    /// POST /start_profile to the server once the agents are ready (warm-ups done) and
+    /// /stop_profile when the load ends (vLLM's profiler, vllm-bench's flag).
+    #[arg(long, help_heading = "Server profiler")]
+    pub profile: bool,
+    /// With --profile: start the profiler only when the server's
+    /// vllm:num_requests_running reaches N (its /metrics read every 500 ms).
+    #[arg(long = "profile-batch-threshold", value_name = "N", value_parser = clap::value_parser!(u32).range(1..), help_heading = "Server profiler")]
+    pub profile_batch_threshold: Option<u32>,
+    /// With --profile-batch-threshold: seconds the profile captures.
+    #[arg(long = "profile-duration", default_value_t = 5.0, value_parser = parse::positive, value_name = "SECONDS", help_heading = "Server profiler")]
+    pub profile_duration: f64,
     /// vLLM's ITL colour thresholds of --plot-timeline, "LOW,HIGH" ms: checked and
     /// accepted (surge's report draws ITL distributions instead of colouring each gap).
     #[arg(long = "timeline-itl-thresholds", default_value = "25,50", value_name = "LOW,HIGH")]

@@ -14,6 +14,7 @@ pub mod gpu;
 mod link;
 mod local;
 pub mod outcome;
+pub mod profile;
 pub mod scrape;
 pub mod session;
 

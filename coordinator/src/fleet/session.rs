@@ -70,6 +70,8 @@ struct Runner<'a> {
     observer: &'a mut dyn Observer,
     /// The run's planned start, coordinator clock (unix ns).
     start_ns: i64,
+    /// `--profile`: the server's profiler, started once every agent is ready.
+    profiler: Option<super::profile::Profiler>,
 }
 
 /// What a session learned of one agent in its handshake.
@@ -93,7 +95,8 @@ impl Session {
     pub async fn open(mut fleet: Fleet, plan: &RunPlan) -> Result<Self, RunError> {
         let agents: Vec<AgentReport> =
             fleet.addrs.iter().map(|a| AgentReport { addr: a.clone(), ..Default::default() }).collect();
-        let mut r = Runner { fleet: &mut fleet, plan, agents, run_id: 0, observer: &mut Silent, start_ns: 0 };
+        let mut r =
+            Runner { fleet: &mut fleet, plan, agents, run_id: 0, observer: &mut Silent, start_ns: 0, profiler: None };
         r.handshake().await?;
         let agents =
             r.agents.into_iter().map(|a| AgentBase { addr: a.addr, hello: a.hello, offset: a.offset }).collect();
@@ -112,8 +115,21 @@ impl Session {
                 ..Default::default()
             })
             .collect();
-        let mut r = Runner { fleet: &mut self.fleet, plan, agents, run_id: now_ns() as u64, observer, start_ns: 0 };
+        let mut r = Runner {
+            fleet: &mut self.fleet,
+            plan,
+            agents,
+            run_id: now_ns() as u64,
+            observer,
+            start_ns: 0,
+            profiler: None,
+        };
         let (status, started_at) = r.drive(model).await?;
+        if let Some(p) = r.profiler.take() {
+            for notice in p.stop().await {
+                r.observer.notice(&notice);
+            }
+        }
         Ok(Outcome {
             agents: r.agents,
             status,
@@ -130,7 +146,15 @@ impl Session {
     pub async fn probe(&mut self, plan: &RunPlan) -> Result<Vec<Option<surge_proto::ProbeReply>>, RunError> {
         let legacy: Vec<bool> = self.agents.iter().map(|b| b.hello.protocol_version == v9::VERSION).collect();
         let agents = self.agents.iter().map(|b| AgentReport { addr: b.addr.clone(), ..Default::default() }).collect();
-        let mut r = Runner { fleet: &mut self.fleet, plan, agents, run_id: 0, observer: &mut Silent, start_ns: 0 };
+        let mut r = Runner {
+            fleet: &mut self.fleet,
+            plan,
+            agents,
+            run_id: 0,
+            observer: &mut Silent,
+            start_ns: 0,
+            profiler: None,
+        };
         let id = now_ns() as u64;
         let probe = surge_proto::Probe {
             id,
@@ -398,6 +422,14 @@ impl Runner<'_> {
         // 4. The server's metrics before the load (here, unless an agent scrapes), then
         //    start everyone at one instant of the coordinator's clock.
         let scraping = self.baseline_scrape().await;
+        if let Some(pp) = &plan.profile {
+            let mut notices = Vec::new();
+            let tls = plan.target_tls.client();
+            self.profiler = Some(super::profile::Profiler::start(pp, &plan.base_url, tls, &mut notices).await);
+            for n in notices {
+                self.observer.notice(&n);
+            }
+        }
         let gpu_baseline = match &plan.gpu {
             Some(gp) => Some((now_ns(), gpu::once(gp).await)),
             None => None,

@@ -241,6 +241,8 @@ pub struct RunPlan {
     /// `--steady-state-threshold` and `--steady-state-min-window`; `None` with
     /// `--no-steady-state`. Which window is looked for follows the load ([`RunPlan::steady_plan`]).
     pub steady: Option<(f64, Option<f64>)>,
+    /// `--profile`: the server's profiler around the load.
+    pub profile: Option<ProfilePlan>,
 }
 
 /// Conversations (`--multi-turn`, a session trace): D31.
@@ -340,6 +342,15 @@ impl Default for VerdictLimits {
             coalesced_fraction: 0.01,
         }
     }
+}
+
+/// `--profile`, `--profile-batch-threshold`, `--profile-duration` (vllm-bench's).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProfilePlan {
+    /// Start when the server runs this many requests (else at the start of the load).
+    pub batch_threshold: Option<u32>,
+    /// How long a threshold-started profile captures.
+    pub duration: Duration,
 }
 
 impl RunPlan {
