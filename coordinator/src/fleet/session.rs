@@ -745,7 +745,15 @@ mod tests {
             links: tokio_util::sync::CancellationToken::new(),
         };
         let agents = vec![AgentReport { addr: "a:1".into(), ..Default::default() }];
-        let mut r = Runner { fleet: &mut fleet, plan: &plan, agents, run_id: 5, observer: &mut Silent, start_ns: 0 };
+        let mut r = Runner {
+            fleet: &mut fleet,
+            plan: &plan,
+            agents,
+            run_id: 5,
+            observer: &mut Silent,
+            start_ns: 0,
+            profiler: None,
+        };
         let agent = tokio::spawn(async move {
             ev_tx.send(Event::Resumed { agent: 0, after: Duration::from_millis(800) }).await.unwrap();
             // The Prepare comes again on the resumed stream.
