@@ -57,6 +57,16 @@ LINES=(
     "detailed-probes|--backend openai --dataset-name random --random-input-len 32 --random-output-len 16 --num-prompts 200 --max-concurrency 8 --save-detailed --probe-request-rate 10 --logprobs 1"
     "lora|--backend openai --dataset-name random --random-input-len 32 --random-output-len 16 --num-prompts 200 --max-concurrency 8 --lora-modules m --lora-assignment round-robin"
     "burstgpt|--backend openai --dataset-name burstgpt --dataset-path $WORK/burstgpt.csv --num-prompts 100 --max-concurrency 8"
+    "responses|--backend openai-responses --endpoint /v1/responses --dataset-name random --random-input-len 32 --random-output-len 16 --num-prompts 200 --max-concurrency 8"
+    "embeddings|--backend openai-embeddings --endpoint /v1/embeddings --dataset-name random --random-input-len 32 --num-prompts 200 --max-concurrency 8"
+    "embeddings-batch|--backend openai-embeddings --endpoint /v1/embeddings --dataset-name random --random-input-len 32 --random-batch-size 4 --num-prompts 200 --max-concurrency 8"
+    "embeddings-chat|--backend openai-embeddings-chat --endpoint /v1/embeddings --dataset-name random --random-input-len 32 --num-prompts 200 --max-concurrency 8"
+    "embeddings-clip|--backend openai-embeddings-clip --endpoint /v1/embeddings --dataset-name random --random-input-len 32 --num-prompts 200 --max-concurrency 8"
+    "embeddings-vlm2vec|--backend openai-embeddings-vlm2vec --endpoint /v1/embeddings --dataset-name random --random-input-len 32 --num-prompts 200 --max-concurrency 8"
+    "infinity|--backend infinity-embeddings --endpoint /embeddings --dataset-name random --random-input-len 32 --num-prompts 200 --max-concurrency 8"
+    "infinity-clip|--backend infinity-embeddings-clip --endpoint /embeddings --dataset-name random --random-input-len 32 --num-prompts 200 --max-concurrency 8"
+    "pooling|--backend vllm-pooling --endpoint /pooling --dataset-name random --random-input-len 32 --random-batch-size 4 --num-prompts 200 --max-concurrency 8"
+    "rerank|--backend vllm-rerank --endpoint /rerank --dataset-name random-rerank --random-input-len 32 --random-batch-size 4 --num-prompts 200 --max-concurrency 8"
 )
 # A BurstGPT-shaped CSV: GPT-4 and ChatGPT rows, some without a response (left out).
 {
