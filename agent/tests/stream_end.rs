@@ -114,6 +114,7 @@ async fn one(addr: std::net::SocketAddr, version: Version, read_timeout: Option<
         input_tokens: 1,
         input_source: TokenSource::ClientEstimate,
         input_sequences: 0,
+        audio_s: 0.0,
         intended: None,
         session: None,
         keep_reply: false,

@@ -57,14 +57,14 @@ struct StreamOptions {
 
 /// A parsed, validated completion request.
 #[derive(Debug, PartialEq)]
-struct Parsed {
-    model: Option<String>,
-    prompt_tokens: u64,
-    max_tokens: Option<u64>,
-    stream: bool,
-    include_usage: bool,
+pub(crate) struct Parsed {
+    pub model: Option<String>,
+    pub prompt_tokens: u64,
+    pub max_tokens: Option<u64>,
+    pub stream: bool,
+    pub include_usage: bool,
     /// Chat: `image_url` parts carrying a `data:image/...` URL.
-    images: u64,
+    pub images: u64,
 }
 
 /// Parse a request body (prompt tokens counted as words); for tests.
@@ -87,6 +87,7 @@ fn parse_with(kind: Kind, body: &[u8], counter: &Counter) -> Result<Parsed, Stri
             })?,
             None => return Err("'messages' is required".to_owned()),
         },
+        Kind::Transcription => return Err("a transcription is a multipart form".to_owned()),
         Kind::Responses => match &raw.input {
             Some(Value::String(s)) => counter.count(s),
             Some(Value::Array(items)) => items.iter().try_fold(0u64, |sum, m| {
@@ -99,6 +100,7 @@ fn parse_with(kind: Kind, body: &[u8], counter: &Counter) -> Result<Parsed, Stri
         Kind::Chat => raw.max_completion_tokens.or(raw.max_tokens),
         Kind::Completion => raw.max_tokens,
         Kind::Responses => raw.max_output_tokens,
+        Kind::Transcription => None,
     };
     let stream = raw.stream.unwrap_or(false);
     // A Responses stream always ends with its usage (response.completed).
@@ -158,6 +160,7 @@ fn prompt_text(kind: Kind, body: &[u8]) -> String {
                 push(s);
             }
         }
+        Kind::Transcription => {}
         Kind::Completion => match v.get("prompt") {
             Some(Value::String(s)) => push(s),
             Some(Value::Array(items)) => items.iter().filter_map(Value::as_str).for_each(push),
@@ -225,6 +228,7 @@ where
     }
     // HTTP/1.1 closes, HTTP/2 sends GOAWAY (--close-after-stream); HTTP/3 closes its own way.
     let hyper_served = req.version() <= Version::HTTP_2;
+    let content_type = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
     let body = match Limited::new(req.into_body(), MAX_REQUEST_BYTES).collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(e) if e.is::<LengthLimitError>() => {
@@ -237,7 +241,11 @@ where
     // are this request's; on HTTP/2 they may be a later stream's, which only makes the
     // start later, never earlier.
     let arrived = conn.arrival.latest();
-    let parsed = match parse_with(kind, &body, &state.counter) {
+    let parsed = match kind {
+        Kind::Transcription => crate::audio::parse(&content_type, body.clone(), &state.counter).await,
+        _ => parse_with(kind, &body, &state.counter),
+    };
+    let parsed = match parsed {
         Ok(p) => p,
         Err(msg) => return Ok(json_error(StatusCode::BAD_REQUEST, &msg)),
     };
@@ -303,7 +311,7 @@ where
             chunker: Chunker::new(kind, index, created, &model_json),
             tokens: TokenPlan::new(
                 tokens::Shape::of(&state.config),
-                kind != Kind::Completion,
+                matches!(kind, Kind::Chat | Kind::Responses),
                 state.config.seed,
                 index,
             ),
@@ -370,6 +378,7 @@ fn full_response(kind: Kind, index: u64, created: u64, model: &str, n: u64, prom
             "choices": [{"index": 0, "text": text, "logprobs": null, "finish_reason": "length"}],
             "usage": usage,
         }),
+        Kind::Transcription => json!({"text": text, "usage": usage}),
         Kind::Responses => json!({
             "id": id,
             "object": "response",

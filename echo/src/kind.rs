@@ -11,6 +11,9 @@ pub(crate) enum Kind {
     Chat,
     /// `/v1/responses` (typed events, usage on `response.completed`, no `[DONE]`)
     Responses,
+    /// `/v1/audio/transcriptions` and translations (a multipart form in, chat-style
+    /// chunks out)
+    Transcription,
 }
 
 impl Kind {
@@ -20,6 +23,7 @@ impl Kind {
             Kind::Completion => "cmpl-",
             Kind::Chat => "chatcmpl-",
             Kind::Responses => "resp_",
+            Kind::Transcription => "trsc-",
         }
     }
 
@@ -29,6 +33,7 @@ impl Kind {
             Kind::Completion => "text_completion",
             Kind::Chat => "chat.completion.chunk",
             Kind::Responses => "response",
+            Kind::Transcription => "transcription.chunk",
         }
     }
 }

@@ -82,6 +82,7 @@
 //! ```
 
 mod arrival;
+mod audio;
 mod body;
 mod completions;
 mod config;

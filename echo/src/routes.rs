@@ -29,6 +29,9 @@ where
         "/v1/completions" if method == Method::POST => completions::handle(req, state, conn, Kind::Completion).await,
         "/v1/chat/completions" if method == Method::POST => completions::handle(req, state, conn, Kind::Chat).await,
         "/v1/responses" if method == Method::POST => completions::handle(req, state, conn, Kind::Responses).await,
+        "/v1/audio/transcriptions" | "/v1/audio/translations" if method == Method::POST => {
+            completions::handle(req, state, conn, Kind::Transcription).await
+        }
         "/v1/embeddings" | "/embeddings" | "/v1/pooling" | "/pooling" | "/v1/rerank" | "/rerank" | "/v2/rerank"
             if method == Method::POST =>
         {

@@ -66,7 +66,7 @@ impl Chunker {
         buf.put_slice(match (self.kind, tok.field) {
             (Kind::Completion, _) => b"\",\"logprobs\":null,\"finish_reason\":",
             (Kind::Chat, Field::ToolCall { .. }) => b"\"}}]},\"logprobs\":null,\"finish_reason\":",
-            (Kind::Chat | Kind::Responses, _) => b"\"},\"logprobs\":null,\"finish_reason\":",
+            (Kind::Chat | Kind::Responses | Kind::Transcription, _) => b"\"},\"logprobs\":null,\"finish_reason\":",
         });
         buf.put_slice(if last { b"\"length\"" } else { b"null" });
         buf.put_slice(b"}]}\n\n");
@@ -150,6 +150,7 @@ impl Chunker {
         buf.put_slice(b"\"choices\":[{\"index\":0,");
         buf.put_slice(match (self.kind, tok.field) {
             (Kind::Completion | Kind::Responses, _) => b"\"text\":\"",
+            (Kind::Transcription, _) => b"\"delta\":{\"content\":\"",
             (Kind::Chat, Field::Content) => b"\"delta\":{\"content\":\"",
             (Kind::Chat, Field::Reasoning) => b"\"delta\":{\"reasoning\":\"",
             (Kind::Chat, Field::ToolCall { first: true }) => {
@@ -224,7 +225,11 @@ pub(crate) struct SseBody {
 impl SseBody {
     pub fn new(params: SseParams) -> Self {
         Self {
-            phase: if params.chunker.kind == Kind::Completion { Phase::Tokens } else { Phase::Role },
+            phase: if matches!(params.chunker.kind, Kind::Completion | Kind::Transcription) {
+                Phase::Tokens
+            } else {
+                Phase::Role
+            },
             p: params,
             k: 0,
             armed: false,

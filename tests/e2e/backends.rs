@@ -162,3 +162,79 @@ fn every_backend_on_three_agents() {
         check(case, Some(&addrs));
     }
 }
+
+/// A mono 16-bit PCM WAV of `samples` silent samples at 16 kHz.
+fn wav(samples: u32) -> Vec<u8> {
+    let data = samples * 2;
+    let mut out = Vec::new();
+    out.extend_from_slice(b"RIFF");
+    out.extend_from_slice(&(36 + data).to_le_bytes());
+    out.extend_from_slice(b"WAVEfmt ");
+    out.extend_from_slice(&16u32.to_le_bytes());
+    out.extend_from_slice(&1u16.to_le_bytes()); // PCM
+    out.extend_from_slice(&1u16.to_le_bytes()); // mono
+    out.extend_from_slice(&16_000u32.to_le_bytes());
+    out.extend_from_slice(&32_000u32.to_le_bytes()); // bytes per second
+    out.extend_from_slice(&2u16.to_le_bytes());
+    out.extend_from_slice(&16u16.to_le_bytes());
+    out.extend_from_slice(b"data");
+    out.extend_from_slice(&data.to_le_bytes());
+    out.resize(out.len() + data as usize, 0);
+    out
+}
+
+/// `openai-audio` with `--dataset-name custom_audio`: three files of 1, 0.5 and 0.25 s,
+/// 12 requests (each file four times), streamed transcriptions, vLLM's RTFx.
+fn audio_run(agents: Option<&str>) {
+    let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "20", "--itl-ms", "2"]);
+    let dir = TempDir::new(&format!("backend-audio-{}", agents.is_some()));
+    let files = dir.path("audio");
+    std::fs::create_dir_all(&files).unwrap();
+    for (name, samples) in [("a.wav", 16_000), ("b.wav", 8_000), ("c.wav", 4_000)] {
+        std::fs::write(format!("{files}/{name}"), wav(samples)).unwrap();
+    }
+    let mut args = vec![
+        "run",
+        "--base-url",
+        &base,
+        "--backend",
+        "openai-audio",
+        "--dataset-name",
+        "custom_audio",
+        "--dataset-path",
+        &files,
+        "--custom-output-len",
+        "6",
+        "--model",
+        "whisper",
+        "--num-prompts",
+        "12",
+        "--max-concurrency",
+        "3",
+        "--no-initial-test",
+    ];
+    if let Some(a) = agents {
+        args.extend_from_slice(&["--agents", a, "--agents-plaintext"]);
+    }
+    let r = run_saved(&dir, &args, Duration::from_secs(60));
+    assert_eq!(r["completed"].as_u64(), Some(12), "{r}");
+    assert_eq!(r["backend"], "openai-audio");
+    assert_eq!(r["total_output_tokens"].as_u64(), Some(72), "{r}");
+    for k in GENERATION_KEYS {
+        assert!(r.get(*k).is_some(), "openai-audio: vLLM's key {k} missing");
+    }
+    // RTFx: 4 x 1.75 s of audio over the run's duration.
+    let (rtfx, duration) = (r["rtfx"].as_f64().unwrap(), r["duration"].as_f64().unwrap());
+    assert!((rtfx * duration - 7.0).abs() < 1e-6, "rtfx {rtfx} x duration {duration}");
+    let ttft = r["median_ttft_ms"].as_f64().unwrap();
+    assert!((20.0..30.0).contains(&ttft), "{r}");
+}
+
+#[test]
+fn audio_on_the_embedded_agent_and_on_three_agents() {
+    audio_run(None);
+    let ips = ["127.0.0.2", "127.0.0.3", "127.0.0.4"];
+    let agents: Vec<_> = ips.iter().map(|ip| agent(ip, &["--plaintext", "--allowed-targets", "127.0.0.1"])).collect();
+    let addrs = agents.iter().map(|(_, a)| a.as_str()).collect::<Vec<_>>().join(",");
+    audio_run(Some(&addrs));
+}

@@ -109,7 +109,11 @@ pub fn build(spec: &DatasetSpec, tok: Option<&Tok>, index: u64) -> Prompt {
             let (p, s) = (spec.prefix_repetition_prefix_len, spec.prefix_repetition_suffix_len);
             compose(tok, &mut prefix_rng, p, &mut rng, s, spec.prefix_repetition_output_len)
         }
-        DatasetKind::Sharegpt | DatasetKind::Custom | DatasetKind::TimedTrace | DatasetKind::Burstgpt => Prompt {
+        DatasetKind::Sharegpt
+        | DatasetKind::Custom
+        | DatasetKind::TimedTrace
+        | DatasetKind::Burstgpt
+        | DatasetKind::CustomAudio => Prompt {
             text: String::new(),
             input_tokens: 0,
             output_tokens: 0,

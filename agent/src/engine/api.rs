@@ -13,6 +13,8 @@ pub enum Api {
     Chat,
     /// `/v1/responses`: `input`, streamed as typed events.
     Responses,
+    /// `/v1/audio/transcriptions` or translations: a multipart form, streamed as chat.
+    Audio,
     /// `/v1/embeddings` with `input` (a string or a list), not streamed.
     Embeddings,
     /// `/v1/embeddings` with chat `messages`.
@@ -36,6 +38,7 @@ impl Api {
             Backend::OpenaiChat => Api::Chat,
             Backend::Http => Api::Plain,
             Backend::OpenaiResponses => Api::Responses,
+            Backend::OpenaiAudio => Api::Audio,
             Backend::OpenaiEmbeddings => Api::Embeddings,
             Backend::OpenaiEmbeddingsChat => Api::EmbeddingsChat,
             Backend::InfinityEmbeddings => Api::InfinityEmbeddings,
@@ -47,7 +50,7 @@ impl Api {
     /// How its responses are read.
     pub fn mode(self) -> Mode {
         match self {
-            Api::Completions | Api::Chat => Mode::Stream,
+            Api::Completions | Api::Chat | Api::Audio => Mode::Stream,
             Api::Responses => Mode::Responses,
             Api::Embeddings | Api::EmbeddingsChat | Api::InfinityEmbeddings | Api::Pooling | Api::Rerank => {
                 Mode::Pooled
@@ -70,6 +73,7 @@ impl Api {
     pub fn content_type(self) -> &'static str {
         match self {
             Api::Plain => "text/plain",
+            Api::Audio => super::audio::CONTENT_TYPE,
             _ => "application/json",
         }
     }

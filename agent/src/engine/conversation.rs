@@ -132,6 +132,7 @@ async fn session(ctx: &RunCtx, plan: SessionPlan, requests: Option<Arc<Semaphore
             input_tokens: turn.planned.input_tokens,
             input_source: turn.planned.input_source,
             input_sequences: 0,
+            audio_s: 0.0,
             intended: None,
             session: Some(plan.index),
             keep_reply: true,

@@ -19,6 +19,7 @@
 
 use super::EngineError;
 use super::api::Api;
+use super::audio;
 use super::history::History;
 use super::openai::{self, BodyParams};
 use super::pooling::{self, Input};
@@ -43,6 +44,8 @@ pub struct Planned {
     pub input_source: TokenSource,
     /// Inputs of a pooling request (documents for rerank); 0 for the others.
     pub input_sequences: u32,
+    /// Seconds of audio an `openai-audio` request carries (0 for the others).
+    pub audio_s: f64,
 }
 
 /// The requests of one slice: how many, and how to make request `k`.
@@ -207,6 +210,7 @@ impl Shape {
             input_tokens: p.input_tokens,
             input_source: p.input_source,
             input_sequences,
+            audio_s: 0.0,
         })
     }
 
@@ -217,7 +221,20 @@ impl Shape {
         let input = Input::Texts(texts);
         let body = pooling::body(self.api, params.model, input, params.extra);
         let input_sequences = input.sequences(self.api);
-        Planned { body: Bytes::from(body), input_tokens, input_source: source, input_sequences }
+        Planned { body: Bytes::from(body), input_tokens, input_source: source, input_sequences, audio_s: 0.0 }
+    }
+
+    /// An `openai-audio` request: the item's audio file in vLLM's form.
+    fn audio(&self, item: &surge_proto::PromptItem, model: usize) -> Planned {
+        let params = self.params(model);
+        let body = audio::form(params.model, &item.audio_name, &item.audio, item.output_tokens, params.extra);
+        Planned {
+            body: Bytes::from(body),
+            input_tokens: item.input_tokens,
+            input_source: item.input_source(),
+            input_sequences: 0,
+            audio_s: item.audio_seconds,
+        }
     }
 
     /// A request of token ids (`--prompt-token-ids`).
@@ -233,6 +250,7 @@ impl Shape {
             input_tokens,
             input_source: TokenSource::Tokenizer,
             input_sequences: u32::from(self.api.pools()),
+            audio_s: 0.0,
         }
     }
 }
@@ -306,6 +324,18 @@ impl Jobs {
                 source: Source::Sessions { script, spec, tok, shape },
                 passes: None,
             });
+        }
+        if api == Api::Audio {
+            // Audio files, shipped whole (bounded by the dataset): each body made once.
+            if shipped.iter().all(|p| p.audio.is_empty()) {
+                return Err(EngineError::MissingPrompts);
+            }
+            let built: Vec<Vec<Planned>> = (0..=shape.lora.len())
+                .map(|model| shipped.iter().map(|item| shape.audio(item, model)).collect())
+                .collect();
+            let probe = built[0][0].clone();
+            let len = if shipped.is_empty() { 0 } else { len };
+            return Ok(Self { len, indices, pick, probe, costly: false, source: Source::Built(built), passes });
         }
         if matches!(spec.kind(), DatasetKind::TimedTrace | DatasetKind::Burstgpt) {
             if shipped.is_empty() && len > 0 {
@@ -558,6 +588,7 @@ impl Jobs {
                     input_tokens: h.tokens().saturating_add(user.input_tokens),
                     input_source: user.input_source,
                     input_sequences: 0,
+                    audio_s: 0.0,
                 };
                 TurnPlan { planned, user_tokens: user.input_tokens, history_tokens: h.tokens(), user: user.text }
             }
@@ -574,6 +605,7 @@ impl Jobs {
                     input_tokens: history.tokens().saturating_add(item.input_tokens),
                     input_source: item.input_source(),
                     input_sequences: 0,
+                    audio_s: 0.0,
                 };
                 TurnPlan {
                     planned,

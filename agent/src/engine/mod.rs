@@ -16,6 +16,7 @@
 //! - [`sink`]: where rows go.
 
 pub mod api;
+mod audio;
 pub mod conn;
 pub mod connector;
 mod conversation;

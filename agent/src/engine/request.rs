@@ -124,6 +124,8 @@ pub struct Job {
     pub input_source: TokenSource,
     /// Inputs a pooling request carries (0 for the others).
     pub input_sequences: u32,
+    /// Seconds of audio it carries (`openai-audio`).
+    pub audio_s: f64,
     /// Intended send time (open loop), relative to the run start.
     pub intended: Option<Duration>,
     /// A conversation's turn: its session (for the session header) and whether the reply
@@ -141,6 +143,7 @@ impl Job {
             input_tokens: p.input_tokens,
             input_source: p.input_source,
             input_sequences: p.input_sequences,
+            audio_s: p.audio_s,
             intended,
             session: None,
             keep_reply: false,
@@ -188,6 +191,7 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
         input_tokens: job.input_tokens,
         input_source: job.input_source as i32,
         input_sequences: job.input_sequences,
+        input_audio_s: job.audio_s,
         ..Default::default()
     };
     // A reused connection the server closed while it sat idle costs one retry on a

@@ -87,6 +87,9 @@ pub struct Metrics {
     /// Pooling backends: inputs of the successful requests (vLLM's
     /// `total_input_sequences`), and their rate.
     pub total_input_sequences: u64,
+    /// `openai-audio`: seconds of audio the successful requests carried (vLLM's RTFx is
+    /// this over the duration).
+    pub total_audio_s: f64,
     /// The steady state (D45), when looked for and found.
     pub steady_state: Option<SteadyState>,
     pub input_sequence_throughput: f64,
@@ -319,6 +322,7 @@ impl Aggregator {
         m.total_input_tokens += u64::from(r.row.input_tokens);
         m.total_output_tokens += u64::from(r.row.output_tokens);
         m.total_input_sequences += u64::from(r.row.input_sequences);
+        m.total_audio_s += r.row.input_audio_s;
         m.server_usage_rows += u64::from(r.row.usage_from_server);
         m.token_sources.add(&r.row);
         m.ttft.add(r.ttft_s());

@@ -81,6 +81,7 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         BackendArg::Vllm => (Backend::Openai, "vllm", "/v1/completions"),
         BackendArg::OpenaiChat => (Backend::OpenaiChat, "openai-chat", "/v1/chat/completions"),
         BackendArg::OpenaiResponses => (Backend::OpenaiResponses, "openai-responses", "/v1/responses"),
+        BackendArg::OpenaiAudio => (Backend::OpenaiAudio, "openai-audio", "/v1/audio/transcriptions"),
         BackendArg::OpenaiEmbeddings => (Backend::OpenaiEmbeddings, "openai-embeddings", "/v1/embeddings"),
         BackendArg::OpenaiEmbeddingsChat => (Backend::OpenaiEmbeddingsChat, "openai-embeddings-chat", "/v1/embeddings"),
         // Without images (surge's datasets are text), vLLM's CLIP and VLM2Vec clients send
@@ -113,6 +114,12 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
     }
     if batch > 1 && !matches!(a.dataset.dataset_name, super::DatasetArg::Random | super::DatasetArg::RandomRerank) {
         return usage(format!("--random-batch-size {batch}: batches are made of the random or random-rerank dataset"));
+    }
+    if (backend == Backend::OpenaiAudio) != (a.dataset.dataset_name == super::DatasetArg::CustomAudio) {
+        return usage("--backend openai-audio and --dataset-name custom_audio go together (audio files)");
+    }
+    if backend == Backend::OpenaiAudio && a.conversation.multi_turn {
+        return usage("--multi-turn: --backend openai-audio transcribes single files");
     }
     if (backend == Backend::VllmRerank) != (a.dataset.dataset_name == super::DatasetArg::RandomRerank) {
         return usage("--backend vllm-rerank and --dataset-name random-rerank go together (a query and its documents)");

@@ -47,23 +47,25 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
     use DatasetArg as D;
     let file_dataset = matches!(
         a.dataset.dataset_name,
-        D::Sharegpt | D::Custom | D::TimedTrace | D::Burstgpt | D::SpecBench | D::Sonnet | D::Hf
+        D::Sharegpt | D::Custom | D::TimedTrace | D::Burstgpt | D::SpecBench | D::Sonnet | D::Hf | D::CustomAudio
     );
     let path = match (&a.dataset.dataset_path, file_dataset) {
         (Some(p), true) => Some(p.clone()),
         (None, true) => {
             return usage(
-                "--dataset-name sharegpt/custom/timed_trace/burstgpt/spec_bench/sonnet/hf needs --dataset-path FILE (a local file: nothing is downloaded)",
+                "--dataset-name sharegpt/custom/timed_trace/burstgpt/spec_bench/sonnet/hf/custom_audio needs --dataset-path FILE (a local file: nothing is downloaded)",
             );
         }
         (Some(_), false) => {
             return usage(
-                "--dataset-path: only for --dataset-name sharegpt, custom, timed_trace, burstgpt, spec_bench, sonnet or hf",
+                "--dataset-path: only for --dataset-name sharegpt, custom, timed_trace, burstgpt, spec_bench, sonnet, hf or custom_audio",
             );
         }
         (None, false) => None,
     };
-    if let Some(p) = path.as_ref().filter(|p| !p.is_file()) {
+    // custom_audio also takes a directory of audio files.
+    let dir_ok = a.dataset.dataset_name == D::CustomAudio;
+    if let Some(p) = path.as_ref().filter(|p| !p.is_file() && !(dir_ok && p.is_dir())) {
         return usage(format!("--dataset-path {}: no such file", p.display()));
     }
     // vLLM's --skip-tokenizer-init: no tokenizer, whatever --tokenizer says.
@@ -207,6 +209,13 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
                 .map_err(|e| UsageError(format!("--dataset-path {e}")))?;
             spec.set_kind(DatasetKind::Custom);
             "hf"
+        }
+        DatasetArg::CustomAudio => {
+            let p = path.as_deref().unwrap_or(Path::new(""));
+            prompts = super::audio_files::audio(p, a.dataset.custom_output_len, tok)
+                .map_err(|e| UsageError(format!("--dataset-path {e}")))?;
+            spec.set_kind(DatasetKind::CustomAudio);
+            "custom_audio"
         }
         DatasetArg::RandomRerank => {
             if a.dataset.random_input_len < 4 {

@@ -41,13 +41,14 @@ const RANDOM: &[DatasetArg] = &[D::Random, D::RandomMm, D::RandomRerank];
 /// Datasets shuffled with `--seed` unless `--disable-shuffle`.
 const SHUFFLED: &[DatasetArg] = &[D::Sharegpt, D::SpecBench, D::Hf];
 /// Datasets read from `--dataset-path`.
-const FILES: &[DatasetArg] = &[D::Sharegpt, D::Custom, D::TimedTrace, D::Burstgpt, D::SpecBench, D::Sonnet, D::Hf];
+const FILES: &[DatasetArg] =
+    &[D::Sharegpt, D::Custom, D::TimedTrace, D::Burstgpt, D::SpecBench, D::Sonnet, D::Hf, D::CustomAudio];
 
 /// Dataset-specific flags by their name's prefix (vLLM's naming).
 const PREFIXES: &[(&str, &[DatasetArg])] = &[
     ("random-mm-", &[D::RandomMm]),
     ("sharegpt-", &[D::Sharegpt]),
-    ("custom-", &[D::Custom, D::TimedTrace]),
+    ("custom-", &[D::Custom, D::TimedTrace, D::CustomAudio]),
     ("prefix-repetition-", &[D::PrefixRepetition]),
     ("spec-bench-", &[D::SpecBench]),
     ("sonnet-", &[D::Sonnet]),
@@ -277,7 +278,14 @@ pub fn given(cmd: &clap::Command, m: &clap::ArgMatches) -> Vec<String> {
 impl BackendArg {
     /// Whether it generates text (reads the sampling flags and an output length).
     pub fn generates(self) -> bool {
-        matches!(self, BackendArg::Openai | BackendArg::Vllm | BackendArg::OpenaiChat | BackendArg::OpenaiResponses)
+        matches!(
+            self,
+            BackendArg::Openai
+                | BackendArg::Vllm
+                | BackendArg::OpenaiChat
+                | BackendArg::OpenaiResponses
+                | BackendArg::OpenaiAudio
+        )
     }
 }
 

@@ -3,6 +3,7 @@
 //! [`files`]), and [`build`], which turns them once into the typed plans of
 //! [`crate::plan`]. Every usage error is a [`UsageError`] naming the flag, file or key.
 
+pub mod audio_files;
 pub mod build;
 pub mod config;
 pub mod conversation;
@@ -199,6 +200,9 @@ pub enum BackendArg {
     OpenaiChat,
     /// OpenAI /v1/responses, streamed (output text and reasoning deltas are tokens).
     OpenaiResponses,
+    /// OpenAI /v1/audio/transcriptions (or translations with --endpoint), streamed; audio
+    /// files of --dataset-name custom_audio.
+    OpenaiAudio,
     /// OpenAI /v1/embeddings with the prompt as `input` (not streamed).
     OpenaiEmbeddings,
     /// /v1/embeddings with the prompt as chat `messages`.
@@ -252,6 +256,10 @@ pub enum DatasetArg {
     /// (--backend vllm-rerank; --num-prompts counts documents).
     #[value(name = "random-rerank", alias = "random_rerank")]
     RandomRerank,
+    /// Local audio files (--dataset-path: a directory of .wav/.flac files, or vLLM's JSONL
+    /// {"audio": PATH, "prompt": ..., "output_tokens": N}) for --backend openai-audio.
+    #[value(name = "custom_audio", alias = "custom-audio")]
+    CustomAudio,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -314,7 +314,7 @@ pub fn run_result(
         vllm_arrays: None,
         max_concurrent_requests: m.max_concurrent_requests,
         peak_in_flight: Some(peak_in_flight(o, m)),
-        rtfx: 0.0,
+        rtfx: if m.duration_s > 0.0 { m.total_audio_s / m.duration_s } else { 0.0 },
         ignored_flags: plan.ignored_flags.clone(),
         steady_state: m.steady_state.clone(),
         rps_change_events: m.ramp.as_ref().map(|r| r.events(o.started_at)),
