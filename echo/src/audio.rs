@@ -6,8 +6,8 @@
 
 use bytes::Bytes;
 
-use crate::completions::Parsed;
 use crate::counter::Counter;
+use crate::parsed::Parsed;
 
 /// A form field's text (`True`, `true` and `1` are yes).
 fn yes(v: &str) -> bool {

@@ -18,6 +18,7 @@ use crate::config::MAX_OUTPUT_TOKENS;
 use crate::counter::Counter;
 use crate::faults::{self, FaultPlan};
 use crate::kind::Kind;
+use crate::parsed::Parsed;
 use crate::schedule::{Schedule, deadline};
 use crate::sse::{Chunker, SseBody, SseParams};
 use crate::state::{ConnCtx, State};
@@ -53,18 +54,6 @@ struct RawMessage {
 #[derive(Debug, Deserialize)]
 struct StreamOptions {
     include_usage: Option<bool>,
-}
-
-/// A parsed, validated completion request.
-#[derive(Debug, PartialEq)]
-pub(crate) struct Parsed {
-    pub model: Option<String>,
-    pub prompt_tokens: u64,
-    pub max_tokens: Option<u64>,
-    pub stream: bool,
-    pub include_usage: bool,
-    /// Chat: `image_url` parts carrying a `data:image/...` URL.
-    pub images: u64,
 }
 
 /// Parse a request body (prompt tokens counted as words); for tests.

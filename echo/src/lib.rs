@@ -91,6 +91,7 @@ mod faults;
 mod h3server;
 mod kind;
 mod metrics;
+mod parsed;
 mod pooling;
 mod prefix_cache;
 mod routes;

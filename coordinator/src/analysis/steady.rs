@@ -20,17 +20,8 @@
 
 use super::spilled::{Record, Spilled};
 use super::stats::percentile_sorted;
+pub use crate::plan::SteadyPlan;
 use serde::{Deserialize, Serialize};
-
-/// Which steady state a run looks for.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum SteadyPlan {
-    /// In flight at least `threshold x target` (`--steady-state-threshold`,
-    /// `--max-concurrency`).
-    Closed { target: u32, threshold: f64, min_window_s: Option<f64> },
-    /// Completions within 5 % of `rate` per slice of `slice_s`.
-    Open { rate: f64, slice_s: f64, min_window_s: Option<f64> },
-}
 
 /// How far an open loop's completion rate may be from the asked rate.
 pub const OPEN_TOLERANCE: f64 = 0.05;

@@ -344,6 +344,16 @@ impl Default for VerdictLimits {
     }
 }
 
+/// Which steady state a run looks for (D45; computed by `analysis::steady`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SteadyPlan {
+    /// In flight at least `threshold x target` (`--steady-state-threshold`,
+    /// `--max-concurrency`).
+    Closed { target: u32, threshold: f64, min_window_s: Option<f64> },
+    /// Completions within 5 % of `rate` per slice of `slice_s`.
+    Open { rate: f64, slice_s: f64, min_window_s: Option<f64> },
+}
+
 /// `--profile`, `--profile-batch-threshold`, `--profile-duration` (vllm-bench's).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ProfilePlan {
@@ -356,8 +366,7 @@ pub struct ProfilePlan {
 impl RunPlan {
     /// The steady state this run looks for (D45): a closed loop's window by concurrency,
     /// an open loop's by rate; none for ramps and conversations, or with `--no-steady-state`.
-    pub fn steady_plan(&self) -> Option<crate::analysis::steady::SteadyPlan> {
-        use crate::analysis::steady::SteadyPlan;
+    pub fn steady_plan(&self) -> Option<SteadyPlan> {
         let (threshold, min_window_s) = self.steady?;
         if self.ramp.is_some() || self.multi_turn.is_some() {
             return None;
