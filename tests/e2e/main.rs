@@ -8,6 +8,7 @@ mod conversations;
 mod datasets;
 mod distributed;
 mod dropin;
+mod dry_run;
 mod failures;
 mod faults;
 mod fleet;

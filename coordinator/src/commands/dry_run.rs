@@ -1,6 +1,7 @@
 //! `surge run --dry-run`: the plan and its dataset, made as the agents would make them
-//! (request `i` is a pure function of the dataset and `i`, D20), with nothing sent: each
-//! agent's request count, the input and output lengths, and the first prompt.
+//! (request `i` is a pure function of the dataset and `i`, D20), with nothing sent to the
+//! target: each agent's request count (with `--agents`, each agent is asked its cores, as
+//! a run weighs them), the input and output lengths, and the first prompt.
 
 use crate::exit;
 use crate::output::Sink;
@@ -23,10 +24,6 @@ fn stats(v: &[u32]) -> String {
 
 /// Prints the dry run's lines; exit 0.
 pub async fn dry_run_command(plan: &RunPlan, sinks: &mut dyn Sink) -> u8 {
-    let agents: Vec<String> = match &plan.agents {
-        Agents::Embedded => vec!["embedded".into()],
-        Agents::Remote { addrs, .. } => addrs.clone(),
-    };
     let bounded = plan.num_prompts != UNBOUNDED;
     let n = plan.num_prompts.min(SAMPLE);
     sinks.notice(&format!(
@@ -38,11 +35,33 @@ pub async fn dry_run_command(plan: &RunPlan, sinks: &mut dyn Sink) -> u8 {
         plan.backend_name,
         if n < plan.num_prompts { format!("; lengths of the first {n}") } else { String::new() },
     ));
-    // Shares by equal weights: the run itself weighs agents by their cores.
-    let shares = split::split(&vec![1; agents.len()], plan.num_prompts, plan.max_concurrency, plan.request_rate, 0);
-    for (a, s) in agents.iter().zip(&shares) {
+    // (agent, cores): each agent that answers, as the run would split among them.
+    let agents: Vec<(String, u32)> = match &plan.agents {
+        Agents::Embedded => vec![("embedded".into(), 1)],
+        Agents::Remote { .. } => {
+            // The agents' handshake only: their cores, as the run splits by them.
+            let embedded = tokio_util::sync::CancellationToken::new();
+            match super::open_session(plan, &embedded, false).await {
+                Ok((session, outputs)) => {
+                    let w = session.agents.iter().map(|a| (a.addr.clone(), a.hello.cores.max(1))).collect();
+                    session.close();
+                    outputs.stop(None).await;
+                    w
+                }
+                Err(f) => {
+                    sinks.notice(&f.message);
+                    return f.code;
+                }
+            }
+        }
+    };
+    let weights: Vec<u32> = agents.iter().map(|(_, c)| *c).collect();
+    let shares = split::split(&weights, plan.num_prompts, plan.max_concurrency, plan.request_rate, 0);
+    let remote = matches!(plan.agents, Agents::Remote { .. });
+    for ((a, c), s) in agents.iter().zip(&shares) {
         let count = if bounded { s.num_prompts.to_string() } else { "no cap".into() };
-        sinks.notice(&format!("  agent {a}: {count} requests, concurrency {}", s.max_concurrency));
+        let cores = if remote { format!(" ({c} cores)") } else { String::new() };
+        sinks.notice(&format!("  agent {a}{cores}: {count} requests, concurrency {}", s.max_concurrency));
     }
     let tok = plan.tokenizer.as_ref().map(|t| &*t.tok);
     let mut first = None;
