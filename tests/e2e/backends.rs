@@ -238,3 +238,38 @@ fn audio_on_the_embedded_agent_and_on_three_agents() {
     let addrs = agents.iter().map(|(_, a)| a.as_str()).collect::<Vec<_>>().join(",");
     audio_run(Some(&addrs));
 }
+
+/// `--prompt-token-ids`: the random dataset's prompts sent as token ids, exactly as long
+/// as asked, to completions (`prompt`) and to an embeddings backend (`input`); the echo
+/// counts one token per id, and the server's count is the client's.
+#[test]
+fn prompt_token_ids_are_sent_as_ids() {
+    let tok = format!("{}/fixtures/tokenizer", env!("CARGO_MANIFEST_DIR"));
+    for backend in ["openai", "openai-embeddings"] {
+        let (_echo, base) = echo("127.0.0.1", &[]);
+        let dir = TempDir::new(&format!("token-ids-{backend}"));
+        let args = [
+            "run",
+            "--base-url",
+            &base,
+            "--backend",
+            backend,
+            "--model",
+            "m",
+            "--tokenizer",
+            &tok,
+            "--prompt-token-ids",
+            "--random-input-len",
+            "17",
+            "--random-output-len",
+            "3",
+            "--num-prompts",
+            "5",
+            "--no-initial-test",
+        ];
+        let r = run_saved(&dir, &args, Duration::from_secs(60));
+        assert_eq!(r["completed"].as_u64(), Some(5), "{backend}: {r}");
+        assert_eq!(r["total_input_tokens"].as_u64(), Some(85), "{backend}: 5 x 17 ids, the server's count");
+        assert_eq!(echo_metric(&base, "surge_echo_prompt_tokens_total"), 85.0, "{backend}");
+    }
+}

@@ -695,6 +695,41 @@ mod tests {
     use crate::data::tokenizer::fixture;
     use surge_proto::PromptItem;
 
+    /// `--prompt-token-ids`: completions send `prompt` as ids, pooling backends `input`,
+    /// each exactly as long as drawn (no decode and re-encode); `--random-batch-size`
+    /// puts prompts kB..kB+B-1 in request k, the last one fewer.
+    #[test]
+    fn token_ids_and_batches_in_the_bodies() {
+        let mut w = workload(4);
+        w.dataset.as_mut().unwrap().token_ids = true;
+        w.dataset.as_mut().unwrap().random_range_ratio = 0.0;
+        let jobs = new_jobs(&mut w, Some(fixture())).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&jobs.get(0).body).unwrap();
+        let ids = v["prompt"].as_array().expect("an array of ids");
+        assert_eq!((ids.len(), jobs.get(0).input_tokens), (32, 32));
+        assert!(ids.iter().all(serde_json::Value::is_u64));
+        let mut w = workload(4);
+        w.backend = Backend::OpenaiEmbeddings as i32;
+        w.dataset.as_mut().unwrap().token_ids = true;
+        let jobs = new_jobs(&mut w, Some(fixture())).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&jobs.get(1).body).unwrap();
+        assert!(v["input"].as_array().is_some_and(|a| a.iter().all(serde_json::Value::is_u64)), "{v}");
+        // 10 prompts, 4 to a request: 4, 4, 2 (the slice starts at global request 1,000).
+        let mut w = workload(3);
+        w.backend = Backend::VllmPooling as i32;
+        w.slice_start = 0;
+        let d = w.dataset.as_mut().unwrap();
+        (d.batch_size, d.batch_prompts) = (4, 10);
+        let jobs = new_jobs(&mut w, None).unwrap();
+        let sizes: Vec<u32> = (0..3).map(|k| jobs.get(k).input_sequences).collect();
+        assert_eq!(sizes, [4, 4, 2]);
+        let v: serde_json::Value = serde_json::from_slice(&jobs.get(2).body).unwrap();
+        let last: Vec<String> =
+            v["input"].as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()).collect();
+        let want: Vec<String> = (8..10).map(|i| dataset::build(w.dataset.as_ref().unwrap(), None, i).text).collect();
+        assert_eq!(last, want, "request 2 carries prompts 8 and 9");
+    }
+
     fn workload(len: u64) -> Workload {
         Workload {
             backend: Backend::Openai as i32,
