@@ -116,11 +116,20 @@ fn check(case: &Case, agents: Option<&str>) {
         "--no-initial-test",
     ];
     args.extend_from_slice(case.extra);
+    let rows = dir.path("rows.jsonl");
+    args.extend_from_slice(&["--save-rows", &rows]);
     if let Some(a) = agents {
         args.extend_from_slice(&["--agents", a, "--agents-plaintext"]);
     }
     let r = run_saved(&dir, &args, Duration::from_secs(60));
     let what = format!("{} (agents {agents:?}): {r}", case.backend);
+    // Each row says how many inputs its request carried.
+    let inputs: u64 = std::fs::read_to_string(&rows)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["input_sequences"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(inputs, case.sequences.unwrap_or(0), "rows' input_sequences: {what}");
     assert_eq!(r["completed"].as_u64(), Some(case.requests), "{what}");
     let served = echo_metric(&base, "surge_echo_prompt_tokens_total") as u64;
     assert_eq!(served, case.input_tokens, "the echo counted the same inputs: {what}");

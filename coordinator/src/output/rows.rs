@@ -42,6 +42,12 @@ struct Line<'a> {
     history_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cached_tokens: Option<u32>,
+    /// A pooling request's inputs (documents for rerank), an audio request's seconds of
+    /// audio (absent for the others).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input_sequences: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    audio_s: Option<f64>,
     /// On the row that ended its session: how (`completed`/`failed`), and turns not sent.
     #[serde(skip_serializing_if = "Option::is_none")]
     session_end: Option<&'static str>,
@@ -131,6 +137,8 @@ impl RowFile {
             turn: r.row.session.map(|_| r.row.turn),
             history_tokens: r.row.session.map(|_| r.row.history_tokens),
             cached_tokens: r.row.cached_tokens,
+            input_sequences: (r.row.input_sequences > 0).then_some(r.row.input_sequences),
+            audio_s: (r.row.input_audio_s > 0.0).then_some(r.row.input_audio_s),
             session_end: r.row.session_end.as_ref().map(|e| if e.failed { "failed" } else { "completed" }),
             cancelled_turns: r.row.session_end.as_ref().map(|e| e.cancelled_turns),
             http: r.row.phases.as_ref().map(HttpLine::of),
