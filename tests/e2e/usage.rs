@@ -51,6 +51,16 @@ fn usage_errors_name_the_flag_and_exit_2() {
         "--multi-turn-prefix-*-ratio",
     );
     usage_error(&["echo", "--prefix-cache-tokens", "10", "--block-size", "0"], "--block-size");
+    // The backends (D44) and steady state (D45).
+    usage_error(&["run", "--backend", "openai-responses", "--multi-turn"], "--multi-turn: conversations go to");
+    usage_error(&["run", "--backend", "openai-audio"], "--backend openai-audio and --dataset-name custom_audio");
+    usage_error(&["run", "--backend", "vllm-rerank"], "--backend vllm-rerank and --dataset-name random-rerank");
+    usage_error(&["run", "--backend", "openai-chat", "--random-batch-size", "4"], "--random-batch-size 4");
+    usage_error(&["run", "--prompt-token-ids"], "--prompt-token-ids: needs --tokenizer");
+    usage_error(&["run", "--steady-state-threshold", "0"], "--steady-state-threshold");
+    usage_error(&["run", "--steady-state-threshold", "1.5"], "--steady-state-threshold");
+    usage_error(&["run", "--strict", "--burstiness", "2"], "--burstiness has no effect with --request-rate inf");
+    usage_error(&["echo", "--embedding-dim", "0"], "--embedding-dim");
 }
 
 #[test]

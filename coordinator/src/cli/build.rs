@@ -97,8 +97,10 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         BackendArg::Http => (Backend::Http, "http", "/echo"),
     };
     let pooling = !a.target.backend.generates() && backend != Backend::Http;
-    if pooling && a.conversation.multi_turn {
-        return usage(format!("--multi-turn: --backend {backend_name} answers no conversation"));
+    if a.conversation.multi_turn && !matches!(backend, Backend::Openai | Backend::OpenaiChat) {
+        return usage(format!(
+            "--multi-turn: conversations go to --backend openai-chat (or openai), not {backend_name}"
+        ));
     }
     let batch = a.dataset.random_batch_size;
     if batch > 1
@@ -117,9 +119,6 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
     }
     if (backend == Backend::OpenaiAudio) != (a.dataset.dataset_name == super::DatasetArg::CustomAudio) {
         return usage("--backend openai-audio and --dataset-name custom_audio go together (audio files)");
-    }
-    if backend == Backend::OpenaiAudio && a.conversation.multi_turn {
-        return usage("--multi-turn: --backend openai-audio transcribes single files");
     }
     if (backend == Backend::VllmRerank) != (a.dataset.dataset_name == super::DatasetArg::RandomRerank) {
         return usage("--backend vllm-rerank and --dataset-name random-rerank go together (a query and its documents)");
