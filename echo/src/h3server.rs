@@ -6,8 +6,9 @@
 //! is when its last bytes were read (QUIC has no kernel receive stamp per stream). Faults
 //! map to what HTTP/3 has: a dropped connection (`--fault-reset-rate`) resets the stream;
 //! a body cut off with an error (`--fault-truncate-rate` ends cleanly, as over TCP) resets
-//! it too; `--close-after-stream` closes the whole QUIC connection as soon as a stream
-//! has been sent, cutting any other stream on it.
+//! it too; `--close-after-stream` closes the whole QUIC connection once a stream has
+//! been sent and has had time to reach the client (four round trips, at least 2 ms),
+//! cutting any other stream on it.
 
 use std::io;
 use std::net::SocketAddr;
@@ -80,6 +81,9 @@ async fn connection(incoming: quinn::Incoming, state: Arc<State>, mut stop: watc
             biased;
             _ = stop.changed() => break,
             () = notified(close_notify.as_deref()) => {
+                // The stream just finished must reach the client first: a close discards
+                // what QUIC has not sent yet, which cut that stream too on a loaded host.
+                tokio::time::sleep((conn.rtt() * 4).max(CLOSE_GRACE)).await;
                 conn.close(0x100u32.into(), b"close-after-stream");
                 break;
             }
@@ -105,6 +109,9 @@ async fn connection(incoming: quinn::Incoming, state: Arc<State>, mut stop: watc
         }
     }
 }
+
+/// `--close-after-stream`: the least time between a stream's end and the close.
+const CLOSE_GRACE: Duration = Duration::from_millis(2);
 
 async fn notified(notify: Option<&Notify>) {
     match notify {
