@@ -208,3 +208,61 @@ fn reset_prefix_cache_posts_before_each_level() {
         assert_eq!(served, 8.0 + resets + 1.0, "{resets} resets");
     }
 }
+
+/// A server that refuses `POST /reset_prefix_cache` stops the sweep before its first
+/// level, with the server's answer and how to enable the route.
+#[test]
+fn a_refused_prefix_cache_reset_stops_the_sweep() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    // Answers connections with a 404 until the reset comes, for 30 s at most.
+    listener.set_nonblocking(true).unwrap();
+    let server = std::thread::spawn(move || {
+        let until = std::time::Instant::now() + Duration::from_secs(30);
+        while std::time::Instant::now() < until {
+            let Ok((mut c, _)) = listener.accept() else {
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            };
+            c.set_nonblocking(false).ok();
+            c.set_read_timeout(Some(Duration::from_secs(5))).ok();
+            let mut buf = [0u8; 4096];
+            let _ = c.read(&mut buf);
+            let _ = c.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\nConnection: close\r\n\r\nnot found");
+            if buf.starts_with(b"POST /reset_prefix_cache") {
+                return true;
+            }
+        }
+        false
+    });
+    let dir = TempDir::new("sweep-reset-refused");
+    let d = dir.path("");
+    let out = surge(
+        &[
+            "sweep",
+            "--base-url",
+            &base,
+            "--model",
+            "m",
+            "--concurrency",
+            "1,2",
+            "--num-prompts",
+            "4",
+            "--no-scrape-metrics",
+            "--reset-prefix-cache",
+            "--result-dir",
+            &d,
+        ],
+        Duration::from_secs(60),
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--reset-prefix-cache")
+            && stderr.contains("HTTP 404")
+            && stderr.contains("VLLM_SERVER_DEV_MODE"),
+        "{stderr}"
+    );
+    assert!(server.join().unwrap(), "the reset was the request that was refused");
+}
