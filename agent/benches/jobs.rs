@@ -4,8 +4,8 @@
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use std::hint::black_box;
 use std::path::Path;
+use surge_agent::engine::api::Api;
 use surge_agent::engine::jobs::Jobs;
-use surge_agent::engine::request::Mode;
 use surge_agent::tokenizer;
 use surge_proto::{Backend, DatasetKind, DatasetSpec, Workload};
 
@@ -31,7 +31,7 @@ fn bench(c: &mut Criterion) {
     let tok = tokenizer::load_cached_path(&fixture).expect("fixture tokenizer");
     let mut g = c.benchmark_group("jobs/get");
     for len in [16u32, 1024] {
-        let jobs = Jobs::new(&mut workload(len), Mode::Stream, None).unwrap();
+        let jobs = Jobs::new(&mut workload(len), Api::Completions, None).unwrap();
         let mut k = 0u64;
         g.bench_with_input(BenchmarkId::new("words", len), &len, |b, _| {
             b.iter(|| {
@@ -39,7 +39,7 @@ fn bench(c: &mut Criterion) {
                 black_box(jobs.get(k))
             })
         });
-        let jobs = Jobs::new(&mut workload(len), Mode::Stream, Some(tok.clone())).unwrap();
+        let jobs = Jobs::new(&mut workload(len), Api::Completions, Some(tok.clone())).unwrap();
         g.bench_with_input(BenchmarkId::new("tokenizer", len), &len, |b, _| {
             b.iter(|| {
                 k += 1;

@@ -34,10 +34,13 @@ fn page(kind: Exporter, t: f64, reset: Option<f64>) -> String {
     }
 }
 
+/// A family's value for GPU `g`.
+type Value<'a> = dyn Fn(usize) -> String + 'a;
+
 /// As dcgm-exporter writes its default counters (etc/default-counters.csv): HELP and TYPE,
 /// then one sample per GPU, labelled gpu, UUID, pci_bus_id, device, modelName, Hostname.
 fn dcgm_page(energy_j: &dyn Fn(usize) -> f64) -> String {
-    let families: [(&str, &str, &str, &dyn Fn(usize) -> String); 13] = [
+    let families: [(&str, &str, &str, &Value<'_>); 13] = [
         ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).", &|_| "1980".into()),
         ("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).", &|_| "2619".into()),
         ("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C).", &|_| "45".into()),
@@ -71,7 +74,7 @@ fn dcgm_page(energy_j: &dyn Fn(usize) -> f64) -> String {
 /// As AMD's device metrics exporter writes it: labels gpu_id, serial_number, card_model,
 /// hostname; power in W, energy in uJ, VRAM in MB.
 fn amd_page(energy_j: &dyn Fn(usize) -> f64) -> String {
-    let families: [(&str, &str, &dyn Fn(usize) -> String); 6] = [
+    let families: [(&str, &str, &Value<'_>); 6] = [
         ("gpu_package_power", "Current socket power in Watts", &|g| format!("{:.0}", POWER[g])),
         ("gpu_energy_consumed", "Accumulated energy consumed by the GPU in uJ", &|g| {
             format!("{:.0}", energy_j(g) * 1e6)

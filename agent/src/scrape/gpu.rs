@@ -159,7 +159,7 @@ pub fn parse_gpus(text: &str, default_host: &str) -> Vec<GpuReading> {
                 // AMD's clocks carry their kind in a label: the first system clock.
                 None => {
                     let kind = label(s, "clock_type").unwrap_or_default();
-                    if kind.trim_start_matches("GPU_CLOCK_TYPE_").to_ascii_lowercase() != "system" {
+                    if !kind.trim_start_matches("GPU_CLOCK_TYPE_").eq_ignore_ascii_case("system") {
                         continue;
                     }
                     let index = label(s, "clock_index").and_then(|i| i.parse::<u8>().ok()).unwrap_or(0);

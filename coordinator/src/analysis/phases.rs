@@ -1,7 +1,7 @@
 //! Where each request's time went, in k6's HTTP phases (D35): `blocked`, `connecting`,
-//! `tls_handshaking`, `sending`, `waiting`, `receiving` and `duration` (sending + waiting
-//! + receiving), plus the gap between the response head and the first token (TTFT minus
-//! sending and waiting: a head sent long before the first token). Successful requests
+//! `tls_handshaking`, `sending`, `waiting`, `receiving` and `duration` (the sum of
+//! sending, waiting and receiving), plus the gap between the response head and the first
+//! token (TTFT minus sending and waiting: a head sent long before the first token). Successful requests
 //! only, as the latency metrics. Each phase is a histogram (3 significant digits) and a
 //! sum: memory does not grow with the run.
 

@@ -65,7 +65,7 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
     };
     // custom_audio also takes a directory of audio files.
     let dir_ok = a.dataset.dataset_name == D::CustomAudio;
-    if let Some(p) = path.as_ref().filter(|p| !p.is_file() && !(dir_ok && p.is_dir())) {
+    if let Some(p) = path.as_ref().filter(|p| !(p.is_file() || dir_ok && p.is_dir())) {
         return usage(format!("--dataset-path {}: no such file", p.display()));
     }
     // vLLM's --skip-tokenizer-init: no tokenizer, whatever --tokenizer says.

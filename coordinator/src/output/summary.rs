@@ -333,19 +333,6 @@ fn server_section(out: &mut String, s: &crate::analysis::server::ServerMetrics) 
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::center;
-
-    #[test]
-    fn centers_like_python_format() {
-        // '{s:{c}^{n}}'.format(s=' Serving Benchmark Result ', n=50, c='=')
-        assert_eq!(center(" Serving Benchmark Result ", 50, '='), "============ Serving Benchmark Result ============");
-        // Python puts the extra fill on the right for odd padding.
-        assert_eq!(center("Time to First Token", 50, '-'), "---------------Time to First Token----------------");
-    }
-}
-
 /// The GPU and energy block (`--gpu-metrics-url`): the totals, then one line per GPU.
 fn gpu_block(out: &mut String, r: &RunResult, g: &crate::analysis::gpu::GpuMetrics) {
     header(out, "GPU and energy", '-');
@@ -413,5 +400,18 @@ fn phases_block(out: &mut String, r: &RunResult) {
     }
     if let (Some(new), Some(reused)) = (r.http_req_connections_new, r.http_req_connections_reused) {
         line(out, "Requests on new / reused connections:", format!("{new} / {reused}"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::center;
+
+    #[test]
+    fn centers_like_python_format() {
+        // '{s:{c}^{n}}'.format(s=' Serving Benchmark Result ', n=50, c='=')
+        assert_eq!(center(" Serving Benchmark Result ", 50, '='), "============ Serving Benchmark Result ============");
+        // Python puts the extra fill on the right for odd padding.
+        assert_eq!(center("Time to First Token", 50, '-'), "---------------Time to First Token----------------");
     }
 }
