@@ -3,11 +3,12 @@
 //! is read whole; its `usage.prompt_tokens` is the request's input count.
 
 use super::api::Api;
-use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 /// What one pooling request carries.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(untagged)]
 pub enum Input<'a> {
     /// One prompt.
     Text(&'a str),
@@ -18,14 +19,6 @@ pub enum Input<'a> {
 }
 
 impl Input<'_> {
-    fn value(self) -> Value {
-        match self {
-            Input::Text(t) => Value::from(t),
-            Input::Texts(ts) => Value::from(ts.to_vec()),
-            Input::Ids(ids) => Value::from(ids.to_vec()),
-        }
-    }
-
     /// Inputs the server embeds (documents for rerank).
     pub fn sequences(self, api: Api) -> u32 {
         match (self, api) {
@@ -36,35 +29,73 @@ impl Input<'_> {
     }
 }
 
+/// A chat message of text parts (`openai-embeddings-chat`).
+#[derive(Serialize)]
+struct Message {
+    role: &'static str,
+    content: [Part; 1],
+}
+
+#[derive(Serialize)]
+struct Part {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    text: String,
+}
+
+/// Every pooling body: the fields its API sends, serialized straight from the borrowed
+/// prompts (no intermediate JSON value unless `--extra-body` is merged in).
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input: Option<Input<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    messages: Option<[Message; 1]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    query: Option<Input<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    documents: Option<&'a [String]>,
+    /// vLLM's "no truncation"; Infinity has no such field.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    truncate_prompt_tokens: Option<i32>,
+}
+
 /// The JSON body of one pooling request for `api` (a pooling API), `extra`'s keys winning.
 pub fn body(api: Api, model: &str, input: Input<'_>, extra: Option<&Map<String, Value>>) -> Vec<u8> {
-    let mut b = match api {
+    let mut b =
+        Body { model, input: None, messages: None, query: None, documents: None, truncate_prompt_tokens: Some(-1) };
+    match api {
         Api::EmbeddingsChat => {
             let text = match input {
                 Input::Text(t) => t.to_string(),
                 Input::Texts(ts) => ts.join(" "),
                 Input::Ids(_) => String::new(),
             };
-            json!({"model": model, "messages": [{"role": "user", "content": [{"type": "text", "text": text}]}],
-                   "truncate_prompt_tokens": -1})
+            b.messages = Some([Message { role: "user", content: [Part { kind: "text", text }] }]);
         }
-        Api::InfinityEmbeddings => json!({"model": model, "input": input.value()}),
+        Api::InfinityEmbeddings => (b.input, b.truncate_prompt_tokens) = (Some(input), None),
         Api::Rerank => {
-            let (query, documents) = match input {
-                Input::Texts([q, docs @ ..]) => (Value::from(q.as_str()), Value::from(docs.to_vec())),
-                Input::Texts([]) => (Value::from(""), Value::Array(Vec::new())),
-                Input::Text(t) => (Value::from(t), Value::Array(Vec::new())),
-                Input::Ids(ids) => (Value::from(ids.to_vec()), Value::Array(Vec::new())),
+            let (query, documents): (Input<'_>, &[String]) = match input {
+                Input::Texts([q, docs @ ..]) => (Input::Text(q), docs),
+                Input::Texts([]) => (Input::Text(""), &[]),
+                other => (other, &[]),
             };
-            json!({"model": model, "query": query, "documents": documents, "truncate_prompt_tokens": -1})
+            (b.query, b.documents) = (Some(query), Some(documents));
         }
         // Embeddings, pooling.
-        _ => json!({"model": model, "input": input.value(), "truncate_prompt_tokens": -1}),
-    };
-    if let (Some(extra), Some(obj)) = (extra, b.as_object_mut()) {
-        obj.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
+        _ => b.input = Some(input),
     }
-    serde_json::to_vec(&b).expect("serializing a JSON value cannot fail")
+    match extra {
+        None => serde_json::to_vec(&b).expect("serializing a plain struct cannot fail"),
+        Some(extra) => {
+            let mut v = serde_json::to_value(&b).expect("serializing a plain struct cannot fail");
+            if let Some(obj) = v.as_object_mut() {
+                obj.extend(extra.iter().map(|(k, x)| (k.clone(), x.clone())));
+            }
+            serde_json::to_vec(&v).expect("serializing a JSON value cannot fail")
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -106,6 +137,7 @@ pub fn read(body: &[u8]) -> Answered {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn v(api: Api, input: Input<'_>) -> Value {
         serde_json::from_slice(&body(api, "m", input, None)).unwrap()

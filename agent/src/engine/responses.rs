@@ -47,8 +47,11 @@ pub fn body(
 ) -> Vec<u8> {
     let input = messages.map_or(Input::Text(prompt), Input::Messages);
     let b = Body { model, input, max_output_tokens: max_tokens, stream: true, store: false, ignore_eos, temperature };
+    let Some(extra) = extra else {
+        return serde_json::to_vec(&b).expect("serializing a plain struct cannot fail");
+    };
     let mut v = serde_json::to_value(&b).expect("serializing a plain struct cannot fail");
-    if let (Some(extra), Some(obj)) = (extra, v.as_object_mut()) {
+    if let Some(obj) = v.as_object_mut() {
         obj.extend(extra.iter().map(|(k, x)| (k.clone(), x.clone())));
     }
     serde_json::to_vec(&v).expect("serializing a JSON value cannot fail")

@@ -446,7 +446,7 @@ impl Aggregator {
             m.request_goodput = (!slo.is_empty()).then(|| good as f64 / m.duration_s);
         }
         m.peak_in_flight = match events.map(|mut ev| ev.load().map(|()| ev)) {
-            Some(Ok(mut ev)) => peak_concurrency(ev.values_mut()),
+            Some(Ok(mut ev)) => super::stats::peak_in_flight(ev.values_mut()) as f64,
             _ => peak_in_flight as f64,
         };
         m.max_concurrent_requests = active.peak() as f64;
@@ -501,17 +501,6 @@ pub fn compute_kept(rows: &[GlobalRow], slo: &Slo, keep_rows: bool) -> Metrics {
         a.add(r);
     }
     a.finish()
-}
-
-/// Most requests in flight at any instant (ends sort before starts at equal times).
-fn peak_concurrency(ev: &mut [(f64, i32)]) -> f64 {
-    ev.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-    let (mut cur, mut peak) = (0i64, 0i64);
-    for (_, d) in ev.iter() {
-        cur += i64::from(*d);
-        peak = peak.max(cur);
-    }
-    peak as f64
 }
 
 #[cfg(test)]

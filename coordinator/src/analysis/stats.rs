@@ -2,6 +2,18 @@
 //! between closest ranks (numpy's default), mean and population standard deviation.
 //! Nothing is rounded or bucketed before it is computed.
 
+/// The most requests in flight at one instant, from `(time, +1 start / -1 end)` events
+/// (sorted here; at equal times an end comes before a start).
+pub fn peak_in_flight(ev: &mut [(f64, i32)]) -> i64 {
+    ev.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let (mut cur, mut peak) = (0i64, 0i64);
+    for (_, d) in ev.iter() {
+        cur += i64::from(*d);
+        peak = peak.max(cur);
+    }
+    peak
+}
+
 /// The `p`-th percentile (0..=100) of `sorted` (ascending), numpy's "linear" method;
 /// 0.0 for an empty slice, as `vllm bench serve` reports.
 pub fn percentile_sorted(sorted: &[f64], p: f64) -> f64 {

@@ -303,13 +303,7 @@ fn open(reqs: &[Req], rate: f64, slice_s: f64) -> Option<(f64, f64, Window)> {
 
 fn peak_in_flight(reqs: &[Req]) -> u32 {
     let mut ev: Vec<(f64, i32)> = reqs.iter().flat_map(|r| [(r.start, 1), (r.end, -1)]).collect();
-    ev.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
-    let (mut c, mut peak) = (0i64, 0i64);
-    for (_, d) in ev {
-        c += i64::from(d);
-        peak = peak.max(c);
-    }
-    peak.max(0) as u32
+    u32::try_from(super::stats::peak_in_flight(&mut ev)).unwrap_or(0)
 }
 
 /// Token events of `r` in `[a, b)`: all of them when the request lies inside, else its
