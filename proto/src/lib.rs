@@ -19,6 +19,12 @@ pub mod v9;
 /// Version of the session protocol. Bump on any incompatible change to `surge.proto`.
 pub const PROTOCOL_VERSION: u32 = 10;
 
+/// Rows of a conversation's turns: index `session * TURN_STRIDE + turn` (so a turn's
+/// `x-request-id` names its session and turn, and indices stay distinct).
+pub const TURN_STRIDE: u64 = 1000;
+/// Most turns a session may have.
+pub const MAX_TURNS: u32 = TURN_STRIDE as u32;
+
 /// The version before [`PROTOCOL_VERSION`], which a coordinator still drives (D43).
 pub const PREVIOUS_PROTOCOL_VERSION: u32 = v9::VERSION;
 

@@ -122,3 +122,32 @@ fn the_scanners_find_what_they_look_for() {
         ["issue 17; Issues #3 and tissue 4, the issue's", "Issues #3 and tissue 4, the issue's"]
     );
 }
+
+/// The README stays a front page: what surge is, the two commands, where to read on.
+#[test]
+fn the_readme_is_at_most_10_kb() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace");
+    let n = fs::metadata(root.join("README.md")).expect("README.md").len();
+    assert!(n <= 10_000, "README.md is {n} bytes; keep it at most 10,000 (detail goes to docs/guide.md)");
+}
+
+/// The `--backend` names `run_plan` gives (`BackendArg::X => (Backend::Y, "name", ...)`).
+fn backend_names(build_rs: &str) -> Vec<String> {
+    build_rs
+        .lines()
+        .filter(|l| l.trim_start().starts_with("BackendArg::"))
+        .filter_map(|l| l.split('"').nth(1).map(str::to_owned))
+        .collect()
+}
+
+/// Every `--backend` value is explained in the user guide.
+#[test]
+fn every_backend_is_in_the_guide() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace");
+    let build = fs::read_to_string(root.join("coordinator/src/cli/build.rs")).expect("build.rs");
+    let guide = fs::read_to_string(root.join("docs/guide.md")).expect("docs/guide.md");
+    let names = backend_names(&build);
+    assert!(names.len() >= 13 && names.iter().any(|n| n == "vllm-rerank"), "read {names:?}");
+    let missing: Vec<&String> = names.iter().filter(|n| !guide.contains(&format!("`{n}`"))).collect();
+    assert!(missing.is_empty(), "backends not in docs/guide.md (as `NAME`): {missing:?}");
+}

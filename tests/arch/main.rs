@@ -5,6 +5,7 @@
 //! Test code (`#[cfg(test)]` items, `mod tests`) is exempt. Std only, no build.
 
 mod docs;
+mod files;
 mod rules;
 mod scan;
 
@@ -55,6 +56,25 @@ fn assert_no_cycles(krate: &str) {
         "import cycles between top-level modules (none allowed; CONTRIBUTING.md):\n{}",
         found.join("\n")
     );
+}
+
+/// No file of `krate` imports, through other files, itself (D60).
+fn assert_no_file_cycles(krate: &str) {
+    let g = files::file_graph(krate, &rules::analyze(&sources(krate)));
+    assert!(!g.modules.is_empty(), "{krate}: files read");
+    let found = rules::cycles(krate, &g);
+    assert!(found.is_empty(), "import cycles between files (none allowed; CONTRIBUTING.md):\n{}", found.join("\n"));
+}
+
+#[test]
+fn no_crate_has_a_file_cycle() {
+    let mut found = Vec::new();
+    for krate in ["coordinator", "agent", "echo", "proto"] {
+        if let Err(e) = std::panic::catch_unwind(|| assert_no_file_cycles(krate)) {
+            found.push(e.downcast_ref::<String>().cloned().unwrap_or_default());
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
 #[test]

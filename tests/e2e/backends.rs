@@ -173,7 +173,7 @@ fn every_backend_on_three_agents() {
 }
 
 /// A mono 16-bit PCM WAV of `samples` silent samples at 16 kHz.
-fn wav(samples: u32) -> Vec<u8> {
+pub(crate) fn wav(samples: u32) -> Vec<u8> {
     let data = samples * 2;
     let mut out = Vec::new();
     out.extend_from_slice(b"RIFF");

@@ -295,3 +295,50 @@ fn an_agent_one_protocol_version_back_runs_and_two_back_is_refused() {
     );
     assert_eq!(crate::h3util::metric(&base, &ca, "surge_echo_http3_requests_total"), h3, "no request sent");
 }
+
+/// D46: an agent of protocol 9 given a feature protocol 10 added is refused before any
+/// load, naming the agent and the feature: each feature in turn (it would otherwise send
+/// text for token ids, completions for a pooling backend, one prompt for a batch). The
+/// same agent given none of them runs (also `an_agent_one_protocol_version_back_runs...`).
+#[test]
+fn a_version_9_agent_is_refused_each_newer_feature_before_any_load() {
+    let (_echo, base) = echo("127.0.0.1", &[]);
+    let dir = TempDir::new("v9-features");
+    let files = dir.path("audio");
+    std::fs::create_dir_all(&files).unwrap();
+    std::fs::write(format!("{files}/a.wav"), crate::backends::wav(8_000)).unwrap();
+    let tok = format!("{}/fixtures/tokenizer", env!("CARGO_MANIFEST_DIR"));
+    let (_old, old) =
+        agent("127.0.0.3", &["--plaintext", "--allowed-targets", "127.0.0.1", "--emulate-protocol", "9"]);
+    let cases: &[(&[&str], &str)] = &[
+        (&["--tokenizer", &tok, "--prompt-token-ids"], "--prompt-token-ids"),
+        (&["--backend", "vllm-pooling"], "--backend vllm-pooling"),
+        (&["--backend", "openai-embeddings", "--random-batch-size", "4"], "--backend openai-embeddings"),
+        (&["--backend", "vllm-rerank", "--dataset-name", "random-rerank"], "--backend vllm-rerank"),
+        (&["--backend", "openai-responses"], "--backend openai-responses"),
+        (
+            &["--backend", "openai-audio", "--dataset-name", "custom_audio", "--dataset-path", &files],
+            "--backend openai-audio",
+        ),
+        (&["--backend", "openai-chat", "--multi-turn", "--multi-turn-num-turns", "2"], "--multi-turn"),
+    ];
+    for (extra, feature) in cases {
+        let mut args =
+            vec!["run", "--base-url", &base, "--model", "m", "--num-prompts", "4", "--agents", &old, "--agents-plaintext"];
+        args.extend_from_slice(extra);
+        let out = surge(&args, Duration::from_secs(60));
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{feature}: {stderr}");
+        assert!(
+            stderr.contains(&old) && stderr.contains("protocol version 9") && stderr.contains(feature)
+                && stderr.contains("upgrade"),
+            "{feature}: {stderr}"
+        );
+    }
+    assert_eq!(crate::util::echo_metric(&base, "surge_echo_requests_total"), 0.0, "no request reached the target");
+    let out = surge(
+        &["run", "--base-url", &base, "--model", "m", "--num-prompts", "4", "--agents", &old, "--agents-plaintext"],
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "a run with none of them: {}", text(&out.stderr));
+}

@@ -157,7 +157,10 @@ fn an_interrupted_sweep_keeps_its_levels_and_resume_finishes_it() {
     let levels = "2,4,8";
     let bg = surge_bg(&sweep_args(&base, &d, levels, &[]));
     wait_for(Duration::from_secs(120), "the first level to finish", || dir.0.join("sweep-c2-run1.json").exists());
-    std::thread::sleep(Duration::from_millis(300));
+    // In the second level: the echo has answered more than the first level's 256 (and its
+    // initial test) requests.
+    let served = || crate::util::echo_metric(&base, "vllm:request_success_total{model_name=\"m\"}");
+    wait_for(Duration::from_secs(60), "the second level to be under way", || served() > 260.0);
     bg.proc.signal("INT");
     let out = bg.finish(Duration::from_secs(30));
     assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
@@ -195,6 +198,9 @@ fn reset_prefix_cache_posts_before_each_level() {
             "2",
             "--no-initial-test",
             "--no-scrape-metrics",
+            // No --save-result: a sweep writes its results, so --result-dir has an effect
+            // and --strict takes the command line.
+            "--strict",
             "--result-dir",
             &d,
         ];
@@ -203,6 +209,8 @@ fn reset_prefix_cache_posts_before_each_level() {
         }
         let out = surge(&args, Duration::from_secs(60));
         assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(!text(&out.stderr).contains("no effect"), "{}", text(&out.stderr));
+        assert!(dir.0.join("summary.csv").exists(), "the directory is written");
         let served = crate::util::echo_metric(&base, "surge_echo_requests_total");
         // 2 levels x 4 requests, the resets, and the GET /metrics that reads the count.
         assert_eq!(served, 8.0 + resets + 1.0, "{resets} resets");

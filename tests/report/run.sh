@@ -6,7 +6,7 @@
 #
 # Exit: 0 passed; 1 failed; 77 SKIPPED (no chromium and no way to install it).
 # Environment: SURGE_BIN_DIR (default target/debug), SURGE_REPORT_KEEP=DIR copies the
-# report, the screenshot and the PNGs there (how the README's screenshot was made).
+# report, the screenshot and the PNGs there (how docs/guide.md's screenshot was made).
 set -euo pipefail
 say() { echo "report browser test: $*" >&2; }
 source "$(dirname "$0")/../lib.sh"

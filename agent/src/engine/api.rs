@@ -1,7 +1,6 @@
 //! Which API a run speaks (vLLM's backends, D44), read once from the workload's backend:
 //! what a request body holds and how its response is read.
 
-use super::request::Mode;
 use surge_proto::Backend;
 
 /// The engine's closed set of APIs.
@@ -76,5 +75,26 @@ impl Api {
             Api::Audio => super::audio::CONTENT_TYPE,
             _ => "application/json",
         }
+    }
+}
+
+/// How the body of a response is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// An OpenAI completion stream: SSE events, tokens, usage, `[DONE]`.
+    Stream,
+    /// A Responses API stream: typed events, usage on `response.completed`.
+    Responses,
+    /// One JSON answer read whole (the pooling backends): its end is the request's end
+    /// (vLLM's TTFT and E2EL alike), its `usage.prompt_tokens` the input count.
+    Pooled,
+    /// Any body: first byte and end.
+    Plain,
+}
+
+impl Mode {
+    /// Whether responses are token streams.
+    pub fn streams(self) -> bool {
+        matches!(self, Mode::Stream | Mode::Responses)
     }
 }

@@ -55,13 +55,7 @@ impl Sender {
     }
 }
 
-/// How long opening a connection took (D35): TCP connect, then TLS; over QUIC, until the
-/// server's first flight, then the rest of the handshake.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Opening {
-    pub connecting: std::time::Duration,
-    pub tls: std::time::Duration,
-}
+pub use super::opening::Opening;
 
 /// One client connection and the time of its latest socket read.
 #[derive(Debug)]

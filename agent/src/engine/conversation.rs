@@ -127,7 +127,7 @@ async fn session(ctx: &RunCtx, plan: SessionPlan, requests: Option<Arc<Semaphore
             ctx.jobs.turn(&plan, t, &history)
         };
         let job = Job {
-            index: plan.index * super::jobs::TURN_STRIDE + u64::from(t),
+            index: plan.index * surge_proto::TURN_STRIDE + u64::from(t),
             body: turn.planned.body,
             input_tokens: turn.planned.input_tokens,
             input_source: turn.planned.input_source,

@@ -75,7 +75,7 @@ pub async fn connect(
     host: &str,
     local: Option<IpAddr>,
     guard: impl Send + 'static,
-) -> Result<(Sender, CancellationToken, super::conn::Opening), Failure> {
+) -> Result<(Sender, CancellationToken, super::opening::Opening), Failure> {
     let began = Instant::now();
     let any: IpAddr = if addr.is_ipv4() { Ipv4Addr::UNSPECIFIED.into() } else { Ipv6Addr::UNSPECIFIED.into() };
     let bind = SocketAddr::new(local.unwrap_or(any), 0);
@@ -86,7 +86,7 @@ pub async fn connect(
         .map_err(|e| Failure::Socket(std::io::Error::new(std::io::ErrorKind::InvalidInput, e)))?;
     let started = Instant::now();
     let conn = connecting.await.map_err(Failure::Quic)?;
-    let opening = super::conn::Opening { connecting: started - began, tls: started.elapsed() };
+    let opening = super::opening::Opening { connecting: started - began, tls: started.elapsed() };
     let quic = conn.clone();
     let (mut driver, send) =
         h3::client::new(h3_quinn::Connection::new(conn)).await.map_err(|e| Failure::Session(e.to_string()))?;

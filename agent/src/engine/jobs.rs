@@ -616,7 +616,7 @@ impl Jobs {
             }
             Script::Trace { sessions, .. } => {
                 let item = &sessions[s.entry][t as usize];
-                let prompt = dataset::trace(spec, tok.as_deref(), item, s.index * TURN_STRIDE + u64::from(t));
+                let prompt = dataset::trace(spec, tok.as_deref(), item, s.index * surge_proto::TURN_STRIDE + u64::from(t));
                 let planned = shape.planned(prompt.clone(), s.model).unwrap_or_else(|_| {
                     let plain = Prompt { messages_json: String::new(), ..prompt };
                     shape.planned(plain, s.model).expect("a plain prompt serializes")
@@ -646,11 +646,6 @@ impl Jobs {
     }
 }
 
-/// Rows of a conversation's turns: index `session * TURN_STRIDE + turn` (so a turn's
-/// `x-request-id` names its session and turn, and indices stay distinct).
-pub const TURN_STRIDE: u64 = 1000;
-/// Most turns a session may have.
-pub const MAX_TURNS: u32 = TURN_STRIDE as u32;
 
 /// A session trace's items (every turn names its dense `session`), grouped by session in
 /// order of first appearance, each session's turns in file order.

@@ -26,6 +26,7 @@ pub mod history;
 pub mod ioclock;
 pub mod jobs;
 pub mod openai;
+mod opening;
 pub mod pacer;
 pub mod pacing;
 pub mod pool;

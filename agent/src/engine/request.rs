@@ -14,6 +14,7 @@
 //! run's tokenizer (the text is kept only when there is one), else the number of
 //! token-bearing events. The row says which source each count came from.
 
+pub use super::api::Mode;
 use super::conn::{Body, Conn, Head};
 use super::ending::{self, ReadError, Tally};
 use super::openai::{Counts, Event, classify, classify_text, response_id};
@@ -27,27 +28,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use surge_proto::{ErrorKind, HttpPhases, Row, StreamEnd, TokenSource};
-
-/// How the body of a response is read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// An OpenAI completion stream: SSE events, tokens, usage, `[DONE]`.
-    Stream,
-    /// A Responses API stream: typed events, usage on `response.completed`.
-    Responses,
-    /// One JSON answer read whole (the pooling backends): its end is the request's end
-    /// (vLLM's TTFT and E2EL alike), its `usage.prompt_tokens` the input count.
-    Pooled,
-    /// Any body: first byte and end.
-    Plain,
-}
-
-impl Mode {
-    /// Whether responses are token streams.
-    pub fn streams(self) -> bool {
-        matches!(self, Mode::Stream | Mode::Responses)
-    }
-}
 
 /// The largest pooling answer read (a batch of 4,096-float embeddings as JSON is a few MB).
 const ANSWER_MAX: usize = 64 << 20;
@@ -93,7 +73,7 @@ impl RequestTemplate {
         // A conversation's turn is `<prefix>conv-<session>-turn<t>`, as vllm-bench names it.
         let id = match session {
             None => format!("{index}"),
-            Some(s) => format!("conv-{s}-turn{}", index % super::jobs::TURN_STRIDE),
+            Some(s) => format!("conv-{s}-turn{}", index % surge_proto::TURN_STRIDE),
         };
         if let Some(p) = &self.request_id_prefix
             && let Ok(v) = http::HeaderValue::try_from(format!("{p}{id}"))

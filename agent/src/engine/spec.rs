@@ -82,7 +82,7 @@ where
 /// A conversations workload: its think time known and set, its turns and ratios sane.
 fn multi_turn(w: &Workload, mt: &surge_proto::MultiTurn, ramped: bool) -> Result<(), SpecError> {
     known("multi_turn.think", mt.think, surge_proto::ThinkTime::Unspecified)?;
-    let max = super::jobs::MAX_TURNS;
+    let max = surge_proto::MAX_TURNS;
     if mt.turns_min == 0 || mt.turns_min > mt.turns_max || mt.turns_max > max {
         let (lo, hi) = (mt.turns_min, mt.turns_max);
         return Err(SpecError::Contradiction(format!("turns {lo}..={hi}: need 1 <= min <= max <= {max}")));

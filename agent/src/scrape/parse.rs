@@ -142,8 +142,17 @@ python_gc_objects_collected_total{generation=\"0\"} 9.0\n\
 
     #[test]
     fn garbage_gives_nothing_and_no_panic() {
-        for text in ["", "not metrics at all", "{{{", "x{a=\"1\" 3\n", "# TYPE x histogram\nx_bucket{le=\"abc\"} 1\n"] {
-            let _ = parse(text, |_| true);
+        for text in ["", "not metrics at all", "{{{", "x{a=\"1\" 3\n"] {
+            let got = parse(text, |_| true);
+            assert!(got.is_empty(), "{text:?} gave {got:?}");
         }
+        // A bucket whose bound is not a number is left out; the family, if kept, has none.
+        let got = parse("# TYPE x histogram\nx_bucket{le=\"abc\"} 1\n", |_| true);
+        match got.get("x") {
+            None => {}
+            Some(Metric::Histogram(h)) => assert!(h.buckets.is_empty(), "{h:?}"),
+            Some(m) => panic!("x is a histogram, not {m:?}"),
+        }
+        assert!(got.keys().all(|k| k == "x"), "{got:?}");
     }
 }

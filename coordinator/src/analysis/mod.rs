@@ -3,17 +3,22 @@
 //! knee of a sweep, where token counts came from, and the client-bound verdict.
 
 pub mod active;
+pub mod capacity;
 pub mod coalesce;
 pub mod compare;
 pub mod conversations;
 pub mod cost;
 pub mod gpu;
+pub mod interval;
 pub mod knee;
 pub mod metrics;
+pub mod monitor;
 pub mod phases;
+pub mod precision;
 pub mod ramp;
 pub mod repeat;
 pub mod sample;
+pub mod saturation;
 pub mod server;
 pub mod spilled;
 pub mod stats;

@@ -126,6 +126,26 @@ impl Sample {
         }
     }
 
+    /// The value of rank `k` (1-based, of the sorted values) in ms: exact when the values
+    /// were kept and sealed, else from the histogram.
+    pub fn at_rank_ms(&self, k: u64) -> f64 {
+        match &self.exact {
+            Some(e) if self.sorted && k >= 1 && (k as usize) <= e.values().len() => e.values()[k as usize - 1] * 1000.0,
+            _ => self.ranked(k.saturating_sub(1)) * 1000.0,
+        }
+    }
+
+    /// The `p`-th percentile with its interval at `confidence` (D47), in ms.
+    pub fn interval_ms(&self, p: f64, confidence: f64) -> super::interval::Interval {
+        let r = super::interval::ranks(self.n, p / 100.0, confidence);
+        super::interval::Interval {
+            n: self.n,
+            estimate: self.percentile_ms(p),
+            low: r.lower.map(|k| self.at_rank_ms(k)),
+            high: r.upper.map(|k| self.at_rank_ms(k)),
+        }
+    }
+
     /// The distribution as log-spaced buckets (32 per doubling, from 1 µs), empty buckets
     /// left out: `(upper bound ms, count)` in rising order. Counts sum to [`Sample::len`]
     /// (values past the histogram's 10 h are counted in its last bucket).

@@ -39,6 +39,10 @@ fn main() -> ExitCode {
             Ok(plan) => block_on(commands::matrix::matrix_command(plan)),
             Err(e) => usage("matrix", &e),
         },
+        Command::Capacity(args) => match build::capacity_plan(*args) {
+            Ok(plan) => block_on(commands::capacity::capacity_command(plan)),
+            Err(e) => usage("capacity", &e),
+        },
         Command::Validate(args) => match build::validate_plan(*args) {
             Ok(plan) => block_on(commands::validate::validate_command(plan)),
             Err(e) => usage("validate", &e),

@@ -240,6 +240,14 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         return usage("--lora-modules: a module name is empty");
     }
     let otlp = otlp_plan(&a.telemetry)?;
+    let saves = a.output.saves();
+    let precision = a
+        .output
+        .precision
+        .iter()
+        .map(|s| crate::plan::Precision::parse(s))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(UsageError)?;
     let num_prompts = match (a.load.num_prompts, a.load.duration) {
         (Some(n), _) => n,
         // A trace is replayed whole unless asked for fewer.
@@ -279,7 +287,7 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         ramp,
         trace_speedup: trace.then_some(a.load.trace_speedup),
         num_warmups: a.load.num_warmups,
-        // As vLLM 0.33: the random dataset runs to the requested length on OpenAI backends.
+        // As vLLM 0.32: the random dataset runs to the requested length on OpenAI backends.
         ignore_eos: a.sampling.ignore_eos || (matches!(d.name, "random" | "random-mm") && a.target.backend.generates()),
         // vLLM sends temperature 0.0 (greedy) unless told otherwise.
         temperature: if !a.target.backend.generates() {
@@ -297,7 +305,7 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         },
         metric_percentiles: a.output.metric_percentiles.0,
         slo,
-        save_result: a.output.save_result || a.output.save_detailed || a.output.append_result || a.output.plot_timeline,
+        save_result: saves,
         append_result: a.output.append_result,
         save_detailed: a.output.save_detailed,
         save_rows: a.output.save_rows,
@@ -341,6 +349,8 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         }),
         steady: (!a.output.no_steady_state)
             .then_some((a.output.steady_state_threshold, a.output.steady_state_min_window)),
+        precision,
+        confidence: a.output.confidence,
     })
 }
 
@@ -461,6 +471,8 @@ pub fn sweep_plan(mut a: SweepArgs) -> Result<SweepPlan, UsageError> {
         }
     };
     a.run.load.request_rate.0.truncate(1);
+    // A sweep writes every level's result: --result-dir and the rest are read.
+    a.run.output.save_result = true;
     let mut base = run_plan(a.run)?;
     base.save_result = true;
     let dir = base.result_dir.clone().unwrap_or_else(|| PathBuf::from("surge-sweep"));
@@ -480,8 +492,142 @@ pub fn sweep_plan(mut a: SweepArgs) -> Result<SweepPlan, UsageError> {
     })
 }
 
+/// `surge capacity`'s flags as a validated search (D62).
+pub fn capacity_plan(mut a: super::CapacityArgs) -> Result<crate::plan::capacity::CapacityPlan, UsageError> {
+    use crate::analysis::capacity::Slo;
+    use crate::analysis::interval::values_for_upper_bound;
+    if a.tag.is_empty() || a.tag.contains('/') {
+        return usage(format!("--tag {:?}: must be a plain file-name prefix", a.tag));
+    }
+    let slos = a.slo.iter().map(|s| Slo::parse(s).map_err(|e| UsageError(format!("--slo {e}")))).collect::<Result<Vec<_>, _>>()?;
+    match (slos.is_empty(), a.min_goodput_ratio, a.run.output.goodput.is_empty()) {
+        (true, None, _) => return usage("--slo METRIC:PCT<=MS (or --goodput with --min-goodput-ratio) is required"),
+        (false, Some(_), _) => return usage("--slo or --min-goodput-ratio: one of them"),
+        (true, Some(_), true) => return usage("--min-goodput-ratio: needs --goodput NAME:MS, the per-request objectives"),
+        _ => {}
+    }
+    let (lo, hi) = a
+        .range
+        .split_once(':')
+        .and_then(|(l, h)| Some((l.trim().parse::<f64>().ok()?, h.trim().parse::<f64>().ok()?)))
+        .filter(|(l, h)| l.is_finite() && h.is_finite() && *l > 0.0 && l <= h)
+        .ok_or_else(|| UsageError(format!("--range {:?}: expected LO:HI with 0 < LO <= HI", a.range)))?;
+    let kind = match a.over {
+        super::OverArg::Concurrency => Kind::Concurrency,
+        super::OverArg::Rate => Kind::RequestRate,
+        super::OverArg::Sessions => Kind::Sessions,
+    };
+    let integer = kind != Kind::RequestRate;
+    if integer && (lo.fract() != 0.0 || hi.fract() != 0.0) {
+        return usage(format!("--range {:?}: concurrency and sessions are whole numbers", a.range));
+    }
+    let resolution = match a.resolution.as_deref() {
+        None if integer => 1.0,
+        None => 0.05,
+        Some(r) => match r.strip_suffix('%') {
+            Some(p) if !integer => p.trim().parse::<f64>().ok().filter(|v| *v > 0.0).map(|v| v / 100.0),
+            None if integer => r.trim().parse::<f64>().ok().filter(|v| *v >= 1.0 && v.fract() == 0.0),
+            _ => None,
+        }
+        .ok_or_else(|| {
+            UsageError(format!(
+                "--resolution {r:?}: a whole number of units (at least 1) for --over {}, a percentage for --over rate",
+                if kind == Kind::Sessions { "sessions" } else { "concurrency" }
+            ))
+        })?,
+    };
+    match kind {
+        Kind::Concurrency if a.run.load.max_concurrency.is_some() => {
+            return usage("--max-concurrency: the search sets it (--over concurrency)");
+        }
+        Kind::RequestRate if a.run.load.request_rate.0.iter().any(|r| r.is_finite()) => {
+            return usage("--request-rate: the search sets it (--over rate)");
+        }
+        Kind::Sessions if !a.run.conversation.multi_turn => return usage("--over sessions: needs --multi-turn"),
+        Kind::Sessions if a.run.conversation.session_concurrency.is_some() => {
+            return usage("--multi-turn-concurrency: the search sets it (--over sessions)");
+        }
+        _ => {}
+    }
+    if a.run.load.ramp_up_strategy.is_some() {
+        return usage("--ramp-up-strategy: a capacity level runs at one load");
+    }
+    if a.run.load.duration.is_some() {
+        return usage("--duration: a capacity level-run is sized in requests (--num-prompts)");
+    }
+    // The base run at the first level, so what the plan (and the ignored-flags check)
+    // reads is a run at one of the levels: --burstiness is read by a paced run.
+    match kind {
+        Kind::Sessions => a.run.conversation.session_concurrency = Some(super::parse::Levels(vec![lo as u32])),
+        Kind::Concurrency => a.run.load.max_concurrency = Some(lo as u32),
+        Kind::RequestRate => a.run.load.request_rate = super::parse::RateList(vec![lo]),
+    }
+    // Every level-run writes its result.
+    a.run.output.save_result = true;
+    let confidence = a.run.output.confidence;
+    let asked = a.run.load.num_prompts;
+    let mut base = run_plan(a.run)?;
+    base.save_result = true;
+    // Enough requests that every SLO can pass (a p99 at 95 % needs 368); without
+    // --num-prompts, just that (goodput: 100), so no level costs more than it must.
+    let needed = slos.iter().map(|s| values_for_upper_bound(s.pct, confidence)).max().unwrap_or(100);
+    // Conversations count sessions: enough of them for `needed` turns.
+    let per_unit = base.multi_turn.as_ref().map_or(1, |m| u64::from(m.turns_min.max(1)));
+    let requests_per_run = asked.unwrap_or(0).max(needed.div_ceil(per_unit));
+    base.num_prompts = requests_per_run;
+    // Each level-run's result carries every SLO's metric and percentile.
+    for s in &slos {
+        let name = s.metric.name();
+        if let Some(m) = crate::plan::METRICS.iter().find(|m| **m == name)
+            && !base.percentile_metrics.contains(m)
+        {
+            base.percentile_metrics.push(m);
+        }
+        if !base.metric_percentiles.contains(&s.pct) {
+            base.metric_percentiles.push(s.pct);
+        }
+    }
+    let max_requests_per_level = a.max_requests_per_level.unwrap_or(requests_per_run * per_unit * 8);
+    if max_requests_per_level < requests_per_run * per_unit {
+        return usage(format!(
+            "--max-requests-per-level {max_requests_per_level}: below one level-run's {} requests",
+            requests_per_run * per_unit
+        ));
+    }
+    let dir = base.result_dir.clone().unwrap_or_else(|| PathBuf::from("surge-capacity"));
+    let sweep = SweepPlan {
+        base,
+        kind,
+        levels: Vec::new(),
+        runs: a.runs,
+        cooldown: a.cooldown,
+        find_knee: false,
+        rule: KneeRule { efficiency: 0.5, latency_growth: 1.0 },
+        knee_steps: 1,
+        resume: a.resume,
+        reset_prefix_cache: a.reset_prefix_cache,
+        dir,
+        tag: a.tag,
+    };
+    Ok(crate::plan::capacity::CapacityPlan {
+        sweep,
+        slos,
+        goodput_ratio: a.min_goodput_ratio,
+        lo,
+        hi,
+        resolution,
+        confidence,
+        max_level_runs: a.max_level_runs,
+        max_requests_per_level,
+        requests_per_run,
+        requests_per_unit: per_unit,
+    })
+}
+
 /// `surge matrix`'s flags and profiles as a validated matrix.
-pub fn matrix_plan(a: MatrixArgs) -> Result<MatrixPlan, UsageError> {
+pub fn matrix_plan(mut a: MatrixArgs) -> Result<MatrixPlan, UsageError> {
+    // A matrix writes every profile's result: --result-dir and the rest are read.
+    a.run.output.save_result = true;
     let file = match &a.run.config {
         Some(p) => load_file(p)?,
         None => Default::default(),

@@ -131,9 +131,9 @@ pub fn multi_turn_plan(
     let (lo, hi) = if generated {
         (a.min_turns.unwrap_or(n), a.max_turns.unwrap_or(n))
     } else {
-        (1, a.max_turns.unwrap_or(surge_agent::engine::jobs::MAX_TURNS))
+        (1, a.max_turns.unwrap_or(surge_proto::MAX_TURNS))
     };
-    let most = surge_agent::engine::jobs::MAX_TURNS;
+    let most = surge_proto::MAX_TURNS;
     if lo > hi || hi > most {
         return usage(format!("--multi-turn-min-turns {lo} / --multi-turn-max-turns {hi}: need MIN <= MAX <= {most}"));
     }

@@ -144,7 +144,7 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
             let out = a.dataset.sharegpt_output_len;
             prompts = if a.conversation.multi_turn {
                 // Every turn of each conversation; --multi-turn-max-turns caps them.
-                let cap = a.conversation.max_turns.unwrap_or(surge_agent::engine::jobs::MAX_TURNS);
+                let cap = a.conversation.max_turns.unwrap_or(surge_proto::MAX_TURNS);
                 dataset_files::sharegpt_sessions(p, tok, seed, num, out, cap)
             } else {
                 dataset_files::sharegpt(p, tok, seed, num, out)

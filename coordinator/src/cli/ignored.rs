@@ -29,6 +29,9 @@ pub enum Reader {
     Agents,
     /// Read only with `--http-version 3`.
     Http3,
+    /// Read only by a run that writes its result: `--save-result` or a flag that implies
+    /// it, and every sweep and matrix.
+    Saved,
     /// Read only by a run that looks for its steady state (a closed loop or a paced one,
     /// without a ramp or conversations, and without `--no-steady-state`).
     SteadyState,
@@ -93,7 +96,7 @@ pub fn reader(long: &str, heading: Option<&str>) -> Option<Reader> {
             Reader::With("multi-turn")
         }
         "lora-assignment" => Reader::With("lora-modules"),
-        "result-dir" | "result-filename" | "append-result" => Reader::With("save-result"),
+        "result-dir" | "result-filename" | "append-result" => Reader::Saved,
         "live-linger" => Reader::With("prometheus-listen"),
         "scrape-interval" | "scrape-metric" | "scrape-from" => Reader::Always,
         "insecure" | "ca-cert" => Reader::Https,
@@ -173,7 +176,13 @@ pub fn reader(long: &str, heading: Option<&str>) -> Option<Reader> {
         | "strict"
         | "dry-run"
         | "profile"
-        | "no-steady-state" => Reader::Always,
+        | "no-steady-state"
+        | "precision"
+        | "confidence" => Reader::Always,
+        // surge capacity's own.
+        "slo" | "min-goodput-ratio" | "over" | "range" | "resolution" | "max-level-runs" | "max-requests-per-level" => {
+            Reader::Always
+        }
         // surge sweep's and matrix's own.
         "concurrency" | "runs" | "cooldown" | "find-knee" | "resume" | "tag" | "reset-prefix-cache" | "standard"
         | "hardware" | "engine" | "cluster-label" | "tag-suffix" => Reader::Always,
@@ -215,6 +224,7 @@ impl Context<'_> {
                 (!url.starts_with("https://")).then(|| "an http:// target".to_string())
             }
             Reader::Agents => (!self.agents).then(|| "no --agents".to_string()),
+            Reader::Saved => (!a.output.saves()).then(|| "no --save-result".to_string()),
             Reader::Http3 => (a.transport.http_version.as_deref() != Some("3")).then(|| "no --http-version 3".into()),
             Reader::SteadyState => {
                 let paced = a.load.request_rate.0.iter().any(|r| r.is_finite());
@@ -298,7 +308,7 @@ mod tests {
     #[test]
     fn every_flag_is_classified() {
         let cli = super::super::Cli::command();
-        for sub in ["run", "sweep", "matrix"] {
+        for sub in ["run", "sweep", "matrix", "capacity"] {
             let cmd = cli.find_subcommand(sub).expect(sub);
             for arg in cmd.get_arguments() {
                 let Some(long) = arg.get_long() else { continue };
@@ -340,5 +350,34 @@ mod tests {
         assert_eq!(run(&["--result-dir", "d"]), ["--result-dir has no effect with no --save-result"]);
         assert!(run(&["--result-dir", "d", "--save-result", "--seed", "3", "--output-len", "4"]).is_empty());
         assert!(run(&["--random-output-len", "3"]).is_empty(), "defaults and read flags are not listed");
+        assert!(run(&["--result-dir", "d", "--save-detailed"]).is_empty(), "--save-detailed saves the result");
+        assert!(run(&["--result-filename", "r.json", "--plot-timeline"]).is_empty(), "so does --plot-timeline");
+    }
+
+    /// The flags each command's tests pass raise no "no effect" warning: a sweep and a
+    /// matrix write their results, so their --result-dir is read.
+    #[test]
+    fn the_commands_own_flags_have_effect() {
+        let check = |argv: &[&str]| {
+            let cmd = super::super::Cli::command();
+            let m = cmd.clone().try_get_matches_from(argv).expect("flags parse");
+            let mut cli = super::super::Cli::from_arg_matches(&m).expect("args");
+            cli.record_given(&cmd, &m);
+            let plan = match cli.command {
+                super::super::Command::Sweep(a) => crate::cli::build::sweep_plan(*a).map(|p| p.base),
+                super::super::Command::Matrix(a) => crate::cli::build::matrix_plan(*a).map(|p| p.base),
+                super::super::Command::Run(a) => crate::cli::build::run_plan(*a),
+                _ => panic!("{argv:?}"),
+            };
+            let plan = plan.unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+            assert!(plan.ignored_flags.is_empty(), "{argv:?}: {:?}", plan.ignored_flags);
+        };
+        let base = ["--base-url", "http://127.0.0.1:9", "--num-prompts", "10", "--result-dir", "d", "--strict"];
+        let with = |head: &[&'static str]| [head, &base[..]].concat();
+        check(&with(&["surge", "sweep", "--concurrency", "2"]));
+        check(&with(&["surge", "sweep", "--request-rate", "1,2", "--result-filename", "x"]));
+        check(&with(&["surge", "matrix", "--standard"]));
+        check(&with(&["surge", "run", "--save-result", "--append-result"]));
+        check(&with(&["surge", "run", "--save-detailed", "--result-filename", "r.json"]));
     }
 }

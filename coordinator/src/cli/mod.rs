@@ -51,6 +51,7 @@ impl Cli {
             Command::Run(a) => &mut **a,
             Command::Sweep(a) => &mut a.run,
             Command::Matrix(a) => &mut a.run,
+            Command::Capacity(a) => &mut a.run,
             Command::Fleet(FleetCommand::Check(a)) => {
                 if let (Some((_, check)), Some(check_cmd)) = (sub.subcommand(), sub_cmd.find_subcommand("check")) {
                     a.given = ignored::given(check_cmd, check);
@@ -75,6 +76,10 @@ pub enum Command {
     /// Run the standard profile matrix (or the profiles of --config).
     #[command(args_override_self = true)]
     Matrix(Box<MatrixArgs>),
+    /// Find the most load the target carries within its SLOs: levels searched up and
+    /// bisected, each judged by its percentiles' confidence intervals.
+    #[command(args_override_self = true)]
+    Capacity(Box<CapacityArgs>),
     /// Measure the client against the echo server (the client-overhead table), or judge a
     /// result with --against.
     #[command(args_override_self = true)]
@@ -671,6 +676,22 @@ pub struct OutputArgs {
     /// excluded); a run where no request succeeded always exits 1.
     #[arg(long, default_value_t = 1.0, value_parser = parse::fraction, value_name = "FRACTION")]
     pub max_failure_rate: f64,
+    /// End the run once this percentile's confidence interval is within this width of it,
+    /// METRIC:PCT:WIDTH% (repeatable; all must hold), e.g. ttft:p99:5%: no guessing
+    /// --num-prompts, which stays the most the run sends.
+    #[arg(long = "precision", value_name = "METRIC:PCT:WIDTH%", help_heading = "Precision and capacity")]
+    pub precision: Vec<String>,
+    /// The confidence of every percentile interval surge decides from (--precision,
+    /// surge capacity's levels).
+    #[arg(long, default_value_t = 0.95, value_parser = parse::confidence, value_name = "LEVEL", help_heading = "Precision and capacity")]
+    pub confidence: f64,
+}
+
+impl OutputArgs {
+    /// Whether the run writes its result file: `--save-result`, or a flag that implies it.
+    pub fn saves(&self) -> bool {
+        self.save_result || self.save_detailed || self.append_result || self.plot_timeline
+    }
 }
 
 /// `surge run`'s flags, "Server view": the target's own /metrics, scraped beside the run.
@@ -794,6 +815,64 @@ pub struct SweepArgs {
     /// Before each level-run, POST /reset_prefix_cache to the target (vLLM serves it with
     /// VLLM_SERVER_DEV_MODE=1), so no level starts with the previous one's cache; a
     /// refusal stops the sweep.
+    #[arg(long = "reset-prefix-cache")]
+    pub reset_prefix_cache: bool,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// What `surge capacity` searches over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OverArg {
+    /// Requests in flight (a closed loop, --max-concurrency).
+    Concurrency,
+    /// Requests per second (an open loop, --request-rate).
+    Rate,
+    /// Conversations open at once (--multi-turn).
+    Sessions,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CapacityArgs {
+    /// An objective every passing level meets, METRIC:PCT<=MS (repeatable): METRIC ttft,
+    /// tpot, itl or e2el, PCT p50 to p99.9; e.g. --slo ttft:p99<=2000 --slo tpot:p99<=100.
+    #[arg(long = "slo", value_name = "METRIC:PCT<=MS")]
+    pub slo: Vec<String>,
+    /// Instead of --slo: a level passes when at least this share of its requests meets
+    /// every objective of --goodput (vLLM's goodput), judged by the share's interval.
+    #[arg(long = "min-goodput-ratio", value_parser = parse::fraction, value_name = "R")]
+    pub min_goodput_ratio: Option<f64>,
+    /// The load unit searched.
+    #[arg(long, value_enum, default_value = "concurrency")]
+    pub over: OverArg,
+    /// The levels searched, LO:HI: up from LO by doubling until a level fails, then
+    /// bisection.
+    #[arg(long, value_name = "LO:HI")]
+    pub range: String,
+    /// How narrow the final bracket is: a width in units for concurrency and sessions
+    /// (default 1), a relative width for rates (default 5%).
+    #[arg(long, value_name = "N|P%")]
+    pub resolution: Option<String>,
+    /// The most level-runs the search makes (then it reports the bracket it has).
+    #[arg(long = "max-level-runs", default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_level_runs: u32,
+    /// The most requests one level may take while it is undecided (default 8 times a
+    /// level-run's).
+    #[arg(long = "max-requests-per-level", value_name = "N")]
+    pub max_requests_per_level: Option<u64>,
+    /// Independent runs per level, pooled for its verdict (their spread is shown beside).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub runs: u32,
+    /// Pause between level-runs.
+    #[arg(long, default_value = "0s", value_parser = parse::duration, value_name = "DURATION")]
+    pub cooldown: Duration,
+    /// Continue a cut search: the levels already in DIR/capacity.json are not run again.
+    #[arg(long)]
+    pub resume: bool,
+    /// Prefix of the level-run files.
+    #[arg(long, default_value = "capacity")]
+    pub tag: String,
+    /// Before each level-run, POST /reset_prefix_cache to the target.
     #[arg(long = "reset-prefix-cache")]
     pub reset_prefix_cache: bool,
     #[command(flatten)]

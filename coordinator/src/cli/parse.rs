@@ -58,7 +58,14 @@ pub fn level_list(s: &str) -> Result<Levels, String> {
     Ok(Levels(v))
 }
 
-/// A positive float (burstiness).
+/// A confidence level, strictly between 0.5 and 1.
+pub fn confidence(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.5 && v < 1.0 => Ok(v),
+        _ => Err(format!("{s:?}: expected a confidence level between 0.5 and 1, e.g. 0.95")),
+    }
+}
+
 /// A fraction from 0 to 1 inclusive.
 pub fn fraction(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {

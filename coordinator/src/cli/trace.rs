@@ -167,7 +167,7 @@ pub fn trace(path: &Path, tok: Option<&Tok>, default_output: u32, chat: bool) ->
         return Err(format!("{}: no request in the trace", path.display()));
     }
     if !ids.is_empty() {
-        let most = surge_agent::engine::jobs::MAX_TURNS as usize;
+        let most = surge_proto::MAX_TURNS as usize;
         let mut turns: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
         for id in &ids {
             let n = turns.entry(id.as_str()).or_default();

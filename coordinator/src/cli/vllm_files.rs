@@ -15,7 +15,7 @@
 //!
 //! Token counts use the run's tokenizer when there is one, else whitespace words. No chat
 //! template is applied (surge reads tokenizer.json only): a chat backend's server applies
-//! its own; README lists the difference.
+//! its own; docs/vllm-compat.md lists the difference.
 
 use super::files::{self, item, read, reason};
 use rand::seq::SliceRandom;

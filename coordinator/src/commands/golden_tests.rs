@@ -118,6 +118,7 @@ fn outcome(open_loop: bool, status: RunStatus) -> (Outcome, Vec<GlobalRow>) {
         started_at: chrono::DateTime::from_timestamp(1_790_000_000, 0).expect("date"),
         missing_agents: Vec::new(),
         agents_waited_s: 0.0,
+        halted: None,
     };
     (o, rows)
 }

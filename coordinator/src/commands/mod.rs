@@ -2,6 +2,7 @@
 //! result to its sinks; none prints or exits. `run` is here; `sweep`, `matrix` and
 //! `validate` have their own files; `echo` and `demo` serve and exercise the echo server.
 
+pub mod capacity;
 pub mod compare;
 pub mod dry_run;
 pub mod fleet;
@@ -12,6 +13,7 @@ pub mod report;
 pub mod sweep;
 pub mod validate;
 
+use crate::analysis::monitor::Monitor as _;
 use crate::analysis::metrics::{Aggregator, GlobalRow, Metrics};
 use crate::analysis::verdict;
 use crate::cli::build;
@@ -113,9 +115,16 @@ struct Watch<'a> {
     spill: Option<Spill>,
     /// `--save-detailed`'s arrays, spilled to disk as rows arrive.
     detail: Option<DetailSpill>,
+    /// `--precision`: ends the run once its percentiles are precise enough.
+    precision: Option<crate::analysis::precision::PrecisionMonitor>,
+    /// The command's own watcher (a capacity level's).
+    monitor: Option<&'a mut (dyn crate::analysis::monitor::Monitor + 'a)>,
 }
 
 impl Observer for Watch<'_> {
+    fn halt(&mut self) -> Option<crate::fleet::outcome::Halt> {
+        self.precision.as_mut().and_then(|m| m.halt()).or_else(|| self.monitor.as_mut().and_then(|m| m.halt()))
+    }
     fn rows(&mut self, rows: &[GlobalRow]) {
         // Probes (--probe-request-rate) are reported apart from the load.
         let (probes, rows): (Vec<&GlobalRow>, Vec<&GlobalRow>) = rows.iter().partition(|r| r.row.probe);
@@ -123,6 +132,12 @@ impl Observer for Watch<'_> {
             self.agg.probe(p);
         }
         self.outputs.rows(&self.agents, &rows);
+        if let Some(m) = &mut self.precision {
+            m.rows(&rows);
+        }
+        if let Some(m) = &mut self.monitor {
+            m.rows(&rows);
+        }
         for r in rows {
             self.agg.add(r);
             if let Some(d) = &mut self.detail
@@ -192,6 +207,19 @@ pub async fn run_on(
     progress: &mut Progress,
     keep_rows: bool,
 ) -> Result<(RunRecord, Outcome, Metrics), Failure> {
+    run_watched(session, outputs, plan, model, progress, keep_rows, None).await
+}
+
+/// [`run_on`], with `monitor` seeing the load's rows as they arrive and able to end the run.
+pub async fn run_watched<'w>(
+    session: &mut Session,
+    outputs: &'w mut Outputs,
+    plan: &RunPlan,
+    model: &str,
+    progress: &'w mut Progress,
+    keep_rows: bool,
+    monitor: Option<&'w mut (dyn crate::analysis::monitor::Monitor + 'w)>,
+) -> Result<(RunRecord, Outcome, Metrics), Failure> {
     // --save-detailed: the arrays go to a spill as rows arrive, not into memory (when the
     // spill cannot be made, the rows are kept as before).
     let detail = (plan.save_detailed && !keep_rows)
@@ -227,6 +255,8 @@ pub async fn run_on(
         row_error: None,
         spill,
         detail,
+        precision: crate::analysis::precision::PrecisionMonitor::new(&plan.precision, plan.confidence),
+        monitor,
     };
     let outcome = session.run(plan, model, &mut watch).await.map_err(|e| run_failure(plan, &e))?;
     if let Some(e) = watch.row_error.take() {

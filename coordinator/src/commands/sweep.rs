@@ -183,7 +183,7 @@ impl Sweep<'_> {
 /// `surge sweep`.
 /// `--reset-prefix-cache`: the target's prefix cache emptied before a level-run, or the
 /// sweep stopped with the server's answer.
-async fn reset_prefix_cache(p: &crate::plan::RunPlan) -> Result<(), Failure> {
+pub(crate) async fn reset_prefix_cache(p: &crate::plan::RunPlan) -> Result<(), Failure> {
     let refused = |why: String| {
         Failure::new(
             exit::FAILURE,

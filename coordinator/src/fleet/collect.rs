@@ -25,6 +25,8 @@ pub enum Input {
     Quiet,
     /// Ctrl-C.
     Interrupt,
+    /// The run has measured what it was for: stop the agents, keep the run complete.
+    Halt(super::outcome::Halt),
     /// SIGTERM.
     Terminate,
 }
@@ -60,6 +62,7 @@ pub struct Collector {
     stopping: bool,
     /// A second interrupt: stop waiting for the agents.
     abandoned: bool,
+    halted: Option<super::outcome::Halt>,
 }
 
 impl Collector {
@@ -88,7 +91,13 @@ impl Collector {
             terminated,
             stopping,
             abandoned,
+            halted: None,
         }
+    }
+
+    /// Why the coordinator stopped the run early, if it did.
+    pub fn halted(&self) -> Option<super::outcome::Halt> {
+        self.halted
     }
 
     /// When the quietest pending agent's silence passes [`LOSS_TIMEOUT`]: the collection
@@ -118,6 +127,14 @@ impl Collector {
         let run_id = self.run_id;
         let mut out = Vec::new();
         match input {
+            Input::Halt(h) => {
+                if !self.interrupted && self.halted.is_none() {
+                    self.halted = Some(h);
+                    out.push(Action::Notice(format!("stopping the run: {}", h.reason())));
+                    out.push(Action::Broadcast(Msg::Stop(Stop { run_id, reason: h.reason().into() })));
+                }
+                return out;
+            }
             Input::Interrupt | Input::Terminate => {
                 self.terminated |= matches!(input, Input::Terminate);
                 if !self.interrupted {

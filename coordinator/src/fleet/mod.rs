@@ -17,6 +17,7 @@ pub mod outcome;
 pub mod profile;
 pub mod scrape;
 pub mod session;
+pub mod wire;
 
 use crate::plan::{ConnectWait, TlsPaths};
 use link::{Link, RESUME_CONNECT_TIMEOUT, hello, open_stream};

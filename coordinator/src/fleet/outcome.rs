@@ -205,6 +205,27 @@ pub struct Outcome {
     /// for late agents before the first run (0: none was late).
     pub missing_agents: Vec<String>,
     pub agents_waited_s: f64,
+    /// The coordinator ended the run once what it measured had answered its question.
+    pub halted: Option<Halt>,
+}
+
+/// Why the coordinator ended a run before its planned end (D62): the agents are stopped as
+/// by Ctrl-C, but the run is complete, not interrupted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Halt {
+    /// `--precision`: every named percentile's interval is narrow enough.
+    Precision,
+    /// A capacity level's queue grows and the level already fails its SLOs.
+    Saturated,
+}
+
+impl Halt {
+    pub fn reason(self) -> &'static str {
+        match self {
+            Halt::Precision => "the percentiles are as precise as asked (--precision)",
+            Halt::Saturated => "the level is over-saturated: its queue grows and it fails its SLOs",
+        }
+    }
 }
 
 #[cfg(test)]

@@ -6,15 +6,15 @@
 use super::clock::{self, Exchange, Offset};
 use super::collect::{Action, Collector, Input};
 use super::gpu::{self, GpuScrape};
-use super::outcome::{AgentReport, GlobalRow, Outcome, RunStatus, finished_requests};
+use super::outcome::{AgentReport, GlobalRow, Halt, Outcome, RunStatus, finished_requests};
 use super::scrape::{self, ServerScrape};
-use super::{Event, Fleet, now_ns};
+use super::{Event, Fleet, now_ns, wire};
 use crate::plan::RunPlan;
-use crate::plan::split::{self, Share};
+use crate::plan::split;
 use std::time::{Duration, Instant};
 use surge_agent::data::share::Stripe;
 use surge_proto::{
-    ClockPing, HelloReply, LoraPick, MultiTurn, PROTOCOL_VERSION, Prepare, RampStrategy, ScrapeLast, Start, ThinkTime,
+    ClockPing, HelloReply, PROTOCOL_VERSION, Prepare, ScrapeLast, Start,
     Workload, agent_msg, coordinator_msg::Msg, v9,
 };
 use tokio::sync::mpsc;
@@ -38,6 +38,10 @@ pub trait Observer: Send {
     fn server(&mut self, _scrape: &ServerScrape) {}
     /// A scrape of the GPU exporter pages.
     fn gpu(&mut self, _scrape: &GpuScrape) {}
+    /// Whether the run has measured enough and should stop now (asked after each event).
+    fn halt(&mut self) -> Option<Halt> {
+        None
+    }
     /// The run `run_id` starts at `start_unix_ns` (coordinator clock); `slices` are the
     /// agents' request shares (their global indices, how many).
     fn started(&mut self, _run_id: u64, _start_unix_ns: i64, _slices: &[(Stripe, u64)]) {}
@@ -72,6 +76,8 @@ struct Runner<'a> {
     start_ns: i64,
     /// `--profile`: the server's profiler, started once every agent is ready.
     profiler: Option<super::profile::Profiler>,
+    /// Why the observer ended the run early, if it did.
+    halted: Option<Halt>,
 }
 
 /// What a session learned of one agent in its handshake.
@@ -96,7 +102,7 @@ impl Session {
         let agents: Vec<AgentReport> =
             fleet.addrs.iter().map(|a| AgentReport { addr: a.clone(), ..Default::default() }).collect();
         let mut r =
-            Runner { fleet: &mut fleet, plan, agents, run_id: 0, observer: &mut Silent, start_ns: 0, profiler: None };
+            Runner { fleet: &mut fleet, plan, agents, run_id: 0, observer: &mut Silent, start_ns: 0, profiler: None, halted: None };
         r.handshake().await?;
         let agents =
             r.agents.into_iter().map(|a| AgentBase { addr: a.addr, hello: a.hello, offset: a.offset }).collect();
@@ -123,6 +129,7 @@ impl Session {
             observer,
             start_ns: 0,
             profiler: None,
+            halted: None,
         };
         let (status, started_at) = r.drive(model).await?;
         if let Some(p) = r.profiler.take() {
@@ -130,12 +137,14 @@ impl Session {
                 r.observer.notice(&notice);
             }
         }
+        let (agents, halted) = (r.agents, r.halted);
         Ok(Outcome {
-            agents: r.agents,
+            agents,
             status,
             started_at,
             missing_agents: self.fleet.missing.clone(),
             agents_waited_s: self.fleet.waited.as_secs_f64(),
+            halted,
         })
     }
 
@@ -154,6 +163,7 @@ impl Session {
             observer: &mut Silent,
             start_ns: 0,
             profiler: None,
+            halted: None,
         };
         let id = now_ns() as u64;
         let probe = surge_proto::Probe {
@@ -393,21 +403,13 @@ impl Runner<'_> {
             self.agents[i].share = Some(s.clone());
         }
         let run_id = self.run_id;
-        let mut workloads: Vec<Workload> =
-            shares.iter().enumerate().map(|(i, s)| workload(plan, model, s, i, run_id)).collect();
-        for (i, w) in workloads.iter_mut().enumerate().filter(|(i, _)| self.agents[*i].legacy()) {
-            if plan.multi_turn.is_some() {
-                return Err(agent_err(
-                    &self.fleet.addrs[i],
-                    format!(
-                        "it speaks protocol version {}, which has no conversations (--multi-turn): upgrade it to \
-                         surge {} (protocol {PROTOCOL_VERSION})",
-                        v9::VERSION,
-                        env!("CARGO_PKG_VERSION")
-                    ),
-                ));
-            }
-            v9::encode_workload(w);
+        // The wire edge (D46): each agent's Workload in the fields its version reads, or
+        // the feature it lacks, before any load.
+        let mut workloads: Vec<Workload> = Vec::with_capacity(shares.len());
+        for (i, s) in shares.iter().enumerate() {
+            let w = wire::workload(plan, model, s, i, run_id);
+            let version = self.agents[i].hello.protocol_version;
+            workloads.push(wire::for_version(w, version).map_err(|l| agent_err(&self.fleet.addrs[i], l))?);
         }
         self.broadcast(|i| Msg::Prepare(Prepare { run_id, workload: Some(workloads[i].clone()) })).await;
         // Agents answer Ready after their initial test: it waits for a loading server, and
@@ -567,7 +569,8 @@ impl Runner<'_> {
             }
         }
         while !c.finished(Instant::now()) {
-            let input = tokio::select! {
+            let halt = if c.halted().is_none() { self.observer.halt() } else { None };
+            let input = if let Some(h) = halt { Input::Halt(h) } else { tokio::select! {
                 Some(s) = scrapes.recv() => {
                     self.observer.server(&s);
                     continue;
@@ -607,7 +610,7 @@ impl Runner<'_> {
                 },
                 Some(_) = next(int.as_mut()) => Input::Interrupt,
                 Some(_) = next(term.as_mut()), if !c.interrupted() => Input::Terminate,
-            };
+            } };
             for action in c.handle(input, Instant::now()) {
                 match action {
                     Action::Send { agent, msg } => self.fleet.send(agent, msg).await,
@@ -621,6 +624,7 @@ impl Runner<'_> {
                 }
             }
         }
+        self.halted = c.halted();
         let (agents, status) = c.finish();
         self.agents = agents;
         status
@@ -638,89 +642,6 @@ fn quiet_wait(c: &Collector) -> Duration {
 /// duration and the graceful stop after it, as its Start's deadline.
 fn legacy_graceful_end(plan: &RunPlan) -> Option<Duration> {
     Some(plan.duration? + plan.graceful_stop?)
-}
-
-fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize, run_id: u64) -> Workload {
-    // A session trace goes whole to every agent: each takes its sessions' turns from it.
-    let (prompts, prompts_whole_file) = if plan.multi_turn.is_some() && !plan.prompts.is_empty() {
-        (plan.prompts.to_vec(), true)
-    } else {
-        split::slice_prompts(&plan.prompts, &s.indices, s.num_prompts)
-    };
-    Workload {
-        base_url: plan.base_url.clone(),
-        endpoint: plan.endpoint.clone(),
-        backend: plan.backend as i32,
-        model: model.to_string(),
-        dataset: Some(plan.dataset.clone()),
-        slice_start: s.indices.first(),
-        slice_len: s.num_prompts,
-        slice_cycle: s.indices.cycle(),
-        slice_positions: s.indices.positions().to_vec(),
-        max_concurrency: s.max_concurrency,
-        request_rate: if s.request_rate.is_finite() { s.request_rate } else { 0.0 },
-        burstiness: plan.burstiness,
-        ramp: plan.ramp.map_or(RampStrategy::None, |r| {
-            if r.exponential { RampStrategy::Exponential } else { RampStrategy::Linear }
-        }) as i32,
-        ramp_start_rps: plan.ramp.map_or(0.0, |r| f64::from(r.start) * s.fraction),
-        ramp_end_rps: plan.ramp.map_or(0.0, |r| f64::from(r.end) * s.fraction),
-        trace_speedup: plan.trace_speedup.unwrap_or(0.0),
-        duration_ms: plan.duration.map_or(0, |d| d.as_millis() as u64),
-        graceful_stop_ms: plan.graceful_stop.map(|g| g.as_millis() as u64),
-        num_warmups: s.num_warmups,
-        ignore_eos: plan.ignore_eos,
-        temperature: plan.temperature,
-        extra_body_json: plan.extra_body.clone().unwrap_or_default(),
-        request_id_prefix: plan.request_id_prefix.clone().unwrap_or_else(|| format!("bench-{:08x}-", run_id as u32)),
-        pacing_seed: plan.seed ^ ((i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
-        http: plan.http_version as i32,
-        h3_connections: plan.h3_connections,
-        target_insecure: plan.target_tls.insecure,
-        target_ca_pem: plan.target_tls.ca_pem.clone(),
-        headers: plan.headers.iter().cloned().collect(),
-        prompts,
-        prompts_whole_file,
-        tokenizer_json: plan.tokenizer.as_ref().map(|t| t.bytes.to_vec()).unwrap_or_default(),
-        tokenizer_sha256: plan.tokenizer.as_ref().map(|t| t.sha256.clone()).unwrap_or_default(),
-        skip_initial_test: plan.no_initial_test,
-        ready_timeout_ms: plan.ready_timeout.map_or(0, |d| d.as_millis() as u64),
-        max_run_time_ms: plan.max_run_time.as_millis() as u64,
-        read_timeout_ms: plan.read_timeout.map_or(0, |d| d.as_millis() as u64),
-        // The first agent scrapes when the plan says agents scrape.
-        scrape_urls: plan
-            .scrape
-            .as_ref()
-            .filter(|s| s.from_agent && i == 0)
-            .map(|s| s.urls.clone())
-            .unwrap_or_default(),
-        scrape_interval_ms: plan.scrape.as_ref().map_or(0, |s| s.interval.as_millis() as u64),
-        scrape_metrics: plan.scrape.as_ref().map(|s| s.extra.clone()).unwrap_or_default(),
-        trace_run_id: if plan.otlp.is_some() { run_id } else { 0 },
-        trace_sample_ratio: plan.otlp.as_ref().map_or(0.0, |o| o.sample_ratio),
-        keep_text: plan.save_detailed,
-        // The first agent probes, at the whole rate (one probe at a time, as vLLM).
-        probe_rate: if i == 0 { plan.probe_rate } else { 0.0 },
-        lora_modules: plan.lora_modules.clone(),
-        lora_pick: if plan.lora_random { LoraPick::Random } else { LoraPick::RoundRobin } as i32,
-        multi_turn: plan.multi_turn.as_ref().map(|m| MultiTurn {
-            turns_min: m.turns_min,
-            turns_max: m.turns_max,
-            per_turn_input_len: m.per_turn_input_len,
-            delay_ms: m.delay_ms,
-            think: if m.exponential { ThinkTime::Exponential } else { ThinkTime::Fixed } as i32,
-            concurrency: s.sessions,
-            prefix_global_ratio: m.prefix_global_ratio,
-            prefix_conversation_ratio: m.prefix_conversation_ratio,
-            shared_system_prompt_len: m.shared_system_prompt_len,
-            session_header: m.session_header.clone().unwrap_or_default(),
-        }),
-        gpu_sample_interval_ms: plan.gpu_sample_interval.as_millis() as u64,
-        // Written for agents of version 9 only (D43).
-        v9_http_version: 0,
-        v9_ramp_strategy: String::new(),
-        v9_lora_assignment: String::new(),
-    }
 }
 
 #[cfg(test)]
@@ -753,6 +674,7 @@ mod tests {
             observer: &mut Silent,
             start_ns: 0,
             profiler: None,
+            halted: None,
         };
         let agent = tokio::spawn(async move {
             ev_tx.send(Event::Resumed { agent: 0, after: Duration::from_millis(800) }).await.unwrap();

@@ -249,6 +249,8 @@ pub fn ended_by(plan: &RunPlan, o: &Outcome) -> EndedBy {
     match &o.status {
         RunStatus::Interrupted | RunStatus::Terminated => EndedBy::Interrupt,
         RunStatus::Invalid { .. } | RunStatus::Partial { .. } => EndedBy::AgentLoss,
+        RunStatus::Complete if o.halted == Some(crate::fleet::outcome::Halt::Precision) => EndedBy::Precision,
+        RunStatus::Complete if o.halted == Some(crate::fleet::outcome::Halt::Saturated) => EndedBy::Saturated,
         RunStatus::Complete => {
             use surge_proto::StopReason;
             let reasons: Vec<StopReason> = o.agents.iter().filter_map(|a| a.done.as_ref()).map(|d| d.stop()).collect();
@@ -316,6 +318,7 @@ pub fn run_result(
         peak_in_flight: Some(peak_in_flight(o, m)),
         rtfx: if m.duration_s > 0.0 { m.total_audio_s / m.duration_s } else { 0.0 },
         ignored_flags: plan.ignored_flags.clone(),
+        precision: precision_entries(plan, m),
         steady_state: m.steady_state.clone(),
         rps_change_events: m.ramp.as_ref().map(|r| r.events(o.started_at)),
         probes: (!m.probe.is_empty()).then(|| Probes {
@@ -381,4 +384,25 @@ pub fn run_result(
         detailed: plan.save_detailed.then(|| detailed_of(m, plan.num_prompts == crate::plan::UNBOUNDED)),
         detailed_spill: None,
     }
+}
+
+/// `--precision`'s targets, each with its exact interval over the run (D62).
+fn precision_entries(plan: &RunPlan, m: &Metrics) -> Vec<crate::output::result::PrecisionEntry> {
+    plan.precision
+        .iter()
+        .map(|t| {
+            let i = m.dist(t.metric.name()).interval_ms(t.pct, plan.confidence);
+            let w = i.relative_width();
+            crate::output::result::PrecisionEntry {
+                target: format!("{}:p{}:{}%", t.metric.name(), crate::plan::percentile_word(t.pct), t.width * 100.0),
+                n: i.n,
+                estimate_ms: i.estimate,
+                low_ms: i.low,
+                high_ms: i.high,
+                relative_width: w.is_finite().then_some(w),
+                confidence: plan.confidence,
+                reached: w <= t.width,
+            }
+        })
+        .collect()
 }

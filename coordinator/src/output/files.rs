@@ -90,6 +90,10 @@ impl Sink for Files {
         write_json(&dir.join("summary.json"), s)
     }
 
+    fn capacity(&mut self, c: &super::capacity::CapacityResult, dir: &Path, _done: bool) -> Result<(), OutputError> {
+        write_json(&dir.join("capacity.json"), c)
+    }
+
     fn validation(&mut self, v: &ValidationResult, dir: &Path) -> Result<(), OutputError> {
         write_json(&dir.join("validate.json"), v)?;
         write_atomic(&dir.join("validate.md"), tables::validation_markdown(&v.rows).as_bytes())

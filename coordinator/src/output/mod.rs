@@ -4,8 +4,10 @@
 //! atomically. This is the only place that prints.
 
 pub mod build;
+pub mod capacity;
 pub mod detail_spill;
 pub mod files;
+pub mod latencies;
 pub mod fleet;
 pub mod live;
 pub mod multi_turn;
@@ -64,6 +66,10 @@ pub trait Sink {
     fn validation(&mut self, _v: &ValidationResult, _dir: &std::path::Path) -> Result<(), OutputError> {
         Ok(())
     }
+    /// A capacity search so far (`done` once it ended).
+    fn capacity(&mut self, _c: &capacity::CapacityResult, _dir: &std::path::Path, _done: bool) -> Result<(), OutputError> {
+        Ok(())
+    }
     /// Something the user should hear about now.
     fn notice(&mut self, _message: &str) {}
 }
@@ -80,6 +86,9 @@ impl Sink for Sinks {
     }
     fn validation(&mut self, v: &ValidationResult, dir: &std::path::Path) -> Result<(), OutputError> {
         self.0.iter_mut().try_for_each(|k| k.validation(v, dir))
+    }
+    fn capacity(&mut self, c: &capacity::CapacityResult, dir: &std::path::Path, done: bool) -> Result<(), OutputError> {
+        self.0.iter_mut().try_for_each(|k| k.capacity(c, dir, done))
     }
     fn notice(&mut self, message: &str) {
         self.0.iter_mut().for_each(|s| s.notice(message));

@@ -3,7 +3,7 @@
 //! surge's beside them (conversations started and unfinished, cancelled turns, duration
 //! and turns-per-conversation percentiles, the prefix cache's hit rate).
 
-use super::result::{Latencies, MetricStats};
+use super::latencies::{Latencies, MetricStats};
 use crate::analysis::conversations::{Conversations, Turn};
 use crate::analysis::metrics::Metrics;
 use crate::plan::{METRICS, RunPlan, percentile_word};

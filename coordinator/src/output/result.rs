@@ -120,6 +120,9 @@ pub struct RunResult {
     /// Flags given on the command line that the run did not read (D44), as warned.
     #[serde(default)]
     pub ignored_flags: Vec<String>,
+    /// `--precision`: each named percentile's interval at the run's end (D62).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub precision: Vec<PrecisionEntry>,
     /// vllm-bench's steady state (D45): its window and the metrics over it; null when
     /// not looked for or not found.
     #[serde(default)]
@@ -263,113 +266,7 @@ impl<'de> Deserialize<'de> for Labels {
     }
 }
 
-/// One metric's distribution, in ms.
-#[derive(Debug, Clone, PartialEq)]
-pub struct MetricStats {
-    /// `ttft`, `tpot`, `itl`, `e2el`, or one of vLLM's queue metrics.
-    pub name: String,
-    pub mean_ms: f64,
-    pub median_ms: f64,
-    pub std_ms: f64,
-    /// (percentile, value) in the order of `--metric-percentiles` (plus 99).
-    pub percentiles: Vec<(f64, f64)>,
-}
-
-impl MetricStats {
-    /// The value at percentile `p`, if the result has it.
-    pub fn at(&self, p: f64) -> Option<f64> {
-        self.percentiles.iter().find(|(q, _)| *q == p).map(|(_, v)| *v)
-    }
-}
-
-/// Every metric's statistics, keyed as vLLM keys them.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Latencies(pub Vec<MetricStats>);
-
-impl Latencies {
-    pub fn get(&self, name: &str) -> Option<&MetricStats> {
-        self.0.iter().find(|m| m.name == name)
-    }
-}
-
-impl Serialize for Latencies {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(None)?;
-        for d in &self.0 {
-            let k = &d.name;
-            m.serialize_entry(&format!("mean_{k}_ms"), &d.mean_ms)?;
-            m.serialize_entry(&format!("median_{k}_ms"), &d.median_ms)?;
-            m.serialize_entry(&format!("std_{k}_ms"), &d.std_ms)?;
-            for (p, v) in &d.percentiles {
-                m.serialize_entry(&format!("p{}_{k}_ms", crate::plan::percentile_word(*p)), v)?;
-            }
-        }
-        m.end()
-    }
-}
-
-/// `(stat, metric)` of a key such as `p99.9_ttft_ms` or `mean_itl_ms`.
-fn latency_key(key: &str) -> Option<(&str, &str)> {
-    let rest = key.strip_suffix("_ms")?;
-    crate::plan::QUEUE_METRICS.iter().chain(&crate::plan::METRICS).find_map(|&metric| {
-        let stat = rest.strip_suffix(metric)?.strip_suffix('_')?;
-        (!stat.contains('_') || stat.starts_with('p')).then_some((stat, metric))
-    })
-}
-
-impl<'de> Deserialize<'de> for Latencies {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Num {
-            N(Option<f64>),
-            Other(IgnoredAny),
-        }
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Latencies;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("latency statistics")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Latencies, A::Error> {
-                let mut out: Vec<MetricStats> = Vec::new();
-                while let Some((key, v)) = map.next_entry::<String, Num>()? {
-                    let (Some((stat, metric)), Num::N(v)) = (latency_key(&key), v) else { continue };
-                    let v = v.unwrap_or(f64::NAN);
-                    let i = match out.iter().position(|m| m.name == metric) {
-                        Some(i) => i,
-                        None => {
-                            out.push(MetricStats {
-                                name: metric.to_string(),
-                                mean_ms: f64::NAN,
-                                median_ms: f64::NAN,
-                                std_ms: f64::NAN,
-                                percentiles: Vec::new(),
-                            });
-                            out.len() - 1
-                        }
-                    };
-                    let m = &mut out[i];
-                    match stat {
-                        "mean" => m.mean_ms = v,
-                        "median" => m.median_ms = v,
-                        "std" => m.std_ms = v,
-                        p => {
-                            if let Some(p) = p.strip_prefix('p').and_then(|w| w.parse::<f64>().ok()) {
-                                m.percentiles.push((p, v));
-                            }
-                        }
-                    }
-                }
-                let rank =
-                    |n: &str| crate::plan::METRICS.iter().chain(&crate::plan::QUEUE_METRICS).position(|m| *m == n);
-                out.sort_by_key(|m| rank(&m.name));
-                Ok(Latencies(out))
-            }
-        }
-        d.deserialize_map(V)
-    }
-}
+pub use super::latencies::{Latencies, MetricStats};
 
 /// Open loop: E2EL measured from the intended send time.
 #[derive(Debug, Clone, PartialEq)]
@@ -604,6 +501,22 @@ pub struct AgentEntry {
     pub scrape_points_dropped: u64,
 }
 
+/// One `--precision` target at the end of the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PrecisionEntry {
+    /// `ttft:p99:5%`.
+    pub target: String,
+    pub n: u64,
+    pub estimate_ms: f64,
+    pub low_ms: Option<f64>,
+    pub high_ms: Option<f64>,
+    /// (high - low) / estimate; null while a side is open.
+    pub relative_width: Option<f64>,
+    pub confidence: f64,
+    /// Whether the width is within the target's.
+    pub reached: bool,
+}
+
 /// What ended a run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -615,6 +528,10 @@ pub enum EndedBy {
     MaxRunTime,
     Interrupt,
     AgentLoss,
+    /// `--precision`: the named percentiles' intervals were narrow enough (D62).
+    Precision,
+    /// A capacity level stopped early as over-saturated (D62).
+    Saturated,
     /// A file written before the key existed (or by a newer surge with another reason).
     #[default]
     #[serde(rename = "", other)]
@@ -630,6 +547,8 @@ impl EndedBy {
             Self::MaxRunTime => "max_run_time",
             Self::Interrupt => "interrupt",
             Self::AgentLoss => "agent_loss",
+            Self::Precision => "precision",
+            Self::Saturated => "saturated",
             Self::Unknown => "",
         }
     }

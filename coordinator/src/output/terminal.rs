@@ -69,6 +69,13 @@ impl Sink for Terminal {
         Ok(())
     }
 
+    fn capacity(&mut self, c: &super::capacity::CapacityResult, _dir: &std::path::Path, done: bool) -> Result<(), OutputError> {
+        if done {
+            out(&super::capacity::table(c));
+        }
+        Ok(())
+    }
+
     fn validation(&mut self, v: &ValidationResult, _dir: &std::path::Path) -> Result<(), OutputError> {
         let mut text = tables::validation_markdown(&v.rows);
         if let Some(a) = &v.against {

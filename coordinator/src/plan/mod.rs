@@ -3,6 +3,7 @@
 //! deterministic split of a run across agents. Plans are built once from flags and
 //! configuration by `cli`; nothing here parses or prints.
 
+pub mod capacity;
 pub mod matrix;
 pub mod split;
 pub mod sweep;
@@ -243,6 +244,37 @@ pub struct RunPlan {
     pub steady: Option<(f64, Option<f64>)>,
     /// `--profile`: the server's profiler around the load.
     pub profile: Option<ProfilePlan>,
+    /// `--precision`: the run ends once each of these percentiles is this precise (D62).
+    pub precision: Vec<Precision>,
+    /// `--confidence`: of every interval a decision is made from (D47).
+    pub confidence: f64,
+}
+
+/// `--precision ttft:p99:5%`: the run may end once the percentile's interval is at most
+/// `width` (a fraction) of its estimate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Precision {
+    pub metric: crate::analysis::capacity::Metric,
+    pub pct: f64,
+    pub width: f64,
+}
+
+impl Precision {
+    /// `ttft:p99:5%`.
+    pub fn parse(s: &str) -> Result<Precision, String> {
+        let bad = || format!("--precision {s:?}: expected METRIC:PCT:WIDTH%, e.g. ttft:p99:5% (METRIC ttft, tpot, itl or e2el)");
+        let mut parts = s.split(':');
+        let (Some(m), Some(p), Some(w), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
+            return Err(bad());
+        };
+        let metric = crate::analysis::capacity::Metric::parse(m).ok_or_else(bad)?;
+        let pct: f64 = p.strip_prefix('p').ok_or_else(bad)?.parse().map_err(|_| bad())?;
+        let width: f64 = w.strip_suffix('%').ok_or_else(bad)?.parse::<f64>().map_err(|_| bad())? / 100.0;
+        if !(pct > 0.0 && pct < 100.0) || !(width > 0.0 && width.is_finite()) {
+            return Err(bad());
+        }
+        Ok(Precision { metric, pct, width })
+    }
 }
 
 /// Conversations (`--multi-turn`, a session trace): D31.

@@ -1,0 +1,414 @@
+//! `surge capacity` (D48, D62): level-runs chosen by the search (up by doubling, then
+//! bisection), each level judged by its SLOs' percentile intervals over its pooled runs
+//! (D47), undecided levels given more requests up to their budget, over-saturated levels
+//! stopped early; `DIR/capacity.json` rewritten after every level, so `--resume` goes on
+//! where a cut search stopped.
+
+use super::sweep::reset_prefix_cache;
+use super::{open_session, resolve_model, run_watched};
+use crate::analysis::capacity::{self, Search, Verdict, judge, judge_goodput, values_to_decide};
+use crate::analysis::monitor::{Checkpoints, Monitor, values_ms};
+use crate::analysis::saturation;
+use crate::exit::{self, Failure};
+use crate::fleet::outcome::{GlobalRow, Halt, RunStatus};
+use crate::fleet::session::Session;
+use crate::output::capacity::{AtCapacity, Bounded, CapacityLevel, CapacityResult, SloAtLevel, StoppedEarly, Totals};
+use crate::output::live::Outputs;
+use crate::output::result::{EndedBy, RunResult, SweepPosition, saved_at};
+use crate::output::terminal::Progress;
+use crate::output::{Sink, standard};
+use crate::plan::capacity::CapacityPlan;
+use std::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// One level's values over all its runs, and the current run's (send time, TTFT) for the
+/// over-saturation check. Bounded by the level's request budget; dropped with the level.
+struct Level<'p> {
+    plan: &'p CapacityPlan,
+    /// Per SLO: its metric's values (ms) of every success of the level.
+    values: Vec<Vec<f64>>,
+    /// Per SLO: each finished run's own estimate.
+    run_estimates: Vec<Vec<f64>>,
+    /// Goodput: requests meeting every objective, of all that ended not cancelled.
+    good: u64,
+    judged: u64,
+    /// Requests that ended, cancelled ones too.
+    ended: u64,
+    /// This run's successes, for the trend.
+    trend: Vec<(f64, f64)>,
+    checks: Checkpoints,
+    run_rows: u64,
+}
+
+impl<'p> Level<'p> {
+    fn new(plan: &'p CapacityPlan) -> Self {
+        Self {
+            plan,
+            values: vec![Vec::new(); plan.slos.len()],
+            run_estimates: vec![Vec::new(); plan.slos.len()],
+            good: 0,
+            judged: 0,
+            ended: 0,
+            trend: Vec::new(),
+            checks: Checkpoints::new(50),
+            run_rows: 0,
+        }
+    }
+
+    fn start_run(&mut self) {
+        self.trend.clear();
+        self.checks = Checkpoints::new(50);
+        self.run_rows = 0;
+    }
+
+    /// The level's verdict from what it holds, and per SLO its judgement.
+    fn judge(&mut self) -> (Verdict, Vec<capacity::Judged>, Option<(Verdict, (f64, f64))>) {
+        let conf = self.plan.confidence;
+        let judged: Vec<capacity::Judged> = self
+            .plan
+            .slos
+            .iter()
+            .zip(&mut self.values)
+            .map(|(s, v)| {
+                v.sort_by(f64::total_cmp);
+                judge(*s, v, conf)
+            })
+            .collect();
+        let goodput = self.plan.goodput_ratio.map(|r| judge_goodput(self.good, self.judged, r, conf));
+        let verdict = capacity::combine(judged.iter().map(|j| j.verdict).chain(goodput.map(|g| g.0)));
+        (verdict, judged, goodput)
+    }
+
+    /// Requests in all the level would need for a decision at the shares seen.
+    fn requests_to_decide(&mut self) -> Option<u64> {
+        let conf = self.plan.confidence;
+        let mut most = 0u64;
+        for (s, v) in self.plan.slos.iter().zip(&mut self.values) {
+            v.sort_by(f64::total_cmp);
+            if judge(*s, v, conf).verdict == Verdict::Undecided {
+                // Values per request: ITL has several; scale back to requests.
+                let per_request = (v.len() as f64 / self.ended.max(1) as f64).max(1e-9);
+                most = most.max((values_to_decide(*s, v, conf)? as f64 / per_request).ceil() as u64);
+            }
+        }
+        if let Some(r) = self.plan.goodput_ratio {
+            // The proportion's interval narrows as 1/sqrt(n): grow until it excludes r.
+            let share = self.good as f64 / self.judged.max(1) as f64;
+            let mut n = self.judged.max(1);
+            while n <= 10_000_000 {
+                let good = (share * n as f64).round() as u64;
+                if judge_goodput(good, n, r, conf).0 != Verdict::Undecided {
+                    break;
+                }
+                n *= 2;
+            }
+            if n > 10_000_000 {
+                return None;
+            }
+            most = most.max(n);
+        }
+        Some(most)
+    }
+}
+
+impl Monitor for Level<'_> {
+    fn rows(&mut self, rows: &[&GlobalRow]) {
+        let slo = &self.plan.sweep.base.slo;
+        for r in rows {
+            self.ended += 1;
+            self.run_rows += 1;
+            if r.row.error() != surge_proto::ErrorKind::Cancelled {
+                self.judged += 1;
+            }
+            for (s, v) in self.plan.slos.iter().zip(&mut self.values) {
+                values_ms(r, s.metric, |x| v.push(x));
+            }
+            if r.ok() {
+                self.trend.push((r.start_s, r.ttft_s() * 1000.0));
+                let ok = |limit: Option<f64>, v_s: f64| limit.is_none_or(|ms| v_s * 1000.0 <= ms);
+                if ok(slo.ttft_ms, r.ttft_s()) && ok(slo.tpot_ms, r.tpot_s().unwrap_or(0.0)) && ok(slo.e2el_ms, r.e2el_s())
+                {
+                    self.good += 1;
+                }
+            }
+        }
+    }
+
+    /// Over-saturated: the queue grows and the rows so far already fail the level.
+    fn halt(&mut self) -> Option<Halt> {
+        if !self.checks.due(self.run_rows) || !saturation::growing(&self.trend) {
+            return None;
+        }
+        (self.judge().0 == Verdict::Fail).then_some(Halt::Saturated)
+    }
+}
+
+struct Capacity<'a> {
+    plan: &'a CapacityPlan,
+    session: Session,
+    outputs: Outputs,
+    model: String,
+    sinks: &'a mut dyn Sink,
+    result: CapacityResult,
+    /// Each passing level's first run result, for the figures at capacity.
+    passed: Vec<(f64, RunResult)>,
+    started: Instant,
+    /// A resumed search's time before this process.
+    wall_before: f64,
+    first: bool,
+}
+
+impl Capacity<'_> {
+    /// Runs one level to its verdict; `None` when `--max-level-runs` ran out first.
+    async fn level(&mut self, level: f64) -> Result<Option<CapacityLevel>, Failure> {
+        let plan = self.plan;
+        let sweep = &plan.sweep;
+        let mut state = Level::new(plan);
+        let mut out = CapacityLevel {
+            level,
+            verdict: Verdict::Undecided,
+            runs: 0,
+            requests: 0,
+            slos: Vec::new(),
+            goodput_ratio: None,
+            request_throughput: 0.0,
+            output_throughput: 0.0,
+            goodput: None,
+            requests_to_decide: None,
+            stopped_early: None,
+            files: Vec::new(),
+        };
+        let mut throughputs = Vec::new();
+        let mut next_size = plan.requests_per_run;
+        loop {
+            if self.result.totals.level_runs >= plan.max_level_runs {
+                return Ok(None);
+            }
+            let k = out.runs + 1;
+            if !self.first && !sweep.cooldown.is_zero() {
+                tokio::time::sleep(sweep.cooldown).await;
+            }
+            self.first = false;
+            let mut p = sweep.at(level, k);
+            p.num_prompts = next_size;
+            if sweep.reset_prefix_cache {
+                reset_prefix_cache(&p).await?;
+            }
+            let label = format!("{} run {k}", sweep.level_name(level));
+            let mut progress = Progress::new((p.multi_turn.is_none()).then_some(p.num_prompts), label);
+            state.start_run();
+            let (mut record, _, _) =
+                run_watched(&mut self.session, &mut self.outputs, &p, &self.model, &mut progress, false, Some(&mut state))
+                    .await?;
+            drop(progress);
+            let path = sweep.file(level, k);
+            record.result.sweep = Some(SweepPosition { kind: sweep.kind.key().into(), level, run: k, runs: sweep.runs });
+            record.file = Some(path.clone());
+            self.sinks.run(&record).map_err(|e| Failure::run("", &e))?;
+            record.result.detailed_spill = None;
+            let r = record.result;
+            out.runs = k;
+            out.files.push(path.display().to_string());
+            let ended = r.completed + r.failed + r.cancelled;
+            out.requests += ended;
+            self.result.totals.level_runs += 1;
+            self.result.totals.requests += ended;
+            throughputs.push((r.request_throughput, r.output_throughput, r.request_goodput));
+            if record.status != RunStatus::Complete {
+                return Err(Failure::new(
+                    exit::of_status(&record.status),
+                    format!("{label} ended {}; search stopped", record.status.as_str(), label = sweep.level_name(level)),
+                ));
+            }
+            // Each run's own estimate, from its result (the spread beside the verdict).
+            for (i, s) in plan.slos.iter().enumerate() {
+                if let Some(e) = r.latency.get(s.metric.name()).and_then(|m| m.at(s.pct)) {
+                    state.run_estimates[i].push(e);
+                }
+            }
+            if r.ended_by == EndedBy::Saturated {
+                let planned = p.num_prompts;
+                let saved = if ended > 0 { r.duration * (planned as f64 / ended as f64 - 1.0) } else { 0.0 };
+                self.result.totals.saved_s += saved.max(0.0);
+                out.stopped_early = Some(StoppedEarly {
+                    requests_sent: ended,
+                    requests_planned: planned,
+                    after_s: r.duration,
+                    saved_s: saved.max(0.0),
+                });
+                out.verdict = Verdict::Fail;
+                break;
+            }
+            if k == 1 && self.passed.iter().all(|(l, _)| *l != level) {
+                self.passed.push((level, r));
+            }
+            let (verdict, _, _) = state.judge();
+            out.verdict = verdict;
+            if k < sweep.runs || verdict != Verdict::Undecided {
+                if k >= sweep.runs && verdict != Verdict::Undecided {
+                    break;
+                }
+                continue;
+            }
+            // Undecided after the asked runs: more requests, within the level's budget.
+            let needed = state.requests_to_decide();
+            out.requests_to_decide = needed;
+            let left = plan.max_requests_per_level.saturating_sub(out.requests);
+            match needed {
+                Some(n) if left > 0 => {
+                    let rows = n.saturating_sub(out.requests).clamp(plan.requests_per_run.min(left), left);
+                    next_size = rows.div_ceil(plan.requests_per_unit);
+                }
+                _ => break,
+            }
+        }
+        let (_, judged, goodput) = state.judge();
+        out.slos = judged
+            .iter()
+            .zip(&state.run_estimates)
+            .map(|(j, est)| SloAtLevel {
+                slo: j.slo.label(),
+                n: j.interval.n,
+                estimate_ms: j.interval.estimate,
+                low_ms: j.interval.low,
+                high_ms: j.interval.high,
+                verdict: j.verdict,
+                run_estimates_ms: if est.len() > 1 { est.clone() } else { Vec::new() },
+            })
+            .collect();
+        out.goodput_ratio = goodput.map(|(_, (low, high))| Bounded {
+            estimate: state.good as f64 / state.judged.max(1) as f64,
+            low,
+            high,
+        });
+        let n = throughputs.len().max(1) as f64;
+        out.request_throughput = throughputs.iter().map(|t| t.0).sum::<f64>() / n;
+        out.output_throughput = throughputs.iter().map(|t| t.1).sum::<f64>() / n;
+        let goodputs: Vec<f64> = throughputs.iter().filter_map(|t| t.2).collect();
+        out.goodput = (!goodputs.is_empty()).then(|| goodputs.iter().sum::<f64>() / goodputs.len() as f64);
+        if out.verdict != Verdict::Undecided {
+            out.requests_to_decide = None;
+        }
+        if out.verdict != Verdict::Pass {
+            self.passed.retain(|(l, _)| *l != level);
+        }
+        Ok(Some(out))
+    }
+
+    /// The search, from what `--resume` found on; `Ok(false)` when `--max-level-runs`
+    /// cut it.
+    async fn search(&mut self, search: &mut Search) -> Result<bool, Failure> {
+        while let Some(level) = search.next() {
+            let Some(l) = self.level(level).await? else { return Ok(false) };
+            search.record(level, l.verdict == Verdict::Pass);
+            self.result.levels.push(l);
+            fill(&mut self.result, search, &self.passed);
+            self.result.totals.wall_s = self.wall_before + self.started.elapsed().as_secs_f64();
+            self.sinks.capacity(&self.result, &self.plan.sweep.dir, false).map_err(|e| Failure::run("capacity", &e))?;
+        }
+        Ok(true)
+    }
+}
+
+/// The levels of an earlier `capacity.json` that this search would run again, in order,
+/// recorded into `search`; returns them and the time they took.
+fn resumed(plan: &CapacityPlan, search: &mut Search, sinks: &mut dyn Sink) -> (Vec<CapacityLevel>, f64) {
+    let Ok(text) = std::fs::read_to_string(plan.file()) else { return (Vec::new(), 0.0) };
+    let Ok(old) = serde_json::from_str::<CapacityResult>(&text) else {
+        sinks.notice(&format!("{}: not a capacity result; starting over", plan.file().display()));
+        return (Vec::new(), 0.0);
+    };
+    let wall = old.totals.wall_s;
+    let mut kept = Vec::new();
+    for l in old.levels {
+        if search.next() != Some(l.level) {
+            break;
+        }
+        sinks.notice(&format!("level {} ({:?}) from {}, skipped", l.level, l.verdict, plan.file().display()));
+        search.record(l.level, l.verdict == Verdict::Pass);
+        kept.push(l);
+    }
+    (kept, wall)
+}
+
+pub async fn capacity_command(plan: CapacityPlan) -> u8 {
+    let mut sinks = standard("capacity", false);
+    super::warn_ignored(&plan.sweep.base, &mut sinks);
+    match capacity(&plan, &mut sinks).await {
+        Ok(code) => code,
+        Err(f) => {
+            sinks.notice(&f.message);
+            f.code
+        }
+    }
+}
+
+async fn capacity(plan: &CapacityPlan, sinks: &mut dyn Sink) -> Result<u8, Failure> {
+    let base = &plan.sweep.base;
+    let model = resolve_model(base).await?;
+    let embedded = CancellationToken::new();
+    let _stop_embedded = embedded.clone().drop_guard();
+    let (session, outputs) = open_session(base, &embedded, true).await?;
+    let mut search = plan.search();
+    let (kept, wall_before) = if plan.sweep.resume { resumed(plan, &mut search, sinks) } else { (Vec::new(), 0.0) };
+    let result = CapacityResult {
+        capacity: None,
+        bracket: [None, None],
+        unit: plan.sweep.kind.key().into(),
+        slos: plan.slos.clone(),
+        min_goodput_ratio: plan.goodput_ratio,
+        confidence: plan.confidence,
+        totals: Totals { level_runs: kept.iter().map(|l| l.runs).sum(), requests: kept.iter().map(|l| l.requests).sum(), ..Default::default() },
+        levels: kept,
+        at_capacity: None,
+        complete: false,
+        ended: String::new(),
+        saved_at_utc: String::new(),
+    };
+    let mut c = Capacity {
+        plan,
+        session,
+        outputs,
+        model,
+        sinks,
+        result,
+        passed: Vec::new(),
+        started: Instant::now(),
+        wall_before,
+        first: true,
+    };
+    let res = c.search(&mut search).await;
+    let Capacity { session, outputs, mut result, sinks, started, wall_before, passed, .. } = c;
+    session.close();
+    outputs.stop(None).await;
+    let (code, ended) = match &res {
+        Ok(true) => (exit::OK, "the bracket is within the resolution, or the range is exhausted".to_string()),
+        Ok(false) => (exit::OK, format!("--max-level-runs {} reached", plan.max_level_runs)),
+        Err(f) => (f.code, f.message.clone()),
+    };
+    result.complete = matches!(res, Ok(true));
+    result.ended = ended;
+    fill(&mut result, &search, &passed);
+    result.totals.wall_s = wall_before + started.elapsed().as_secs_f64();
+    sinks.capacity(&result, &plan.sweep.dir, true).map_err(|e| Failure::run("capacity", &e))?;
+    sinks.notice(&format!("results in {}", plan.sweep.dir.display()));
+    if let Err(f) = res {
+        sinks.notice(&f.message);
+    }
+    Ok(code)
+}
+
+/// The answer so far: capacity, bracket, the passing level's figures (D48).
+fn fill(r: &mut CapacityResult, search: &Search, passed: &[(f64, RunResult)]) {
+    let (pass, fail) = search.bracket();
+    r.capacity = pass;
+    r.bracket = [pass, fail];
+    r.at_capacity = pass.and_then(|p| passed.iter().find(|(l, _)| *l == p)).map(|(_, x)| AtCapacity {
+        request_throughput: x.request_throughput,
+        output_throughput: x.output_throughput,
+        total_token_throughput: x.total_token_throughput,
+        cost_per_million_output_tokens: x.cost_per_million_output_tokens,
+        energy_per_output_token_j: x.energy_per_output_token_j,
+    });
+    r.saved_at_utc = saved_at(chrono::Utc::now());
+}

@@ -1,0 +1,242 @@
+//! `surge capacity` (D62) against `surge echo --max-concurrent-streams K`, whose capacity
+//! is known: a closed loop's under a tight TTFT objective is exactly K (one request more
+//! waits a whole service time), an evenly paced open loop's is K divided by the service
+//! time. Also `surge run --precision`.
+
+use crate::util::{TempDir, agent, echo, read_json, surge, text};
+use serde_json::Value;
+use std::time::Duration;
+
+/// The echo: 48 streams at once, TTFT 20 ms, 16 tokens 2 ms apart (a 50 ms service).
+fn echo_48() -> (crate::util::Proc, String) {
+    echo(
+        "127.0.0.1",
+        &["--max-concurrent-streams", "48", "--ttft-ms", "20", "--itl-ms", "2", "--output-tokens", "16"],
+    )
+}
+
+fn capacity(base: &str, dir: &TempDir, extra: &[&str]) -> (Value, String) {
+    let d = dir.path("");
+    let mut args = vec![
+        "capacity",
+        "--base-url",
+        base,
+        "--model",
+        "m",
+        "--random-input-len",
+        "8",
+        "--random-output-len",
+        "16",
+        "--result-dir",
+        &d,
+        "--strict",
+    ];
+    args.extend_from_slice(extra);
+    let out = surge(&args, Duration::from_secs(400));
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(!text(&out.stderr).contains("no effect"), "{}", text(&out.stderr));
+    (read_json(&dir.path("capacity.json")), stdout)
+}
+
+/// The closed-loop search from 1 to 1024 finds exactly 48, bracket [48, 49], in at most
+/// 14 level-runs; every level-run's file is written; the summary prints the answer.
+#[test]
+fn a_closed_loop_capacity_is_exactly_the_servers_slots() {
+    let (_echo, base) = echo_48();
+    let dir = TempDir::new("capacity-closed");
+    let (c, stdout) = capacity(&base, &dir, &["--over", "concurrency", "--slo", "ttft:p99<=30", "--range", "1:1024"]);
+    assert_eq!(c["capacity"], 48.0, "{stdout}");
+    assert_eq!(c["bracket"], serde_json::json!([48.0, 49.0]), "{stdout}");
+    assert!(c["totals"]["level_runs"].as_u64().unwrap() <= 14, "{stdout}");
+    assert_eq!(c["complete"], true);
+    assert_eq!(c["unit"], "concurrency");
+    let levels = c["levels"].as_array().unwrap();
+    let first: Vec<f64> = levels.iter().take(7).map(|l| l["level"].as_f64().unwrap()).collect();
+    assert_eq!(first, [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0], "doubling up to the first failure");
+    for l in levels {
+        let s = &l["slos"][0];
+        assert_eq!(s["slo"], "ttft:p99<=30");
+        let verdict = l["verdict"].as_str().unwrap();
+        // A pass is an upper bound within the limit, a fail a lower bound beyond it.
+        match verdict {
+            "pass" => assert!(s["high_ms"].as_f64().unwrap() <= 30.0, "{l}"),
+            "fail" => assert!(l["stopped_early"].is_object() || s["low_ms"].as_f64().unwrap() > 30.0, "{l}"),
+            v => panic!("{v}: {l}"),
+        }
+        for f in l["files"].as_array().unwrap() {
+            let r = read_json(f.as_str().unwrap());
+            assert_eq!(r["max_concurrency"].as_f64(), l["level"].as_f64(), "{f}");
+        }
+    }
+    assert!(c["at_capacity"]["request_throughput"].as_f64().unwrap() > 0.0);
+    assert!(stdout.contains("capacity: 48 concurrency (bracket [48, 49])"), "{stdout}");
+}
+
+/// The same search over three agents: the same answer (each level split across them).
+#[test]
+fn three_agents_find_the_same_closed_loop_capacity() {
+    let (_echo, base) = echo_48();
+    let agents: Vec<_> = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+        .iter()
+        .map(|ip| agent(ip, &["--plaintext", "--allowed-targets", "127.0.0.1"]))
+        .collect();
+    let addrs = agents.iter().map(|(_, a)| a.as_str()).collect::<Vec<_>>().join(",");
+    let dir = TempDir::new("capacity-agents");
+    let (c, stdout) = capacity(
+        &base,
+        &dir,
+        &[
+            "--over",
+            "concurrency",
+            "--slo",
+            "ttft:p99<=30",
+            "--range",
+            "3:1024",
+            "--agents",
+            &addrs,
+            "--agents-plaintext",
+        ],
+    );
+    assert_eq!(c["capacity"], 48.0, "{stdout}");
+    assert_eq!(c["bracket"], serde_json::json!([48.0, 49.0]), "{stdout}");
+    let f = c["levels"][0]["files"][0].as_str().unwrap().to_string();
+    assert_eq!(read_json(&f)["client"]["agents"].as_array().unwrap().len(), 3);
+}
+
+/// An evenly paced open loop: capacity within 5 % of 48 / 50 ms = 960 requests/s; the
+/// levels above it are stopped early as over-saturated.
+#[test]
+fn an_open_loop_capacity_is_slots_over_service_time() {
+    let (_echo, base) = echo_48();
+    let dir = TempDir::new("capacity-rate");
+    let (c, stdout) = capacity(
+        &base,
+        &dir,
+        &["--over", "rate", "--burstiness", "1000", "--slo", "ttft:p99<=30", "--range", "100:4000"],
+    );
+    let cap = c["capacity"].as_f64().unwrap_or_else(|| panic!("no capacity:\n{stdout}"));
+    assert!((cap - 960.0).abs() <= 0.05 * 960.0, "capacity {cap}\n{stdout}");
+    let [p, f] = [c["bracket"][0].as_f64().unwrap(), c["bracket"][1].as_f64().unwrap()];
+    assert!(f / p - 1.0 <= 0.05, "bracket [{p}, {f}]");
+    assert_eq!(c["unit"], "request_rate");
+}
+
+/// A level at four times the capacity (3,840 requests/s against 960): the queue grows and
+/// the level is stopped as failed before half of its 4,000 requests were sent.
+#[test]
+fn a_level_at_four_times_capacity_stops_early() {
+    let (_echo, base) = echo_48();
+    let dir = TempDir::new("capacity-early");
+    let (c, stdout) = capacity(
+        &base,
+        &dir,
+        &[
+            "--over",
+            "rate",
+            "--burstiness",
+            "1000",
+            "--slo",
+            "ttft:p99<=30",
+            "--range",
+            "3840:3840",
+            "--num-prompts",
+            "4000",
+        ],
+    );
+    assert_eq!(c["capacity"], Value::Null, "{stdout}");
+    let l = &c["levels"][0];
+    assert_eq!(l["verdict"], "fail", "{stdout}");
+    let e = &l["stopped_early"];
+    let (sent, planned) = (e["requests_sent"].as_u64().unwrap(), e["requests_planned"].as_u64().unwrap());
+    assert_eq!(planned, 4000);
+    assert!(sent < planned / 2, "sent {sent} of {planned}\n{stdout}");
+    assert!(c["totals"]["saved_s"].as_f64().unwrap() > 0.0);
+    let run = read_json(l["files"][0].as_str().unwrap());
+    assert_eq!(run["ended_by"], "saturated");
+}
+
+/// Open conversations (`--over sessions`) with think time: a capacity is found, and every
+/// level-run's file has its per-turn metrics.
+#[test]
+fn a_sessions_search_finds_a_capacity_with_per_turn_metrics() {
+    let (_echo, base) = echo(
+        "127.0.0.1",
+        &["--max-concurrent-streams", "8", "--ttft-ms", "20", "--itl-ms", "2", "--output-tokens", "8"],
+    );
+    let dir = TempDir::new("capacity-sessions");
+    let (c, stdout) = capacity(
+        &base,
+        &dir,
+        &[
+            "--backend",
+            "openai-chat",
+            "--multi-turn",
+            "--multi-turn-num-turns",
+            "3",
+            "--multi-turn-delay-ms",
+            "20",
+            "--over",
+            "sessions",
+            "--slo",
+            "ttft:p90<=30",
+            "--range",
+            "2:64",
+            "--random-output-len",
+            "8",
+        ],
+    );
+    let cap = c["capacity"].as_f64().unwrap_or_else(|| panic!("no capacity:\n{stdout}"));
+    assert!((2.0..64.0).contains(&cap), "{cap}\n{stdout}");
+    assert_eq!(c["unit"], "multi_turn_concurrency");
+    for l in c["levels"].as_array().unwrap() {
+        for f in l["files"].as_array().unwrap() {
+            let r = read_json(f.as_str().unwrap());
+            assert_eq!(r["per_turn_metrics"].as_array().map(Vec::len), Some(3), "{f}");
+        }
+    }
+}
+
+/// `surge run --precision ttft:p99:5%`: the run ends before its 100,000 requests, with
+/// the interval within 5 % of the estimate.
+#[test]
+fn a_run_stops_once_its_percentile_is_precise_enough() {
+    let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "20", "--itl-ms", "1", "--output-tokens", "4"]);
+    let dir = TempDir::new("precision");
+    let d = dir.path("");
+    let out = surge(
+        &[
+            "run",
+            "--base-url",
+            &base,
+            "--model",
+            "m",
+            "--random-input-len",
+            "8",
+            "--random-output-len",
+            "4",
+            "--num-prompts",
+            "100000",
+            "--max-concurrency",
+            "64",
+            "--precision",
+            "ttft:p99:5%",
+            "--save-result",
+            "--result-dir",
+            &d,
+            "--result-filename",
+            "r.json",
+        ],
+        Duration::from_secs(300),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let r = read_json(&dir.path("r.json"));
+    assert_eq!(r["ended_by"], "precision");
+    let done = r["completed"].as_u64().unwrap() + r["cancelled"].as_u64().unwrap();
+    assert!(done < 100_000, "{done}");
+    let p = &r["precision"][0];
+    assert_eq!(p["target"], "ttft:p99:5%");
+    assert_eq!(p["reached"], true, "{p}");
+    assert!(p["relative_width"].as_f64().unwrap() <= 0.05, "{p}");
+    assert!(p["low_ms"].as_f64().unwrap() <= p["estimate_ms"].as_f64().unwrap());
+}
