@@ -62,7 +62,9 @@ pub struct AgentArgs {
     pub gpu: Option<GpuArg>,
     /// Speak an older protocol version, as an agent of that version would (tests of
     /// rolling upgrades, D43): 9 reads and writes version 9's wire; any older number only
-    /// announces itself, to be refused. Hidden: not for deployments.
+    /// announces itself, to be refused. Only in test builds (the `emulate-protocol`
+    /// feature, which the end-to-end tests turn on); hidden.
+    #[cfg(feature = "emulate-protocol")]
     #[arg(long, value_name = "VERSION", hide = true)]
     pub emulate_protocol: Option<u32>,
 }
@@ -293,7 +295,11 @@ impl AgentConfig {
                 }
             },
         };
-        let protocol = match args.emulate_protocol {
+        #[cfg(feature = "emulate-protocol")]
+        let emulated = args.emulate_protocol;
+        #[cfg(not(feature = "emulate-protocol"))]
+        let emulated: Option<u32> = None;
+        let protocol = match emulated {
             None => surge_proto::PROTOCOL_VERSION,
             Some(v) if v <= surge_proto::PROTOCOL_VERSION => v,
             Some(v) => return Err(ConfigError::EmulateProtocol(v)),

@@ -24,9 +24,12 @@ use tokio::net::TcpListener;
 const SSE: &str = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: 81\r\n\r\n\
 data: {\"choices\":[{\"index\":0,\"text\":\" hi\",\"finish_reason\":null}]}\n\ndata: [DONE]\n\n";
 
-/// Connection 0 reads its request, waits until `close` and closes without answering;
-/// the others answer it.
-async fn server(close: Arc<tokio::sync::Notify>) -> (std::net::SocketAddr, Arc<AtomicUsize>) {
+/// Connection 0 reads its request, says so on `received`, waits until `close` and closes
+/// without answering; the others answer it.
+async fn server(
+    close: Arc<tokio::sync::Notify>,
+    received: Arc<tokio::sync::Notify>,
+) -> (std::net::SocketAddr, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let accepted = Arc::new(AtomicUsize::new(0));
@@ -35,6 +38,7 @@ async fn server(close: Arc<tokio::sync::Notify>) -> (std::net::SocketAddr, Arc<A
         while let Ok((mut tcp, _)) = listener.accept().await {
             let n = count.fetch_add(1, Ordering::SeqCst);
             let close = close.clone();
+            let received = received.clone();
             tokio::spawn(async move {
                 let mut buf = vec![0u8; 4096];
                 loop {
@@ -42,6 +46,7 @@ async fn server(close: Arc<tokio::sync::Notify>) -> (std::net::SocketAddr, Arc<A
                         Ok(0) | Err(_) => return,
                         Ok(_) if n == 0 => {
                             // Silent until told, then gone without a word.
+                            received.notify_one();
                             close.notified().await;
                             return;
                         }
@@ -62,7 +67,8 @@ async fn server(close: Arc<tokio::sync::Notify>) -> (std::net::SocketAddr, Arc<A
 async fn a_request_left_unanswered_by_an_ended_connection_is_retried() {
     assert_eq!(SSE.split("\r\n\r\n").nth(1).unwrap().len(), 81, "content-length of the canned body");
     let close = Arc::new(tokio::sync::Notify::new());
-    let (addr, accepted) = server(close.clone()).await;
+    let received = Arc::new(tokio::sync::Notify::new());
+    let (addr, accepted) = server(close.clone(), received.clone()).await;
     let target = Target::resolve(&format!("http://{addr}")).await.unwrap();
     let stats = Arc::new(Stats::default());
     let pool = Arc::new(Pool::with_connections(
@@ -94,7 +100,7 @@ async fn a_request_left_unanswered_by_an_ended_connection_is_retried() {
         async move { request::execute(&pool, &tpl, job, Instant::now()).await }
     });
     // The request is now waiting on the silent connection.
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::timeout(Duration::from_secs(5), received.notified()).await.expect("the request reached the server");
     assert!(!task.is_finished(), "the silent server answered nothing");
     // The server drops the connection without answering.
     close.notify_one();

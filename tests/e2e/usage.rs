@@ -61,6 +61,19 @@ fn usage_errors_name_the_flag_and_exit_2() {
     usage_error(&["run", "--steady-state-threshold", "1.5"], "--steady-state-threshold");
     usage_error(&["run", "--strict", "--burstiness", "2"], "--burstiness has no effect with --request-rate inf");
     usage_error(&["echo", "--embedding-dim", "0"], "--embedding-dim");
+    // Capacity (D62) and --precision.
+    usage_error(&["capacity", "--range", "1:8"], "--slo");
+    usage_error(&["capacity", "--slo", "ttft:p99<=30"], "--range");
+    usage_error(&["capacity", "--slo", "ttft:p99<=30", "--range", "8:1"], "--range");
+    usage_error(&["capacity", "--slo", "ttft:99<=30", "--range", "1:8"], "--slo");
+    usage_error(&["capacity", "--slo", "ttft:p99<=30", "--range", "1.5:8"], "--range");
+    usage_error(&["capacity", "--slo", "ttft:p99<=30", "--range", "1:8", "--max-concurrency", "4"], "--max-concurrency");
+    usage_error(&["capacity", "--slo", "ttft:p99<=30", "--range", "1:8", "--over", "sessions"], "--over sessions");
+    usage_error(&["capacity", "--slo", "ttft:p99<=30", "--range", "1:8", "--resolution", "5%"], "--resolution");
+    usage_error(&["capacity", "--min-goodput-ratio", "0.9", "--range", "1:8"], "--min-goodput-ratio");
+    usage_error(&["capacity", "--slo", "ttft:p99<=30", "--range", "1:8", "--confidence", "1.5"], "--confidence");
+    usage_error(&["run", "--precision", "ttft:p99"], "--precision");
+    usage_error(&["run", "--precision", "ttft:p99:0%"], "--precision");
 }
 
 #[test]

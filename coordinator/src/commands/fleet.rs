@@ -1,6 +1,6 @@
 //! `surge fleet check`: the agents' table and whether each can run the planned load.
 
-use super::open_session;
+use super::open_fleet;
 use crate::exit::{self, Failure};
 use crate::fleet::check;
 use crate::output::terminal::{out, say};
@@ -22,14 +22,13 @@ async fn run(plan: &RunPlan, probe: bool) -> Result<u8, Failure> {
         return Err(Failure::new(exit::USAGE, "--agents: the fleet to check (with the TLS flags of surge run)"));
     }
     let embedded = CancellationToken::new();
-    let (mut session, outputs) = open_session(plan, &embedded, false).await?;
+    // No load: no live outputs (Prometheus, OTLP) are started.
+    let mut session = open_fleet(plan, &embedded, false).await?;
     let checked = check::check(&mut session, plan, probe).await.map_err(|e| Failure::run("", &e));
     let missing = session.missing().to_vec();
-    session.close();
-    outputs.stop(None).await;
-    // Let the links say Bye before the process ends (an agent then closes at once rather
+    // Each link says Bye before the process ends (an agent then closes at once rather
     // than waiting for a resume).
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    session.close_and_wait(std::time::Duration::from_secs(2)).await;
     let checked = checked?;
     out(&crate::output::fleet::table(&checked, &missing));
     let failing = checked.iter().filter(|a| !a.ok()).count();

@@ -63,6 +63,12 @@ pub async fn open_session(
     let outputs = Outputs::start(plan).await.map_err(|e| {
         if e.usage { Failure::new(exit::USAGE, e.to_string()) } else { Failure::new(exit::FAILURE, e.to_string()) }
     })?;
+    Ok((open_fleet(plan, embedded, table).await?, outputs))
+}
+
+/// The session with the plan's agents, without the live outputs (a command that sends no
+/// load, such as `surge fleet check`, starts none).
+pub async fn open_fleet(plan: &RunPlan, embedded: &CancellationToken, table: bool) -> Result<Session, Failure> {
     let fleet = match &plan.agents {
         Agents::Embedded => Fleet::embedded(&surge_agent::daemon::embedded(embedded.clone())).await,
         Agents::Remote { addrs, tls, wait } => {
@@ -75,7 +81,7 @@ pub async fn open_session(
         let checked = crate::fleet::check::check(&mut session, plan, true).await.map_err(|e| run_failure(plan, &e))?;
         crate::output::terminal::out(&crate::output::fleet::table(&checked, session.missing()));
     }
-    Ok((session, outputs))
+    Ok(session)
 }
 
 /// A run that could not happen. With the embedded agent its address is noise: the

@@ -71,6 +71,8 @@ pub struct Fleet {
     events: mpsc::Receiver<Event>,
     /// Cancelled to end every agent's link (and with it its stream).
     links: CancellationToken,
+    /// The link tasks, so closing can wait for each to say Bye.
+    tasks: tokio_util::task::TaskTracker,
 }
 
 pub fn now_ns() -> i64 {
@@ -309,6 +311,7 @@ impl Fleet {
         let (ev_tx, events) = mpsc::channel(8192);
         let mut senders = Vec::new();
         let stop = CancellationToken::new();
+        let tasks = tokio_util::task::TaskTracker::new();
         let addrs: Vec<String> = reached.iter().map(|(a, _)| a.clone()).collect();
         for (agent, (addr, channel)) in reached.into_iter().enumerate() {
             let addr = &addr;
@@ -328,10 +331,11 @@ impl Fleet {
                 events: ev_tx.clone(),
                 stop: stop.clone(),
             };
-            tokio::spawn(link.run(stream));
+            tasks.spawn(link.run(stream));
             senders.push(tx);
         }
-        Ok(Self { addrs, missing, waited, senders, events, links: stop })
+        tasks.close();
+        Ok(Self { addrs, missing, waited, senders, events, links: stop, tasks })
     }
 
     /// A session with the embedded agent over in-process channels (D1: typed rows, no
@@ -344,7 +348,9 @@ impl Fleet {
         let (ev_tx, events) = mpsc::channel(8192);
         let (tx, rx) = mpsc::channel::<CoordinatorMsg>(1024);
         let stop = CancellationToken::new();
-        tokio::spawn(LocalLink { agent: 0, session, rx, events: ev_tx, stop: stop.clone() }.run());
+        let tasks = tokio_util::task::TaskTracker::new();
+        tasks.spawn(LocalLink { agent: 0, session, rx, events: ev_tx, stop: stop.clone() }.run());
+        tasks.close();
         Ok(Self {
             addrs: vec![EMBEDDED.to_string()],
             missing: Vec::new(),
@@ -352,6 +358,7 @@ impl Fleet {
             senders: vec![tx],
             events,
             links: stop,
+            tasks,
         })
     }
 
@@ -376,5 +383,11 @@ impl Fleet {
     /// Closes every session (agents see their streams end).
     pub fn close(self) {
         self.links.cancel();
+    }
+
+    /// Closes every link and waits (at most `limit`) until each has said Bye.
+    pub async fn close_and_wait(self, limit: std::time::Duration) {
+        self.links.cancel();
+        let _ = tokio::time::timeout(limit, self.tasks.wait()).await;
     }
 }

@@ -193,6 +193,11 @@ impl Session {
     pub fn close(self) {
         self.fleet.close();
     }
+
+    /// Closes the session and waits (at most `limit`) for every link's Bye.
+    pub async fn close_and_wait(self, limit: Duration) {
+        self.fleet.close_and_wait(limit).await;
+    }
 }
 
 /// Runs `plan` once on `fleet` and closes it.
@@ -664,6 +669,7 @@ mod tests {
             senders: vec![tx],
             events,
             links: tokio_util::sync::CancellationToken::new(),
+            tasks: tokio_util::task::TaskTracker::new(),
         };
         let agents = vec![AgentReport { addr: "a:1".into(), ..Default::default() }];
         let mut r = Runner {
