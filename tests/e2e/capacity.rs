@@ -71,6 +71,22 @@ fn a_closed_loop_capacity_is_exactly_the_servers_slots() {
     }
     assert!(c["at_capacity"]["request_throughput"].as_f64().unwrap() > 0.0);
     assert!(stdout.contains("capacity: 48 concurrency (bracket [48, 49])"), "{stdout}");
+    // `surge compare --max-capacity-drop`: the same search passes; one whose capacity fell
+    // to 44 (-8.3 %) breaches 5 % (exit 1) and not 10 %.
+    let d = dir.path("");
+    let out = surge(&["compare", &d, &d, "--max-capacity-drop", "5%"], Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("+0.0%"), "{}", text(&out.stdout));
+    let mut lower = c.clone();
+    lower["capacity"] = 44.0.into();
+    lower["bracket"] = serde_json::json!([44.0, 45.0]);
+    let cand_dir = TempDir::new("capacity-lower");
+    std::fs::write(cand_dir.path("capacity.json"), serde_json::to_string(&lower).unwrap()).unwrap();
+    let out = surge(&["compare", &d, &cand_dir.path(""), "--max-capacity-drop", "5%"], Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(text(&out.stderr).contains("--max-capacity-drop 5% breached"), "{}", text(&out.stderr));
+    let out = surge(&["compare", &d, &cand_dir.path(""), "--max-capacity-drop", "10%"], Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
 
 /// The same search over three agents: the same answer (each level split across them).

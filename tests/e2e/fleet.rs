@@ -335,7 +335,8 @@ fn a_version_9_agent_is_refused_each_newer_feature_before_any_load() {
             "{feature}: {stderr}"
         );
     }
-    assert_eq!(crate::util::echo_metric(&base, "surge_echo_requests_total"), 0.0, "no request reached the target");
+    // No completion reached the target (the model lookup's GET /v1/models is no load).
+    assert_eq!(crate::util::echo_metric(&base, "surge_echo_prompt_tokens_total"), 0.0, "no request reached the target");
     let out = surge(
         &["run", "--base-url", &base, "--model", "m", "--num-prompts", "4", "--agents", &old, "--agents-plaintext"],
         Duration::from_secs(60),

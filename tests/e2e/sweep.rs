@@ -157,10 +157,10 @@ fn an_interrupted_sweep_keeps_its_levels_and_resume_finishes_it() {
     let levels = "2,4,8";
     let bg = surge_bg(&sweep_args(&base, &d, levels, &[]));
     wait_for(Duration::from_secs(120), "the first level to finish", || dir.0.join("sweep-c2-run1.json").exists());
-    // In the second level: the echo has answered more than the first level's 256 (and its
-    // initial test) requests.
-    let served = || crate::util::echo_metric(&base, "vllm:request_success_total{model_name=\"m\"}");
-    wait_for(Duration::from_secs(60), "the second level to be under way", || served() > 260.0);
+    // In the second level: the echo has read more prompt tokens than the first level's
+    // 256 requests of 16 (and its initial test) sent.
+    let read = || crate::util::echo_metric(&base, "surge_echo_prompt_tokens_total");
+    wait_for(Duration::from_secs(60), "the second level to be under way", || read() > 4200.0);
     bg.proc.signal("INT");
     let out = bg.finish(Duration::from_secs(30));
     assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));

@@ -157,6 +157,10 @@ pub struct CompareArgs {
     /// Also write the comparison as an HTML report with the inputs' curves overlaid.
     #[arg(long = "html", value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// Capacity searches (`surge capacity` directories): exit 1 when a candidate's
+    /// capacity is more than this percentage below the base's, e.g. 5%.
+    #[arg(long = "max-capacity-drop", value_name = "PERCENT")]
+    pub max_capacity_drop: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -349,7 +349,7 @@ async fn capacity(plan: &CapacityPlan, sinks: &mut dyn Sink) -> Result<u8, Failu
     let embedded = CancellationToken::new();
     let _stop_embedded = embedded.clone().drop_guard();
     let (session, outputs) = open_session(base, &embedded, true).await?;
-    let mut search = plan.search();
+    let mut search = Search::new(plan.lo, plan.hi, plan.integer(), plan.resolution);
     let (kept, wall_before) = if plan.sweep.resume { resumed(plan, &mut search, sinks) } else { (Vec::new(), 0.0) };
     let result = CapacityResult {
         capacity: None,

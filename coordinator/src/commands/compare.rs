@@ -156,6 +156,31 @@ fn write_html(paths: &[PathBuf], lines: &[Line], out: &Path) -> Result<(), Strin
     report::write(&r, out, None).map(|_| ())
 }
 
+/// `surge compare` of capacity searches: the table on stdout, each breach on stderr.
+pub fn compare_capacity_command(paths: &[PathBuf], max_drop: Option<&str>) -> u8 {
+    use super::compare_capacity as cc;
+    let drop = match max_drop.map(cc::parse_drop).transpose() {
+        Ok(d) => d,
+        Err(e) => {
+            terminal::say("compare", &e);
+            return exit::USAGE;
+        }
+    };
+    match cc::compare(paths, drop) {
+        Ok((table, breached)) => {
+            terminal::out(&table);
+            for b in &breached {
+                terminal::say("compare", b);
+            }
+            if breached.is_empty() { exit::OK } else { exit::FAILURE }
+        }
+        Err((code, message)) => {
+            terminal::say("compare", &message);
+            code
+        }
+    }
+}
+
 /// `surge compare`: the table on stdout, each breached rule on stderr; with `html`, the
 /// report with the table and the inputs overlaid.
 pub fn compare_command(paths: &[PathBuf], rules: &[String], html: Option<&Path>) -> u8 {

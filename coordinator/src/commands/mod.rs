@@ -4,6 +4,7 @@
 
 pub mod capacity;
 pub mod compare;
+pub mod compare_capacity;
 pub mod dry_run;
 pub mod fleet;
 #[cfg(test)]

@@ -1,8 +1,8 @@
 //! A capacity search as a value (D62): the level-runs of a sweep (their plans and files
 //! are a sweep's), what a level must meet, and how the search runs.
 
+use super::objective::Slo;
 use super::sweep::SweepPlan;
-use crate::analysis::capacity::{Search, Slo};
 
 /// A validated `surge capacity`.
 #[derive(Debug, Clone)]
@@ -32,10 +32,6 @@ impl CapacityPlan {
     /// Whether the unit is a whole number (concurrency, sessions).
     pub fn integer(&self) -> bool {
         self.sweep.kind != super::sweep::Kind::RequestRate
-    }
-
-    pub fn search(&self) -> Search {
-        Search::new(self.lo, self.hi, self.integer(), self.resolution)
     }
 
     /// The file the search's state is written to after every level.

@@ -5,6 +5,7 @@
 
 pub mod capacity;
 pub mod matrix;
+pub mod objective;
 pub mod split;
 pub mod sweep;
 pub mod validate;
@@ -254,7 +255,7 @@ pub struct RunPlan {
 /// `width` (a fraction) of its estimate.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Precision {
-    pub metric: crate::analysis::capacity::Metric,
+    pub metric: objective::Metric,
     pub pct: f64,
     pub width: f64,
 }
@@ -267,7 +268,7 @@ impl Precision {
         let (Some(m), Some(p), Some(w), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
             return Err(bad());
         };
-        let metric = crate::analysis::capacity::Metric::parse(m).ok_or_else(bad)?;
+        let metric = objective::Metric::parse(m).ok_or_else(bad)?;
         let pct: f64 = p.strip_prefix('p').ok_or_else(bad)?.parse().map_err(|_| bad())?;
         let width: f64 = w.strip_suffix('%').ok_or_else(bad)?.parse::<f64>().map_err(|_| bad())? / 100.0;
         if !(pct > 0.0 && pct < 100.0) || !(width > 0.0 && width.is_finite()) {
