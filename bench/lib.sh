@@ -15,6 +15,14 @@ die() { log "error: $*"; exit 1; }
 # and copies the optimized dev profile instead (no release build; not for comparisons).
 prepare_bins() {
     local dest=$1/bin
+    if [[ -n ${SURGE_BIN_DIR:-} ]]; then
+        # Binaries already built (SURGE_BIN_DIR=target/debug after `cargo test`): copied as they are.
+        mkdir -p "$dest"
+        cp "$SURGE_BIN_DIR/surge" "$SURGE_BIN_DIR/surge-agent" "$dest/" || die "no binaries in $SURGE_BIN_DIR"
+        SURGE=$dest/surge SURGE_AGENT=$dest/surge-agent
+        BINS_BUILT="$(date -u -r "$SURGE_BIN_DIR/surge" '+%Y-%m-%d %H:%M UTC') ($SURGE_BIN_DIR)"
+        return
+    fi
     if [[ ${BIN:-release} == debug ]]; then
         (cd "$ROOT" && cargo build --bins -q) || die "cargo build failed"
         mkdir -p "$dest"

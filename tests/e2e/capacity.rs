@@ -87,6 +87,15 @@ fn a_closed_loop_capacity_is_exactly_the_servers_slots() {
     assert!(text(&out.stderr).contains("--max-capacity-drop 5% breached"), "{}", text(&out.stderr));
     let out = surge(&["compare", &d, &cand_dir.path(""), "--max-capacity-drop", "10%"], Duration::from_secs(30));
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // `surge report DIR`: the search's section, its table and the objective's chart with
+    // the capacity marked.
+    let out = surge(&["report", &d], Duration::from_secs(60));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let html = std::fs::read_to_string(dir.path("report.html")).unwrap();
+    assert!(html.contains("Capacity: "), "no capacity section");
+    assert!(html.contains("capacity 48"), "the capacity is marked");
+    assert!(html.contains("levels in search order"));
+    assert!(html.contains("<svg"), "the chart is drawn");
 }
 
 /// The same search over three agents: the same answer (each level split across them).

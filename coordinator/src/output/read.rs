@@ -15,6 +15,8 @@ pub struct Loaded {
     pub results: Vec<(String, serde_json::Value)>,
     /// A sweep directory's `summary.json`.
     pub summary: Option<serde_json::Value>,
+    /// A capacity search's `capacity.json`, typed (D62).
+    pub capacity: Option<crate::output::capacity::CapacityResult>,
     pub is_dir: bool,
 }
 
@@ -42,7 +44,7 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
     } else {
         vec![path.to_path_buf()]
     };
-    let mut loaded = Loaded { name: path.display().to_string(), schema: 0, results: Vec::new(), summary: None, is_dir };
+    let mut loaded = Loaded { name: path.display().to_string(), schema: 0, results: Vec::new(), summary: None, capacity: None, is_dir };
     for f in files {
         let v = read_json(&f)?;
         if v.get("completed").is_none() {
@@ -64,6 +66,13 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
     let summary = path.join("summary.json");
     if is_dir && summary.is_file() {
         loaded.summary = Some(read_json(&summary)?);
+    }
+    let capacity = path.join("capacity.json");
+    if is_dir && capacity.is_file() {
+        let text = std::fs::read(&capacity).map_err(|e| format!("{}: {e}", capacity.display()))?;
+        loaded.capacity = Some(
+            serde_json::from_slice(&text).map_err(|e| format!("{}: not a capacity result: {e}", capacity.display()))?,
+        );
     }
     Ok(loaded)
 }

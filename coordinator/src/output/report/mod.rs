@@ -4,6 +4,7 @@
 //! [`chart::Chart`]s, from [`runs`] and [`sweeps`]); [`html`] writes it, [`draw`] draws
 //! the charts.
 
+pub mod capacity;
 pub mod chart;
 pub mod draw;
 pub mod html;
@@ -78,7 +79,13 @@ pub fn build(inputs: &[Loaded], opts: Options) -> Report {
     let many = inputs.len() > 1;
     let mut sweeps = Vec::new();
     let mut lone = Vec::new();
+    let mut searches = Vec::new();
     for l in inputs {
+        // A capacity search is shown by its own section, not as its level-runs.
+        if let Some(c) = &l.capacity {
+            searches.push(capacity::section(&l.name, c));
+            continue;
+        }
         let short = short_name(&l.name);
         let runs: Vec<Run> = l
             .results
@@ -93,7 +100,7 @@ pub fn build(inputs: &[Loaded], opts: Options) -> Report {
             None => lone.extend(runs),
         }
     }
-    let mut sections = Vec::new();
+    let mut sections = searches;
     if !sweeps.is_empty() {
         sections.extend(sweeps::sections(&sweeps, opts));
     }
@@ -108,7 +115,7 @@ pub fn build(inputs: &[Loaded], opts: Options) -> Report {
 }
 
 /// A path's last component.
-fn short_name(path: &str) -> String {
+pub(crate) fn short_name(path: &str) -> String {
     let p = std::path::Path::new(path.trim_end_matches('/'));
     p.file_name().and_then(|n| n.to_str()).unwrap_or(path).to_string()
 }
