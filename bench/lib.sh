@@ -20,7 +20,7 @@ prepare_bins() {
         mkdir -p "$dest"
         cp "$SURGE_BIN_DIR/surge" "$SURGE_BIN_DIR/surge-agent" "$dest/" || die "no binaries in $SURGE_BIN_DIR"
         SURGE=$dest/surge SURGE_AGENT=$dest/surge-agent
-        BINS_BUILT="$(date -u -r "$SURGE_BIN_DIR/surge" '+%Y-%m-%d %H:%M UTC') ($SURGE_BIN_DIR)"
+        BINS_BUILT="$(date -u -r "$SURGE_BIN_DIR/surge" '+%Y-%m-%d %H:%M UTC')"
         return
     fi
     if [[ ${BIN:-release} == debug ]]; then
@@ -76,7 +76,7 @@ machine_md() {
     echo "- date: ${START_DATE:-$(date -u '+%Y-%m-%d %H:%M:%S UTC')}"
     echo "- nproc: $(nproc); CPU: $(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)"
     echo "- kernel: $(uname -sr); memory: $mem"
-    echo "- binaries: \`target/release\` built ${BINS_BUILT:-?}, sha256 surge $(sha256sum "$SURGE" | cut -c1-12), surge-agent $(sha256sum "$SURGE_AGENT" | cut -c1-12)"
+    echo "- binaries: \`${SURGE_BIN_DIR:-target/release}\` built ${BINS_BUILT:-?}, sha256 surge $(sha256sum "$SURGE" | cut -c1-12), surge-agent $(sha256sum "$SURGE_AGENT" | cut -c1-12)"
     echo "- surge: $("$SURGE" --version 2>/dev/null) (git $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo ', working tree differs from HEAD'))"
 }
 

@@ -134,8 +134,13 @@ impl Monitor for Level<'_> {
         }
     }
 
-    /// Over-saturated: the queue grows and the rows so far already fail the level.
+    /// Over-saturated: the queue grows and the rows so far already fail the level. Only
+    /// a paced level's queue can grow without bound; a closed loop's start (every client
+    /// at once, the later waves waiting) looks like growth and is not judged so.
     fn halt(&mut self) -> Option<Halt> {
+        if self.plan.sweep.kind != crate::plan::sweep::Kind::RequestRate {
+            return None;
+        }
         if !self.checks.due(self.run_rows) || !saturation::growing(&self.trend) {
             return None;
         }
