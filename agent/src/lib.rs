@@ -1,7 +1,7 @@
 //! surge's agent: the load engine and the daemon that serves it to coordinators.
 //!
-//! The flow, one module each:
-//! - [`data`] makes the requests' content: prompts and token counts (datasets, tokenizer);
+//! The flow, one module each (what the coordinator shares — request content, transport,
+//! scrapes, traces, live metrics — is `surge_core`'s):
 //! - [`engine`] runs a [`Workload`](surge_proto::Workload) against an HTTP target and
 //!   reports each finished request as a row to an [`engine::Sink`]; it knows nothing about
 //!   where rows go;
@@ -10,27 +10,21 @@
 //!   dead-man switch;
 //! - [`daemon`] is the `surge-agent` process: configuration, TLS, signals, and the embedded
 //!   agent of a local run;
-//! - [`client`] sends single requests to the target (readiness, model discovery);
 //! - [`cpu`] reads CPU and host signals;
-//! - [`tomlkeys`] checks configuration keys before the `config` crate reads them;
 //! - [`gpu`] reads this host's GPUs through NVML (`--gpu nvml`).
 //!
-//! Dependencies run one way: `daemon -> service -> engine -> data`, `client -> engine`,
-//! and `service -> cpu`.
+//! Dependencies run one way: `daemon -> service -> engine -> surge_core`, and
+//! `service -> cpu`.
 
-pub mod client;
 pub mod cpu;
 pub mod daemon;
-pub mod data;
 pub mod engine;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod gpu;
-pub mod live;
-pub mod scrape;
 pub mod service;
-pub mod tomlkeys;
-pub mod trace;
 
-// Paths the coordinator and the tests have used since before `data/`.
-pub use data::{dataset, tokenizer};
+// What the agent shares with the coordinator lives in `surge-core`; its paths stay here
+// for the agent's own code and tests.
+pub use surge_core::{client, data, live, scrape, tomlkeys, trace};
+pub use surge_core::data::{dataset, tokenizer};

@@ -1,11 +1,11 @@
 //! Readiness and model discovery against the target before a run: `GET /v1/models`
 //! polled until it answers 200 (`--ready-timeout`), and the first model it lists when
 //! `--model` is not given. Requests go through the agent's single-request client
-//! ([`surge_agent::client`]), the same connector as the load.
+//! ([`surge_core::client`]), the same connector as the load.
 
 use std::time::{Duration, Instant};
-use surge_agent::client::{self, Response};
-use surge_agent::engine::tls::TargetTls;
+use surge_core::client::{self, Response};
+use surge_core::transport::tls::TargetTls;
 
 /// How long one `GET /v1/models` may take, connection included.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);

@@ -687,7 +687,11 @@ mod tests {
         let api = Api::of(w.backend()).unwrap_or(Api::Completions);
         Jobs::new(w, api, tok)
     }
-    use crate::data::tokenizer::fixture;
+    /// The test fixture `tests/fixtures/tokenizer/tokenizer.json` (a tiny byte-level BPE).
+    fn fixture() -> std::sync::Arc<crate::data::tokenizer::Tok> {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tokenizer");
+        crate::data::tokenizer::load_cached_path(&p).expect("fixture tokenizer")
+    }
     use surge_proto::PromptItem;
 
     /// `--prompt-token-ids`: completions send `prompt` as ids, pooling backends `input`,

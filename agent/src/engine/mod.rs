@@ -9,7 +9,8 @@
 //! [`Control`] (start instant, hard deadline, stop token) and reports to a sink.
 //!
 //! - [`jobs`]: request `k` of the slice, made on demand;
-//! - [`conn`]: target resolution, TCP/TLS/HTTP connections and their pool;
+//! - [`conn`]: target resolution, TCP/TLS/HTTP connections (`surge_core::transport`) and
+//!   their pool ([`pool`]);
 //! - [`request`]: one timed request and its row; [`sse`] and [`openai`] read its stream;
 //! - [`pacing`] (the open-loop schedule) and [`pacer`] (the thread releasing it on time);
 //! - [`ioclock`]: socket-level timestamps; [`stats`]: live counters of a run;
@@ -17,16 +18,10 @@
 
 pub mod api;
 mod audio;
-pub mod conn;
-pub mod connector;
 mod conversation;
-pub mod ending;
-pub mod h3;
 pub mod history;
-pub mod ioclock;
 pub mod jobs;
 pub mod openai;
-mod opening;
 pub mod pacer;
 pub mod pacing;
 pub mod pool;
@@ -36,11 +31,11 @@ pub mod responses;
 pub mod sink;
 pub mod spec;
 pub mod sse;
-pub mod stats;
-pub mod target;
-pub mod tls;
 
 pub use sink::{Sink, VecSink};
+// The transport layer (connections, TLS, HTTP/1.1, HTTP/2, HTTP/3, their clocks and
+// counters) is the core crate's, shared with the coordinator's own requests to the target.
+pub use surge_core::transport::{conn, connector, ending, h3, ioclock, stats, target, tls};
 
 /// The runtime a session's workloads are prepared and run on: threads of its own (one
 /// per core, named `surge-engine`), counted by `cpu::engine_cpu_time`, so the client's

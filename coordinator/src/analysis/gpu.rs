@@ -16,7 +16,7 @@ use super::server::GaugeStats;
 use crate::fleet::gpu::GpuScrape;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
-use surge_agent::scrape::{GpuKey, GpuReading};
+use surge_core::scrape::{GpuKey, GpuReading};
 
 /// Points of a GPU's energy curve kept to read it at the window's end.
 const RECENT: usize = 64;
@@ -399,7 +399,7 @@ impl Efficiency {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use surge_agent::scrape::GpuSource;
+    use surge_core::scrape::GpuSource;
 
     fn reading(index: u32, power: f64, energy: Option<f64>) -> GpuReading {
         GpuReading {

@@ -21,7 +21,7 @@ pub use crate::fleet::outcome::{GlobalRow, kind_name};
 use crate::fleet::scrape::ServerScrape;
 use crate::plan::{RampPlan, Slo};
 use std::collections::BTreeMap;
-use surge_agent::data::share::Stripe;
+use surge_core::data::share::Stripe;
 
 /// Whether a successful row met every objective of `slo`.
 fn meets(slo: &Slo, r: &GlobalRow) -> bool {

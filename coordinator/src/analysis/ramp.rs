@@ -7,7 +7,7 @@
 use crate::plan::RampPlan;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use surge_agent::data::share::Stripe;
+use surge_core::data::share::Stripe;
 
 /// One event as vLLM writes it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -92,7 +92,7 @@ mod tests {
         // Two agents each ramp over their own share (taking turns by index): agent 1's
         // last request, index 13, is at the end rate; index 12 is not its request.
         let mut r = RampEvents::new(RampPlan { exponential: false, start: 1, end: 4 }, None);
-        let shares = surge_agent::data::share::stripes(&[1, 1]);
+        let shares = surge_core::data::share::stripes(&[1, 1]);
         r.slices(shares.into_iter().map(|s| (s, 7)).collect());
         r.add(1, 12, 0.2);
         assert_eq!(r.events(t0).len(), 1, "another agent's index counts for nothing");

@@ -9,7 +9,7 @@
 use crate::fleet::scrape::ServerScrape;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use surge_agent::scrape::{Histogram, Metric, Snapshot};
+use surge_core::scrape::{Histogram, Metric, Snapshot};
 
 /// Generation-token counters, by serving stack (the first found is used).
 const GENERATION_TOKENS: [&str; 3] =

@@ -29,7 +29,7 @@ fn item(
     path: &Path,
     prompt: &str,
     output_tokens: u32,
-    tok: Option<&surge_agent::tokenizer::Tok>,
+    tok: Option<&surge_core::data::tokenizer::Tok>,
 ) -> Result<PromptItem, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -55,7 +55,7 @@ fn item(
 pub fn audio(
     path: &Path,
     output_len: u32,
-    tok: Option<&surge_agent::tokenizer::Tok>,
+    tok: Option<&surge_core::data::tokenizer::Tok>,
 ) -> Result<Vec<PromptItem>, String> {
     let mut items = Vec::new();
     if path.is_dir() {

@@ -33,7 +33,7 @@ pub fn load_file(path: &Path) -> Result<CoordinatorFile, UsageError> {
 
 /// A configuration file's text (TOML), as [`load_file`] reads it.
 pub fn parse_text(text: &str) -> Result<CoordinatorFile, config::ConfigError> {
-    surge_agent::tomlkeys::check(text).map_err(config::ConfigError::Message)?;
+    surge_core::tomlkeys::check(text).map_err(config::ConfigError::Message)?;
     config::Config::builder()
         .add_source(config::File::from_str(text, config::FileFormat::Toml))
         .build()

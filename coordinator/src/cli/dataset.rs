@@ -9,7 +9,7 @@ use super::{BackendArg, DatasetArg, RunArgs, UsageError};
 use crate::plan::TokenizerFile;
 use std::path::Path;
 use std::sync::Arc;
-use surge_agent::tokenizer;
+use surge_core::data::tokenizer;
 use surge_proto::{DatasetKind, DatasetSpec, PromptItem};
 
 /// A resolved dataset.

@@ -18,8 +18,8 @@ use rand::{SeedableRng, rngs::SmallRng};
 use serde::Deserialize;
 use serde_json::Value;
 use std::path::Path;
-use surge_agent::dataset;
-use surge_agent::tokenizer::Tok;
+use surge_core::data::dataset;
+use surge_core::data::tokenizer::Tok;
 use surge_proto::PromptItem;
 
 #[derive(Deserialize)]
@@ -226,7 +226,7 @@ mod tests {
     }
 
     fn tok() -> std::sync::Arc<Tok> {
-        surge_agent::tokenizer::load_cached_path(
+        surge_core::data::tokenizer::load_cached_path(
             &Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tokenizer"),
         )
         .unwrap()

@@ -19,7 +19,7 @@ pub fn markdown() -> String {
     let mut surge = super::Cli::command();
     surge.build();
     command(&mut out, &surge, "surge");
-    let mut agent = surge_agent::daemon::AgentArgs::command();
+    let mut agent = crate::fleet::local::agent_command();
     agent.build();
     command(&mut out, &agent, "surge-agent");
     out

@@ -22,8 +22,8 @@
 
 use serde_json::Value;
 use std::path::Path;
-use surge_agent::dataset;
-use surge_agent::tokenizer::Tok;
+use surge_core::data::dataset;
+use surge_core::data::tokenizer::Tok;
 use surge_proto::{PromptItem, TokenSource};
 
 fn positive(v: &Value, key: &str) -> Result<u32, String> {

@@ -22,8 +22,8 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng, rngs::SmallRng};
 use serde_json::Value;
 use std::path::Path;
-use surge_agent::dataset;
-use surge_agent::tokenizer::Tok;
+use surge_core::data::dataset;
+use surge_core::data::tokenizer::Tok;
 use surge_proto::{PromptItem, TokenSource};
 
 /// Prompts a sonnet dataset makes at most; requests past them cycle (vLLM's sonnet is

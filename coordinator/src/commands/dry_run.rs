@@ -6,7 +6,7 @@
 use crate::exit;
 use crate::output::Sink;
 use crate::plan::{Agents, RunPlan, UNBOUNDED, split};
-use surge_agent::data::dataset;
+use surge_core::data::dataset;
 
 /// Requests whose lengths are summarized at most (with a tokenizer, a long prompt takes
 /// milliseconds to make).

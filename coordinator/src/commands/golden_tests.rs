@@ -64,7 +64,7 @@ fn agent(i: usize, done: bool) -> AgentReport {
     a.rows = 4;
     a.share = Some(crate::plan::split::Share {
         fraction: 0.5,
-        indices: surge_agent::data::share::stripes(&[1, 1])[i].clone(),
+        indices: surge_core::data::share::stripes(&[1, 1])[i].clone(),
         num_prompts: 4,
         max_concurrency: if i == 0 { 1 } else { 2 },
         request_rate: if i == 0 { 5.0 } else { f64::INFINITY },

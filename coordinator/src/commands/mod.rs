@@ -71,7 +71,7 @@ pub async fn open_session(
 /// load, such as `surge fleet check`, starts none).
 pub async fn open_fleet(plan: &RunPlan, embedded: &CancellationToken, table: bool) -> Result<Session, Failure> {
     let fleet = match &plan.agents {
-        Agents::Embedded => Fleet::embedded(&surge_agent::daemon::embedded(embedded.clone())).await,
+        Agents::Embedded => crate::fleet::local::embedded(embedded.clone()).await,
         Agents::Remote { addrs, tls, wait } => {
             Fleet::connect(addrs, tls.as_ref(), *wait, &mut |m| crate::output::terminal::say("", m)).await
         }
@@ -198,7 +198,7 @@ impl Observer for Watch<'_> {
     fn gpu(&mut self, scrape: &crate::fleet::gpu::GpuScrape) {
         self.agg.gpu(scrape);
     }
-    fn started(&mut self, run_id: u64, start_unix_ns: i64, slices: &[(surge_agent::data::share::Stripe, u64)]) {
+    fn started(&mut self, run_id: u64, start_unix_ns: i64, slices: &[(surge_core::data::share::Stripe, u64)]) {
         self.agg.ramp_slices(slices.to_vec());
         self.outputs.level_start(run_id, start_unix_ns, &self.model, &self.agents);
     }

@@ -194,7 +194,7 @@ pub(crate) async fn reset_prefix_cache(p: &crate::plan::RunPlan) -> Result<(), F
         )
     };
     let tls = p.target_tls.client();
-    match surge_agent::client::post_empty(&tls, &p.base_url, "/reset_prefix_cache", RESET_TIMEOUT).await {
+    match surge_core::client::post_empty(&tls, &p.base_url, "/reset_prefix_cache", RESET_TIMEOUT).await {
         Ok(r) if (200..300).contains(&r.status) => Ok(()),
         Ok(r) => Err(refused(format!("answered HTTP {}: {}", r.status, String::from_utf8_lossy(&r.body).trim()))),
         Err(e) => Err(refused(format!("failed: {e}"))),

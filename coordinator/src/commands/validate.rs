@@ -36,7 +36,7 @@ fn row(plan: &ValidatePlan, p: &RunPlan, level: u32, r: &RunResult, m: &Metrics)
             .rows
             .iter()
             .filter(|x| x.ok())
-            .map(|x| surge_agent::dataset::prompt(&p.dataset, x.row.index).text.len())
+            .map(|x| surge_core::data::dataset::prompt(&p.dataset, x.row.index).text.len())
             .sum();
         bytes as f64 / BYTES_PER_TOKEN / r.duration
     } else {

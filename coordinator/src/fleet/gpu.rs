@@ -4,7 +4,7 @@
 
 use crate::plan::GpuPlan;
 use std::time::Duration;
-use surge_agent::scrape::{self, GpuKey, GpuReading, GpuSource};
+use surge_core::scrape::{self, GpuKey, GpuReading, GpuSource};
 use surge_proto::GpuSamples;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;

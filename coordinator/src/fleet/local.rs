@@ -1,14 +1,48 @@
-//! The embedded agent's link (D1): the session's messages cross in-process channels as
-//! typed values. Heartbeats go out every 100 ms as over gRPC (the agent's lease is the
-//! same state machine); there is nothing to resume, since two channels cannot break
-//! apart while both ends live.
+//! The embedded agent (D1, D63): the one place the coordinator reaches the agent crate.
+//! [`embedded`] starts it in this process and opens a session with it whose messages
+//! cross in-process channels as typed values. Heartbeats go out every 100 ms as over gRPC
+//! (the agent's lease is the same state machine); there is nothing to resume, since two
+//! channels cannot break apart while both ends live. [`agent_command`] is the agent's own
+//! command line, for the CLI reference.
 
-use super::link::HEARTBEAT_INTERVAL;
-use super::{Event, now_ns};
+use super::link::{HEARTBEAT_INTERVAL, hello};
+use super::{EMBEDDED, Event, Fleet, FleetError, chain, now_ns};
+use std::time::Duration;
 use surge_agent::service::LocalSession;
+use surge_proto::PROTOCOL_VERSION;
 use surge_proto::{AgentMsg, CoordinatorMsg, Heartbeat, agent_msg, coordinator_msg};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+/// A session with the embedded agent over in-process channels (D1: typed rows, no
+/// encoding); its address in results and messages is [`EMBEDDED`].
+pub async fn embedded(stop_agent: CancellationToken) -> Result<Fleet, FleetError> {
+    let agent = surge_agent::daemon::embedded(stop_agent);
+    let session = agent.open_local(hello(0, PROTOCOL_VERSION)).await.map_err(|s| FleetError::Connect {
+        addr: EMBEDDED.to_string(),
+        message: format!("session refused: {}", chain(&s)),
+    })?;
+    let (ev_tx, events) = mpsc::channel(8192);
+    let (tx, rx) = mpsc::channel::<CoordinatorMsg>(1024);
+    let stop = CancellationToken::new();
+    let tasks = tokio_util::task::TaskTracker::new();
+    tasks.spawn(LocalLink { agent: 0, session, rx, events: ev_tx, stop: stop.clone() }.run());
+    tasks.close();
+    Ok(Fleet {
+        addrs: vec![EMBEDDED.to_string()],
+        missing: Vec::new(),
+        waited: Duration::ZERO,
+        senders: vec![tx],
+        events,
+        links: stop,
+        tasks,
+    })
+}
+
+/// `surge-agent`'s command line (its flags in docs/cli.md).
+pub fn agent_command() -> clap::Command {
+    <surge_agent::daemon::AgentArgs as clap::CommandFactory>::command()
+}
 
 /// Forwards the fleet's messages to the embedded agent and the agent's messages to the
 /// fleet's events, stamped with their arrival time. Ends the session with Bye.
@@ -68,7 +102,7 @@ impl LocalLink {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{EMBEDDED, Event, Fleet};
+    use super::super::{EMBEDDED, Event};
     use std::time::{Duration, Instant};
     use surge_proto::agent_msg;
     use tokio_util::sync::CancellationToken;
@@ -78,7 +112,7 @@ mod tests {
     #[tokio::test]
     async fn the_embedded_session_lives_on_heartbeats_and_closes_with_the_agent() {
         let stop = CancellationToken::new();
-        let mut fleet = Fleet::embedded(&surge_agent::daemon::embedded(stop.clone())).await.unwrap();
+        let mut fleet = super::embedded(stop.clone()).await.unwrap();
         assert_eq!(fleet.addrs, [EMBEDDED]);
         let first = fleet.next(Duration::from_secs(5)).await;
         assert!(

@@ -12,7 +12,7 @@ pub mod clock;
 pub mod collect;
 pub mod gpu;
 mod link;
-mod local;
+pub mod local;
 pub mod outcome;
 pub mod profile;
 pub mod scrape;
@@ -21,7 +21,6 @@ pub mod wire;
 
 use crate::plan::{ConnectWait, TlsPaths};
 use link::{Link, RESUME_CONNECT_TIMEOUT, hello, open_stream};
-use local::LocalLink;
 use std::time::Duration;
 use surge_proto::{
     AgentMsg, CoordinatorMsg, ErrorCode, HelloReply, PREVIOUS_PROTOCOL_VERSION, PROTOCOL_VERSION, agent_msg,
@@ -336,30 +335,6 @@ impl Fleet {
         }
         tasks.close();
         Ok(Self { addrs, missing, waited, senders, events, links: stop, tasks })
-    }
-
-    /// A session with the embedded agent over in-process channels (D1: typed rows, no
-    /// encoding); its address in results and messages is [`EMBEDDED`].
-    pub async fn embedded(agent: &surge_agent::service::AgentService) -> Result<Self, FleetError> {
-        let session = agent.open_local(hello(0, PROTOCOL_VERSION)).await.map_err(|s| FleetError::Connect {
-            addr: EMBEDDED.to_string(),
-            message: format!("session refused: {}", chain(&s)),
-        })?;
-        let (ev_tx, events) = mpsc::channel(8192);
-        let (tx, rx) = mpsc::channel::<CoordinatorMsg>(1024);
-        let stop = CancellationToken::new();
-        let tasks = tokio_util::task::TaskTracker::new();
-        tasks.spawn(LocalLink { agent: 0, session, rx, events: ev_tx, stop: stop.clone() }.run());
-        tasks.close();
-        Ok(Self {
-            addrs: vec![EMBEDDED.to_string()],
-            missing: Vec::new(),
-            waited: Duration::ZERO,
-            senders: vec![tx],
-            events,
-            links: stop,
-            tasks,
-        })
     }
 
     pub fn len(&self) -> usize {

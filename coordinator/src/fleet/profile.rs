@@ -7,8 +7,8 @@
 
 use crate::plan::ProfilePlan;
 use std::time::Duration;
-use surge_agent::client;
-use surge_agent::engine::tls::TargetTls;
+use surge_core::client;
+use surge_core::transport::tls::TargetTls;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -43,10 +43,10 @@ async fn call(tls: &TargetTls, base_url: &str, path: &str) -> Result<(), String>
 async fn running(tls: &TargetTls, base_url: &str) -> Option<f64> {
     let url = format!("{base_url}/metrics");
     let want = ["vllm:num_requests_running".to_string()];
-    let snap = surge_agent::scrape::scrape(&[url], &want, CALL, None, tls).await.ok()?;
+    let snap = surge_core::scrape::scrape(&[url], &want, CALL, None, tls).await.ok()?;
     match snap.get("vllm:num_requests_running")? {
-        surge_agent::scrape::Metric::Gauge(v) | surge_agent::scrape::Metric::Counter(v) => Some(*v),
-        surge_agent::scrape::Metric::Histogram(_) => None,
+        surge_core::scrape::Metric::Gauge(v) | surge_core::scrape::Metric::Counter(v) => Some(*v),
+        surge_core::scrape::Metric::Histogram(_) => None,
     }
 }
 

@@ -6,7 +6,7 @@
 
 use crate::plan::ScrapePlan;
 use std::time::Duration;
-use surge_agent::scrape::{self, Snapshot};
+use surge_core::scrape::{self, Snapshot};
 use surge_proto::ServerMetrics;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;

@@ -12,7 +12,7 @@ use super::{Event, Fleet, now_ns, wire};
 use crate::plan::RunPlan;
 use crate::plan::split;
 use std::time::{Duration, Instant};
-use surge_agent::data::share::Stripe;
+use surge_core::data::share::Stripe;
 use surge_proto::{
     ClockPing, HelloReply, PROTOCOL_VERSION, Prepare, ScrapeLast, Start,
     Workload, agent_msg, coordinator_msg::Msg, v9,

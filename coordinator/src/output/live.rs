@@ -11,7 +11,7 @@ use super::traces::Traces;
 use crate::fleet::outcome::GlobalRow;
 use crate::plan::RunPlan;
 use std::sync::Arc;
-use surge_agent::live::LiveMetrics;
+use surge_core::live::LiveMetrics;
 use tokio_util::sync::CancellationToken;
 
 /// What a level tells an output while it runs.
@@ -100,7 +100,7 @@ impl Outputs {
             })?;
             let metrics = Arc::new(LiveMetrics::new());
             let stop = CancellationToken::new();
-            tokio::spawn(surge_agent::live::serve(listener, Arc::clone(&metrics), stop.clone()));
+            tokio::spawn(surge_core::live::serve(listener, Arc::clone(&metrics), stop.clone()));
             out.push(Box::new(Live { metrics, stop, linger: plan.live_linger }));
         }
         if let Some(o) = &plan.otlp {

@@ -354,7 +354,7 @@ pub struct StreamExample {
 
 impl StreamExample {
     pub fn of(c: &surge_proto::StreamCut) -> Self {
-        use surge_agent::engine::ending::{end_name, ended_by, version_name};
+        use surge_core::transport::ending::{end_name, ended_by, version_name};
         Self {
             ended: end_name(c.end()).to_string(),
             ended_by: ended_by(c.end()).to_string(),

@@ -84,7 +84,7 @@ impl Traces {
         use opentelemetry::trace::TracerProvider as _;
         let tracer = provider.tracer("surge");
         let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-        let (trace, span) = surge_agent::trace::ids(now.as_nanos() as u64, u64::MAX);
+        let (trace, span) = surge_core::trace::ids(now.as_nanos() as u64, u64::MAX);
         Ok(Self {
             provider,
             tracer,
@@ -105,7 +105,7 @@ impl Traces {
     /// A level began at `start_unix_ns` (coordinator clock) on `agents`.
     pub fn level_start(&mut self, run_id: u64, start_unix_ns: i64, model: &str, agents: Vec<String>) {
         self.levels += 1;
-        let (_, span) = surge_agent::trace::ids(run_id, u64::MAX - 1);
+        let (_, span) = surge_core::trace::ids(run_id, u64::MAX - 1);
         self.level = Some(Level { run_id, span: SpanId::from(span), start_unix_ns, model: model.into(), agents });
     }
 
@@ -114,8 +114,8 @@ impl Traces {
         let Some(l) = &self.level else { return };
         let level = SpanContext::new(self.trace, l.span, TraceFlags::SAMPLED, false, TraceState::default());
         for r in rows {
-            let (trace, span) = surge_agent::trace::ids(l.run_id, r.row.index);
-            if !surge_agent::trace::sampled(trace, self.ratio) {
+            let (trace, span) = surge_core::trace::ids(l.run_id, r.row.index);
+            if !surge_core::trace::sampled(trace, self.ratio) {
                 continue;
             }
             let start = l.start_unix_ns + (r.start_s * 1e9) as i64;

@@ -80,7 +80,7 @@ pub struct TokenizerFile {
     pub path: PathBuf,
     pub bytes: Arc<Vec<u8>>,
     pub sha256: String,
-    pub tok: Arc<surge_agent::tokenizer::Tok>,
+    pub tok: Arc<surge_core::data::tokenizer::Tok>,
 }
 
 impl std::fmt::Debug for TokenizerFile {
@@ -108,8 +108,8 @@ pub struct TargetTls {
 impl TargetTls {
     /// The same settings for this process's own requests to the target (readiness,
     /// model list, `/metrics`).
-    pub fn client(&self) -> surge_agent::engine::tls::TargetTls {
-        surge_agent::engine::tls::TargetTls { insecure: self.insecure, ca_pem: self.ca_pem.clone() }
+    pub fn client(&self) -> surge_core::transport::tls::TargetTls {
+        surge_core::transport::tls::TargetTls { insecure: self.insecure, ca_pem: self.ca_pem.clone() }
     }
 }
 

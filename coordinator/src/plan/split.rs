@@ -6,7 +6,7 @@
 //! same request, and each agent's requests are spread over the whole run (and over a file
 //! dataset or a timed trace) instead of one agent taking its first part.
 
-use surge_agent::data::share::{MAX_WEIGHT, Stripe, stripes};
+use surge_core::data::share::{MAX_WEIGHT, Stripe, stripes};
 use surge_proto::PromptItem;
 
 /// One agent's part of the run.
@@ -179,7 +179,7 @@ mod slice_tests {
             (0..s.num_prompts)
                 .map(|k| {
                     let i = s.indices.index(k);
-                    let entry = if whole { surge_agent::data::dataset::pass_entry(3, i / n, i % n, n) } else { k };
+                    let entry = if whole { surge_core::data::dataset::pass_entry(3, i / n, i % n, n) } else { k };
                     (i, got[entry as usize].text.clone())
                 })
                 .collect()

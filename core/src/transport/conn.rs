@@ -46,7 +46,7 @@ impl std::fmt::Debug for Sender {
 
 impl Sender {
     /// Another handle on the same connection, for a multiplexed one.
-    pub(super) fn share(&self) -> Option<Sender> {
+    pub fn share(&self) -> Option<Sender> {
         match self {
             Sender::H1(_) => None,
             Sender::H2(s) => Some(Sender::H2(s.clone())),
@@ -60,7 +60,7 @@ pub use super::opening::Opening;
 /// One client connection and the time of its latest socket read.
 #[derive(Debug)]
 pub struct Conn {
-    pub(super) sender: Sender,
+    pub sender: Sender,
     pub clock: IoClock,
     /// How it was opened, until the first request on it takes it (that request's
     /// `connecting` and `tls_handshaking`); `None` for a connection opened ahead of the run.
@@ -69,14 +69,14 @@ pub struct Conn {
     pub gone: CancellationToken,
     /// An HTTP/1.1 connection's I/O, driven by the request that holds the connection
     /// (`None` for a multiplexed one, whose own task drives it, and once it has ended).
-    pub(super) driver: Option<Driver>,
+    pub driver: Option<Driver>,
 }
 
 /// hyper's future of an HTTP/1.1 connection, polled by the task of the request using
 /// the connection rather than by a task of its own: no hand-over between two tasks for
 /// each request, response head and body chunk. Idle in the pool, nobody polls it; a close
 /// by the server is seen when the next request readies the connection (a reconnect).
-pub(super) struct Driver(pub(super) std::pin::Pin<Box<dyn Future<Output = ()> + Send>>);
+pub struct Driver(pub std::pin::Pin<Box<dyn Future<Output = ()> + Send>>);
 
 impl std::fmt::Debug for Driver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

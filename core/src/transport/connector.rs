@@ -82,7 +82,7 @@ pub struct Connector {
     tls: Option<tokio_rustls::TlsConnector>,
     quic: Option<quinn::ClientConfig>,
     server_name: Option<rustls::pki_types::ServerName<'static>>,
-    pub(super) version: Version,
+    pub version: Version,
     /// An `Auto` https connection agreed on h2 (so the pool shares connections).
     negotiated_h2: std::sync::atomic::AtomicBool,
     /// Source address of every connection (`None`: the kernel's choice).

@@ -79,7 +79,7 @@ async fn page(
     url: &str,
     timeout: Duration,
     local: Option<std::net::IpAddr>,
-    tls: &crate::engine::tls::TargetTls,
+    tls: &crate::transport::tls::TargetTls,
 ) -> Result<(String, String), String> {
     let uri: http::Uri = url.parse().map_err(|e| format!("{url}: {e}"))?;
     let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
@@ -102,7 +102,7 @@ pub async fn scrape(
     extra: &[String],
     timeout: Duration,
     local: Option<std::net::IpAddr>,
-    tls: &crate::engine::tls::TargetTls,
+    tls: &crate::transport::tls::TargetTls,
 ) -> Result<Snapshot, String> {
     let mut all = Snapshot::new();
     for url in urls {
@@ -118,7 +118,7 @@ pub async fn scrape(
 pub async fn scrape_gpus(
     urls: &[String],
     timeout: Duration,
-    tls: &crate::engine::tls::TargetTls,
+    tls: &crate::transport::tls::TargetTls,
 ) -> Result<Vec<GpuReading>, String> {
     let mut all = Vec::new();
     for url in urls {

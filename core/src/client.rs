@@ -5,11 +5,11 @@
 //! Each call opens one HTTP/1.1 connection, sends one request, reads the whole answer
 //! and closes. The whole exchange is bounded by the caller's timeout.
 
-use crate::engine::conn::{Body, Version};
-use crate::engine::connector::{ConnectError, Connector};
-use crate::engine::stats::Stats;
-use crate::engine::target::{Target, TargetError};
-use crate::engine::tls::TargetTls;
+use crate::transport::conn::{Body, Version};
+use crate::transport::connector::{ConnectError, Connector};
+use crate::transport::stats::Stats;
+use crate::transport::target::{Target, TargetError};
+use crate::transport::tls::TargetTls;
 use bytes::Bytes;
 use std::sync::Arc;
 use std::time::Duration;

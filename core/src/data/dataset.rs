@@ -335,7 +335,7 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
 }
 
 /// SplitMix64 of (seed, index): independent streams per request.
-pub(crate) fn mix(seed: u64, index: u64) -> u64 {
+pub fn mix(seed: u64, index: u64) -> u64 {
     let mut z = seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
