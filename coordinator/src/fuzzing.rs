@@ -50,14 +50,14 @@ impl Drop for TempFile {
 /// A ShareGPT file (`--dataset-name sharegpt`).
 pub fn sharegpt(data: &[u8]) {
     let Some(f) = TempFile::new(data, "json") else { return };
-    let _ = crate::cli::files::sharegpt(&f.0, None, Some(0), 1000, None);
+    let _ = crate::dataset::files::sharegpt(&f.0, None, Some(0), 1000, None);
 }
 
 /// A custom JSONL file (`--dataset-name custom`), for both backends.
 pub fn custom_jsonl(data: &[u8]) {
     let Some(f) = TempFile::new(data, "jsonl") else { return };
-    let _ = crate::cli::files::custom(&f.0, None, 128, false);
-    let _ = crate::cli::files::custom(&f.0, None, 128, true);
+    let _ = crate::dataset::files::custom(&f.0, None, 128, false);
+    let _ = crate::dataset::files::custom(&f.0, None, 128, true);
 }
 
 /// A coordinator configuration file (`--config`, TOML), parsed as `load_file` parses

@@ -1,10 +1,12 @@
 //! surge's coordinator. The flow goes one way:
 //!
-//! `cli` (flags and configuration) → `plan` (typed plans, derived by changing fields) →
-//! `fleet` (agent sessions, clocks, the split, collection) → `analysis` (the merge,
-//! statistics, the verdict) → `output` (the typed result and its sinks), driven by
-//! `commands`. `certs` issues the mutual-TLS material, `ready` talks to the target
-//! before a run, `exit` maps outcomes to exit codes.
+//! `cli` (flags and configuration; `dataset` reads the files they name) → `plan` (typed
+//! plans, derived by changing fields) → `fleet` (agent sessions, clocks, the split,
+//! collection) → `analysis` (the merge, statistics, the verdict) → `output` (the typed
+//! result and its sinks), driven by `commands`. `target` is the coordinator's own I/O
+//! with the server (readiness, scrapes, GPU pages, profiler, cache reset), `certs` issues
+//! the mutual-TLS material, `clock` is the coordinator's timeline, `exit` maps outcomes
+//! to exit codes.
 //!
 //! A local run is the same session logic as a distributed one: with no `--agents`, an
 //! agent runs in-process and talks to the coordinator over in-process channels, with the
@@ -14,12 +16,14 @@
 
 pub mod analysis;
 pub mod certs;
+pub mod clock;
 pub mod cli;
 pub mod commands;
+pub mod dataset;
 pub mod exit;
 pub mod fleet;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod output;
 pub mod plan;
-pub mod ready;
+pub mod target;

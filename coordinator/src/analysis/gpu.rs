@@ -13,7 +13,7 @@
 //! around it (the baseline scrape precedes the load, the last one follows it).
 
 use super::server::GaugeStats;
-use crate::fleet::gpu::GpuScrape;
+use crate::target::gpu::GpuScrape;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 use surge_core::scrape::{GpuKey, GpuReading};

@@ -6,7 +6,7 @@
 //! cross-checks against the client's own numbers. Memory: two snapshots and one number
 //! per family and slice, like the time series.
 
-use crate::fleet::scrape::ServerScrape;
+use crate::target::scrape::ServerScrape;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use surge_core::scrape::{Histogram, Metric, Snapshot};

@@ -3,8 +3,8 @@
 //! agent), and for file datasets the prompts themselves, parsed up front so that a bad
 //! file is a usage error (exit 2) naming `FILE:LINE`.
 
-use super::files as dataset_files;
-use super::vllm_files;
+use crate::dataset::files as dataset_files;
+use crate::dataset::vllm_files;
 use super::{BackendArg, DatasetArg, RunArgs, UsageError};
 use crate::plan::TokenizerFile;
 use std::path::Path;
@@ -164,7 +164,7 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
         DatasetArg::TimedTrace => {
             let p = path.as_deref().unwrap_or(Path::new(""));
             let chat = a.target.backend == BackendArg::OpenaiChat;
-            prompts = super::trace::trace(p, tok, a.dataset.custom_output_len, chat)
+            prompts = crate::dataset::trace::trace(p, tok, a.dataset.custom_output_len, chat)
                 .map_err(|e| UsageError(format!("--dataset-path {e}")))?;
             spec.set_kind(DatasetKind::TimedTrace);
             spec.trace_block_size = a.dataset.trace_block_size;
@@ -212,7 +212,7 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
         }
         DatasetArg::CustomAudio => {
             let p = path.as_deref().unwrap_or(Path::new(""));
-            prompts = super::audio_files::audio(p, a.dataset.custom_output_len, tok)
+            prompts = crate::dataset::audio_files::audio(p, a.dataset.custom_output_len, tok)
                 .map_err(|e| UsageError(format!("--dataset-path {e}")))?;
             spec.set_kind(DatasetKind::CustomAudio);
             "custom_audio"

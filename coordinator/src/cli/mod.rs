@@ -3,18 +3,14 @@
 //! [`files`]), and [`build`], which turns them once into the typed plans of
 //! [`crate::plan`]. Every usage error is a [`UsageError`] naming the flag, file or key.
 
-pub mod audio_files;
 pub mod build;
 pub mod config;
 pub mod conversation;
 pub mod dataset;
-pub mod files;
 pub mod ignored;
 mod mm;
 pub mod parse;
 pub mod reference;
-pub mod trace;
-pub mod vllm_files;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;

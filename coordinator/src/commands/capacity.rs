@@ -4,7 +4,7 @@
 //! stopped early; `DIR/capacity.json` rewritten after every level, so `--resume` goes on
 //! where a cut search stopped.
 
-use super::sweep::reset_prefix_cache;
+use crate::target::cache::reset_prefix_cache;
 use super::{open_session, resolve_model, run_watched};
 use crate::analysis::capacity::{self, Search, Verdict, judge, judge_goodput, values_to_decide};
 use crate::analysis::monitor::{Checkpoints, Monitor, values_ms};
@@ -197,7 +197,7 @@ impl Capacity<'_> {
             let mut p = sweep.at(level, k);
             p.num_prompts = next_size;
             if sweep.reset_prefix_cache {
-                reset_prefix_cache(&p).await?;
+                reset_prefix_cache(&p).await.map_err(|m| Failure::new(exit::FAILURE, m))?;
             }
             let label = format!("{} run {k}", sweep.level_name(level));
             let mut progress = Progress::new((p.multi_turn.is_none()).then_some(p.num_prompts), label);

@@ -31,7 +31,7 @@ use crate::output::summary::SummaryView;
 use crate::output::terminal::{self, Progress};
 use crate::output::{RunRecord, Sink, build as result_build};
 use crate::plan::{Agents, RunPlan};
-use crate::ready;
+use crate::target::ready;
 use tokio_util::sync::CancellationToken;
 
 /// Readiness wait, then the model name requests carry (flag, or the server's first).
@@ -192,10 +192,10 @@ impl Observer for Watch<'_> {
     fn notice(&mut self, message: &str) {
         self.progress.notice(message);
     }
-    fn server(&mut self, scrape: &crate::fleet::scrape::ServerScrape) {
+    fn server(&mut self, scrape: &crate::target::scrape::ServerScrape) {
         self.agg.server(scrape);
     }
-    fn gpu(&mut self, scrape: &crate::fleet::gpu::GpuScrape) {
+    fn gpu(&mut self, scrape: &crate::target::gpu::GpuScrape) {
         self.agg.gpu(scrape);
     }
     fn started(&mut self, run_id: u64, start_unix_ns: i64, slices: &[(surge_core::data::share::Stripe, u64)]) {

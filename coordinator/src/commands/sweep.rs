@@ -125,7 +125,7 @@ impl Sweep<'_> {
                 self.first = false;
                 let p = plan.at(level, k);
                 if plan.reset_prefix_cache {
-                    reset_prefix_cache(&p).await?;
+                    crate::target::cache::reset_prefix_cache(&p).await.map_err(|m| Failure::new(exit::FAILURE, m))?;
                 }
                 let label = format!("{} run {k}/{}", plan.level_name(level), plan.runs);
                 let mut progress = Progress::new(
@@ -181,29 +181,6 @@ impl Sweep<'_> {
 }
 
 /// `surge sweep`.
-/// `--reset-prefix-cache`: the target's prefix cache emptied before a level-run, or the
-/// sweep stopped with the server's answer.
-pub(crate) async fn reset_prefix_cache(p: &crate::plan::RunPlan) -> Result<(), Failure> {
-    let refused = |why: String| {
-        Failure::new(
-            exit::FAILURE,
-            format!(
-                "--reset-prefix-cache: POST {}/reset_prefix_cache {why} (vLLM serves it with VLLM_SERVER_DEV_MODE=1)",
-                p.base_url
-            ),
-        )
-    };
-    let tls = p.target_tls.client();
-    match surge_core::client::post_empty(&tls, &p.base_url, "/reset_prefix_cache", RESET_TIMEOUT).await {
-        Ok(r) if (200..300).contains(&r.status) => Ok(()),
-        Ok(r) => Err(refused(format!("answered HTTP {}: {}", r.status, String::from_utf8_lossy(&r.body).trim()))),
-        Err(e) => Err(refused(format!("failed: {e}"))),
-    }
-}
-
-/// How long a prefix-cache reset may take.
-const RESET_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
-
 pub async fn sweep_command(plan: SweepPlan) -> u8 {
     let mut sinks = standard("sweep", false);
     super::warn_ignored(&plan.base, &mut sinks);

@@ -10,12 +10,9 @@
 pub mod check;
 pub mod clock;
 pub mod collect;
-pub mod gpu;
 mod link;
 pub mod local;
 pub mod outcome;
-pub mod profile;
-pub mod scrape;
 pub mod session;
 pub mod wire;
 
@@ -74,9 +71,7 @@ pub struct Fleet {
     tasks: tokio_util::task::TaskTracker,
 }
 
-pub fn now_ns() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64)
-}
+pub use crate::clock::now_ns;
 
 fn read(what: &'static str, path: &std::path::Path) -> Result<Vec<u8>, FleetError> {
     std::fs::read(path).map_err(|source| FleetError::File { what, path: path.display().to_string(), source })

@@ -5,9 +5,9 @@
 
 use super::clock::{self, Exchange, Offset};
 use super::collect::{Action, Collector, Input};
-use super::gpu::{self, GpuScrape};
+use crate::target::gpu::{self, GpuScrape};
 use super::outcome::{AgentReport, GlobalRow, Halt, Outcome, RunStatus, finished_requests};
-use super::scrape::{self, ServerScrape};
+use crate::target::scrape::{self, ServerScrape};
 use super::{Event, Fleet, now_ns, wire};
 use crate::plan::RunPlan;
 use crate::plan::split;
@@ -75,7 +75,7 @@ struct Runner<'a> {
     /// The run's planned start, coordinator clock (unix ns).
     start_ns: i64,
     /// `--profile`: the server's profiler, started once every agent is ready.
-    profiler: Option<super::profile::Profiler>,
+    profiler: Option<crate::target::profile::Profiler>,
     /// Why the observer ended the run early, if it did.
     halted: Option<Halt>,
 }
@@ -432,7 +432,7 @@ impl Runner<'_> {
         if let Some(pp) = &plan.profile {
             let mut notices = Vec::new();
             let tls = plan.target_tls.client();
-            self.profiler = Some(super::profile::Profiler::start(pp, &plan.base_url, tls, &mut notices).await);
+            self.profiler = Some(crate::target::profile::Profiler::start(pp, &plan.base_url, tls, &mut notices).await);
             for n in notices {
                 self.observer.notice(&n);
             }

@@ -69,7 +69,7 @@ where
             _ = stop.cancelled() => return,
             _ = tick.tick() => {}
         }
-        let taken = take((super::now_ns() - start_ns) as f64 / 1e9).await;
+        let taken = take((crate::clock::now_ns() - start_ns) as f64 / 1e9).await;
         if stop.is_cancelled() || tx.send(taken).await.is_err() {
             return;
         }
