@@ -104,10 +104,14 @@ impl Chunker {
     }
 
     /// Final usage-only chunk (`"choices":[]`).
-    pub fn usage(&self, buf: &mut BytesMut, prompt: u64, completion: u64, cached: Option<u64>) -> Bytes {
+    /// `reasoning`: how many of the completion tokens were reasoning (its details, when above 0).
+    pub fn usage(&self, buf: &mut BytesMut, prompt: u64, completion: u64, cached: Option<u64>, reasoning: u64) -> Bytes {
         if self.kind == Kind::Responses {
             let total = prompt.saturating_add(completion);
-            let details = format!(",\"input_tokens_details\":{{\"cached_tokens\":{}}}", cached.unwrap_or(0));
+            let mut details = format!(",\"input_tokens_details\":{{\"cached_tokens\":{}}}", cached.unwrap_or(0));
+            if reasoning > 0 {
+                details.push_str(&format!(",\"output_tokens_details\":{{\"reasoning_tokens\":{reasoning}}}"));
+            }
             buf.put_slice(b"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":");
             buf.put_slice(&self.head);
             let tail = format!(
@@ -119,8 +123,11 @@ impl Chunker {
         buf.reserve(self.head.len() + 160);
         buf.put_slice(&self.head);
         let total = prompt.saturating_add(completion);
-        let details =
+        let mut details =
             cached.map_or_else(String::new, |c| format!(",\"prompt_tokens_details\":{{\"cached_tokens\":{c}}}"));
+        if reasoning > 0 {
+            details.push_str(&format!(",\"completion_tokens_details\":{{\"reasoning_tokens\":{reasoning}}}"));
+        }
         let tail = format!(
             "\"choices\":[],\"usage\":{{\"prompt_tokens\":{prompt},\"completion_tokens\":{completion},\"total_tokens\":{total}{details}}}}}\n\n"
         );
@@ -322,7 +329,13 @@ impl Body for SseBody {
                     this.phase = Phase::Done;
                     if this.p.include_usage {
                         let data =
-                            this.p.chunker.usage(&mut this.buf, this.p.prompt_tokens, this.p.n, this.p.cached_tokens);
+                            this.p.chunker.usage(
+                                &mut this.buf,
+                                this.p.prompt_tokens,
+                                this.p.n,
+                                this.p.cached_tokens,
+                                this.p.tokens.reasoning_of(this.p.n),
+                            );
                         return Poll::Ready(Some(Ok(Frame::data(data))));
                     }
                 }
@@ -381,9 +394,11 @@ mod tests {
         let v = json_of(&c.token(&mut buf, tok(9), true));
         assert_eq!(v["choices"][0]["text"], " quick");
         assert_eq!(v["choices"][0]["finish_reason"], "length");
-        let cached = json_of(&c.usage(&mut buf, 3, 4, Some(2)));
+        let cached = json_of(&c.usage(&mut buf, 3, 4, Some(2), 0));
         assert_eq!(cached["usage"]["prompt_tokens_details"], serde_json::json!({"cached_tokens": 2}));
-        let v = json_of(&c.usage(&mut buf, 3, 4, None));
+        let v = json_of(&c.usage(&mut buf, 3, 4, None, 0));
+        let reasoned = json_of(&c.usage(&mut buf, 3, 4, None, 2));
+        assert_eq!(reasoned["usage"]["completion_tokens_details"]["reasoning_tokens"], 2);
         assert_eq!(v["choices"], serde_json::json!([]));
         assert_eq!(v["usage"], serde_json::json!({"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}));
         let v = json_of(&c.token(&mut buf, Token { field: Field::Content, text: "" }, false));

@@ -78,6 +78,11 @@ impl TokenPlan {
         Self { shape, chat, seed, index, pending: false }
     }
 
+    /// How many of the first `n` tokens are reasoning (the usage's `reasoning_tokens`).
+    pub fn reasoning_of(&self, n: u64) -> u64 {
+        if self.chat { self.shape.reasoning.min(n) } else { 0 }
+    }
+
     /// Token `k`; call for k = 0, 1, ... in order.
     pub fn token(&mut self, k: u64) -> Token {
         let field = if self.chat && k < self.shape.reasoning {

@@ -19,6 +19,7 @@ mod http3;
 mod local;
 mod longruns;
 mod per_request;
+mod reasoning;
 mod profile;
 mod report;
 mod resume;

@@ -22,6 +22,7 @@ mod conversation;
 pub mod history;
 pub mod jobs;
 pub mod openai;
+mod parts;
 pub mod pacer;
 pub mod pacing;
 pub mod pool;

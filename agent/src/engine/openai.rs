@@ -25,8 +25,8 @@ use std::borrow::Cow;
 /// {}`, OpenAI's and llama.cpp's separate last chunk) is [`Event::Empty`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event {
-    /// A chunk carrying generated output: a token event.
-    Token,
+    /// A chunk carrying generated output: a token event, of this part of the reply.
+    Token(Part),
     /// A chunk whose only news is a `finish_reason`, with an empty output field present: a
     /// token event if `usage` says so (see above).
     Finish,
@@ -35,7 +35,7 @@ pub enum Event {
     /// The final `usage` block.
     Usage(Counts),
     /// The chunk carried both a token and usage (some servers do that).
-    TokenAndUsage(Counts),
+    TokenAndUsage(Part, Counts),
     /// The chunk carried both a [`Event::Finish`] and usage.
     FinishAndUsage(Counts),
     /// `data: [DONE]`.
@@ -44,6 +44,16 @@ pub enum Event {
     ServerError,
     /// Not JSON, or JSON of the wrong shape.
     Malformed,
+}
+
+/// Which part of a reply a token event belongs to (D49): every one is a token (D10); the
+/// answer is what a user reads, reasoning what a reasoning model thinks first, a tool
+/// call what an agent acts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    Answer,
+    Reasoning,
+    Tool,
 }
 
 #[derive(Deserialize)]
@@ -130,27 +140,43 @@ enum Carries {
 }
 
 impl Choice<'_> {
-    /// D10 for one choice.
-    fn carries(&self) -> Carries {
-        let mut out = Output::of(self.text.as_deref());
+    /// D10 for one choice, and which part of the reply it carries (D49): answer text
+    /// first, then reasoning, then a tool call; a present but empty field is its part.
+    fn carries(&self) -> (Carries, Part) {
+        let answer = Output::of(self.text.as_deref());
+        let mut out = answer;
         let mut role = false;
+        let mut part = Part::Answer;
         if let Some(d) = &self.delta {
             role = d.role.is_some();
-            out = out
-                .or(Output::of(d.content.as_deref()))
-                .or(Output::of(d.reasoning.as_deref()))
-                .or(Output::of(d.reasoning_content.as_deref()));
+            let content = Output::of(d.content.as_deref());
+            let reasoning = Output::of(d.reasoning.as_deref()).or(Output::of(d.reasoning_content.as_deref()));
+            out = out.or(content).or(reasoning);
             // A tool call's name or arguments are generated output, whatever their length.
-            if d.tool_calls.as_ref().is_some_and(|c| !c.is_empty()) || d.function_call.is_some() {
+            let tool = d.tool_calls.as_ref().is_some_and(|c| !c.is_empty()) || d.function_call.is_some();
+            if tool {
                 out = out.or(Output { present: true, nonempty: true });
             }
+            let said = answer.or(content);
+            part = if said.nonempty {
+                Part::Answer
+            } else if reasoning.nonempty {
+                Part::Reasoning
+            } else if tool {
+                Part::Tool
+            } else if reasoning.present && !said.present {
+                Part::Reasoning
+            } else {
+                Part::Answer
+            };
         }
         // Empty output: a token unless the chunk is a role announcement or a finish.
-        match (out.nonempty, out.present && !role, self.finish_reason.is_some()) {
+        let carries = match (out.nonempty, out.present && !role, self.finish_reason.is_some()) {
             (true, _, _) | (false, true, false) => Carries::Token,
             (false, true, true) => Carries::Finish,
             (false, false, _) => Carries::Nothing,
-        }
+        };
+        (carries, part)
     }
 
     fn push_text(&self, out: &mut String) {
@@ -182,6 +208,21 @@ pub struct Counts {
     /// OpenAI, SGLang): prompt tokens served from the prefix cache.
     #[serde(default, rename = "prompt_tokens_details", deserialize_with = "cached")]
     pub cached_tokens: Option<u32>,
+    /// `completion_tokens_details.reasoning_tokens` (vLLM, OpenAI): output tokens that were
+    /// reasoning.
+    #[serde(default, rename = "completion_tokens_details", deserialize_with = "reasoning")]
+    pub reasoning_tokens: Option<u32>,
+}
+
+#[derive(Deserialize)]
+struct CompletionDetails {
+    #[serde(default)]
+    reasoning_tokens: Option<u32>,
+}
+
+/// `completion_tokens_details` may be absent, `null`, or an object with or without the count.
+fn reasoning<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    Ok(Option::<CompletionDetails>::deserialize(d)?.and_then(|x| x.reasoning_tokens))
 }
 
 #[derive(Deserialize)]
@@ -229,18 +270,23 @@ fn classify_into(data: &[u8], out: Option<&mut String>) -> Event {
     if chunk.error.is_some() {
         return Event::ServerError;
     }
-    let carries = chunk.choices.iter().map(Choice::carries).max().unwrap_or(Carries::Nothing);
+    let (carries, part) = chunk
+        .choices
+        .iter()
+        .map(Choice::carries)
+        .max_by_key(|(c, _)| *c)
+        .unwrap_or((Carries::Nothing, Part::Answer));
     if let Some(out) = out {
         for c in &chunk.choices {
             c.push_text(out);
         }
     }
     match (carries, chunk.usage) {
-        (Carries::Token, None) => Event::Token,
+        (Carries::Token, None) => Event::Token(part),
         (Carries::Finish, None) => Event::Finish,
         (Carries::Nothing, None) => Event::Empty,
         (Carries::Nothing, Some(u)) => Event::Usage(u),
-        (Carries::Token, Some(u)) => Event::TokenAndUsage(u),
+        (Carries::Token, Some(u)) => Event::TokenAndUsage(part, u),
         (Carries::Finish, Some(u)) => Event::FinishAndUsage(u),
     }
 }
@@ -374,23 +420,23 @@ mod tests {
 
     #[test]
     fn classifies_completion_and_chat_chunks() {
-        assert_eq!(classify(br#"{"choices":[{"index":0,"text":" hi"}]}"#), Event::Token);
-        assert_eq!(classify(br#"{"choices":[{"delta":{"content":"x"}}]}"#), Event::Token);
+        assert_eq!(classify(br#"{"choices":[{"index":0,"text":" hi"}]}"#), Event::Token(Part::Answer));
+        assert_eq!(classify(br#"{"choices":[{"delta":{"content":"x"}}]}"#), Event::Token(Part::Answer));
         assert_eq!(classify(br#"{"choices":[{"delta":{"role":"assistant"}}]}"#), Event::Empty);
         assert_eq!(classify(br#"{"choices":[{"text":"","finish_reason":"length"}]}"#), Event::Finish);
         assert_eq!(
             classify(br#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":7,"total_tokens":12}}"#),
-            Event::Usage(Counts { prompt_tokens: 5, completion_tokens: 7, cached_tokens: None })
+            Event::Usage(Counts { prompt_tokens: 5, completion_tokens: 7, cached_tokens: None, reasoning_tokens: None })
         );
         let cached = br#"{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":8}}}"#;
         assert_eq!(
             classify(cached),
-            Event::Usage(Counts { prompt_tokens: 9, completion_tokens: 2, cached_tokens: Some(8) })
+            Event::Usage(Counts { prompt_tokens: 9, completion_tokens: 2, cached_tokens: Some(8), reasoning_tokens: None })
         );
         let null = br#"{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":2,"prompt_tokens_details":null}}"#;
         assert_eq!(
             classify(null),
-            Event::Usage(Counts { prompt_tokens: 9, completion_tokens: 2, cached_tokens: None })
+            Event::Usage(Counts { prompt_tokens: 9, completion_tokens: 2, cached_tokens: None, reasoning_tokens: None })
         );
         assert_eq!(classify(b" [DONE] "), Event::Done);
         assert_eq!(classify(b"{not json"), Event::Malformed);
@@ -402,23 +448,23 @@ mod tests {
     fn token_rule_counts_empty_output_but_not_role_finish_or_usage() {
         let cases: &[(&[u8], Event)] = &[
             // Empty text is a generated token (half a character, a special token).
-            (br#"{"choices":[{"index":0,"text":"","finish_reason":null}]}"#, Event::Token),
-            (br#"{"choices":[{"index":0,"delta":{"content":""},"finish_reason":null}]}"#, Event::Token),
-            (br#"{"choices":[{"delta":{"reasoning":""}}]}"#, Event::Token),
-            (br#"{"choices":[{"delta":{"reasoning":"think","content":null}}]}"#, Event::Token),
-            (br#"{"choices":[{"delta":{"reasoning_content":"hm"}}]}"#, Event::Token),
-            (br#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":""}}]}}]}"#, Event::Token),
+            (br#"{"choices":[{"index":0,"text":"","finish_reason":null}]}"#, Event::Token(Part::Answer)),
+            (br#"{"choices":[{"index":0,"delta":{"content":""},"finish_reason":null}]}"#, Event::Token(Part::Answer)),
+            (br#"{"choices":[{"delta":{"reasoning":""}}]}"#, Event::Token(Part::Reasoning)),
+            (br#"{"choices":[{"delta":{"reasoning":"think","content":null}}]}"#, Event::Token(Part::Reasoning)),
+            (br#"{"choices":[{"delta":{"reasoning_content":"hm"}}]}"#, Event::Token(Part::Reasoning)),
+            (br#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":""}}]}}]}"#, Event::Token(Part::Tool)),
             (
                 br#"{"choices":[{"delta":{"role":"assistant","tool_calls":[{"id":"c","function":{"name":"f"}}]}}]}"#,
-                Event::Token,
+                Event::Token(Part::Tool),
             ),
-            (br#"{"choices":[{"delta":{"function_call":{"arguments":"{"}}}]}"#, Event::Token),
+            (br#"{"choices":[{"delta":{"function_call":{"arguments":"{"}}}]}"#, Event::Token(Part::Tool)),
             // Output with a finish_reason is still output.
-            (br#"{"choices":[{"text":"end","finish_reason":"length"}]}"#, Event::Token),
+            (br#"{"choices":[{"text":"end","finish_reason":"length"}]}"#, Event::Token(Part::Answer)),
             // Role announcements: role with empty or no output.
             (br#"{"choices":[{"delta":{"role":"assistant","content":""}}]}"#, Event::Empty),
             (br#"{"choices":[{"delta":{"role":"assistant"}}]}"#, Event::Empty),
-            (br#"{"choices":[{"delta":{"role":"assistant","content":" hi"}}]}"#, Event::Token),
+            (br#"{"choices":[{"delta":{"role":"assistant","content":" hi"}}]}"#, Event::Token(Part::Answer)),
             // Only a finish_reason with an empty output field: maybe vLLM's last token
             // (usage decides); with no output field: not a token.
             (br#"{"choices":[{"text":"","finish_reason":"stop"}]}"#, Event::Finish),
@@ -434,11 +480,11 @@ mod tests {
         }
         assert_eq!(
             classify(br#"{"choices":[{"text":""}],"usage":{"prompt_tokens":1,"completion_tokens":2}}"#),
-            Event::TokenAndUsage(Counts { prompt_tokens: 1, completion_tokens: 2, cached_tokens: None })
+            Event::TokenAndUsage(Part::Answer, Counts { prompt_tokens: 1, completion_tokens: 2, cached_tokens: None, reasoning_tokens: None })
         );
         assert_eq!(
             classify(br#"{"choices":[{"text":"","finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":3}}"#),
-            Event::FinishAndUsage(Counts { prompt_tokens: 1, completion_tokens: 3, cached_tokens: None })
+            Event::FinishAndUsage(Counts { prompt_tokens: 1, completion_tokens: 3, cached_tokens: None, reasoning_tokens: None })
         );
     }
 
@@ -476,11 +522,11 @@ mod tests {
     #[test]
     fn classify_text_collects_the_streamed_text() {
         let mut text = String::new();
-        assert_eq!(classify_text(br#"{"choices":[{"text":" hi"}]}"#, &mut text), Event::Token);
-        assert_eq!(classify_text(br#"{"choices":[{"delta":{"content":" there"}}]}"#, &mut text), Event::Token);
-        assert_eq!(classify_text(br#"{"choices":[{"delta":{"reasoning":" so"}}]}"#, &mut text), Event::Token);
+        assert_eq!(classify_text(br#"{"choices":[{"text":" hi"}]}"#, &mut text), Event::Token(Part::Answer));
+        assert_eq!(classify_text(br#"{"choices":[{"delta":{"content":" there"}}]}"#, &mut text), Event::Token(Part::Answer));
+        assert_eq!(classify_text(br#"{"choices":[{"delta":{"reasoning":" so"}}]}"#, &mut text), Event::Token(Part::Reasoning));
         let call = br#"{"choices":[{"delta":{"tool_calls":[{"function":{"name":" f","arguments":"(x)"}}]}}]}"#;
-        assert_eq!(classify_text(call, &mut text), Event::Token);
+        assert_eq!(classify_text(call, &mut text), Event::Token(Part::Tool));
         assert_eq!(classify_text(b"[DONE]", &mut text), Event::Done);
         assert_eq!(text, " hi there so f(x)");
     }

@@ -18,6 +18,7 @@ pub use super::api::Mode;
 use super::conn::{Body, Conn, Head};
 use super::ending::{self, ReadError, Tally};
 use super::openai::{Counts, Event, classify, classify_text, response_id};
+use super::parts::Parts;
 use super::pool::Pool;
 use super::pooling::{self, Answered};
 use super::responses;
@@ -293,6 +294,8 @@ async fn read_response(
     let mut first: Option<Instant> = None;
     let mut last: Option<Instant> = None;
     let mut events: u32 = 0;
+    // Which part of the reply each token event was (D49).
+    let mut parts = Parts::default();
     let mut usage: Option<Counts> = None;
     // When a finish chunk with empty output came after the last token event (D10's
     // refinement): the last token if usage counts one more than the events.
@@ -374,42 +377,43 @@ async fn read_response(
                         row.response_id = response_id(ev).unwrap_or_default();
                     }
                     let token = match event {
-                        Event::Token => true,
-                        Event::Empty => false,
+                        Event::Token(p) => Some(p),
+                        Event::Empty => None,
                         Event::Finish => {
                             finish = Some(now);
-                            false
+                            None
                         }
                         Event::Usage(u) => {
                             usage = Some(u);
-                            false
+                            None
                         }
-                        Event::TokenAndUsage(u) => {
+                        Event::TokenAndUsage(p, u) => {
                             usage = Some(u);
-                            true
+                            Some(p)
                         }
                         Event::FinishAndUsage(u) => {
                             usage = Some(u);
                             finish = Some(now);
-                            false
+                            None
                         }
                         Event::Done => {
                             done = true;
-                            false
+                            None
                         }
                         Event::ServerError => {
                             error.get_or_insert(ErrorKind::HttpStatus);
-                            false
+                            None
                         }
                         Event::Malformed => {
                             error.get_or_insert(ErrorKind::Malformed);
-                            false
+                            None
                         }
                     };
-                    if token {
+                    if let Some(part) = token {
                         finish = None;
                         events += 1;
                         token_event(now, &mut first, &mut last, &mut row.itl_us);
+                        parts.saw(part, now);
                     }
                 });
                 if res.is_err() {
@@ -484,6 +488,7 @@ async fn read_response(
         None => {
             row.ttft_us = first.map_or(0, |f| us(f - st));
             row.latency_us = last.map_or_else(|| us(end - st), |l| us(l - st));
+            parts.write(st, usage.as_ref(), row);
             match usage {
                 Some(u) if mode.streams() => {
                     row.input_tokens = u.prompt_tokens;

@@ -9,7 +9,7 @@
 //! `response.incomplete` end the response and carry its `usage` (`input_tokens`,
 //! `output_tokens`); `response.failed` and `error` are the server's errors.
 
-use super::openai::{Counts, Event};
+use super::openai::{Counts, Event, Part};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::borrow::Cow;
@@ -81,12 +81,16 @@ struct Usage {
     output_tokens: u32,
     #[serde(default)]
     input_tokens_details: Option<Details>,
+    #[serde(default)]
+    output_tokens_details: Option<Details>,
 }
 
 #[derive(Deserialize)]
 struct Details {
     #[serde(default)]
     cached_tokens: Option<u32>,
+    #[serde(default)]
+    reasoning_tokens: Option<u32>,
 }
 
 /// Classifies one event's data and, with `text`, appends the output text it carries.
@@ -99,23 +103,26 @@ pub fn classify(data: &[u8], text: Option<&mut String>) -> Event {
         return Event::Malformed;
     };
     match ev.kind.as_deref() {
-        Some(
-            "response.output_text.delta"
-            | "response.refusal.delta"
-            | "response.reasoning_text.delta"
-            | "response.reasoning_summary_text.delta"
-            | "response.function_call_arguments.delta",
-        ) => {
+        Some(kind @ ("response.output_text.delta"
+        | "response.refusal.delta"
+        | "response.reasoning_text.delta"
+        | "response.reasoning_summary_text.delta"
+        | "response.function_call_arguments.delta")) => {
             if let (Some(out), Some(d)) = (text, ev.delta.as_deref()) {
                 out.push_str(d);
             }
-            Event::Token
+            Event::Token(match kind {
+                "response.reasoning_text.delta" | "response.reasoning_summary_text.delta" => Part::Reasoning,
+                "response.function_call_arguments.delta" => Part::Tool,
+                _ => Part::Answer,
+            })
         }
         Some("response.completed" | "response.incomplete") => match ev.response.and_then(|r| r.usage) {
             Some(u) => Event::Usage(Counts {
                 prompt_tokens: u.input_tokens,
                 completion_tokens: u.output_tokens,
                 cached_tokens: u.input_tokens_details.and_then(|d| d.cached_tokens),
+                reasoning_tokens: u.output_tokens_details.and_then(|d| d.reasoning_tokens),
             }),
             None => Event::Done,
         },
@@ -134,9 +141,9 @@ mod tests {
         let mut text = String::new();
         let cases: &[(&[u8], Event)] = &[
             (br#"{"type":"response.created","response":{"status":"in_progress"}}"#, Event::Empty),
-            (br#"{"type":"response.reasoning_text.delta","delta":"hm"}"#, Event::Token),
-            (br#"{"type":"response.output_text.delta","delta":""}"#, Event::Token),
-            (br#"{"type":"response.output_text.delta","delta":" hi"}"#, Event::Token),
+            (br#"{"type":"response.reasoning_text.delta","delta":"hm"}"#, Event::Token(Part::Reasoning)),
+            (br#"{"type":"response.output_text.delta","delta":""}"#, Event::Token(Part::Answer)),
+            (br#"{"type":"response.output_text.delta","delta":" hi"}"#, Event::Token(Part::Answer)),
             (br#"{"type":"response.output_text.done","text":" hi"}"#, Event::Empty),
             (br#"{"type":"response.failed","response":{}}"#, Event::ServerError),
             (br#"{"type":"error","message":"no"}"#, Event::ServerError),
@@ -150,7 +157,7 @@ mod tests {
         let done = br#"{"type":"response.completed","response":{"status":"incomplete","usage":{"input_tokens":17,"output_tokens":4,"total_tokens":21,"input_tokens_details":{"cached_tokens":16}}}}"#;
         assert_eq!(
             classify(done, None),
-            Event::Usage(Counts { prompt_tokens: 17, completion_tokens: 4, cached_tokens: Some(16) })
+            Event::Usage(Counts { prompt_tokens: 17, completion_tokens: 4, cached_tokens: Some(16), reasoning_tokens: None })
         );
         assert_eq!(classify(br#"{"type":"response.incomplete","response":{}}"#, None), Event::Done);
     }

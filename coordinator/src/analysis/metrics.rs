@@ -76,6 +76,8 @@ impl Sends {
 /// Everything the summary and the result file report about one run.
 #[derive(Debug, Clone, Default)]
 pub struct Metrics {
+    /// Reasoning and tool calls measured apart (D49); `None` when no reply had either.
+    pub reasoning: Option<Box<super::reasoning::Reasoning>>,
     pub duration_s: f64,
     pub completed: u64,
     /// Requests that failed; cancelled ones (a stop, the graceful stop's end) are not.
@@ -148,6 +150,15 @@ impl Metrics {
     /// earlier one of their stream, over all its token events (`None`: none streamed).
     pub fn coalesced_fraction(&self, agent: usize) -> Option<f64> {
         self.coalesced.get(agent)?.fraction()
+    }
+
+    /// `name`'s sample, `ttfo` included: over the replies that reasoned, else TTFT's (D49).
+    pub fn sample_of(&self, name: &str) -> &Sample {
+        match (name, self.reasoning.as_deref()) {
+            ("ttfo", Some(r)) if !r.ttfo.is_empty() => &r.ttfo,
+            ("ttfo", _) => &self.ttft,
+            _ => self.dist(name),
+        }
     }
 
     pub fn dist(&self, name: &str) -> &Sample {
@@ -276,6 +287,7 @@ impl Aggregator {
             self.samples += 1;
         }
         if r.ok() {
+            super::reasoning::Reasoning::add(&mut m.reasoning, r);
             self.active.add(r.start_s, r.end_s());
             if self.steady_plan.is_some() {
                 self.steady.add(steady_record(r));
@@ -422,6 +434,9 @@ impl Aggregator {
         } = self;
         client_queue.seal();
         m.client_queue = client_queue;
+        if let Some(r) = &mut m.reasoning {
+            r.seal();
+        }
         m.exact = events.is_some();
         m.ramp = ramp;
         for seen in m.error_examples.values_mut() {

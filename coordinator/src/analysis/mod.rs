@@ -16,6 +16,7 @@ pub mod monitor;
 pub mod phases;
 pub mod precision;
 pub mod ramp;
+pub mod reasoning;
 pub mod repeat;
 pub mod sample;
 pub mod saturation;

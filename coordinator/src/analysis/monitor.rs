@@ -49,5 +49,6 @@ pub fn values_ms(r: &GlobalRow, metric: super::capacity::Metric, mut f: impl FnM
             }
         }
         Metric::Itl => r.row.itl_us.iter().for_each(|&g| f(f64::from(g) / 1000.0)),
+        Metric::Ttfo => f(r.row.ttfo_us.map_or(r.ttft_s() * 1000.0, |t| t as f64 / 1000.0)),
     }
 }

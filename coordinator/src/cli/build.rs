@@ -578,7 +578,7 @@ pub fn capacity_plan(mut a: super::CapacityArgs) -> Result<crate::plan::capacity
     // Each level-run's result carries every SLO's metric and percentile.
     for s in &slos {
         let name = s.metric.name();
-        if let Some(m) = crate::plan::METRICS.iter().find(|m| **m == name)
+        if let Some(m) = crate::plan::METRICS.iter().chain(&["ttfo"]).find(|m| **m == name)
             && !base.percentile_metrics.contains(m)
         {
             base.percentile_metrics.push(m);

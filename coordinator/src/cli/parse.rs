@@ -129,9 +129,9 @@ pub struct Percentiles(pub Vec<f64>);
 pub fn metric_list(s: &str) -> Result<MetricList, String> {
     let mut wanted = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let m = METRICS.iter().chain(&QUEUE_METRICS).find(|m| **m == part).ok_or_else(|| {
+        let m = METRICS.iter().chain(&QUEUE_METRICS).chain(&["ttfo"]).find(|m| **m == part).ok_or_else(|| {
             format!(
-                "unknown metric {part:?} (use ttft, tpot, itl, e2el, client_queue_time, e2el_including_client_queue)"
+                "unknown metric {part:?} (use ttft, tpot, itl, e2el, ttfo, client_queue_time, e2el_including_client_queue)"
             )
         })?;
         wanted.push(*m);
@@ -139,7 +139,7 @@ pub fn metric_list(s: &str) -> Result<MetricList, String> {
     if wanted.is_empty() {
         return Err("no metric given".into());
     }
-    Ok(MetricList(METRICS.iter().chain(&QUEUE_METRICS).copied().filter(|m| wanted.contains(m)).collect()))
+    Ok(MetricList(METRICS.iter().chain(&QUEUE_METRICS).chain(&["ttfo"]).copied().filter(|m| wanted.contains(m)).collect()))
 }
 
 /// `50,90,99` (each in 0..=100).

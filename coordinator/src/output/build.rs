@@ -57,6 +57,11 @@ fn latencies(plan: &RunPlan, m: &Metrics, ps: &[f64]) -> Latencies {
     if let (Some(q), true) = (&m.e2el_incl_queue, plan.max_concurrency.is_some() && wants(QUEUE_METRICS[1])) {
         l.push(stats(QUEUE_METRICS[1], q, ps));
     }
+    // `--percentile-metrics ttfo` (D49): over the requests that reasoned; with none, the
+    // first answer token is the first token, and TTFT is it.
+    if wants("ttfo") {
+        l.push(stats("ttfo", m.sample_of("ttfo"), ps));
+    }
     // k6's HTTP phases (D35), when the agents timed them: `http_req_<phase>`.
     let h = &m.http_phases;
     if !h.is_empty() {
@@ -319,6 +324,7 @@ pub fn run_result(
         rtfx: if m.duration_s > 0.0 { m.total_audio_s / m.duration_s } else { 0.0 },
         ignored_flags: plan.ignored_flags.clone(),
         precision: precision_entries(plan, m),
+        reasoning: reasoning_result(m, &plan.metric_percentiles),
         steady_state: m.steady_state.clone(),
         rps_change_events: m.ramp.as_ref().map(|r| r.events(o.started_at)),
         probes: (!m.probe.is_empty()).then(|| Probes {
@@ -391,7 +397,7 @@ fn precision_entries(plan: &RunPlan, m: &Metrics) -> Vec<crate::output::result::
     plan.precision
         .iter()
         .map(|t| {
-            let i = m.dist(t.metric.name()).interval_ms(t.pct, plan.confidence);
+            let i = m.sample_of(t.metric.name()).interval_ms(t.pct, plan.confidence);
             let w = i.relative_width();
             crate::output::result::PrecisionEntry {
                 target: format!("{}:p{}:{}%", t.metric.name(), crate::plan::percentile_word(t.pct), t.width * 100.0),
@@ -405,4 +411,23 @@ fn precision_entries(plan: &RunPlan, m: &Metrics) -> Vec<crate::output::result::
             }
         })
         .collect()
+}
+
+/// The reasoning block (D49), when any reply reasoned or called a tool.
+fn reasoning_result(m: &Metrics, ps: &[f64]) -> Option<crate::output::result::ReasoningResult> {
+    let r = m.reasoning.as_deref()?;
+    let mut l = Vec::new();
+    for (name, s) in [("ttfo", &r.ttfo), ("reasoning", &r.duration), ("answer_tpot", &r.answer_tpot), ("tool_call", &r.tool_call)] {
+        if !s.is_empty() {
+            l.push(stats(name, s, ps));
+        }
+    }
+    Some(crate::output::result::ReasoningResult {
+        requests_with_reasoning: r.rows,
+        reasoning_tokens: r.reasoning_events,
+        server_reasoning_tokens: r.server_reasoning_tokens,
+        answer_tokens: r.answer_tokens,
+        requests_with_tool_calls: r.tool_rows,
+        latency: Latencies(l),
+    })
 }

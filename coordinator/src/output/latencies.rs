@@ -54,7 +54,7 @@ impl Serialize for Latencies {
 /// `(stat, metric)` of a key such as `p99.9_ttft_ms` or `mean_itl_ms`.
 fn latency_key(key: &str) -> Option<(&str, &str)> {
     let rest = key.strip_suffix("_ms")?;
-    crate::plan::QUEUE_METRICS.iter().chain(&crate::plan::METRICS).find_map(|&metric| {
+    crate::plan::REASONING_METRICS.iter().chain(&crate::plan::QUEUE_METRICS).chain(&crate::plan::METRICS).find_map(|&metric| {
         let stat = rest.strip_suffix(metric)?.strip_suffix('_')?;
         (!stat.contains('_') || stat.starts_with('p')).then_some((stat, metric))
     })
@@ -104,8 +104,13 @@ impl<'de> Deserialize<'de> for Latencies {
                         }
                     }
                 }
-                let rank =
-                    |n: &str| crate::plan::METRICS.iter().chain(&crate::plan::QUEUE_METRICS).position(|m| *m == n);
+                let rank = |n: &str| {
+                    crate::plan::METRICS
+                        .iter()
+                        .chain(&crate::plan::QUEUE_METRICS)
+                        .chain(&crate::plan::REASONING_METRICS)
+                        .position(|m| *m == n)
+                };
                 out.sort_by_key(|m| rank(&m.name));
                 Ok(Latencies(out))
             }

@@ -120,6 +120,9 @@ pub struct RunResult {
     /// Flags given on the command line that the run did not read (D44), as warned.
     #[serde(default)]
     pub ignored_flags: Vec<String>,
+    /// Reasoning and tool calls measured apart (D49); absent when no reply had either.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<ReasoningResult>,
     /// `--precision`: each named percentile's interval at the run's end (D62).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub precision: Vec<PrecisionEntry>,
@@ -499,6 +502,24 @@ pub struct AgentEntry {
     /// Server scrapes this agent could not pass on (0 in the ordinary case).
     #[serde(default)]
     pub scrape_points_dropped: u64,
+}
+
+/// What a user waits for beside vLLM's metrics (D49): over the successful requests that
+/// reasoned, `ttfo` (start to the first answer delta), `reasoning` (first to last reasoning
+/// delta) and `answer_tpot`; over those with a tool call, `tool_call` (start to its first
+/// delta); as `mean_ttfo_ms`, `p99_reasoning_ms`, ... at `--metric-percentiles`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReasoningResult {
+    pub requests_with_reasoning: u64,
+    /// Reasoning deltas, counted by the client.
+    pub reasoning_tokens: u64,
+    /// `usage.completion_tokens_details.reasoning_tokens` summed, when the server sent it.
+    pub server_reasoning_tokens: Option<u64>,
+    /// Output tokens of those requests that were not reasoning.
+    pub answer_tokens: u64,
+    pub requests_with_tool_calls: u64,
+    #[serde(flatten)]
+    pub latency: Latencies,
 }
 
 /// One `--precision` target at the end of the run.

@@ -57,6 +57,19 @@ struct Line<'a> {
     /// when the agent did not time them, or the request failed before a response head).
     #[serde(skip_serializing_if = "Option::is_none")]
     http: Option<HttpLine>,
+    /// A reply that reasoned first (D49): its reasoning deltas, their span (s), the time to
+    /// the first answer token (s), the server's reasoning tokens; and the time to the
+    /// first tool-call delta (s). Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ttfo: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    server_reasoning_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_call: Option<f64>,
 }
 
 /// A row's HTTP phases (seconds).
@@ -142,6 +155,11 @@ impl RowFile {
             session_end: r.row.session_end.as_ref().map(|e| if e.failed { "failed" } else { "completed" }),
             cancelled_turns: r.row.session_end.as_ref().map(|e| e.cancelled_turns),
             http: r.row.phases.as_ref().map(HttpLine::of),
+            reasoning_tokens: (r.row.reasoning_events > 0).then_some(r.row.reasoning_events),
+            reasoning: (r.row.reasoning_events > 0).then(|| r.row.reasoning_us as f64 / 1e6),
+            ttfo: r.row.ttfo_us.map(|t| t as f64 / 1e6),
+            server_reasoning_tokens: r.row.reasoning_tokens,
+            tool_call: r.row.tool_call_us.map(|t| t as f64 / 1e6),
         };
         let err = |source| OutputError::Write { path: self.path.clone(), source };
         serde_json::to_writer(&mut self.out, &line).map_err(|e| err(std::io::Error::other(e)))?;

@@ -37,6 +37,28 @@ fn fline(out: &mut String, label: &str, value: f64) {
     let _ = writeln!(out, "{label:<40} {value:<10.2}");
 }
 
+/// What a user waits for (D49): the answer after the reasoning, and tool calls.
+fn reasoning_section(out: &mut String, rs: &super::result::ReasoningResult, percentiles: &[f64]) {
+    header(out, "Reasoning and answer", '-');
+    line(out, "Requests that reasoned:", rs.requests_with_reasoning);
+    line(out, "Reasoning tokens (client):", rs.reasoning_tokens);
+    if let Some(n) = rs.server_reasoning_tokens {
+        line(out, "Reasoning tokens (server):", n);
+    }
+    line(out, "Answer tokens:", rs.answer_tokens);
+    for (key, short) in [("ttfo", "TTFO"), ("reasoning", "reasoning"), ("answer_tpot", "answer TPOT"), ("tool_call", "first tool call")] {
+        let Some(d) = rs.latency.get(key) else { continue };
+        fline(out, &format!("Mean {short} (ms):"), d.mean_ms);
+        fline(out, &format!("Median {short} (ms):"), d.median_ms);
+        for &p in percentiles {
+            fline(out, &format!("P{} {short} (ms):", percentile_word(p)), d.at(p).unwrap_or(f64::NAN));
+        }
+    }
+    if rs.requests_with_tool_calls > 0 {
+        line(out, "Requests with a tool call:", rs.requests_with_tool_calls);
+    }
+}
+
 /// vllm-bench's steady-state block (D45).
 fn steady_section(out: &mut String, s: &crate::analysis::steady::SteadyState) {
     let w = &s.window;
@@ -162,6 +184,9 @@ pub fn summary(r: &RunResult, view: &SummaryView, status: &RunStatus) -> String 
     }
     if let Some(s) = &r.steady_state {
         steady_section(&mut out, s);
+    }
+    if let Some(rs) = &r.reasoning {
+        reasoning_section(&mut out, rs, &view.percentiles);
     }
     header(&mut out, "surge", '-');
     if r.ended_by != crate::output::result::EndedBy::Unknown {

@@ -17,6 +17,9 @@ use surge_proto::{Backend, DatasetSpec, PromptItem};
 
 /// The metric families of `--percentile-metrics`, in vLLM's order.
 pub const METRICS: [&str; 4] = ["ttft", "tpot", "itl", "e2el"];
+/// What a user waits for beside vLLM's metrics (D49): time to the first answer token, the
+/// reasoning's duration, the answer's own TPOT, time to the first tool-call delta.
+pub const REASONING_METRICS: [&str; 4] = ["answer_tpot", "ttfo", "reasoning", "tool_call"];
 
 /// vLLM's client-queue metrics, only when named in `--percentile-metrics` (and, as vLLM,
 /// with `--max-concurrency`; the second also with a finite `--request-rate`).

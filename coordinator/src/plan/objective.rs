@@ -9,10 +9,12 @@ pub enum Metric {
     Tpot,
     Itl,
     E2el,
+    /// Time to the first answer token (D49): TTFT for a reply that did not reason.
+    Ttfo,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 4] = [Metric::Ttft, Metric::Tpot, Metric::Itl, Metric::E2el];
+    pub const ALL: [Metric; 5] = [Metric::Ttft, Metric::Tpot, Metric::Itl, Metric::E2el, Metric::Ttfo];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -20,6 +22,7 @@ impl Metric {
             Metric::Tpot => "tpot",
             Metric::Itl => "itl",
             Metric::E2el => "e2el",
+            Metric::Ttfo => "ttfo",
         }
     }
 
@@ -39,7 +42,7 @@ pub struct Slo {
 impl Slo {
     /// `ttft:p99<=2000`.
     pub fn parse(s: &str) -> Result<Slo, String> {
-        let bad = || format!("{s:?}: expected METRIC:PCT<=MS, e.g. ttft:p99<=2000 (METRIC ttft, tpot, itl or e2el)");
+        let bad = || format!("{s:?}: expected METRIC:PCT<=MS, e.g. ttft:p99<=2000 (METRIC ttft, tpot, itl, e2el or ttfo)");
         let (metric, rest) = s.split_once(':').ok_or_else(bad)?;
         let (pct, limit) = rest.split_once("<=").ok_or_else(bad)?;
         let metric = Metric::parse(metric.trim()).ok_or_else(bad)?;
