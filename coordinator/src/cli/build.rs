@@ -731,6 +731,8 @@ fn extra_body(s: &SamplingArgs, backend: Backend, generates: bool) -> Result<Opt
             presence_penalty: None,
             repetition_penalty: None,
             logprobs: None,
+            tools: None,
+            tool_choice: None,
             extra_body: s.extra_body.clone(),
         }
     };
@@ -757,6 +759,33 @@ fn extra_body(s: &SamplingArgs, backend: Backend, generates: bool) -> Result<Opt
     {
         m.insert("logprobs".into(), n.into());
     }
+    if s.tools.is_some() || s.tool_choice.is_some() {
+        if backend != Backend::OpenaiChat {
+            return usage("--tools and --tool-choice: tools go to --backend openai-chat");
+        }
+        if let Some(path) = &s.tools {
+            m.insert("tools".into(), tools_file(path)?);
+        }
+        if let Some(c) = &s.tool_choice {
+            let choice = match c.as_str() {
+                "auto" | "none" | "required" => serde_json::Value::String(c.clone()),
+                name if !name.is_empty() && !name.contains(char::is_whitespace) => {
+                    // {"type": "function", "function": {"name": NAME}}
+                    let function: serde_json::Map<String, serde_json::Value> =
+                        [("name".to_string(), serde_json::Value::from(name))].into_iter().collect();
+                    let choice: serde_json::Map<String, serde_json::Value> = [
+                        ("type".to_string(), serde_json::Value::from("function")),
+                        ("function".to_string(), serde_json::Value::Object(function)),
+                    ]
+                    .into_iter()
+                    .collect();
+                    serde_json::Value::Object(choice)
+                }
+                _ => return usage(format!("--tool-choice {c:?}: auto, none, required or a function's name")),
+            };
+            m.insert("tool_choice".into(), choice);
+        }
+    }
     if let Some(text) = &s.extra_body {
         match serde_json::from_str::<serde_json::Value>(text) {
             Ok(serde_json::Value::Object(extra)) => m.extend(extra),
@@ -771,6 +800,29 @@ fn extra_body(s: &SamplingArgs, backend: Backend, generates: bool) -> Result<Opt
         return usage("sampling flags and --extra-body need an OpenAI backend (--backend openai or openai-chat)");
     }
     Ok(Some(serde_json::Value::Object(m).to_string()))
+}
+
+/// `--tools FILE`: the `tools` array of an OpenAI chat request, or an object holding one.
+fn tools_file(path: &std::path::Path) -> Result<serde_json::Value, UsageError> {
+    const MOST: u64 = 4 << 20;
+    let say = |why: String| UsageError(format!("--tools {}: {why}", path.display()));
+    let len = std::fs::metadata(path).map_err(|e| say(e.to_string()))?.len();
+    if len > MOST {
+        return Err(say(format!("{len} bytes; at most {MOST}")));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| say(e.to_string()))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| say(format!("not JSON: {e}")))?;
+    let tools = match v {
+        serde_json::Value::Object(mut o) => o.remove("tools").ok_or_else(|| say("no \"tools\" key".into()))?,
+        other => other,
+    };
+    let ok = tools.as_array().is_some_and(|a| {
+        !a.is_empty() && a.iter().all(|t| t.get("type").and_then(|x| x.as_str()).is_some())
+    });
+    if !ok {
+        return Err(say("expected a non-empty array of tools, each with a \"type\" (e.g. \"function\")".into()));
+    }
+    Ok(tools)
 }
 
 /// `--header`s (NAME:VALUE or vLLM's NAME=VALUE, split at the first of ':' and '=', D9),
@@ -929,6 +981,40 @@ mod tests {
         assert_eq!(run_plan(a.clone()).unwrap().extra_body, None);
         a.sampling.extra_body = Some(r#"{"x":1}"#.into());
         assert!(run_plan(a).unwrap_err().0.contains("OpenAI backend"));
+    }
+
+    /// `--tools FILE` and `--tool-choice` (D49): the file's array (or its `tools` key) and
+    /// the choice in every chat body; refused elsewhere and for a file that is no tools list.
+    #[test]
+    fn tools_and_tool_choice_go_into_chat_bodies() {
+        let dir = std::env::temp_dir().join(format!("surge-tools-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let tool = r#"{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}"#;
+        let (array, object, bad) = (dir.join("a.json"), dir.join("o.json"), dir.join("b.json"));
+        std::fs::write(&array, format!("[{tool}]")).unwrap();
+        std::fs::write(&object, format!(r#"{{"tools":[{tool}],"model":"x"}}"#)).unwrap();
+        std::fs::write(&bad, r#"[{"name":"no type"}]"#).unwrap();
+        let mut a = default_run_args().unwrap();
+        a.target.base_url = Some("http://127.0.0.1:9".into());
+        a.target.backend = BackendArg::OpenaiChat;
+        for file in [&array, &object] {
+            a.sampling.tools = Some(file.clone());
+            a.sampling.tool_choice = Some("get_weather".into());
+            let p = run_plan(a.clone()).unwrap();
+            let v: serde_json::Value = serde_json::from_str(p.extra_body.as_deref().unwrap()).unwrap();
+            assert_eq!(v["tools"][0]["function"]["name"], "get_weather", "{v}");
+            assert_eq!(v["tool_choice"], serde_json::json!({"type": "function", "function": {"name": "get_weather"}}));
+            assert!(v.get("model").is_none(), "only the tools of a request object");
+        }
+        a.sampling.tool_choice = Some("required".into());
+        let v: serde_json::Value = serde_json::from_str(run_plan(a.clone()).unwrap().extra_body.as_deref().unwrap()).unwrap();
+        assert_eq!(v["tool_choice"], "required");
+        a.sampling.tools = Some(bad);
+        assert!(run_plan(a.clone()).unwrap_err().0.contains("--tools"));
+        a.sampling.tools = Some(array);
+        a.target.backend = BackendArg::Openai;
+        assert!(run_plan(a).unwrap_err().0.contains("openai-chat"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

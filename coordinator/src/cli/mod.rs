@@ -587,6 +587,13 @@ pub struct SamplingArgs {
     /// in vLLM, chat requests leave it out: use --extra-body there).
     #[arg(long, value_name = "N")]
     pub logprobs: Option<u32>,
+    /// OpenAI `tools` sent with every chat request (D49): a JSON file holding the array,
+    /// or an object with a `tools` array (as in an OpenAI request).
+    #[arg(long, value_name = "FILE")]
+    pub tools: Option<std::path::PathBuf>,
+    /// `tool_choice` of every chat request: auto, none, required, or a function's name.
+    #[arg(long = "tool-choice", value_name = "CHOICE")]
+    pub tool_choice: Option<String>,
     /// A JSON object merged into every request body, its keys winning over the sampling
     /// flags (vLLM's --extra-body).
     #[arg(long, value_name = "JSON")]
