@@ -9,6 +9,7 @@ mod util;
 mod h3util;
 mod http3;
 mod http_phases;
+mod reasoning;
 mod steady;
 mod trace;
 

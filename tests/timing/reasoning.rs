@@ -1,0 +1,79 @@
+//! Reasoning measured apart (D49) against `surge echo --reasoning-tokens K`, whose chat
+//! and Responses streams send their first K tokens as reasoning (and chat says so in the
+//! usage's `completion_tokens_details`): TTFT stays vLLM's (the first thought), `ttfo` is
+//! when the answer began, K tokens later. Alone ([`crate::ALONE`]): each row's times are
+//! checked within 1 ms.
+
+use crate::util::{TempDir, echo, run_saved};
+use std::time::Duration;
+
+/// Every request's `ttfo` is its TTFT plus 20 reasoning tokens 5 ms apart (within 1 ms),
+/// with 20 reasoning and 20 answer tokens, through chat and through the Responses API.
+#[test]
+fn the_answer_is_timed_apart_from_the_reasoning() {
+    let _alone = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    let (_echo, base) = echo(
+        "127.0.0.1",
+        &["--ttft-ms", "30", "--itl-ms", "5", "--output-tokens", "40", "--reasoning-tokens", "20"],
+    );
+    for backend in ["openai-chat", "openai-responses"] {
+        let dir = TempDir::new(&format!("reasoning-{backend}"));
+        let rows = dir.path("rows.jsonl");
+        let r = run_saved(
+            &dir,
+            &[
+                "run",
+                "--base-url",
+                &base,
+                "--backend",
+                backend,
+                "--model",
+                "m",
+                "--random-input-len",
+                "8",
+                "--random-output-len",
+                "40",
+                "--num-prompts",
+                "40",
+                "--max-concurrency",
+                "4",
+                "--percentile-metrics",
+                "ttft,tpot,itl,ttfo",
+                "--metric-percentiles",
+                "50,99",
+                "--save-rows",
+                &rows,
+            ],
+            Duration::from_secs(120),
+        );
+        assert_eq!(r["completed"], 40, "{backend}");
+        assert_eq!(r["total_output_tokens"], 1600, "{backend}: every delta is a token, as vLLM counts");
+        let rs = &r["reasoning"];
+        assert_eq!(rs["requests_with_reasoning"], 40, "{backend}: {rs}");
+        assert_eq!(rs["reasoning_tokens"], 800, "{backend}");
+        assert_eq!(rs["answer_tokens"], 800, "{backend}");
+        let text = std::fs::read_to_string(&rows).unwrap();
+        let mut n = 0;
+        for line in text.lines() {
+            let row: serde_json::Value = serde_json::from_str(line).unwrap();
+            let (ttft, ttfo) = (row["ttft"].as_f64().unwrap() * 1000.0, row["ttfo"].as_f64().unwrap() * 1000.0);
+            // Twenty reasoning tokens 5 ms apart: the answer begins 100 ms after the first thought.
+            assert!((ttfo - ttft - 100.0).abs() <= 1.0, "{backend}: TTFT {ttft} ms, TTFO {ttfo} ms");
+            assert_eq!(row["reasoning_tokens"], 20, "{backend}");
+            assert_eq!(row["output_len"].as_u64().unwrap() - 20, 20, "{backend}: answer tokens");
+            let span = row["reasoning"].as_f64().unwrap() * 1000.0;
+            assert!((span - 95.0).abs() <= 1.0, "{backend}: first to last of 20 reasoning deltas: {span} ms");
+            n += 1;
+        }
+        assert_eq!(n, 40);
+        let answer_tpot = rs["median_answer_tpot_ms"].as_f64().unwrap();
+        assert!((answer_tpot - 5.0).abs() < 1.0, "{backend}: {answer_tpot}");
+        // --percentile-metrics ttfo: the top-level keys too, equal to the block's.
+        assert_eq!(r["median_ttfo_ms"], rs["median_ttfo_ms"], "{backend}");
+        assert!(r["p99_ttfo_ms"].is_number());
+        if backend == "openai-chat" {
+            assert_eq!(rs["server_reasoning_tokens"], 800, "the usage's completion_tokens_details");
+        }
+    }
+}
+
