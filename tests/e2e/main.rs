@@ -3,6 +3,7 @@
 
 mod backends;
 mod capacity;
+mod caputil;
 mod blackhole;
 mod compare;
 mod conversations;

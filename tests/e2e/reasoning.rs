@@ -52,6 +52,8 @@ fn tool_calls_are_counted_and_timed() {
     assert_eq!(r["completed"], 20);
     let rs = &r["reasoning"];
     assert_eq!(rs["requests_with_tool_calls"], 20, "{rs}");
+    assert_eq!(rs["tool_calls"], 20, "one call a reply (its first delta has the id)");
+    assert_eq!(rs["tool_call_tokens"], 120, "six argument deltas a reply");
     assert_eq!(rs["requests_with_reasoning"], 0);
     let first_call = rs["median_tool_call_ms"].as_f64().unwrap();
     assert!((first_call - r["median_ttft_ms"].as_f64().unwrap()).abs() < 1.0, "{first_call}");

@@ -7,6 +7,9 @@ mod util;
 
 #[path = "../e2e/h3util.rs"]
 mod h3util;
+#[path = "../e2e/caputil.rs"]
+mod caputil;
+mod capacity;
 mod http3;
 mod http_phases;
 mod reasoning;

@@ -53,7 +53,9 @@ pub enum Event {
 pub enum Part {
     Answer,
     Reasoning,
+    /// A tool call's delta; `ToolStart` opens a call (its id or function name).
     Tool,
+    ToolStart,
 }
 
 #[derive(Deserialize)]
@@ -94,8 +96,18 @@ struct Delta<'a> {
 
 #[derive(Deserialize)]
 struct ToolCall<'a> {
+    /// Present on a call's first delta (OpenAI, vLLM).
+    #[serde(default, borrow)]
+    id: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     function: Option<Function<'a>>,
+}
+
+impl ToolCall<'_> {
+    /// The delta that opens a call: its id, or its function's name.
+    fn opens(&self) -> bool {
+        self.id.is_some() || self.function.as_ref().is_some_and(|f| f.name.is_some())
+    }
 }
 
 #[derive(Deserialize)]
@@ -154,6 +166,8 @@ impl Choice<'_> {
             out = out.or(content).or(reasoning);
             // A tool call's name or arguments are generated output, whatever their length.
             let tool = d.tool_calls.as_ref().is_some_and(|c| !c.is_empty()) || d.function_call.is_some();
+            let opens = d.tool_calls.iter().flatten().any(ToolCall::opens)
+                || d.function_call.as_ref().is_some_and(|f| f.name.is_some());
             if tool {
                 out = out.or(Output { present: true, nonempty: true });
             }
@@ -162,6 +176,8 @@ impl Choice<'_> {
                 Part::Answer
             } else if reasoning.nonempty {
                 Part::Reasoning
+            } else if tool && opens {
+                Part::ToolStart
             } else if tool {
                 Part::Tool
             } else if reasoning.present && !said.present {
@@ -456,7 +472,7 @@ mod tests {
             (br#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":""}}]}}]}"#, Event::Token(Part::Tool)),
             (
                 br#"{"choices":[{"delta":{"role":"assistant","tool_calls":[{"id":"c","function":{"name":"f"}}]}}]}"#,
-                Event::Token(Part::Tool),
+                Event::Token(Part::ToolStart),
             ),
             (br#"{"choices":[{"delta":{"function_call":{"arguments":"{"}}}]}"#, Event::Token(Part::Tool)),
             // Output with a finish_reason is still output.
@@ -526,7 +542,7 @@ mod tests {
         assert_eq!(classify_text(br#"{"choices":[{"delta":{"content":" there"}}]}"#, &mut text), Event::Token(Part::Answer));
         assert_eq!(classify_text(br#"{"choices":[{"delta":{"reasoning":" so"}}]}"#, &mut text), Event::Token(Part::Reasoning));
         let call = br#"{"choices":[{"delta":{"tool_calls":[{"function":{"name":" f","arguments":"(x)"}}]}}]}"#;
-        assert_eq!(classify_text(call, &mut text), Event::Token(Part::Tool));
+        assert_eq!(classify_text(call, &mut text), Event::Token(Part::ToolStart));
         assert_eq!(classify_text(b"[DONE]", &mut text), Event::Done);
         assert_eq!(text, " hi there so f(x)");
     }

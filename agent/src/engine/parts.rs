@@ -14,6 +14,8 @@ pub struct Parts {
     last_reasoning: Option<Instant>,
     first_answer: Option<Instant>,
     first_tool: Option<Instant>,
+    tool_calls: u32,
+    tool_events: u32,
 }
 
 fn us(from: Instant, to: Instant) -> u64 {
@@ -33,8 +35,10 @@ impl Parts {
                 self.first_reasoning.get_or_insert(at);
                 self.last_reasoning = Some(at);
             }
-            Part::Tool => {
+            Part::Tool | Part::ToolStart => {
                 self.first_tool.get_or_insert(at);
+                self.tool_events += 1;
+                self.tool_calls += u32::from(part == Part::ToolStart);
             }
         }
     }
@@ -51,6 +55,8 @@ impl Parts {
             row.ttfo_us = self.first_answer.map(|a| us(start, a));
         }
         row.tool_call_us = self.first_tool.map(|t| us(start, t));
+        row.tool_calls = self.tool_calls;
+        row.tool_call_events = self.tool_events;
         row.reasoning_tokens = usage.and_then(|u| u.reasoning_tokens);
     }
 }
@@ -78,9 +84,11 @@ mod tests {
         // A plain reply: no reasoning, no ttfo (TTFT is it).
         let mut plain = Parts::default();
         plain.saw(Part::Answer, at(5));
-        plain.saw(Part::Tool, at(9));
+        plain.saw(Part::ToolStart, at(9));
+        plain.saw(Part::Tool, at(10));
         let mut row = Row::default();
         plain.write(t0, None, &mut row);
         assert_eq!((row.reasoning_events, row.ttfo_us, row.tool_call_us), (0, None, Some(9_000)));
+        assert_eq!((row.tool_calls, row.tool_call_events), (1, 2), "one call, two argument deltas");
     }
 }

@@ -22,8 +22,11 @@ pub struct Reasoning {
     pub ttfo: Sample,
     pub duration: Sample,
     pub answer_tpot: Sample,
-    /// Rows whose reply had a tool-call delta, and the time to the first one.
+    /// Rows whose reply had a tool-call delta, the calls they opened, their deltas, and
+    /// the time to the first one.
     pub tool_rows: u64,
+    pub tool_calls: u64,
+    pub tool_call_events: u64,
     pub tool_call: Sample,
 }
 
@@ -38,6 +41,8 @@ impl Reasoning {
             duration: Sample::new(),
             answer_tpot: Sample::new(),
             tool_rows: 0,
+            tool_calls: 0,
+            tool_call_events: 0,
             tool_call: Sample::new(),
         }
     }
@@ -51,6 +56,8 @@ impl Reasoning {
         let s = slot.get_or_insert_with(|| Box::new(Reasoning::new()));
         if let Some(t) = row.tool_call_us {
             s.tool_rows += 1;
+            s.tool_calls += u64::from(row.tool_calls);
+            s.tool_call_events += u64::from(row.tool_call_events);
             s.tool_call.add(t as f64 / 1e6);
         }
         if row.reasoning_events == 0 {

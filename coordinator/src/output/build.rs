@@ -428,6 +428,8 @@ fn reasoning_result(m: &Metrics, ps: &[f64]) -> Option<crate::output::result::Re
         server_reasoning_tokens: r.server_reasoning_tokens,
         answer_tokens: r.answer_tokens,
         requests_with_tool_calls: r.tool_rows,
+        tool_calls: r.tool_calls,
+        tool_call_tokens: r.tool_call_events,
         latency: Latencies(l),
     })
 }

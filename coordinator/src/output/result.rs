@@ -518,6 +518,11 @@ pub struct ReasoningResult {
     /// Output tokens of those requests that were not reasoning.
     pub answer_tokens: u64,
     pub requests_with_tool_calls: u64,
+    /// Tool calls those replies opened, and their deltas (the arguments' token events).
+    #[serde(default)]
+    pub tool_calls: u64,
+    #[serde(default)]
+    pub tool_call_tokens: u64,
     #[serde(flatten)]
     pub latency: Latencies,
 }

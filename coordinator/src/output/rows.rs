@@ -70,6 +70,8 @@ struct Line<'a> {
     server_reasoning_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_call: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_calls: Option<u32>,
 }
 
 /// A row's HTTP phases (seconds).
@@ -160,6 +162,7 @@ impl RowFile {
             ttfo: r.row.ttfo_us.map(|t| t as f64 / 1e6),
             server_reasoning_tokens: r.row.reasoning_tokens,
             tool_call: r.row.tool_call_us.map(|t| t as f64 / 1e6),
+            tool_calls: (r.row.tool_calls > 0).then_some(r.row.tool_calls),
         };
         let err = |source| OutputError::Write { path: self.path.clone(), source };
         serde_json::to_writer(&mut self.out, &line).map_err(|e| err(std::io::Error::other(e)))?;

@@ -56,6 +56,8 @@ fn reasoning_section(out: &mut String, rs: &super::result::ReasoningResult, perc
     }
     if rs.requests_with_tool_calls > 0 {
         line(out, "Requests with a tool call:", rs.requests_with_tool_calls);
+        line(out, "Tool calls:", rs.tool_calls);
+        line(out, "Tool-call tokens:", rs.tool_call_tokens);
     }
 }
 
