@@ -46,7 +46,7 @@ record() {
     rm -f "$out"
 }
 skip() {
-    record "**Not measured on this host** ($(date -u '+%Y-%m-%d %H:%M UTC')): $1 The parser is covered in \`cargo test\` by vLLM- and llama-server-shaped samples (\`agent/src/scrape/parse.rs\`)."
+    record "**Not measured on this host** ($(date -u '+%Y-%m-%d %H:%M UTC')): $1 The parser is covered in \`cargo test\` by vLLM- and llama-server-shaped samples (\`core/src/scrape/parse.rs\`)."
     log "SKIPPED: $1"
     exit 77
 }
