@@ -21,6 +21,9 @@ use crate::plan::capacity::CapacityPlan;
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+/// A level's verdict, each SLO's judgement, and the goodput share's verdict and interval.
+type Judgement = (Verdict, Vec<capacity::Judged>, Option<(Verdict, (f64, f64))>);
+
 /// One level's values over all its runs, and the current run's (send time, TTFT) for the
 /// over-saturation check. Bounded by the level's request budget; dropped with the level.
 struct Level<'p> {
@@ -62,7 +65,7 @@ impl<'p> Level<'p> {
     }
 
     /// The level's verdict from what it holds, and per SLO its judgement.
-    fn judge(&mut self) -> (Verdict, Vec<capacity::Judged>, Option<(Verdict, (f64, f64))>) {
+    fn judge(&mut self) -> Judgement {
         let conf = self.plan.confidence;
         let judged: Vec<capacity::Judged> = self
             .plan

@@ -111,7 +111,7 @@ pub struct Totals {
 }
 
 fn num(v: Option<f64>) -> String {
-    v.map_or("-".into(), |v| crate::plan::percentile_word(v))
+    v.map_or("-".into(), crate::plan::percentile_word)
 }
 
 /// The search as a table, then the answer in one line.

@@ -274,7 +274,7 @@ impl Precision {
         let metric = objective::Metric::parse(m).ok_or_else(bad)?;
         let pct: f64 = p.strip_prefix('p').ok_or_else(bad)?.parse().map_err(|_| bad())?;
         let width: f64 = w.strip_suffix('%').ok_or_else(bad)?.parse::<f64>().map_err(|_| bad())? / 100.0;
-        if !(pct > 0.0 && pct < 100.0) || !(width > 0.0 && width.is_finite()) {
+        if !(pct > 0.0 && pct < 100.0 && width > 0.0 && width.is_finite()) {
             return Err(bad());
         }
         Ok(Precision { metric, pct, width })
