@@ -26,5 +26,5 @@ pub mod service;
 
 // What the agent shares with the coordinator lives in `surge-core`; its paths stay here
 // for the agent's own code and tests.
-pub use surge_core::{client, data, live, scrape, tomlkeys, trace};
 pub use surge_core::data::{dataset, tokenizer};
+pub use surge_core::{client, data, live, scrape, tomlkeys, trace};

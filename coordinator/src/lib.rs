@@ -16,8 +16,8 @@
 
 pub mod analysis;
 pub mod certs;
-pub mod clock;
 pub mod cli;
+pub mod clock;
 pub mod commands;
 pub mod dataset;
 pub mod exit;

@@ -105,7 +105,14 @@ impl Chunker {
 
     /// Final usage-only chunk (`"choices":[]`).
     /// `reasoning`: how many of the completion tokens were reasoning (its details, when above 0).
-    pub fn usage(&self, buf: &mut BytesMut, prompt: u64, completion: u64, cached: Option<u64>, reasoning: u64) -> Bytes {
+    pub fn usage(
+        &self,
+        buf: &mut BytesMut,
+        prompt: u64,
+        completion: u64,
+        cached: Option<u64>,
+        reasoning: u64,
+    ) -> Bytes {
         if self.kind == Kind::Responses {
             let total = prompt.saturating_add(completion);
             let mut details = format!(",\"input_tokens_details\":{{\"cached_tokens\":{}}}", cached.unwrap_or(0));
@@ -328,14 +335,13 @@ impl Body for SseBody {
                 Phase::Usage => {
                     this.phase = Phase::Done;
                     if this.p.include_usage {
-                        let data =
-                            this.p.chunker.usage(
-                                &mut this.buf,
-                                this.p.prompt_tokens,
-                                this.p.n,
-                                this.p.cached_tokens,
-                                this.p.tokens.reasoning_of(this.p.n),
-                            );
+                        let data = this.p.chunker.usage(
+                            &mut this.buf,
+                            this.p.prompt_tokens,
+                            this.p.n,
+                            this.p.cached_tokens,
+                            this.p.tokens.reasoning_of(this.p.n),
+                        );
                         return Poll::Ready(Some(Ok(Frame::data(data))));
                     }
                 }

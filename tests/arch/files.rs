@@ -131,7 +131,9 @@ pub fn file_graph(crate_name: &str, files: &[File]) -> Graph {
                 m.len() < here.len() && here.starts_with(&m)
             };
             if let Some(t) = target.filter(|t| *t != f.path && !enclosing(t)) {
-                g.edges.entry((f.path.clone(), t.to_owned())).or_insert_with(|| format!("{crate_name}/src/{}:{}", f.path, tok.line));
+                g.edges
+                    .entry((f.path.clone(), t.to_owned()))
+                    .or_insert_with(|| format!("{crate_name}/src/{}:{}", f.path, tok.line));
             }
         }
     }
@@ -170,7 +172,10 @@ mod tests {
             ("lib.rs", "mod a;\nmod b;"),
             ("a/mod.rs", "pub mod c;\npub use c::C;"),
             ("a/c.rs", "pub struct C;"),
-            ("b.rs", "use crate::a::c::C;\nfn f() { crate::a::C; self::g(); }\n#[cfg(test)]\nmod tests { use crate::b; }"),
+            (
+                "b.rs",
+                "use crate::a::c::C;\nfn f() { crate::a::C; self::g(); }\n#[cfg(test)]\nmod tests { use crate::b; }",
+            ),
         ]);
         assert!(cycles("x", &g).is_empty(), "{:?}", g.edges);
         assert!(g.edges.contains_key(&("b.rs".into(), "a/c.rs".into())));

@@ -7,10 +7,7 @@ use std::time::Duration;
 
 /// The echo: 48 streams at once, TTFT 20 ms, 16 tokens 2 ms apart (a 50 ms service).
 pub(crate) fn echo_48() -> (crate::util::Proc, String) {
-    echo(
-        "127.0.0.1",
-        &["--max-concurrent-streams", "48", "--ttft-ms", "20", "--itl-ms", "2", "--output-tokens", "16"],
-    )
+    echo("127.0.0.1", &["--max-concurrent-streams", "48", "--ttft-ms", "20", "--itl-ms", "2", "--output-tokens", "16"])
 }
 
 pub(crate) fn capacity(base: &str, dir: &TempDir, extra: &[&str]) -> (Value, String) {
@@ -36,4 +33,3 @@ pub(crate) fn capacity(base: &str, dir: &TempDir, extra: &[&str]) -> (Value, Str
     assert!(!text(&out.stderr).contains("no effect"), "{}", text(&out.stderr));
     (read_json(&dir.path("capacity.json")), stdout)
 }
-

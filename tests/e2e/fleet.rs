@@ -308,8 +308,7 @@ fn a_version_9_agent_is_refused_each_newer_feature_before_any_load() {
     std::fs::create_dir_all(&files).unwrap();
     std::fs::write(format!("{files}/a.wav"), crate::backends::wav(8_000)).unwrap();
     let tok = format!("{}/fixtures/tokenizer", env!("CARGO_MANIFEST_DIR"));
-    let (_old, old) =
-        agent("127.0.0.3", &["--plaintext", "--allowed-targets", "127.0.0.1", "--emulate-protocol", "9"]);
+    let (_old, old) = agent("127.0.0.3", &["--plaintext", "--allowed-targets", "127.0.0.1", "--emulate-protocol", "9"]);
     let cases: &[(&[&str], &str)] = &[
         (&["--tokenizer", &tok, "--prompt-token-ids"], "--prompt-token-ids"),
         (&["--backend", "vllm-pooling"], "--backend vllm-pooling"),
@@ -323,14 +322,26 @@ fn a_version_9_agent_is_refused_each_newer_feature_before_any_load() {
         (&["--backend", "openai-chat", "--multi-turn", "--multi-turn-num-turns", "2"], "--multi-turn"),
     ];
     for (extra, feature) in cases {
-        let mut args =
-            vec!["run", "--base-url", &base, "--model", "m", "--num-prompts", "4", "--agents", &old, "--agents-plaintext"];
+        let mut args = vec![
+            "run",
+            "--base-url",
+            &base,
+            "--model",
+            "m",
+            "--num-prompts",
+            "4",
+            "--agents",
+            &old,
+            "--agents-plaintext",
+        ];
         args.extend_from_slice(extra);
         let out = surge(&args, Duration::from_secs(60));
         let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{feature}: {stderr}");
         assert!(
-            stderr.contains(&old) && stderr.contains("protocol version 9") && stderr.contains(feature)
+            stderr.contains(&old)
+                && stderr.contains("protocol version 9")
+                && stderr.contains(feature)
                 && stderr.contains("upgrade"),
             "{feature}: {stderr}"
         );

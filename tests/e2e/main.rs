@@ -2,9 +2,9 @@
 //! addresses (127.0.0.0/8 only), every one killed by PID when its test ends.
 
 mod backends;
+mod blackhole;
 mod capacity;
 mod caputil;
-mod blackhole;
 mod compare;
 mod conversations;
 mod datasets;
@@ -20,8 +20,8 @@ mod http3;
 mod local;
 mod longruns;
 mod per_request;
-mod reasoning;
 mod profile;
+mod reasoning;
 mod report;
 mod resume;
 mod server_view;

@@ -24,8 +24,7 @@ fn a_plain_reply_adds_no_reasoning_key() {
 /// are a tool call: every request counts one, and the time to its first delta is TTFT's.
 #[test]
 fn tool_calls_are_counted_and_timed() {
-    let (_echo, base) =
-        echo("127.0.0.1", &["--ttft-ms", "10", "--itl-ms", "1", "--output-tokens", "6", "--tool-call"]);
+    let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "10", "--itl-ms", "1", "--output-tokens", "6", "--tool-call"]);
     let dir = TempDir::new("tools");
     let tools = dir.path("tools.json");
     std::fs::write(&tools, r#"[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}]"#)

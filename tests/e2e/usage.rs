@@ -67,7 +67,10 @@ fn usage_errors_name_the_flag_and_exit_2() {
     usage_error(&["capacity", "--slo", "ttft:p99<=30", "--range", "8:1"], "--range");
     usage_error(&["capacity", "--slo", "ttft:99<=30", "--range", "1:8"], "--slo");
     usage_error(&["capacity", "--slo", "ttft:p99<=30", "--range", "1.5:8"], "--range");
-    usage_error(&["capacity", "--slo", "ttft:p99<=30", "--range", "1:8", "--max-concurrency", "4"], "--max-concurrency");
+    usage_error(
+        &["capacity", "--slo", "ttft:p99<=30", "--range", "1:8", "--max-concurrency", "4"],
+        "--max-concurrency",
+    );
     usage_error(&["capacity", "--slo", "ttft:p99<=30", "--range", "1:8", "--over", "sessions"], "--over sessions");
     usage_error(&["capacity", "--slo", "ttft:p99<=30", "--range", "1:8", "--resolution", "5%"], "--resolution");
     usage_error(&["capacity", "--min-goodput-ratio", "0.9", "--range", "1:8"], "--min-goodput-ratio");

@@ -119,4 +119,3 @@ fn an_open_loop_capacity_is_slots_over_service_time() {
     assert!(f / p - 1.0 <= 0.05, "bracket [{p}, {f}]");
     assert_eq!(c["unit"], "request_rate");
 }
-

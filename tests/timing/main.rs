@@ -5,11 +5,11 @@
 #[allow(dead_code)]
 mod util;
 
-#[path = "../e2e/h3util.rs"]
-mod h3util;
+mod capacity;
 #[path = "../e2e/caputil.rs"]
 mod caputil;
-mod capacity;
+#[path = "../e2e/h3util.rs"]
+mod h3util;
 mod http3;
 mod http_phases;
 mod reasoning;

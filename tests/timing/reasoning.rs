@@ -12,10 +12,8 @@ use std::time::Duration;
 #[test]
 fn the_answer_is_timed_apart_from_the_reasoning() {
     let _alone = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
-    let (_echo, base) = echo(
-        "127.0.0.1",
-        &["--ttft-ms", "30", "--itl-ms", "5", "--output-tokens", "40", "--reasoning-tokens", "20"],
-    );
+    let (_echo, base) =
+        echo("127.0.0.1", &["--ttft-ms", "30", "--itl-ms", "5", "--output-tokens", "40", "--reasoning-tokens", "20"]);
     for backend in ["openai-chat", "openai-responses"] {
         let dir = TempDir::new(&format!("reasoning-{backend}"));
         let rows = dir.path("rows.jsonl");
@@ -76,4 +74,3 @@ fn the_answer_is_timed_apart_from_the_reasoning() {
         }
     }
 }
-

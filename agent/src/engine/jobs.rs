@@ -616,7 +616,8 @@ impl Jobs {
             }
             Script::Trace { sessions, .. } => {
                 let item = &sessions[s.entry][t as usize];
-                let prompt = dataset::trace(spec, tok.as_deref(), item, s.index * surge_proto::TURN_STRIDE + u64::from(t));
+                let prompt =
+                    dataset::trace(spec, tok.as_deref(), item, s.index * surge_proto::TURN_STRIDE + u64::from(t));
                 let planned = shape.planned(prompt.clone(), s.model).unwrap_or_else(|_| {
                     let plain = Prompt { messages_json: String::new(), ..prompt };
                     shape.planned(plain, s.model).expect("a plain prompt serializes")
@@ -645,7 +646,6 @@ impl Jobs {
         Some(items.iter().map(|i| i.timestamp_ms / 1000.0 / speedup).collect())
     }
 }
-
 
 /// A session trace's items (every turn names its dense `session`), grouped by session in
 /// order of first appearance, each session's turns in file order.

@@ -286,12 +286,8 @@ fn classify_into(data: &[u8], out: Option<&mut String>) -> Event {
     if chunk.error.is_some() {
         return Event::ServerError;
     }
-    let (carries, part) = chunk
-        .choices
-        .iter()
-        .map(Choice::carries)
-        .max_by_key(|(c, _)| *c)
-        .unwrap_or((Carries::Nothing, Part::Answer));
+    let (carries, part) =
+        chunk.choices.iter().map(Choice::carries).max_by_key(|(c, _)| *c).unwrap_or((Carries::Nothing, Part::Answer));
     if let Some(out) = out {
         for c in &chunk.choices {
             c.push_text(out);
@@ -442,17 +438,32 @@ mod tests {
         assert_eq!(classify(br#"{"choices":[{"text":"","finish_reason":"length"}]}"#), Event::Finish);
         assert_eq!(
             classify(br#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":7,"total_tokens":12}}"#),
-            Event::Usage(Counts { prompt_tokens: 5, completion_tokens: 7, cached_tokens: None, reasoning_tokens: None })
+            Event::Usage(Counts {
+                prompt_tokens: 5,
+                completion_tokens: 7,
+                cached_tokens: None,
+                reasoning_tokens: None
+            })
         );
         let cached = br#"{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":8}}}"#;
         assert_eq!(
             classify(cached),
-            Event::Usage(Counts { prompt_tokens: 9, completion_tokens: 2, cached_tokens: Some(8), reasoning_tokens: None })
+            Event::Usage(Counts {
+                prompt_tokens: 9,
+                completion_tokens: 2,
+                cached_tokens: Some(8),
+                reasoning_tokens: None
+            })
         );
         let null = br#"{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":2,"prompt_tokens_details":null}}"#;
         assert_eq!(
             classify(null),
-            Event::Usage(Counts { prompt_tokens: 9, completion_tokens: 2, cached_tokens: None, reasoning_tokens: None })
+            Event::Usage(Counts {
+                prompt_tokens: 9,
+                completion_tokens: 2,
+                cached_tokens: None,
+                reasoning_tokens: None
+            })
         );
         assert_eq!(classify(b" [DONE] "), Event::Done);
         assert_eq!(classify(b"{not json"), Event::Malformed);
@@ -469,7 +480,10 @@ mod tests {
             (br#"{"choices":[{"delta":{"reasoning":""}}]}"#, Event::Token(Part::Reasoning)),
             (br#"{"choices":[{"delta":{"reasoning":"think","content":null}}]}"#, Event::Token(Part::Reasoning)),
             (br#"{"choices":[{"delta":{"reasoning_content":"hm"}}]}"#, Event::Token(Part::Reasoning)),
-            (br#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":""}}]}}]}"#, Event::Token(Part::Tool)),
+            (
+                br#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":""}}]}}]}"#,
+                Event::Token(Part::Tool),
+            ),
             (
                 br#"{"choices":[{"delta":{"role":"assistant","tool_calls":[{"id":"c","function":{"name":"f"}}]}}]}"#,
                 Event::Token(Part::ToolStart),
@@ -496,7 +510,10 @@ mod tests {
         }
         assert_eq!(
             classify(br#"{"choices":[{"text":""}],"usage":{"prompt_tokens":1,"completion_tokens":2}}"#),
-            Event::TokenAndUsage(Part::Answer, Counts { prompt_tokens: 1, completion_tokens: 2, cached_tokens: None, reasoning_tokens: None })
+            Event::TokenAndUsage(
+                Part::Answer,
+                Counts { prompt_tokens: 1, completion_tokens: 2, cached_tokens: None, reasoning_tokens: None }
+            )
         );
         assert_eq!(
             classify(br#"{"choices":[{"text":"","finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":3}}"#),
@@ -539,8 +556,14 @@ mod tests {
     fn classify_text_collects_the_streamed_text() {
         let mut text = String::new();
         assert_eq!(classify_text(br#"{"choices":[{"text":" hi"}]}"#, &mut text), Event::Token(Part::Answer));
-        assert_eq!(classify_text(br#"{"choices":[{"delta":{"content":" there"}}]}"#, &mut text), Event::Token(Part::Answer));
-        assert_eq!(classify_text(br#"{"choices":[{"delta":{"reasoning":" so"}}]}"#, &mut text), Event::Token(Part::Reasoning));
+        assert_eq!(
+            classify_text(br#"{"choices":[{"delta":{"content":" there"}}]}"#, &mut text),
+            Event::Token(Part::Answer)
+        );
+        assert_eq!(
+            classify_text(br#"{"choices":[{"delta":{"reasoning":" so"}}]}"#, &mut text),
+            Event::Token(Part::Reasoning)
+        );
         let call = br#"{"choices":[{"delta":{"tool_calls":[{"function":{"name":" f","arguments":"(x)"}}]}}]}"#;
         assert_eq!(classify_text(call, &mut text), Event::Token(Part::ToolStart));
         assert_eq!(classify_text(b"[DONE]", &mut text), Event::Done);

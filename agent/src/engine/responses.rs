@@ -103,11 +103,13 @@ pub fn classify(data: &[u8], text: Option<&mut String>) -> Event {
         return Event::Malformed;
     };
     match ev.kind.as_deref() {
-        Some(kind @ ("response.output_text.delta"
-        | "response.refusal.delta"
-        | "response.reasoning_text.delta"
-        | "response.reasoning_summary_text.delta"
-        | "response.function_call_arguments.delta")) => {
+        Some(
+            kind @ ("response.output_text.delta"
+            | "response.refusal.delta"
+            | "response.reasoning_text.delta"
+            | "response.reasoning_summary_text.delta"
+            | "response.function_call_arguments.delta"),
+        ) => {
             if let (Some(out), Some(d)) = (text, ev.delta.as_deref()) {
                 out.push_str(d);
             }
@@ -157,7 +159,12 @@ mod tests {
         let done = br#"{"type":"response.completed","response":{"status":"incomplete","usage":{"input_tokens":17,"output_tokens":4,"total_tokens":21,"input_tokens_details":{"cached_tokens":16}}}}"#;
         assert_eq!(
             classify(done, None),
-            Event::Usage(Counts { prompt_tokens: 17, completion_tokens: 4, cached_tokens: Some(16), reasoning_tokens: None })
+            Event::Usage(Counts {
+                prompt_tokens: 17,
+                completion_tokens: 4,
+                cached_tokens: Some(16),
+                reasoning_tokens: None
+            })
         );
         assert_eq!(classify(br#"{"type":"response.incomplete","response":{}}"#, None), Event::Done);
     }

@@ -16,10 +16,10 @@ use super::server::{ClientSide, ServerMetrics, ServerView};
 use super::spilled::Spilled;
 use super::steady::{Req, Steady, SteadyPlan, SteadyState};
 use super::timeseries::{Slice, TimeSeries};
-use crate::target::gpu::GpuScrape;
 pub use crate::fleet::outcome::{GlobalRow, kind_name};
-use crate::target::scrape::ServerScrape;
 use crate::plan::{RampPlan, Slo};
+use crate::target::gpu::GpuScrape;
+use crate::target::scrape::ServerScrape;
 use std::collections::BTreeMap;
 use surge_core::data::share::Stripe;
 

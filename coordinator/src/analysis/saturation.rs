@@ -43,7 +43,8 @@ mod tests {
             (0..200).map(|i| (f64::from(i) * 0.005, 20.0 + f64::from(i) * 2.0 + f64::from(i % 7))).collect();
         assert!(growing(&growing_q));
         // A steady queue: noisy, flat.
-        let steady: Vec<(f64, f64)> = (0..2000).map(|i| (f64::from(i) * 0.005, 70.0 + f64::from(i * 37 % 50))).collect();
+        let steady: Vec<(f64, f64)> =
+            (0..2000).map(|i| (f64::from(i) * 0.005, 70.0 + f64::from(i * 37 % 50))).collect();
         assert!(!growing(&steady));
         // A slight significant drift is not growth.
         let drift: Vec<(f64, f64)> = (0..2000).map(|i| (f64::from(i) * 0.005, 20.0 + f64::from(i) * 0.001)).collect();

@@ -56,7 +56,10 @@ fn main() -> ExitCode {
                 Err(e) => usage("fleet check", &e),
             }
         }
-        Command::Compare(a) if a.max_capacity_drop.is_some() || a.paths.iter().any(|p| commands::compare_capacity::capacity_at(p).is_some()) => {
+        Command::Compare(a)
+            if a.max_capacity_drop.is_some()
+                || a.paths.iter().any(|p| commands::compare_capacity::capacity_at(p).is_some()) =>
+        {
             commands::compare::compare_capacity_command(&a.paths, a.max_capacity_drop.as_deref())
         }
         Command::Compare(a) => commands::compare::compare_command(&a.paths, &a.fail_if, a.html.as_deref()),

@@ -499,11 +499,17 @@ pub fn capacity_plan(mut a: super::CapacityArgs) -> Result<crate::plan::capacity
     if a.tag.is_empty() || a.tag.contains('/') {
         return usage(format!("--tag {:?}: must be a plain file-name prefix", a.tag));
     }
-    let slos = a.slo.iter().map(|s| Slo::parse(s).map_err(|e| UsageError(format!("--slo {e}")))).collect::<Result<Vec<_>, _>>()?;
+    let slos = a
+        .slo
+        .iter()
+        .map(|s| Slo::parse(s).map_err(|e| UsageError(format!("--slo {e}"))))
+        .collect::<Result<Vec<_>, _>>()?;
     match (slos.is_empty(), a.min_goodput_ratio, a.run.output.goodput.is_empty()) {
         (true, None, _) => return usage("--slo METRIC:PCT<=MS (or --goodput with --min-goodput-ratio) is required"),
         (false, Some(_), _) => return usage("--slo or --min-goodput-ratio: one of them"),
-        (true, Some(_), true) => return usage("--min-goodput-ratio: needs --goodput NAME:MS, the per-request objectives"),
+        (true, Some(_), true) => {
+            return usage("--min-goodput-ratio: needs --goodput NAME:MS, the per-request objectives");
+        }
         _ => {}
     }
     let (lo, hi) = a
@@ -816,9 +822,9 @@ fn tools_file(path: &std::path::Path) -> Result<serde_json::Value, UsageError> {
         serde_json::Value::Object(mut o) => o.remove("tools").ok_or_else(|| say("no \"tools\" key".into()))?,
         other => other,
     };
-    let ok = tools.as_array().is_some_and(|a| {
-        !a.is_empty() && a.iter().all(|t| t.get("type").and_then(|x| x.as_str()).is_some())
-    });
+    let ok = tools
+        .as_array()
+        .is_some_and(|a| !a.is_empty() && a.iter().all(|t| t.get("type").and_then(|x| x.as_str()).is_some()));
     if !ok {
         return Err(say("expected a non-empty array of tools, each with a \"type\" (e.g. \"function\")".into()));
     }
@@ -1007,7 +1013,8 @@ mod tests {
             assert!(v.get("model").is_none(), "only the tools of a request object");
         }
         a.sampling.tool_choice = Some("required".into());
-        let v: serde_json::Value = serde_json::from_str(run_plan(a.clone()).unwrap().extra_body.as_deref().unwrap()).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(run_plan(a.clone()).unwrap().extra_body.as_deref().unwrap()).unwrap();
         assert_eq!(v["tool_choice"], "required");
         a.sampling.tools = Some(bad);
         assert!(run_plan(a.clone()).unwrap_err().0.contains("--tools"));

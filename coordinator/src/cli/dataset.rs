@@ -3,9 +3,9 @@
 //! agent), and for file datasets the prompts themselves, parsed up front so that a bad
 //! file is a usage error (exit 2) naming `FILE:LINE`.
 
+use super::{BackendArg, DatasetArg, RunArgs, UsageError};
 use crate::dataset::files as dataset_files;
 use crate::dataset::vllm_files;
-use super::{BackendArg, DatasetArg, RunArgs, UsageError};
 use crate::plan::TokenizerFile;
 use std::path::Path;
 use std::sync::Arc;

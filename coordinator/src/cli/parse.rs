@@ -139,7 +139,9 @@ pub fn metric_list(s: &str) -> Result<MetricList, String> {
     if wanted.is_empty() {
         return Err("no metric given".into());
     }
-    Ok(MetricList(METRICS.iter().chain(&QUEUE_METRICS).chain(&["ttfo"]).copied().filter(|m| wanted.contains(m)).collect()))
+    Ok(MetricList(
+        METRICS.iter().chain(&QUEUE_METRICS).chain(&["ttfo"]).copied().filter(|m| wanted.contains(m)).collect(),
+    ))
 }
 
 /// `50,90,99` (each in 0..=100).

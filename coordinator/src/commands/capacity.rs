@@ -4,7 +4,6 @@
 //! stopped early; `DIR/capacity.json` rewritten after every level, so `--resume` goes on
 //! where a cut search stopped.
 
-use crate::target::cache::reset_prefix_cache;
 use super::{open_session, resolve_model, run_watched};
 use crate::analysis::capacity::{self, Search, Verdict, judge, judge_goodput, values_to_decide};
 use crate::analysis::monitor::{Checkpoints, Monitor, values_ms};
@@ -18,6 +17,7 @@ use crate::output::result::{EndedBy, RunResult, SweepPosition, saved_at};
 use crate::output::terminal::Progress;
 use crate::output::{Sink, standard};
 use crate::plan::capacity::CapacityPlan;
+use crate::target::cache::reset_prefix_cache;
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -129,7 +129,9 @@ impl Monitor for Level<'_> {
             if r.ok() {
                 self.trend.push((r.start_s, r.ttft_s() * 1000.0));
                 let ok = |limit: Option<f64>, v_s: f64| limit.is_none_or(|ms| v_s * 1000.0 <= ms);
-                if ok(slo.ttft_ms, r.ttft_s()) && ok(slo.tpot_ms, r.tpot_s().unwrap_or(0.0)) && ok(slo.e2el_ms, r.e2el_s())
+                if ok(slo.ttft_ms, r.ttft_s())
+                    && ok(slo.tpot_ms, r.tpot_s().unwrap_or(0.0))
+                    && ok(slo.e2el_ms, r.e2el_s())
                 {
                     self.good += 1;
                 }
@@ -205,12 +207,20 @@ impl Capacity<'_> {
             let label = format!("{} run {k}", sweep.level_name(level));
             let mut progress = Progress::new((p.multi_turn.is_none()).then_some(p.num_prompts), label);
             state.start_run();
-            let (mut record, _, _) =
-                run_watched(&mut self.session, &mut self.outputs, &p, &self.model, &mut progress, false, Some(&mut state))
-                    .await?;
+            let (mut record, _, _) = run_watched(
+                &mut self.session,
+                &mut self.outputs,
+                &p,
+                &self.model,
+                &mut progress,
+                false,
+                Some(&mut state),
+            )
+            .await?;
             drop(progress);
             let path = sweep.file(level, k);
-            record.result.sweep = Some(SweepPosition { kind: sweep.kind.key().into(), level, run: k, runs: sweep.runs });
+            record.result.sweep =
+                Some(SweepPosition { kind: sweep.kind.key().into(), level, run: k, runs: sweep.runs });
             record.file = Some(path.clone());
             self.sinks.run(&record).map_err(|e| Failure::run("", &e))?;
             record.result.detailed_spill = None;
@@ -225,7 +235,11 @@ impl Capacity<'_> {
             if record.status != RunStatus::Complete {
                 return Err(Failure::new(
                     exit::of_status(&record.status),
-                    format!("{label} ended {}; search stopped", record.status.as_str(), label = sweep.level_name(level)),
+                    format!(
+                        "{label} ended {}; search stopped",
+                        record.status.as_str(),
+                        label = sweep.level_name(level)
+                    ),
                 ));
             }
             // Each run's own estimate, from its result (the spread beside the verdict).
@@ -366,7 +380,11 @@ async fn capacity(plan: &CapacityPlan, sinks: &mut dyn Sink) -> Result<u8, Failu
         slos: plan.slos.clone(),
         min_goodput_ratio: plan.goodput_ratio,
         confidence: plan.confidence,
-        totals: Totals { level_runs: kept.iter().map(|l| l.runs).sum(), requests: kept.iter().map(|l| l.requests).sum(), ..Default::default() },
+        totals: Totals {
+            level_runs: kept.iter().map(|l| l.runs).sum(),
+            requests: kept.iter().map(|l| l.requests).sum(),
+            ..Default::default()
+        },
         levels: kept,
         at_capacity: None,
         complete: false,

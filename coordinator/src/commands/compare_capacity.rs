@@ -37,7 +37,9 @@ fn word(v: Option<f64>) -> String {
 
 /// The table and the breaches.
 pub fn compare(paths: &[PathBuf], max_drop: Option<f64>) -> Result<(String, Vec<String>), (u8, String)> {
-    let [base_path, candidates @ ..] = paths else { return Err((exit::USAGE, "compare: BASE and CANDIDATE needed".into())) };
+    let [base_path, candidates @ ..] = paths else {
+        return Err((exit::USAGE, "compare: BASE and CANDIDATE needed".into()));
+    };
     let base = load(base_path)?;
     let mut table = format!("{:<40} {:>12} {:>22} {:>10}\n", "capacity search", "capacity", "bracket", "change");
     let row = |name: &Path, c: &CapacityResult, change: String| {

@@ -14,8 +14,8 @@ pub mod report;
 pub mod sweep;
 pub mod validate;
 
-use crate::analysis::monitor::Monitor as _;
 use crate::analysis::metrics::{Aggregator, GlobalRow, Metrics};
+use crate::analysis::monitor::Monitor as _;
 use crate::analysis::verdict;
 use crate::cli::build;
 use crate::exit::{self, Failure};

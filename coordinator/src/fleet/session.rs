@@ -5,17 +5,16 @@
 
 use super::clock::{self, Exchange, Offset};
 use super::collect::{Action, Collector, Input};
-use crate::target::gpu::{self, GpuScrape};
 use super::outcome::{AgentReport, GlobalRow, Halt, Outcome, RunStatus, finished_requests};
-use crate::target::scrape::{self, ServerScrape};
 use super::{Event, Fleet, now_ns, wire};
 use crate::plan::RunPlan;
 use crate::plan::split;
+use crate::target::gpu::{self, GpuScrape};
+use crate::target::scrape::{self, ServerScrape};
 use std::time::{Duration, Instant};
 use surge_core::data::share::Stripe;
 use surge_proto::{
-    ClockPing, HelloReply, PROTOCOL_VERSION, Prepare, ScrapeLast, Start,
-    Workload, agent_msg, coordinator_msg::Msg, v9,
+    ClockPing, HelloReply, PROTOCOL_VERSION, Prepare, ScrapeLast, Start, Workload, agent_msg, coordinator_msg::Msg, v9,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -101,8 +100,16 @@ impl Session {
     pub async fn open(mut fleet: Fleet, plan: &RunPlan) -> Result<Self, RunError> {
         let agents: Vec<AgentReport> =
             fleet.addrs.iter().map(|a| AgentReport { addr: a.clone(), ..Default::default() }).collect();
-        let mut r =
-            Runner { fleet: &mut fleet, plan, agents, run_id: 0, observer: &mut Silent, start_ns: 0, profiler: None, halted: None };
+        let mut r = Runner {
+            fleet: &mut fleet,
+            plan,
+            agents,
+            run_id: 0,
+            observer: &mut Silent,
+            start_ns: 0,
+            profiler: None,
+            halted: None,
+        };
         r.handshake().await?;
         let agents =
             r.agents.into_iter().map(|a| AgentBase { addr: a.addr, hello: a.hello, offset: a.offset }).collect();
@@ -575,47 +582,51 @@ impl Runner<'_> {
         }
         while !c.finished(Instant::now()) {
             let halt = if c.halted().is_none() { self.observer.halt() } else { None };
-            let input = if let Some(h) = halt { Input::Halt(h) } else { tokio::select! {
-                Some(s) = scrapes.recv() => {
-                    self.observer.server(&s);
-                    continue;
-                }
-                Some(g) = gpus.recv() => {
-                    self.observer.gpu(&g);
-                    continue;
-                }
-                ev = self.fleet.next(quiet_wait(&c)) => match ev {
-                    Some(Event::Msg { agent, mut msg, .. }) => {
-                        if let agent_msg::Msg::Done(d) = &mut msg
-                            && legacy[agent]
-                        {
-                            v9::decode_done(d);
-                            if graceful_deadline && d.stop() == surge_proto::StopReason::Deadline {
-                                d.set_stop(surge_proto::StopReason::Duration);
-                            }
-                        }
-                        if let agent_msg::Msg::GpuSamples(g) = &msg {
-                            if g.run_id == self.run_id {
-                                let offset = c.offset_ns(agent);
-                                self.observer.gpu(&GpuScrape::from_agent(g, &hosts[agent], offset, self.start_ns));
-                            }
-                            continue;
-                        }
-                        if let agent_msg::Msg::ServerMetrics(m) = &msg
-                            && m.run_id == self.run_id
-                        {
-                            let offset = c.offset_ns(agent);
-                            self.observer.server(&ServerScrape::from_agent(m, offset, self.start_ns));
-                        }
-                        Input::Msg { agent, msg }
+            let input = if let Some(h) = halt {
+                Input::Halt(h)
+            } else {
+                tokio::select! {
+                    Some(s) = scrapes.recv() => {
+                        self.observer.server(&s);
+                        continue;
                     }
-                    Some(Event::Closed { agent, error }) => Input::Closed { agent, error },
-                    Some(Event::Resumed { agent, after }) => Input::Resumed { agent, after },
-                    None => Input::Quiet,
-                },
-                Some(_) = next(int.as_mut()) => Input::Interrupt,
-                Some(_) = next(term.as_mut()), if !c.interrupted() => Input::Terminate,
-            } };
+                    Some(g) = gpus.recv() => {
+                        self.observer.gpu(&g);
+                        continue;
+                    }
+                    ev = self.fleet.next(quiet_wait(&c)) => match ev {
+                        Some(Event::Msg { agent, mut msg, .. }) => {
+                            if let agent_msg::Msg::Done(d) = &mut msg
+                                && legacy[agent]
+                            {
+                                v9::decode_done(d);
+                                if graceful_deadline && d.stop() == surge_proto::StopReason::Deadline {
+                                    d.set_stop(surge_proto::StopReason::Duration);
+                                }
+                            }
+                            if let agent_msg::Msg::GpuSamples(g) = &msg {
+                                if g.run_id == self.run_id {
+                                    let offset = c.offset_ns(agent);
+                                    self.observer.gpu(&GpuScrape::from_agent(g, &hosts[agent], offset, self.start_ns));
+                                }
+                                continue;
+                            }
+                            if let agent_msg::Msg::ServerMetrics(m) = &msg
+                                && m.run_id == self.run_id
+                            {
+                                let offset = c.offset_ns(agent);
+                                self.observer.server(&ServerScrape::from_agent(m, offset, self.start_ns));
+                            }
+                            Input::Msg { agent, msg }
+                        }
+                        Some(Event::Closed { agent, error }) => Input::Closed { agent, error },
+                        Some(Event::Resumed { agent, after }) => Input::Resumed { agent, after },
+                        None => Input::Quiet,
+                    },
+                    Some(_) = next(int.as_mut()) => Input::Interrupt,
+                    Some(_) = next(term.as_mut()), if !c.interrupted() => Input::Terminate,
+                }
+            };
             for action in c.handle(input, Instant::now()) {
                 match action {
                     Action::Send { agent, msg } => self.fleet.send(agent, msg).await,

@@ -8,9 +8,7 @@
 
 use crate::plan::RunPlan;
 use crate::plan::split::{self, Share};
-use surge_proto::{
-    Backend, DatasetKind, LoraPick, MultiTurn, PROTOCOL_VERSION, RampStrategy, ThinkTime, Workload, v9,
-};
+use surge_proto::{Backend, DatasetKind, LoraPick, MultiTurn, PROTOCOL_VERSION, RampStrategy, ThinkTime, Workload, v9};
 
 /// What an agent older than a feature's version does with it.
 #[derive(Debug, Clone, Copy)]
@@ -80,9 +78,7 @@ pub const FEATURES: &[Feature] = &[
         since: 10,
         older: Older::Informs("a version 9 agent has no GPU telemetry: the result has no agent GPU samples from it"),
     },
-    refused("Backend.BACKEND_OPENAI_RESPONSES", "--backend openai-responses", |w| {
-        backend(w, Backend::OpenaiResponses)
-    }),
+    refused("Backend.BACKEND_OPENAI_RESPONSES", "--backend openai-responses", |w| backend(w, Backend::OpenaiResponses)),
     refused("Backend.BACKEND_OPENAI_AUDIO", "--backend openai-audio", |w| backend(w, Backend::OpenaiAudio)),
     refused("Backend.BACKEND_OPENAI_EMBEDDINGS", "--backend openai-embeddings", |w| {
         backend(w, Backend::OpenaiEmbeddings)
@@ -148,9 +144,7 @@ impl std::fmt::Display for Lacks {
 /// The first feature of `w` that an agent of `version` lacks.
 pub fn lacks(w: &Workload, version: u32) -> Option<Lacks> {
     FEATURES.iter().find_map(|f| match f.older {
-        Older::Refused(uses) if version < f.since && uses(w) => {
-            Some(Lacks { flag: f.flag, since: f.since, version })
-        }
+        Older::Refused(uses) if version < f.since && uses(w) => Some(Lacks { flag: f.flag, since: f.since, version }),
         _ => None,
     })
 }
@@ -250,7 +244,6 @@ pub fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize, run_id: u64) -
         v9_lora_assignment: String::new(),
     }
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -417,7 +417,9 @@ fn precision_entries(plan: &RunPlan, m: &Metrics) -> Vec<crate::output::result::
 fn reasoning_result(m: &Metrics, ps: &[f64]) -> Option<crate::output::result::ReasoningResult> {
     let r = m.reasoning.as_deref()?;
     let mut l = Vec::new();
-    for (name, s) in [("ttfo", &r.ttfo), ("reasoning", &r.duration), ("answer_tpot", &r.answer_tpot), ("tool_call", &r.tool_call)] {
+    for (name, s) in
+        [("ttfo", &r.ttfo), ("reasoning", &r.duration), ("answer_tpot", &r.answer_tpot), ("tool_call", &r.tool_call)]
+    {
         if !s.is_empty() {
             l.push(stats(name, s, ps));
         }

@@ -123,10 +123,16 @@ pub fn table(c: &CapacityResult) -> String {
         c.slos.iter().map(Slo::label).collect::<Vec<_>>().join(", ")
     };
     out.push_str(&format!("over {} for {what}, at {} % confidence\n", c.unit, c.confidence * 100.0));
-    out.push_str(&format!("{:>10}  {:<10} {:>5} {:>9}  {:<34} {:>9}\n", "level", "verdict", "runs", "requests", "percentile [interval] ms", "req/s"));
+    out.push_str(&format!(
+        "{:>10}  {:<10} {:>5} {:>9}  {:<34} {:>9}\n",
+        "level", "verdict", "runs", "requests", "percentile [interval] ms", "req/s"
+    ));
     for l in &c.levels {
         let first = l.slos.first().map_or_else(
-            || l.goodput_ratio.map_or(String::new(), |g| format!("good {:.3} [{:.3}, {:.3}]", g.estimate, g.low, g.high)),
+            || {
+                l.goodput_ratio
+                    .map_or(String::new(), |g| format!("good {:.3} [{:.3}, {:.3}]", g.estimate, g.low, g.high))
+            },
             |s| format!("{:.1} [{}, {}]", s.estimate_ms, ms(s.low_ms), ms(s.high_ms)),
         );
         let verdict = match (l.verdict, &l.stopped_early) {
@@ -143,7 +149,11 @@ pub fn table(c: &CapacityResult) -> String {
             l.request_throughput
         ));
         for s in l.slos.iter().skip(1) {
-            out.push_str(&format!("{:>38}  {:<34}\n", "", format!("{:.1} [{}, {}]", s.estimate_ms, ms(s.low_ms), ms(s.high_ms))));
+            out.push_str(&format!(
+                "{:>38}  {:<34}\n",
+                "",
+                format!("{:.1} [{}, {}]", s.estimate_ms, ms(s.low_ms), ms(s.high_ms))
+            ));
         }
     }
     if c.levels.iter().any(|l| l.stopped_early.is_some()) {
@@ -161,7 +171,10 @@ pub fn table(c: &CapacityResult) -> String {
         if c.complete { String::new() } else { format!(" ({})", c.ended) }
     ));
     if let Some(a) = &c.at_capacity {
-        out.push_str(&format!("at capacity: {:.2} req/s, {:.1} output tok/s", a.request_throughput, a.output_throughput));
+        out.push_str(&format!(
+            "at capacity: {:.2} req/s, {:.1} output tok/s",
+            a.request_throughput, a.output_throughput
+        ));
         if let Some(cost) = a.cost_per_million_output_tokens {
             out.push_str(&format!(", ${cost:.4} per million output tokens"));
         }

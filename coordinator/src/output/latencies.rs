@@ -54,10 +54,12 @@ impl Serialize for Latencies {
 /// `(stat, metric)` of a key such as `p99.9_ttft_ms` or `mean_itl_ms`.
 fn latency_key(key: &str) -> Option<(&str, &str)> {
     let rest = key.strip_suffix("_ms")?;
-    crate::plan::REASONING_METRICS.iter().chain(&crate::plan::QUEUE_METRICS).chain(&crate::plan::METRICS).find_map(|&metric| {
-        let stat = rest.strip_suffix(metric)?.strip_suffix('_')?;
-        (!stat.contains('_') || stat.starts_with('p')).then_some((stat, metric))
-    })
+    crate::plan::REASONING_METRICS.iter().chain(&crate::plan::QUEUE_METRICS).chain(&crate::plan::METRICS).find_map(
+        |&metric| {
+            let stat = rest.strip_suffix(metric)?.strip_suffix('_')?;
+            (!stat.contains('_') || stat.starts_with('p')).then_some((stat, metric))
+        },
+    )
 }
 
 impl<'de> Deserialize<'de> for Latencies {

@@ -7,8 +7,8 @@ pub mod build;
 pub mod capacity;
 pub mod detail_spill;
 pub mod files;
-pub mod latencies;
 pub mod fleet;
+pub mod latencies;
 pub mod live;
 pub mod multi_turn;
 pub mod read;
@@ -67,7 +67,12 @@ pub trait Sink {
         Ok(())
     }
     /// A capacity search so far (`done` once it ended).
-    fn capacity(&mut self, _c: &capacity::CapacityResult, _dir: &std::path::Path, _done: bool) -> Result<(), OutputError> {
+    fn capacity(
+        &mut self,
+        _c: &capacity::CapacityResult,
+        _dir: &std::path::Path,
+        _done: bool,
+    ) -> Result<(), OutputError> {
         Ok(())
     }
     /// Something the user should hear about now.

@@ -44,7 +44,14 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
     } else {
         vec![path.to_path_buf()]
     };
-    let mut loaded = Loaded { name: path.display().to_string(), schema: 0, results: Vec::new(), summary: None, capacity: None, is_dir };
+    let mut loaded = Loaded {
+        name: path.display().to_string(),
+        schema: 0,
+        results: Vec::new(),
+        summary: None,
+        capacity: None,
+        is_dir,
+    };
     for f in files {
         let v = read_json(&f)?;
         if v.get("completed").is_none() {

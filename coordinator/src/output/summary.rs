@@ -46,7 +46,9 @@ fn reasoning_section(out: &mut String, rs: &super::result::ReasoningResult, perc
         line(out, "Reasoning tokens (server):", n);
     }
     line(out, "Answer tokens:", rs.answer_tokens);
-    for (key, short) in [("ttfo", "TTFO"), ("reasoning", "reasoning"), ("answer_tpot", "answer TPOT"), ("tool_call", "first tool call")] {
+    for (key, short) in
+        [("ttfo", "TTFO"), ("reasoning", "reasoning"), ("answer_tpot", "answer TPOT"), ("tool_call", "first tool call")]
+    {
         let Some(d) = rs.latency.get(key) else { continue };
         fline(out, &format!("Mean {short} (ms):"), d.mean_ms);
         fline(out, &format!("Median {short} (ms):"), d.median_ms);

@@ -69,7 +69,12 @@ impl Sink for Terminal {
         Ok(())
     }
 
-    fn capacity(&mut self, c: &super::capacity::CapacityResult, _dir: &std::path::Path, done: bool) -> Result<(), OutputError> {
+    fn capacity(
+        &mut self,
+        c: &super::capacity::CapacityResult,
+        _dir: &std::path::Path,
+        done: bool,
+    ) -> Result<(), OutputError> {
         if done {
             out(&super::capacity::table(c));
         }

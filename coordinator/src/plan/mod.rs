@@ -266,7 +266,9 @@ pub struct Precision {
 impl Precision {
     /// `ttft:p99:5%`.
     pub fn parse(s: &str) -> Result<Precision, String> {
-        let bad = || format!("--precision {s:?}: expected METRIC:PCT:WIDTH%, e.g. ttft:p99:5% (METRIC ttft, tpot, itl or e2el)");
+        let bad = || {
+            format!("--precision {s:?}: expected METRIC:PCT:WIDTH%, e.g. ttft:p99:5% (METRIC ttft, tpot, itl or e2el)")
+        };
         let mut parts = s.split(':');
         let (Some(m), Some(p), Some(w), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
             return Err(bad());

@@ -42,7 +42,8 @@ pub struct Slo {
 impl Slo {
     /// `ttft:p99<=2000`.
     pub fn parse(s: &str) -> Result<Slo, String> {
-        let bad = || format!("{s:?}: expected METRIC:PCT<=MS, e.g. ttft:p99<=2000 (METRIC ttft, tpot, itl, e2el or ttfo)");
+        let bad =
+            || format!("{s:?}: expected METRIC:PCT<=MS, e.g. ttft:p99<=2000 (METRIC ttft, tpot, itl, e2el or ttfo)");
         let (metric, rest) = s.split_once(':').ok_or_else(bad)?;
         let (pct, limit) = rest.split_once("<=").ok_or_else(bad)?;
         let metric = Metric::parse(metric.trim()).ok_or_else(bad)?;
@@ -76,5 +77,4 @@ mod tests {
             assert!(Slo::parse(bad).is_err(), "{bad}");
         }
     }
-
 }

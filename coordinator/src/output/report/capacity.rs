@@ -65,14 +65,22 @@ pub fn section(name: &str, c: &CapacityResult) -> Section {
             .filter_map(|l| {
                 let s = l.slos.get(i)?;
                 let range = Some((s.low_ms.unwrap_or(s.estimate_ms), s.high_ms.unwrap_or(s.estimate_ms)));
-                Some(Point { range, label: Some(format!("{:?}", l.verdict).to_lowercase()), ..Point::new(l.level, s.estimate_ms) })
+                Some(Point {
+                    range,
+                    label: Some(format!("{:?}", l.verdict).to_lowercase()),
+                    ..Point::new(l.level, s.estimate_ms)
+                })
             })
             .collect();
         let (x0, x1) = (points.first().map_or(0.0, |p| p.x), points.last().map_or(1.0, |p| p.x));
         let id = format!("capacity-{}-{}-{i}", super::short_name(name), slo.metric.name());
-        let mut chart = Chart::new(&id, &format!("{} against load (interval whiskers)", slo.label()), x, "ms", Kind::Line)
-            .with(&format!("p{} {}", crate::plan::percentile_word(slo.pct), slo.metric.name()), points)
-            .with(&format!("limit {} ms", fmt_num(slo.limit_ms)), vec![Point::new(x0, slo.limit_ms), Point::new(x1, slo.limit_ms)]);
+        let mut chart =
+            Chart::new(&id, &format!("{} against load (interval whiskers)", slo.label()), x, "ms", Kind::Line)
+                .with(&format!("p{} {}", crate::plan::percentile_word(slo.pct), slo.metric.name()), points)
+                .with(
+                    &format!("limit {} ms", fmt_num(slo.limit_ms)),
+                    vec![Point::new(x0, slo.limit_ms), Point::new(x1, slo.limit_ms)],
+                );
         if c.unit == "request_rate" {
             chart = chart.log_x();
         }
