@@ -30,7 +30,9 @@ impl PrecisionMonitor {
         })
     }
 
-    /// Whether every target's interval is within its width now.
+    /// Whether every target's interval is within its width now, with a fifth to spare: the
+    /// requests still in flight at the halt join the result's exact interval, and the
+    /// histogram reads ranks within 0.1 %.
     fn reached(&self) -> bool {
         self.targets.iter().all(|(t, h)| {
             let n = h.len();
@@ -38,7 +40,7 @@ impl PrecisionMonitor {
             let at = |k: u64| h.value_at_quantile(k as f64 / n as f64) as f64;
             let estimate = h.value_at_quantile(t.pct / 100.0) as f64;
             match (r.lower, r.upper) {
-                (Some(l), Some(u)) if estimate > 0.0 => (at(u) - at(l)) / estimate <= t.width,
+                (Some(l), Some(u)) if estimate > 0.0 => (at(u) - at(l)) / estimate <= 0.8 * t.width,
                 _ => false,
             }
         })

@@ -266,11 +266,11 @@ impl Capacity<'_> {
             }
             let (verdict, _, _) = state.judge();
             out.verdict = verdict;
-            if k < sweep.runs || verdict != Verdict::Undecided {
-                if k >= sweep.runs && verdict != Verdict::Undecided {
-                    break;
-                }
+            if k < sweep.runs {
                 continue;
+            }
+            if verdict != Verdict::Undecided {
+                break;
             }
             // Undecided after the asked runs: more requests, within the level's budget.
             let needed = state.requests_to_decide();
