@@ -4,7 +4,7 @@
 use criterion::{Criterion, criterion_group, criterion_main};
 use prost::Message;
 use std::hint::black_box;
-use surge_coordinator::analysis::metrics::{GlobalRow, compute};
+use surge_coordinator::analysis::aggregate::{GlobalRow, compute};
 use surge_coordinator::analysis::stats::{percentile_sorted, sort};
 use surge_coordinator::plan::Slo;
 use surge_proto::{Row, SampleBatch};

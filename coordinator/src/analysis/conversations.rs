@@ -4,6 +4,7 @@
 //! cache's hit rate beside the most a cache could reuse. Nothing is kept per conversation:
 //! the row that ended a session carries its totals (D31).
 
+use super::fold::{Fold, Whole};
 use super::sample::Sample;
 use crate::fleet::outcome::GlobalRow;
 
@@ -206,6 +207,40 @@ impl Conversations {
         self.all.seal();
         self.duration.seal();
         self.turns_per_conversation.seal();
+    }
+}
+
+/// The fold: nothing until a row of a session arrives; made past the exact budget, it
+/// starts without exact records.
+#[derive(Debug, Default)]
+pub struct ConversationsFold {
+    c: Option<Conversations>,
+    inexact: bool,
+}
+
+impl Fold for ConversationsFold {
+    type Out = Option<Conversations>;
+    fn row(&mut self, r: &GlobalRow) {
+        if r.row.session.is_none() {
+            return;
+        }
+        let c = self.c.get_or_insert_with(Conversations::new);
+        c.add(r);
+        if self.inexact {
+            c.drop_exact();
+        }
+    }
+    fn drop_exact(&mut self) {
+        self.inexact = true;
+        if let Some(c) = &mut self.c {
+            c.drop_exact();
+        }
+    }
+    fn finish(mut self, _run: &Whole) -> Self::Out {
+        if let Some(c) = &mut self.c {
+            c.seal();
+        }
+        self.c
     }
 }
 

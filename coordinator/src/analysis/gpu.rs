@@ -12,6 +12,7 @@
 //! energy is the curve read at the window's ends, each interpolated between the scrapes
 //! around it (the baseline scrape precedes the load, the last one follows it).
 
+use super::fold::{Fold, Whole};
 use super::server::GaugeStats;
 use crate::target::gpu::GpuScrape;
 use serde::{Deserialize, Serialize};
@@ -367,6 +368,20 @@ impl GpuView {
             gpus,
         };
         Some((metrics, per_slice))
+    }
+}
+
+/// GPU telemetry over the run's window: nothing for a run that sent nothing.
+impl Fold for GpuView {
+    type Out = Option<(GpuMetrics, Vec<GpuSlice>)>;
+    fn gpu(&mut self, s: &GpuScrape) {
+        self.add(s);
+    }
+    fn finish(self, run: &Whole) -> Self::Out {
+        if run.sends == 0 {
+            return None;
+        }
+        GpuView::finish(self, run.duration_s, run.slices)
     }
 }
 

@@ -3,11 +3,14 @@
 //! knee of a sweep, where token counts came from, and the client-bound verdict.
 
 pub mod active;
+pub mod aggregate;
 pub mod capacity;
 pub mod coalesce;
 pub mod compare;
 pub mod conversations;
 pub mod cost;
+pub mod fold;
+pub mod folds;
 pub mod gpu;
 pub mod interval;
 pub mod knee;

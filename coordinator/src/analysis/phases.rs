@@ -5,6 +5,8 @@
 //! only, as the latency metrics. Each phase is a histogram (3 significant digits) and a
 //! sum: memory does not grow with the run.
 
+use super::fold::{Fold, Whole};
+use crate::fleet::outcome::GlobalRow;
 use hdrhistogram::Histogram;
 use surge_proto::HttpPhases;
 
@@ -91,6 +93,19 @@ impl Phases {
     /// The phase named `name` (one of [`PHASES`]).
     pub fn get(&self, name: &str) -> Option<&Phase> {
         PHASES.iter().position(|p| *p == name).map(|i| &self.phases[i])
+    }
+}
+
+/// k6's phases of the successful requests whose rows carry them (D35).
+impl Fold for Phases {
+    type Out = Phases;
+    fn row(&mut self, r: &GlobalRow) {
+        if let (true, Some(p)) = (r.ok(), &r.row.phases) {
+            self.add(p, r.row.ttft_us);
+        }
+    }
+    fn finish(self, _run: &Whole) -> Phases {
+        self
     }
 }
 

@@ -4,6 +4,8 @@
 //! at its send time's part of the duration, D22); an event is the first request sent at or
 //! above its rate. Memory: one time per whole rate reached (not per request).
 
+use super::fold::{Fold, Whole};
+use crate::fleet::outcome::GlobalRow;
 use crate::plan::RampPlan;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -67,6 +69,20 @@ impl RampEvents {
             }
         }
         out
+    }
+}
+
+/// Every request, failed ones included, at its progress through its agent's share.
+impl Fold for RampEvents {
+    type Out = RampEvents;
+    fn row(&mut self, r: &GlobalRow) {
+        self.add(r.agent, r.row.index, r.start_s);
+    }
+    fn started(&mut self, slices: &[(Stripe, u64)]) {
+        self.slices(slices.to_vec());
+    }
+    fn finish(self, _run: &Whole) -> RampEvents {
+        self
     }
 }
 

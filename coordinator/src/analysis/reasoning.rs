@@ -5,6 +5,7 @@
 //! reasoning deltas and the server's reasoning tokens; over rows with a tool call, the
 //! time to its first delta. Nothing is kept for a run that never reasons or calls a tool.
 
+use super::fold::{Fold, Whole};
 use super::sample::Sample;
 use crate::fleet::outcome::GlobalRow;
 
@@ -84,6 +85,25 @@ impl Reasoning {
         for s in [&mut self.ttfo, &mut self.duration, &mut self.answer_tpot, &mut self.tool_call] {
             s.seal();
         }
+    }
+}
+
+/// The fold: nothing until a successful row reasons or calls a tool.
+#[derive(Debug, Default)]
+pub struct ReasoningFold(Option<Box<Reasoning>>);
+
+impl Fold for ReasoningFold {
+    type Out = Option<Box<Reasoning>>;
+    fn row(&mut self, r: &GlobalRow) {
+        if r.ok() {
+            Reasoning::add(&mut self.0, r);
+        }
+    }
+    fn finish(mut self, _run: &Whole) -> Self::Out {
+        if let Some(r) = &mut self.0 {
+            r.seal();
+        }
+        self.0
     }
 }
 

@@ -6,6 +6,8 @@
 //! cross-checks against the client's own numbers. Memory: two snapshots and one number
 //! per family and slice, like the time series.
 
+pub use super::fold::ClientSide;
+use super::fold::{Fold, Whole};
 use crate::target::scrape::ServerScrape;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -233,16 +235,20 @@ fn quantile(h: &Histogram, q: f64) -> f64 {
     lower.0
 }
 
-fn stats(h: &Histogram) -> HistogramStats {
-    HistogramStats { count: h.count, mean: h.sum / h.count, p50: quantile(h, 0.5), p99: quantile(h, 0.99) }
+/// The server's own view (D11): its metrics scraped over the run, checked against the
+/// client's numbers.
+impl Fold for ServerView {
+    type Out = Option<ServerMetrics>;
+    fn server(&mut self, s: &ServerScrape) {
+        self.add(s);
+    }
+    fn finish(self, run: &Whole) -> Self::Out {
+        ServerView::finish(self, run.slices, run.client)
+    }
 }
 
-/// The client's numbers the server's are checked against.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ClientSide {
-    pub output_tokens: u64,
-    pub ttft_p50_ms: f64,
-    pub ttft_mean_ms: f64,
+fn stats(h: &Histogram) -> HistogramStats {
+    HistogramStats { count: h.count, mean: h.sum / h.count, p50: quantile(h, 0.5), p99: quantile(h, 0.99) }
 }
 
 fn checks(s: &ServerMetrics, client: ClientSide) -> Checks {

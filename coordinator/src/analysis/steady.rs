@@ -18,8 +18,10 @@
 //! the run goes (one fixed-size record per successful request), so memory does not grow
 //! with the run's length; beyond the exact budget (D23) steady state is not computed.
 
+use super::fold::{Fold, Whole};
 use super::spilled::{Record, Spilled};
 use super::stats::percentile_sorted;
+use crate::fleet::outcome::GlobalRow;
 pub use crate::plan::SteadyPlan;
 use serde::{Deserialize, Serialize};
 
@@ -328,6 +330,51 @@ fn tokens_in(r: &Req, a: f64, b: f64) -> u64 {
     let lo = if f >= a { 0 } else { ((a - f) / step).ceil() as u64 };
     let hi = if l < b { n } else { (((b - f) / step).ceil() as u64).min(n) };
     hi.saturating_sub(lo)
+}
+
+/// A successful request as steady state reads it: its token events' first and last
+/// times and count (none for a pooling answer).
+fn record(r: &GlobalRow) -> Req {
+    let generated = r.row.output_tokens > 0 && r.row.ttft_us > 0;
+    let first = r.start_s + r.ttft_s();
+    let gaps: f64 = r.row.itl_us.iter().map(|&g| f64::from(g) / 1e6).sum();
+    Req {
+        start: r.start_s,
+        end: r.end_s(),
+        ttft: if generated { r.ttft_s() } else { 0.0 },
+        tpot: r.tpot_s().unwrap_or(-1.0),
+        first_token: first,
+        last_token: first + gaps,
+        events: if generated { u32::try_from(r.row.itl_us.len() + 1).unwrap_or(u32::MAX) } else { 0 },
+        input: r.row.input_tokens,
+    }
+}
+
+/// The fold, registered when steady state is looked for: its plan and the TTFT
+/// percentiles to report.
+#[derive(Debug)]
+pub struct SteadyFold {
+    pub records: Steady,
+    pub plan: SteadyPlan,
+    pub percentiles: Vec<f64>,
+}
+
+impl Fold for SteadyFold {
+    type Out = Option<SteadyState>;
+    fn row(&mut self, r: &GlobalRow) {
+        if r.ok() {
+            self.records.add(record(r));
+        }
+    }
+    fn drop_exact(&mut self) {
+        self.records.drop_exact();
+    }
+    fn finish(self, run: &Whole) -> Self::Out {
+        if run.sends == 0 {
+            return None;
+        }
+        self.records.compute(self.plan, run.duration_s, &self.percentiles)
+    }
 }
 
 #[cfg(test)]

@@ -126,7 +126,7 @@ fn outcome(open_loop: bool, status: RunStatus) -> (Outcome, Vec<GlobalRow>) {
 /// The result document with the values that change from run to run fixed.
 fn document(plan: &RunPlan, (o, rows): &(Outcome, Vec<GlobalRow>)) -> (serde_json::Value, String) {
     let rows = rows.as_slice();
-    let m = crate::analysis::metrics::compute_kept(rows, &plan.slo, plan.save_detailed);
+    let m = crate::analysis::aggregate::compute_kept(rows, &plan.slo, plan.save_detailed);
     let mut r = crate::commands::finish(plan, "org/golden-model", o, &m);
     r.run_metadata.saved_at_utc = "SAVED_AT".into();
     r.run_metadata.surge_version = "VERSION".into();
@@ -237,7 +237,7 @@ fn golden_multi_turn() {
 fn old_files_read_as_schema_one_and_keys_keep_vllm_order() {
     let p = plan(&["--num-prompts", "8"]);
     let (o, rows) = outcome(false, RunStatus::Complete);
-    let m = crate::analysis::metrics::compute(&rows, &p.slo);
+    let m = crate::analysis::aggregate::compute(&rows, &p.slo);
     let mut r = crate::commands::finish(&p, "org/golden-model", &o, &m);
     let text = serde_json::to_string(&r).expect("json");
     let pos = |k: &str| text.find(&format!("\"{k}\":")).unwrap_or_else(|| panic!("{k} missing"));

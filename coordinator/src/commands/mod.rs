@@ -14,7 +14,8 @@ pub mod report;
 pub mod sweep;
 pub mod validate;
 
-use crate::analysis::metrics::{Aggregator, GlobalRow, Metrics};
+use crate::analysis::aggregate::Aggregator;
+use crate::analysis::metrics::{GlobalRow, Metrics};
 use crate::analysis::monitor::Monitor as _;
 use crate::analysis::verdict;
 use crate::cli::build;
@@ -199,7 +200,7 @@ impl Observer for Watch<'_> {
         self.agg.gpu(scrape);
     }
     fn started(&mut self, run_id: u64, start_unix_ns: i64, slices: &[(surge_core::data::share::Stripe, u64)]) {
-        self.agg.ramp_slices(slices.to_vec());
+        self.agg.started(slices);
         self.outputs.level_start(run_id, start_unix_ns, &self.model, &self.agents);
     }
 }
@@ -232,13 +233,14 @@ pub async fn run_watched<'w>(
     let detail = (plan.save_detailed && !keep_rows)
         .then(DetailSpill::create)
         .and_then(|d| d.map_err(|e| tracing::warn!("--save-detailed: no spill file, rows kept in memory: {e}")).ok());
-    let agg = Aggregator::new(
-        plan.slo.clone(),
-        keep_rows || (plan.save_detailed && detail.is_none()),
+    let wanted = Aggregator::wanted(
         plan.timeslice.as_secs_f64(),
-    )
-    .with_ramp(plan.ramp, plan.duration.filter(|_| plan.num_prompts == crate::plan::UNBOUNDED).map(|d| d.as_secs_f64()))
-    .with_steady(plan.steady_plan(), &plan.metric_percentiles);
+        plan.steady_plan(),
+        &plan.metric_percentiles,
+        plan.ramp,
+        plan.duration.filter(|_| plan.num_prompts == crate::plan::UNBOUNDED).map(|d| d.as_secs_f64()),
+    );
+    let agg = Aggregator::new(plan.slo.clone(), keep_rows || (plan.save_detailed && detail.is_none()), wanted);
     let rows =
         plan.save_rows.as_deref().map(RowFile::create).transpose().map_err(|e| Failure::run("--save-rows", &e))?;
     let duration = plan.duration.map(|d| d.as_secs_f64());

@@ -228,7 +228,7 @@ mod tests {
         }
         let arrays = spill.arrays(true).unwrap();
         let got = serde_json::to_value(&arrays).unwrap();
-        let m = crate::analysis::metrics::compute_kept(&rows, &Default::default(), true);
+        let m = crate::analysis::aggregate::compute_kept(&rows, &Default::default(), true);
         let want = serde_json::to_value(super::super::build::detailed_of(&m, true)).unwrap();
         for key in [
             "input_lens",

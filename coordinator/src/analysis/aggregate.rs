@@ -1,0 +1,391 @@
+//! From merged per-request rows to [`Metrics`], folded row by row as rows arrive
+//! ([`Aggregator`]): the core (throughput over the global timeline, goodput, peak
+//! concurrency and peak output rate, the latency distributions TTFT, TPOT, ITL and E2EL,
+//! computed in seconds and reported in ms as vLLM does, errors by kind, the time series)
+//! here; every other part of the analysis is a registered fold ([`super::folds`]), fed
+//! the same rows and scrapes and put in the metrics at the end.
+
+use super::active::ActiveSeconds;
+use super::coalesce::Coalescing;
+use super::fold::{ClientSide, Whole};
+use super::folds::{Folds, Wanted};
+use super::metrics::{EXACT_SAMPLES, EXAMPLES_PER_KIND, ErrorSeen, Metrics, TRACKED_MESSAGES};
+use super::sample::Sample;
+use super::spilled::Spilled;
+use super::timeseries::TimeSeries;
+pub use crate::fleet::outcome::{GlobalRow, kind_name};
+use crate::plan::{RampPlan, Slo, SteadyPlan};
+use crate::target::gpu::GpuScrape;
+use crate::target::scrape::ServerScrape;
+use std::collections::BTreeMap;
+use surge_core::data::share::Stripe;
+
+/// Whether a successful row met every objective of `slo`.
+fn meets(slo: &Slo, r: &GlobalRow) -> bool {
+    let ok = |limit: Option<f64>, v_s: f64| limit.is_none_or(|ms| v_s * 1000.0 <= ms);
+    ok(slo.ttft_ms, r.ttft_s()) && ok(slo.tpot_ms, r.tpot_s().unwrap_or(0.0)) && ok(slo.e2el_ms, r.e2el_s())
+}
+
+/// Folds rows into [`Metrics`] as they arrive, in memory that does not grow with the run
+/// (beyond the exact budget, the per-second peak bins and the time series' slices).
+#[derive(Debug)]
+pub struct Aggregator {
+    m: Metrics,
+    slo: Slo,
+    good: u64,
+    samples: u64,
+    first: f64,
+    last: f64,
+    queued: Sample,
+    /// Successful requests' client queue time: send minus arrival (the intended send in an
+    /// open loop; the start when every request arrives at once, as vLLM's).
+    client_queue: Sample,
+    /// vLLM's `max_concurrent_requests` (successful requests per one-second bucket).
+    active: ActiveSeconds,
+    /// (time, +1 start / -1 end) while exact.
+    events: Option<Spilled<(f64, i32)>>,
+    /// Output tokens per second of the run's timeline.
+    token_bins: BTreeMap<i64, u64>,
+    keep_rows: bool,
+    series: TimeSeries,
+    /// Every other part of the analysis.
+    folds: Folds,
+}
+
+impl Aggregator {
+    /// `keep_rows`: keep every row for the detailed arrays; `wanted`: the optional folds and
+    /// the time series' slice.
+    pub fn new(slo: Slo, keep_rows: bool, wanted: Wanted) -> Self {
+        Self {
+            m: Metrics::default(),
+            slo,
+            good: 0,
+            samples: 0,
+            first: f64::INFINITY,
+            last: f64::NEG_INFINITY,
+            queued: Sample::new(),
+            client_queue: Sample::new(),
+            active: ActiveSeconds::new(),
+            events: Some(Spilled::new()),
+            token_bins: BTreeMap::new(),
+            keep_rows,
+            series: TimeSeries::new(wanted.slice_s),
+            folds: Folds::registered(wanted),
+        }
+    }
+
+    /// What a run plan asks of the folds: steady state when looked for, a ramp's events.
+    pub fn wanted(
+        slice_s: f64,
+        steady: Option<SteadyPlan>,
+        percentiles: &[f64],
+        ramp: Option<RampPlan>,
+        over_s: Option<f64>,
+    ) -> Wanted {
+        Wanted { slice_s, steady: steady.map(|p| (p, percentiles.to_vec())), ramp: ramp.map(|r| (r, over_s)) }
+    }
+
+    /// The agents' shares: (their global indices, how many).
+    pub fn started(&mut self, slices: &[(Stripe, u64)]) {
+        self.folds.started(slices);
+    }
+
+    /// One finished request.
+    pub fn add(&mut self, r: &GlobalRow) {
+        self.folds.row(r);
+        let m = &mut self.m;
+        self.first = self.first.min(r.start_s);
+        self.last = self.last.max(r.end_s());
+        m.sends.add(r.start_s);
+        if let Some(i) = r.intended_s {
+            m.intended.add(i);
+        }
+        if let Some(ev) = &mut self.events {
+            ev.push((r.start_s, 1));
+            ev.push((r.end_s(), -1));
+            // Two events weigh about one sample each in the budget.
+            self.samples += 2;
+        }
+        if r.ok() && self.events.is_some() {
+            self.samples += 1;
+        }
+        if r.ok() {
+            self.active.add(r.start_s, r.end_s());
+        }
+        let coalescing = if r.ok() { Coalescing::of_row(&r.row) } else { None };
+        self.series.add(r, coalescing.as_ref());
+        if self.keep_rows {
+            m.rows.push(r.clone());
+        }
+        if r.row.error() == surge_proto::ErrorKind::Cancelled {
+            m.cancelled += 1;
+            return;
+        }
+        if !r.ok() {
+            failure(m, r);
+            return;
+        }
+        self.success(r, coalescing);
+        if self.samples > EXACT_SAMPLES && self.events.is_some() {
+            self.drop_exact();
+        }
+    }
+
+    /// A successful request's counts and latencies.
+    fn success(&mut self, r: &GlobalRow, coalescing: Option<Coalescing>) {
+        let m = &mut self.m;
+        m.completed += 1;
+        m.total_input_tokens += u64::from(r.row.input_tokens);
+        m.total_output_tokens += u64::from(r.row.output_tokens);
+        m.total_input_sequences += u64::from(r.row.input_sequences);
+        m.total_audio_s += r.row.input_audio_s;
+        m.server_usage_rows += u64::from(r.row.usage_from_server);
+        m.token_sources.add(&r.row);
+        m.ttft.add(r.ttft_s());
+        m.e2el.add(r.e2el_s());
+        self.samples += 2;
+        if let Some(t) = r.tpot_s() {
+            m.tpot.add(t);
+            self.samples += 1;
+        }
+        for &g in &r.row.itl_us {
+            m.itl.add(f64::from(g) / 1e6);
+        }
+        if let Some(c) = coalescing {
+            if m.coalesced.len() <= r.agent {
+                m.coalesced.resize(r.agent + 1, Coalescing::default());
+            }
+            m.coalesced[r.agent].add(&c);
+        }
+        self.samples += r.row.itl_us.len() as u64;
+        if let Some(i) = r.intended_s {
+            self.queued.add(r.end_s() - i);
+            self.samples += 1;
+        }
+        self.client_queue.add(r.queue_s());
+        self.samples += 1;
+        if r.row.ttft_us > 0 {
+            let mut t = r.start_s + r.ttft_s();
+            *self.token_bins.entry(t.floor() as i64).or_default() += 1;
+            for &g in &r.row.itl_us {
+                t += f64::from(g) / 1e6;
+                *self.token_bins.entry(t.floor() as i64).or_default() += 1;
+            }
+        }
+        self.good += u64::from(!self.slo.is_empty() && meets(&self.slo, r));
+    }
+
+    /// Past the exact budget: every exact record goes, the core's and the folds'.
+    fn drop_exact(&mut self) {
+        self.events = None;
+        self.active.drop_exact();
+        let m = &mut self.m;
+        for s in [&mut m.ttft, &mut m.tpot, &mut m.itl, &mut m.e2el, &mut self.queued, &mut self.client_queue] {
+            s.drop_exact();
+        }
+        self.folds.drop_exact();
+    }
+
+    /// A `--probe-request-rate` probe (not a request of the load).
+    pub fn probe(&mut self, r: &GlobalRow) {
+        if r.ok() {
+            self.m.probe.add(r.e2el_s());
+        } else {
+            self.m.probe_failed += 1;
+        }
+    }
+
+    /// An agent's health report `t_s` seconds into the run.
+    pub fn health(&mut self, agent: usize, h: &surge_proto::Health, t_s: f64) {
+        self.series.health(agent, h, t_s);
+    }
+
+    /// A scrape of the server's metrics.
+    pub fn server(&mut self, s: &ServerScrape) {
+        self.folds.server(s);
+    }
+
+    /// A scrape of the GPU exporter pages.
+    pub fn gpu(&mut self, s: &GpuScrape) {
+        self.folds.gpu(s);
+    }
+
+    /// The last finished slice (see [`TimeSeries::recent`]).
+    pub fn recent(&self) -> Option<(f64, f64, f64, u64)> {
+        self.series.recent()
+    }
+
+    /// The run's metrics: the core's, then each fold's put in.
+    pub fn finish(self) -> Metrics {
+        let Self {
+            mut m,
+            slo,
+            good,
+            first,
+            last,
+            queued,
+            mut client_queue,
+            mut active,
+            events,
+            token_bins,
+            series,
+            folds,
+            ..
+        } = self;
+        client_queue.seal();
+        m.client_queue = client_queue;
+        m.exact = events.is_some();
+        for seen in m.error_examples.values_mut() {
+            seen.sort_by_key(|e| std::cmp::Reverse(e.count));
+            seen.truncate(EXAMPLES_PER_KIND);
+        }
+        let (slices, peak_in_flight) = series.finish();
+        m.time_series = slices;
+        let mut whole = Whole { sends: m.sends.n, slices: m.time_series.len(), ..Whole::default() };
+        if m.sends.n == 0 {
+            folds.finish(&whole, &mut m);
+            return m;
+        }
+        // vLLM's duration (D21): from the start of the dispatch (the run's planned start,
+        // 0 on this timeline; earlier if an agent's clock put a send before it) to the last
+        // completion.
+        m.duration_s = (last - first.min(0.0)).max(0.0);
+        if m.duration_s > 0.0 {
+            m.request_throughput = m.completed as f64 / m.duration_s;
+            m.input_sequence_throughput = m.total_input_sequences as f64 / m.duration_s;
+            m.output_throughput = m.total_output_tokens as f64 / m.duration_s;
+            m.total_token_throughput = (m.total_input_tokens + m.total_output_tokens) as f64 / m.duration_s;
+            m.request_goodput = (!slo.is_empty()).then(|| good as f64 / m.duration_s);
+        }
+        m.peak_in_flight = match events.map(|mut ev| ev.load().map(|()| ev)) {
+            Some(Ok(mut ev)) => super::stats::peak_in_flight(ev.values_mut()) as f64,
+            _ => peak_in_flight as f64,
+        };
+        m.max_concurrent_requests = active.peak() as f64;
+        m.max_output_tokens_per_s = token_bins.values().copied().max().unwrap_or(0) as f64;
+        for s in [&mut m.ttft, &mut m.tpot, &mut m.itl, &mut m.e2el, &mut m.probe] {
+            s.seal();
+        }
+        if !queued.is_empty() {
+            let mut q = queued;
+            q.seal();
+            m.e2el_incl_queue = Some(q);
+        }
+        whole.duration_s = m.duration_s;
+        whole.client = ClientSide {
+            output_tokens: m.total_output_tokens,
+            ttft_p50_ms: m.ttft.median_ms(),
+            ttft_mean_ms: m.ttft.mean_ms(),
+        };
+        folds.finish(&whole, &mut m);
+        m
+    }
+}
+
+/// A failed request: counted by kind, with its message among the kind's examples.
+fn failure(m: &mut Metrics, r: &GlobalRow) {
+    m.failed += 1;
+    let kind = kind_name(r.row.error());
+    let seen = m.error_examples.entry(kind.clone()).or_default();
+    match seen.iter().position(|e| e.message == r.row.error_message) {
+        Some(i) => seen[i].count += 1,
+        None if seen.len() < TRACKED_MESSAGES => seen.push(ErrorSeen {
+            message: r.row.error_message.clone(),
+            http_status: r.row.http_status,
+            count: 1,
+            agent: r.agent,
+            cut: r.row.cut.clone(),
+        }),
+        None => {}
+    }
+    *m.errors_by_kind.entry(kind).or_default() += 1;
+}
+
+/// Computes the metrics of `rows` (any order) at once.
+pub fn compute(rows: &[GlobalRow], slo: &Slo) -> Metrics {
+    compute_kept(rows, slo, false)
+}
+
+/// [`compute`], keeping the rows in the metrics when `keep_rows`.
+pub fn compute_kept(rows: &[GlobalRow], slo: &Slo, keep_rows: bool) -> Metrics {
+    let mut a = Aggregator::new(slo.clone(), keep_rows, Wanted { slice_s: 1.0, ..Wanted::default() });
+    for r in rows {
+        a.add(r);
+    }
+    a.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use surge_proto::{ErrorKind, Row};
+
+    fn row(start_s: f64, ttft_us: u32, latency_us: u32, out: u32, itl: Vec<u32>) -> GlobalRow {
+        GlobalRow {
+            agent: 0,
+            start_s,
+            intended_s: None,
+            row: Row {
+                ttft_us: ttft_us.into(),
+                latency_us: latency_us.into(),
+                output_tokens: out,
+                input_tokens: 10,
+                itl_us: itl,
+                ..Default::default()
+            },
+        }
+    }
+
+    #[test]
+    fn coalesced_token_events_are_counted_per_agent() {
+        let mut b = row(0.0, 1000, 9000, 4, vec![0, 5000, 0]);
+        b.agent = 1;
+        let mut c = row(0.0, 1000, 2000, 2, vec![1000]);
+        c.agent = 1;
+        let no_tokens = row(0.0, 0, 2000, 0, vec![]);
+        // A server writing tokens back to back (mean gap < 1 ms): its shared reads say
+        // nothing about the client, so the stream is left out.
+        let mut fast = row(0.0, 1000, 1100, 4, vec![0, 0, 100]);
+        fast.agent = 1;
+        let m = compute(&[row(0.0, 1000, 3000, 3, vec![1000, 1000]), b, c, no_tokens, fast], &Slo::default());
+        let counts: Vec<(u64, u64)> = m.coalesced.iter().map(|c| (c.coalesced, c.events)).collect();
+        assert_eq!(counts, vec![(0, 3), (2, 6)]);
+        assert_eq!(m.coalesced_fraction(0), Some(0.0));
+        assert_eq!(m.coalesced_fraction(1), Some(2.0 / 6.0));
+        assert_eq!(m.coalesced_fraction(2), None);
+    }
+
+    #[test]
+    fn throughput_tpot_peaks_and_goodput() {
+        let rows = vec![
+            row(0.0, 100_000, 300_000, 3, vec![100_000, 100_000]),
+            row(0.5, 50_000, 250_000, 5, vec![50_000; 4]),
+            {
+                let mut r = row(0.6, 0, 10_000, 0, vec![]);
+                r.row.set_error(ErrorKind::HttpStatus);
+                r
+            },
+        ];
+        let slo = Slo { ttft_ms: Some(60.0), ..Default::default() };
+        let m = compute(&rows, &slo);
+        assert_eq!((m.completed, m.failed), (2, 1));
+        assert_eq!(m.errors_by_kind["http_status"], 1);
+        assert!((m.duration_s - 0.75).abs() < 1e-12);
+        assert_eq!(m.total_output_tokens, 8);
+        assert!((m.request_throughput - 2.0 / 0.75).abs() < 1e-9);
+        assert!((m.request_goodput.unwrap() - 1.0 / 0.75).abs() < 1e-9);
+        assert!((m.tpot.mean_ms() - 75.0).abs() < 1e-9); // (0.2/2 + 0.2/4) / 2 s
+        assert_eq!(m.peak_in_flight, 2.0);
+        assert_eq!(m.max_concurrent_requests, 2.0, "both successes within the first second");
+        assert_eq!(m.max_output_tokens_per_s, 8.0);
+        assert_eq!(m.itl.len(), 6);
+    }
+
+    #[test]
+    fn ends_before_starts_at_equal_times() {
+        let rows = vec![row(0.0, 1, 1_000_000, 1, vec![]), row(1.0, 1, 1_000_000, 1, vec![])];
+        let m = compute(&rows, &Slo::default());
+        assert_eq!(m.peak_in_flight, 1.0, "one ends as the other starts");
+        assert_eq!(m.max_concurrent_requests, 2.0, "vLLM: both are active in second 1");
+    }
+}

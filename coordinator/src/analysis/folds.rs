@@ -1,0 +1,203 @@
+//! The registered folds (D64): each part of the analysis beyond the core, with where its
+//! result goes in [`Metrics`]. A new part of the analysis is a module that implements
+//! [`Fold`] and one line here.
+
+use super::conversations::ConversationsFold;
+use super::fold::{Fold, Whole};
+use super::gpu::{GpuMetrics, GpuSlice, GpuView};
+use super::metrics::Metrics;
+use super::phases::Phases;
+use super::ramp::RampEvents;
+use super::reasoning::ReasoningFold;
+use super::server::ServerView;
+use super::steady::{Steady, SteadyFold, SteadyPlan, SteadyState};
+use crate::fleet::outcome::GlobalRow;
+use crate::plan::RampPlan;
+use crate::target::gpu::GpuScrape;
+use crate::target::scrape::ServerScrape;
+use surge_core::data::share::Stripe;
+
+/// What the run asks of the optional folds.
+#[derive(Debug, Clone, Default)]
+pub struct Wanted {
+    /// The time series' slice, seconds (the server's and the GPUs' views slice alike).
+    pub slice_s: f64,
+    /// Steady state (D45), with the TTFT percentiles it reports.
+    pub steady: Option<(SteadyPlan, Vec<f64>)>,
+    /// A ramped run's `rps_change_events`; `over_s`: a ramp over the run's duration.
+    pub ramp: Option<(RampPlan, Option<f64>)>,
+}
+
+/// Every fold of a run, in the order their results are put.
+#[derive(Debug)]
+pub struct Folds(Vec<Box<dyn Erased>>);
+
+impl Folds {
+    /// The folds a run with `wanted` has.
+    pub fn registered(wanted: Wanted) -> Self {
+        let mut f = Folds(Vec::new());
+        f.put(ReasoningFold::default(), |out, m| m.reasoning = out);
+        f.put(Phases::default(), |out, m| m.http_phases = out);
+        f.put(ConversationsFold::default(), |out, m| m.conversations = out);
+        if let Some((plan, percentiles)) = wanted.steady {
+            f.put(SteadyFold { records: Steady::new(), plan, percentiles }, put_steady);
+        }
+        if let Some((plan, over_s)) = wanted.ramp {
+            f.put(RampEvents::new(plan, over_s), |out, m| m.ramp = Some(out));
+        }
+        f.put(ServerView::new(wanted.slice_s), |out, m| m.server = out);
+        f.put(GpuView::new(wanted.slice_s), put_gpu);
+        f
+    }
+
+    fn put<F: Fold + 'static>(&mut self, fold: F, put: fn(F::Out, &mut Metrics)) {
+        self.0.push(Box::new(Put { fold, put }));
+    }
+
+    pub fn row(&mut self, r: &GlobalRow) {
+        self.0.iter_mut().for_each(|f| f.row(r));
+    }
+    pub fn started(&mut self, slices: &[(Stripe, u64)]) {
+        self.0.iter_mut().for_each(|f| f.started(slices));
+    }
+    pub fn server(&mut self, s: &ServerScrape) {
+        self.0.iter_mut().for_each(|f| f.server(s));
+    }
+    pub fn gpu(&mut self, s: &GpuScrape) {
+        self.0.iter_mut().for_each(|f| f.gpu(s));
+    }
+    pub fn drop_exact(&mut self) {
+        self.0.iter_mut().for_each(|f| f.drop_exact());
+    }
+    /// Each fold's result, put in `m` in registration order.
+    pub fn finish(self, run: &Whole, m: &mut Metrics) {
+        for f in self.0 {
+            f.finish(run, m);
+        }
+    }
+}
+
+/// The steady window, and the time series' slices it overlaps marked.
+fn put_steady(out: Option<SteadyState>, m: &mut Metrics) {
+    m.steady_state = out;
+    if let Some(w) = m.steady_state.as_ref().map(|s| &s.window) {
+        let (a, b) = (w.run_start_s, w.run_start_s + w.duration_s);
+        let width = m.time_series.get(1).map_or(f64::INFINITY, |s| s.t);
+        for s in &mut m.time_series {
+            s.steady = s.t < b && s.t + width > a;
+        }
+    }
+}
+
+/// The GPUs' view, and each time-series slice's energy and power.
+fn put_gpu(out: Option<(GpuMetrics, Vec<GpuSlice>)>, m: &mut Metrics) {
+    let Some((g, slices)) = out else { return };
+    for (s, gs) in m.time_series.iter_mut().zip(slices) {
+        s.gpu_energy_j = Some(gs.energy_j);
+        s.gpu_power_w = Some(gs.power_w);
+        s.gpu_utilization_pct = gs.utilization_pct;
+        s.energy_per_output_token_j = (s.output_tokens > 0).then(|| gs.energy_j / s.output_tokens as f64);
+    }
+    m.gpu = Some(g);
+}
+
+/// A fold and where its result goes, with its output type erased.
+struct Put<F: Fold> {
+    fold: F,
+    put: fn(F::Out, &mut Metrics),
+}
+
+impl<F: Fold> std::fmt::Debug for Put<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.fold.fmt(f)
+    }
+}
+
+trait Erased: Send + std::fmt::Debug {
+    fn row(&mut self, r: &GlobalRow);
+    fn started(&mut self, slices: &[(Stripe, u64)]);
+    fn server(&mut self, s: &ServerScrape);
+    fn gpu(&mut self, s: &GpuScrape);
+    fn drop_exact(&mut self);
+    fn finish(self: Box<Self>, run: &Whole, m: &mut Metrics);
+}
+
+impl<F: Fold> Erased for Put<F> {
+    fn row(&mut self, r: &GlobalRow) {
+        self.fold.row(r);
+    }
+    fn started(&mut self, slices: &[(Stripe, u64)]) {
+        self.fold.started(slices);
+    }
+    fn server(&mut self, s: &ServerScrape) {
+        self.fold.server(s);
+    }
+    fn gpu(&mut self, s: &GpuScrape) {
+        self.fold.gpu(s);
+    }
+    fn drop_exact(&mut self) {
+        self.fold.drop_exact();
+    }
+    fn finish(self: Box<Self>, run: &Whole, m: &mut Metrics) {
+        let Put { fold, put } = *self;
+        put(fold.finish(run), m);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::aggregate::Aggregator;
+    use super::*;
+    use surge_proto::{HttpPhases, Row};
+
+    /// A successful row that reasoned (3 deltas), carried its HTTP phases and was turn 0
+    /// of session 7.
+    fn row(start_s: f64) -> GlobalRow {
+        GlobalRow {
+            agent: 0,
+            start_s,
+            intended_s: None,
+            row: Row {
+                ttft_us: 1_000,
+                latency_us: 9_000,
+                output_tokens: 5,
+                input_tokens: 10,
+                itl_us: vec![2_000; 4],
+                reasoning_events: 3,
+                ttfo_us: Some(7_000),
+                phases: Some(HttpPhases { waiting_us: 500, ..Default::default() }),
+                session: Some(7),
+                ..Default::default()
+            },
+        }
+    }
+
+    #[test]
+    fn every_registered_fold_sees_the_rows_and_puts_its_result() {
+        let ramp = RampPlan { exponential: false, start: 1, end: 4 };
+        let wanted = Wanted { slice_s: 1.0, steady: None, ramp: Some((ramp, Some(2.0))) };
+        let mut a = Aggregator::new(Default::default(), false, wanted);
+        for k in 0..4 {
+            a.add(&row(f64::from(k) * 0.5));
+        }
+        let m = a.finish();
+        let r = m.reasoning.as_deref().expect("the reasoning fold");
+        assert_eq!((r.rows, r.reasoning_events, r.answer_tokens), (4, 12, 8));
+        assert!((r.ttfo.median_ms() - 7.0).abs() < 1e-9);
+        assert_eq!(m.http_phases.get("waiting").map(|p| p.count()), Some(4), "the phases fold");
+        assert_eq!(m.conversations.as_ref().map(|c| c.started), Some(4), "the conversations fold");
+        let rates: Vec<u32> =
+            m.ramp.as_ref().expect("the ramp fold").events(chrono::Utc::now()).iter().map(|e| e.rps).collect();
+        assert_eq!(rates, vec![1, 2, 3], "sends at 0, 0.5, 1 and 1.5 s of a 2 s ramp from 1 to 4");
+        assert!(m.server.is_none() && m.gpu.is_none() && m.steady_state.is_none(), "nothing scraped or asked");
+    }
+
+    #[test]
+    fn optional_folds_are_registered_only_when_wanted() {
+        let mut a = Aggregator::new(Default::default(), false, Wanted { slice_s: 1.0, ..Wanted::default() });
+        a.add(&row(0.0));
+        let m = a.finish();
+        assert!(m.ramp.is_none());
+        assert!(m.reasoning.is_some());
+    }
+}
