@@ -369,7 +369,9 @@ pub async fn serve(
     settings: AgentSettings,
     shutdown: CancellationToken,
 ) -> Result<(), tonic::transport::Error> {
-    let svc = AgentService::new(settings, shutdown.clone()).into_server();
+    let svc = AgentService::new(settings, shutdown.clone());
+    let drivers = svc.drivers();
+    let svc = svc.into_server();
     let mut builder = Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(1)))
         .http2_keepalive_timeout(Some(Duration::from_secs(3)));
@@ -380,8 +382,10 @@ pub async fn serve(
     let grace = shutdown.clone();
     let served = builder.add_service(svc).serve_with_incoming_shutdown(incoming, async move {
         grace.cancelled().await;
-        // Let sessions flush their last batches and send Done.
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // The sessions heard the stop too: they stop their load, flush their last batches
+        // and send Done; the connections close once they all have.
+        drivers.close();
+        drivers.wait().await;
     });
     // A coordinator that vanished without closing its connection (a partition, a deleted
     // network namespace) would hold the graceful shutdown open forever: it is bounded.

@@ -14,6 +14,7 @@ use surge_proto::{AgentMsg, CoordinatorMsg, coordinator_msg};
 use tokio::sync::mpsc;
 use tokio_stream::{Stream, StreamExt};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tonic::{Request, Response, Status, Streaming};
 
 /// How long a new stream may take to send its Hello.
@@ -30,6 +31,8 @@ pub struct AgentService {
     shutdown: CancellationToken,
     sessions: Registry,
     next_id: Arc<AtomicU64>,
+    /// Every session's driver, so that a stop can wait for them to flush and close.
+    drivers: TaskTracker,
 }
 
 impl AgentService {
@@ -42,6 +45,7 @@ impl AgentService {
             shutdown,
             sessions: Registry::default(),
             next_id: Arc::new(AtomicU64::new(seed | 1)),
+            drivers: TaskTracker::new(),
         }
     }
 
@@ -75,13 +79,19 @@ impl AgentService {
             let inbound: Inbound = Box::pin(tokio_stream::once(Ok(first)).chain(inbound));
             let (settings, shutdown, sessions) =
                 (Arc::clone(&self.settings), self.shutdown.clone(), self.sessions.clone());
-            tokio::spawn(async move {
+            self.drivers.spawn(async move {
                 driver::run(settings, shutdown, driver::Link { id, inbound, tx, attach: attach_rx, resumable }, peer)
                     .await;
                 sessions.lock().expect("sessions lock").remove(&id);
             });
         }
         Ok(rx)
+    }
+
+    /// The sessions' drivers: once the stop is given, [`TaskTracker::wait`] returns when
+    /// every session has sent its last rows and `Done` and ended.
+    pub fn drivers(&self) -> TaskTracker {
+        self.drivers.clone()
     }
 
     /// The tonic server wrapper.
