@@ -52,31 +52,9 @@ fn ramp_plan(l: &LoadArgs, request_rate: f64) -> Result<Option<crate::plan::Ramp
     Ok(Some(crate::plan::RampPlan { exponential, start, end }))
 }
 
-/// `surge run`'s flags (and `--config`) as a validated plan: each group of flags is
-/// checked and built by its own function (`agents_plan`, `verdict_limits`, `otlp_plan`,
-/// `scrape_plan`, `http_version`, `target_tls`, `extra_body`, `ramp_plan`, `dataset::resolve`).
-pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
-    // vLLM's shorthands set every dataset's length.
-    if let Some(n) = a.dataset.input_len {
-        a.dataset.random_input_len = n;
-    }
-    if let Some(n) = a.dataset.output_len {
-        if n == 0 {
-            return usage("--output-len: at least 1");
-        }
-        a.dataset.random_output_len = n;
-        a.dataset.sharegpt_output_len = Some(n);
-        a.dataset.custom_output_len = n;
-        a.dataset.prefix_repetition_output_len = n;
-        a.dataset.spec_bench_output_len = n;
-        a.dataset.hf_output_len = Some(n);
-    }
-    let base_url = a.target.base_url.clone().unwrap_or_else(|| format!("http://{}:{}", a.target.host, a.target.port));
-    match base_url.parse::<http::Uri>() {
-        Ok(u) if matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some() => {}
-        _ => return usage(format!("--base-url {base_url:?}: expected http://HOST[:PORT] or https://...")),
-    }
-    let (backend, backend_name, default_endpoint) = match a.target.backend {
+/// A `--backend` value's protocol, the name the result gives it, and its default endpoint.
+fn backend_of(b: BackendArg) -> (Backend, &'static str, &'static str) {
+    match b {
         BackendArg::Openai => (Backend::Openai, "openai", "/v1/completions"),
         BackendArg::Vllm => (Backend::Openai, "vllm", "/v1/completions"),
         BackendArg::OpenaiChat => (Backend::OpenaiChat, "openai-chat", "/v1/chat/completions"),
@@ -95,14 +73,17 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         BackendArg::VllmPooling => (Backend::VllmPooling, "vllm-pooling", "/pooling"),
         BackendArg::VllmRerank => (Backend::VllmRerank, "vllm-rerank", "/rerank"),
         BackendArg::Http => (Backend::Http, "http", "/echo"),
-    };
-    let pooling = !a.target.backend.generates() && backend != Backend::Http;
+    }
+}
+
+/// The flags that go only with some backends or datasets, checked together.
+fn check_pairs(a: &RunArgs, backend: Backend, backend_name: &str, pooling: bool) -> Result<(), UsageError> {
+    let batch = a.dataset.random_batch_size;
     if a.conversation.multi_turn && !matches!(backend, Backend::Openai | Backend::OpenaiChat) {
         return usage(format!(
             "--multi-turn: conversations go to --backend openai-chat (or openai), not {backend_name}"
         ));
     }
-    let batch = a.dataset.random_batch_size;
     if batch > 1
         && !(pooling
             && matches!(
@@ -126,6 +107,122 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
     if a.dataset.prompt_token_ids && batch > 1 {
         return usage("--prompt-token-ids: not with --random-batch-size above 1");
     }
+    Ok(())
+}
+
+/// `--graceful-stop` (a `--duration` run's wait for the requests in flight) and the hard
+/// limit, `--max-run-time` or what the duration implies.
+fn run_time(l: &LoadArgs) -> Result<(Option<std::time::Duration>, std::time::Duration), UsageError> {
+    if l.graceful_stop.is_some() && l.duration.is_none() {
+        return usage("--graceful-stop: only meaningful with --duration");
+    }
+    let graceful_stop = l.duration.map(|_| l.graceful_stop.unwrap_or(crate::plan::DEFAULT_GRACEFUL_STOP));
+    let max_run_time = match (l.max_run_time, l.duration) {
+        (Some(m), Some(d)) if m < d => {
+            return usage(format!(
+                "--max-run-time {}: shorter than --duration {} (the hard limit would cut the run)",
+                humantime::format_duration(m),
+                humantime::format_duration(d)
+            ));
+        }
+        (Some(m), _) => m,
+        (None, Some(d)) => d + graceful_stop.unwrap_or_default() + crate::plan::DURATION_GRACE,
+        (None, None) => crate::plan::DEFAULT_MAX_RUN_TIME,
+    };
+    Ok((graceful_stop, max_run_time))
+}
+
+/// How many requests (or sessions) the run sends, and whether the dataset's end is what
+/// ends it: `--num-prompts`, a trace's length (`trace_len`, when replaying one), unbounded
+/// for a `--duration` run, else vLLM's default; `file_len`: the dataset's prompts (or
+/// sessions).
+fn run_length(a: &RunArgs, trace_len: Option<u64>, file_len: u64) -> (u64, bool) {
+    let num_prompts = match (a.load.num_prompts, a.load.duration) {
+        (Some(n), _) => n,
+        // A trace is replayed whole unless asked for fewer.
+        (None, _) if let Some(n) = trace_len => n,
+        (None, Some(_)) => crate::plan::UNBOUNDED,
+        (None, None) => crate::plan::DEFAULT_NUM_PROMPTS,
+    };
+    // --no-oversample: a file shorter than the run ends it (D20); a trace already does.
+    let ends_at_dataset = a.dataset.no_oversample && trace_len.is_none() && file_len > 0 && num_prompts > file_len;
+    let num_prompts = if ends_at_dataset { file_len } else { num_prompts };
+    // vLLM's --random-batch-size: --num-prompts counts prompts (rerank: documents), B to
+    // a request.
+    let num_prompts = match u64::from(a.dataset.random_batch_size.max(1)) {
+        b if b > 1 && num_prompts != crate::plan::UNBOUNDED => num_prompts.div_ceil(b),
+        _ => num_prompts,
+    };
+    (num_prompts, ends_at_dataset)
+}
+
+/// Single flags' values that no plan field checks by being built.
+fn check_values(a: &RunArgs, backend: Backend) -> Result<(), UsageError> {
+    if a.sampling.temperature.is_some_and(|t| !(t >= 0.0 && t.is_finite())) {
+        return usage("--temperature: must be a number >= 0");
+    }
+    if a.target.read_timeout.is_some_and(|t| t.as_millis() == 0) {
+        return usage("--read-timeout: must be at least 1ms (leave it out for no limit)");
+    }
+    if a.telemetry.live_linger.is_some() && a.telemetry.prometheus_listen.is_none() {
+        return usage("--live-linger: only meaningful with --prometheus-listen");
+    }
+    if a.output.timeslice.is_zero() {
+        return usage("--timeslice: must be above 0");
+    }
+    if a.output.steady_state_threshold <= 0.0 {
+        return usage("--steady-state-threshold: must be in (0, 1]");
+    }
+    let thresholds: Vec<Option<f64>> = a
+        .output
+        .timeline_itl_thresholds
+        .split(',')
+        .map(|t| t.trim().parse::<f64>().ok().filter(|v| v.is_finite()))
+        .collect();
+    if !matches!(thresholds[..], [Some(lo), Some(hi)] if lo <= hi) {
+        return usage(format!(
+            "--timeline-itl-thresholds {:?}: expected LOW,HIGH in ms",
+            a.output.timeline_itl_thresholds
+        ));
+    }
+    if !a.target.lora_modules.is_empty() && backend == Backend::Http {
+        return usage("--lora-modules: the http backend sends no model name to replace");
+    }
+    if a.target.lora_modules.iter().any(|m| m.trim().is_empty()) {
+        return usage("--lora-modules: a module name is empty");
+    }
+    Ok(())
+}
+
+/// `surge run`'s flags (and `--config`) as a validated plan: each group of flags is
+/// checked and built by its own function (`agents_plan`, `verdict_limits`, `otlp_plan`,
+/// `scrape_plan`, `http_version`, `target_tls`, `extra_body`, `ramp_plan`, `dataset::resolve`,
+/// `check_pairs`, `check_values`, `run_time`, `run_length`). Long by its end: the
+/// `RunPlan` literal, one line per field, is half of it.
+pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
+    // vLLM's shorthands set every dataset's length.
+    if let Some(n) = a.dataset.input_len {
+        a.dataset.random_input_len = n;
+    }
+    if let Some(n) = a.dataset.output_len {
+        if n == 0 {
+            return usage("--output-len: at least 1");
+        }
+        a.dataset.random_output_len = n;
+        a.dataset.sharegpt_output_len = Some(n);
+        a.dataset.custom_output_len = n;
+        a.dataset.prefix_repetition_output_len = n;
+        a.dataset.spec_bench_output_len = n;
+        a.dataset.hf_output_len = Some(n);
+    }
+    let base_url = a.target.base_url.clone().unwrap_or_else(|| format!("http://{}:{}", a.target.host, a.target.port));
+    match base_url.parse::<http::Uri>() {
+        Ok(u) if matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some() => {}
+        _ => return usage(format!("--base-url {base_url:?}: expected http://HOST[:PORT] or https://...")),
+    }
+    let (backend, backend_name, default_endpoint) = backend_of(a.target.backend);
+    let pooling = !a.target.backend.generates() && backend != Backend::Http;
+    check_pairs(&a, backend, backend_name, pooling)?;
     let endpoint = a.target.endpoint.clone().unwrap_or_else(|| default_endpoint.to_string());
     if !endpoint.starts_with('/') {
         return usage(format!("--endpoint {endpoint:?}: must start with '/'"));
@@ -162,33 +259,10 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         let what = if sessions.is_some() { "sessions" } else { "requests" };
         return usage(format!("--num-prompts {}: the trace has {trace_len} {what}", a.load.num_prompts.unwrap_or(0)));
     }
+    check_values(&a, backend)?;
     let slo = parse::goodput(&a.output.goodput).map_err(|e| UsageError(format!("--goodput: {e}")))?;
-    if a.sampling.temperature.is_some_and(|t| !(t >= 0.0 && t.is_finite())) {
-        return usage("--temperature: must be a number >= 0");
-    }
     let headers = request_headers(&a.target.headers, std::env::var("OPENAI_API_KEY").ok())?;
-    if a.target.read_timeout.is_some_and(|t| t.as_millis() == 0) {
-        return usage("--read-timeout: must be at least 1ms (leave it out for no limit)");
-    }
-    if a.telemetry.live_linger.is_some() && a.telemetry.prometheus_listen.is_none() {
-        return usage("--live-linger: only meaningful with --prometheus-listen");
-    }
-    if a.load.graceful_stop.is_some() && a.load.duration.is_none() {
-        return usage("--graceful-stop: only meaningful with --duration");
-    }
-    let graceful_stop = a.load.duration.map(|_| a.load.graceful_stop.unwrap_or(crate::plan::DEFAULT_GRACEFUL_STOP));
-    let max_run_time = match (a.load.max_run_time, a.load.duration) {
-        (Some(m), Some(d)) if m < d => {
-            return usage(format!(
-                "--max-run-time {}: shorter than --duration {} (the hard limit would cut the run)",
-                humantime::format_duration(m),
-                humantime::format_duration(d)
-            ));
-        }
-        (Some(m), _) => m,
-        (None, Some(d)) => d + graceful_stop.unwrap_or_default() + crate::plan::DURATION_GRACE,
-        (None, None) => crate::plan::DEFAULT_MAX_RUN_TIME,
-    };
+    let (graceful_stop, max_run_time) = run_time(&a.load)?;
     if a.load.num_prompts.is_none()
         && a.load.duration.is_some()
         && a.load.max_concurrency.is_none()
@@ -199,9 +273,6 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         return usage(
             "--duration without --num-prompts: give --max-concurrency or a finite --request-rate (otherwise nothing bounds the load)",
         );
-    }
-    if a.output.timeslice.is_zero() {
-        return usage("--timeslice: must be above 0");
     }
     let file = match &a.config {
         Some(p) => load_file(p)?,
@@ -214,31 +285,10 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         return usage(format!("--strict: {}", list.join("; ")));
     }
     let ignored_flags: Vec<String> = ignored.iter().map(ToString::to_string).collect();
-    if a.output.steady_state_threshold <= 0.0 {
-        return usage("--steady-state-threshold: must be in (0, 1]");
-    }
     let (http_version, target_tls) = (http_version(&a.transport, &base_url)?, target_tls(&a.transport)?);
     let scrape = scrape_plan(&a.server, &base_url, &target_tls)?;
     let gpu = gpu_plan(&a.server, &target_tls)?;
     let extra_body = extra_body(&a.sampling, backend, a.target.backend.generates())?;
-    let thresholds: Vec<Option<f64>> = a
-        .output
-        .timeline_itl_thresholds
-        .split(',')
-        .map(|t| t.trim().parse::<f64>().ok().filter(|v| v.is_finite()))
-        .collect();
-    if !matches!(thresholds[..], [Some(lo), Some(hi)] if lo <= hi) {
-        return usage(format!(
-            "--timeline-itl-thresholds {:?}: expected LOW,HIGH in ms",
-            a.output.timeline_itl_thresholds
-        ));
-    }
-    if !a.target.lora_modules.is_empty() && backend == Backend::Http {
-        return usage("--lora-modules: the http backend sends no model name to replace");
-    }
-    if a.target.lora_modules.iter().any(|m| m.trim().is_empty()) {
-        return usage("--lora-modules: a module name is empty");
-    }
     let otlp = otlp_plan(&a.telemetry)?;
     let saves = a.output.saves();
     let precision = a
@@ -248,23 +298,8 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         .map(|s| crate::plan::Precision::parse(s))
         .collect::<Result<Vec<_>, _>>()
         .map_err(UsageError)?;
-    let num_prompts = match (a.load.num_prompts, a.load.duration) {
-        (Some(n), _) => n,
-        // A trace is replayed whole unless asked for fewer.
-        (None, _) if trace => trace_len,
-        (None, Some(_)) => crate::plan::UNBOUNDED,
-        (None, None) => crate::plan::DEFAULT_NUM_PROMPTS,
-    };
-    // --no-oversample: a file shorter than the run ends it (D20); a trace already does.
-    let file_len = sessions.unwrap_or(d.prompts.len() as u64);
-    let ends_at_dataset = a.dataset.no_oversample && !trace && file_len > 0 && num_prompts > file_len;
-    let num_prompts = if ends_at_dataset { file_len } else { num_prompts };
-    // vLLM's --random-batch-size: --num-prompts counts prompts (rerank: documents), B to
-    // a request.
-    let num_prompts = match u64::from(batch.max(1)) {
-        b if b > 1 && num_prompts != crate::plan::UNBOUNDED => num_prompts.div_ceil(b),
-        _ => num_prompts,
-    };
+    let (num_prompts, ends_at_dataset) =
+        run_length(&a, trace.then_some(trace_len), sessions.unwrap_or(d.prompts.len() as u64));
     Ok(RunPlan {
         base_url: base_url.trim_end_matches('/').to_string(),
         endpoint,
