@@ -19,6 +19,7 @@
 pub mod api;
 mod audio;
 mod conversation;
+pub mod decode;
 pub mod history;
 pub mod jobs;
 pub mod openai;

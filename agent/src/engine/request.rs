@@ -16,22 +16,15 @@
 
 pub use super::api::Mode;
 use super::conn::{Body, Conn, Head};
-use super::ending::{self, ReadError, Tally};
-use super::openai::{Counts, Event, classify, classify_text, response_id};
-use super::parts::Parts;
+use super::decode::{Decoder, Flow};
+use super::ending::ReadError;
 use super::pool::Pool;
-use super::pooling::{self, Answered};
-use super::responses;
-use super::sse::SseParser;
 use crate::data::tokenizer::Tok;
 use bytes::Bytes;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use surge_proto::{ErrorKind, HttpPhases, Row, StreamEnd, TokenSource};
-
-/// The largest pooling answer read (a batch of 4,096-float embeddings as JSON is a few MB).
-const ANSWER_MAX: usize = 64 << 20;
 
 /// What is fixed for all requests of a run.
 #[derive(Debug)]
@@ -156,7 +149,7 @@ pub(crate) fn signed_us(d: Duration) -> i64 {
 }
 
 /// Microseconds of one gap between token events, saturating (a single gap of 71 min).
-fn gap_us(d: Duration) -> u32 {
+pub(super) fn gap_us(d: Duration) -> u32 {
     u32::try_from(d.as_micros()).unwrap_or(u32::MAX)
 }
 
@@ -259,16 +252,10 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
     }
 }
 
-/// Dates one token event: the first sets TTFT, each later one adds a gap.
-fn token_event(at: Instant, first: &mut Option<Instant>, last: &mut Option<Instant>, itl_us: &mut Vec<u32>) {
-    match *last {
-        None => *first = Some(at),
-        Some(prev) => itl_us.push(gap_us(at - prev)),
-    }
-    *last = Some(at);
-}
-
-#[allow(clippy::too_many_arguments)]
+/// Reads the response's body until it ends, breaks off or is too large, handing each
+/// chunk to the decoder ([`Decoder`], which knows the API); the row gets what it decoded.
+/// What is I/O stays here: the connection's end on a multiplexed connection, the read
+/// timeout, the connection's return to the pool.
 async fn read_response(
     pool: &Arc<Pool>,
     tpl: &RequestTemplate,
@@ -279,36 +266,10 @@ async fn read_response(
     row: &mut Row,
     keep_reply: bool,
 ) {
-    let mode = tpl.mode;
-    // The response's last byte so far (from its first: the head).
-    let mut last_byte = head_at;
-    let status = head.status;
-    // The streamed text, kept to re-count it with the tokenizer, to ship it in the row,
-    // or for the conversation's next turn.
-    let mut text = (tpl.tokenizer.is_some() || tpl.keep_text || keep_reply).then(String::new);
-    row.http_status = u32::from(status.as_u16());
-    let ok = status.is_success();
-    let mut parser = SseParser::default();
-    // A pooling answer, read whole.
-    let mut answer: Vec<u8> = Vec::new();
-    let mut first: Option<Instant> = None;
-    let mut last: Option<Instant> = None;
-    let mut events: u32 = 0;
-    // Which part of the reply each token event was (D49).
-    let mut parts = Parts::default();
-    let mut usage: Option<Counts> = None;
-    // When a finish chunk with empty output came after the last token event (D10's
-    // refinement): the last token if usage counts one more than the events.
-    let mut finish: Option<Instant> = None;
-    let mut done = false;
-    let mut error: Option<ErrorKind> = None;
-    // How the body ended when it broke off (a failed read), and what came before it.
-    let mut broke: Option<StreamEnd> = None;
-    let mut tally = Tally::default();
+    let keep_text = tpl.tokenizer.is_some() || tpl.keep_text || keep_reply;
+    let mut decoder = Decoder::new(tpl.mode, head.status.is_success(), st, head_at, keep_text);
     // --read-timeout: a timer only when asked (none on the default path).
     let mut idle = tpl.read_timeout.map(|t| Box::pin(tokio::time::sleep(t)));
-    // What the server said when it refused (the start of the body), for the message.
-    let mut refusal: Vec<u8> = Vec::new();
     // Watched on a multiplexed connection only (a token's clone takes its lock).
     let multiplexed = conn.is_multiplexed();
     let token = multiplexed.then(|| conn.gone.clone());
@@ -333,187 +294,25 @@ async fn read_response(
         match frame {
             None => break,
             Some(Err(ReadError { kind, end })) => {
-                error = Some(match kind {
-                    ErrorKind::Other | ErrorKind::ConnectionReset if done => ErrorKind::Other,
-                    ErrorKind::Other | ErrorKind::ConnectionReset => ErrorKind::Truncated,
-                    k => k,
-                });
-                broke = Some(end);
+                decoder.broke(kind, end);
                 break;
             }
             Some(Ok((data, arrived))) => {
-                let now = arrived.max(st);
-                last_byte = last_byte.max(now);
-                tally.bytes += data.len() as u64;
                 if let (Some(s), Some(t)) = (idle.as_mut(), tpl.read_timeout) {
                     s.as_mut().reset(tokio::time::Instant::now() + t);
                 }
-                if !ok {
-                    let room = MESSAGE_MAX.saturating_sub(refusal.len());
-                    refusal.extend_from_slice(&data[..data.len().min(room)]);
-                    continue;
-                }
-                if matches!(mode, Mode::Plain | Mode::Pooled) {
-                    first.get_or_insert(now);
-                    last = Some(now);
-                    if mode == Mode::Pooled {
-                        if answer.len() + data.len() > ANSWER_MAX {
-                            error.get_or_insert(ErrorKind::BodyTooLarge);
-                            break;
-                        }
-                        answer.extend_from_slice(&data);
-                    }
-                    continue;
-                }
-                let res = parser.feed(&data, |ev| {
-                    tally.events += 1;
-                    let event = match (&mut text, mode) {
-                        (t, Mode::Responses) => responses::classify(ev, t.as_mut()),
-                        (Some(t), _) => classify_text(ev, t),
-                        (None, _) => classify(ev),
-                    };
-                    // The server's id of the response, from its first chunk.
-                    if row.response_id.is_empty() && !matches!(event, Event::Done | Event::Malformed) {
-                        row.response_id = response_id(ev).unwrap_or_default();
-                    }
-                    let token = match event {
-                        Event::Token(p) => Some(p),
-                        Event::Empty => None,
-                        Event::Finish => {
-                            finish = Some(now);
-                            None
-                        }
-                        Event::Usage(u) => {
-                            usage = Some(u);
-                            None
-                        }
-                        Event::TokenAndUsage(p, u) => {
-                            usage = Some(u);
-                            Some(p)
-                        }
-                        Event::FinishAndUsage(u) => {
-                            usage = Some(u);
-                            finish = Some(now);
-                            None
-                        }
-                        Event::Done => {
-                            done = true;
-                            None
-                        }
-                        Event::ServerError => {
-                            error.get_or_insert(ErrorKind::HttpStatus);
-                            None
-                        }
-                        Event::Malformed => {
-                            error.get_or_insert(ErrorKind::Malformed);
-                            None
-                        }
-                    };
-                    if let Some(part) = token {
-                        finish = None;
-                        events += 1;
-                        token_event(now, &mut first, &mut last, &mut row.itl_us);
-                        parts.saw(part, now);
-                    }
-                });
-                if res.is_err() {
-                    error.get_or_insert(ErrorKind::BodyTooLarge);
+                if decoder.feed(&data, arrived) == Flow::Stop {
                     break;
                 }
             }
         }
     }
     let end = Instant::now();
-    phases.receiving_us = us(last_byte - head_at);
+    phases.receiving_us = us(decoder.last_byte() - head_at);
     row.phases = Some(phases);
-    // vLLM's last token rides on its finish chunk, with "" for text when the stream stops
-    // inside a character or on EOS: the server's count says whether that chunk was one.
-    if let (Some(at), Some(u)) = (finish, usage)
-        && u.completion_tokens == events + 1
-    {
-        events += 1;
-        token_event(at, &mut first, &mut last, &mut row.itl_us);
-    }
-    if error.is_none() && ok && mode.streams() && !done && usage.is_none() {
-        error = Some(ErrorKind::Truncated);
-        broke = Some(if tally.bytes == 0 { StreamEnd::EmptyBody } else { StreamEnd::CleanEnd });
-    }
-    // A 200 whose body broke off, or ended without the stream's end: say how and who.
-    if ok
-        && !done
-        && let (Some(end), Some(kind)) = (broke, error)
-    {
-        let cut = ending::cut(end, &tally, ending::version_of(head.version), &head.headers);
-        if matches!(kind, ErrorKind::Truncated | ErrorKind::Timeout | ErrorKind::ConnectionReset) {
-            row.error_message = message(&ending::message(&cut));
-            row.cut = Some(cut);
-        }
-    }
-    if error.is_none() && !ok {
-        error = Some(ErrorKind::HttpStatus);
-    }
-    if !ok {
-        row.error_message = message(&format!("HTTP {}: {}", status.as_u16(), String::from_utf8_lossy(&refusal).trim()));
-    }
-    if error.is_none() && mode.streams() && events == 0 {
-        error = Some(ErrorKind::NoTokens);
-    }
-    // A pooling answer: its usage, or the server's error in a 200.
-    let mut pooled_input = None;
-    if error.is_none() && ok && mode == Mode::Pooled {
-        match pooling::read(&answer) {
-            Answered::Ok(n) => pooled_input = n,
-            Answered::ServerError => error = Some(ErrorKind::HttpStatus),
-            Answered::Malformed => error = Some(ErrorKind::Malformed),
-        }
-    }
-    match error {
-        Some(kind) => {
-            row.latency_us = us(end - st);
-            row.ttft_us = first.map_or(0, |f| us(f - st));
-            row.set_error(kind);
-        }
-        None if mode == Mode::Pooled => {
-            // vLLM's pooling request: done when its answer is read; TTFT = E2EL.
-            row.latency_us = last.map_or_else(|| us(end - st), |l| us(l - st));
-            row.ttft_us = row.latency_us;
-            if let Some(n) = pooled_input {
-                row.input_tokens = n;
-                row.usage_from_server = true;
-                row.set_input_source(TokenSource::ServerUsage);
-            }
-            row.set_output_source(TokenSource::ServerUsage);
-            pool.checkin(conn);
-        }
-        None => {
-            row.ttft_us = first.map_or(0, |f| us(f - st));
-            row.latency_us = last.map_or_else(|| us(end - st), |l| us(l - st));
-            parts.write(st, usage.as_ref(), row);
-            match usage {
-                Some(u) if mode.streams() => {
-                    row.input_tokens = u.prompt_tokens;
-                    row.output_tokens = u.completion_tokens;
-                    row.cached_tokens = u.cached_tokens;
-                    row.usage_from_server = true;
-                    row.set_input_source(TokenSource::ServerUsage);
-                    row.set_output_source(TokenSource::ServerUsage);
-                }
-                _ => match (&tpl.tokenizer, &text) {
-                    (Some(tok), Some(t)) if mode.streams() => {
-                        row.output_tokens = tok.count(t);
-                        row.set_output_source(TokenSource::Tokenizer);
-                    }
-                    _ => {
-                        row.output_tokens = events;
-                        row.set_output_source(TokenSource::EventCount);
-                    }
-                },
-            }
-            if tpl.keep_text || keep_reply {
-                row.generated_text = text.unwrap_or_default();
-            }
-            pool.checkin(conn);
-        }
+    let head = (head.status, head.version, &head.headers);
+    if decoder.finish(end, head, tpl.tokenizer.as_deref(), tpl.keep_text || keep_reply, row) {
+        pool.checkin(conn);
     }
 }
 
