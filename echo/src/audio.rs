@@ -19,8 +19,16 @@ pub(crate) async fn parse(content_type: &str, body: Bytes, counter: &Counter) ->
     let boundary = multer::parse_boundary(content_type).map_err(|e| format!("not a multipart form: {e}"))?;
     let stream = futures_util::stream::once(async move { Ok::<Bytes, std::convert::Infallible>(body) });
     let mut form = multer::Multipart::new(stream, boundary);
-    let mut p =
-        Parsed { model: None, prompt_tokens: 0, max_tokens: None, stream: false, include_usage: false, images: 0 };
+    let mut p = Parsed {
+        model: None,
+        prompt_tokens: 0,
+        max_tokens: None,
+        stream: false,
+        include_usage: false,
+        images: 0,
+        tool_results: 0,
+        tool_results_unmatched: 0,
+    };
     let mut file = false;
     while let Some(field) = form.next_field().await.map_err(|e| format!("the form: {e}"))? {
         let name = field.name().unwrap_or_default().to_owned();

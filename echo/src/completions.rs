@@ -49,6 +49,39 @@ struct RawRequest {
 #[derive(Debug, Deserialize)]
 struct RawMessage {
     content: Option<Value>,
+    #[serde(default)]
+    role: Option<String>,
+    /// A `tool` message: the call it answers.
+    #[serde(default)]
+    tool_call_id: Option<String>,
+    /// An `assistant` message: the calls it made.
+    #[serde(default)]
+    tool_calls: Option<Vec<RawCall>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawCall {
+    #[serde(default)]
+    id: Option<String>,
+}
+
+/// A chat request's `tool` messages, and how many of them name no call of the latest
+/// assistant message before them.
+fn tool_results(messages: &[RawMessage]) -> (u64, u64) {
+    let (mut n, mut unmatched) = (0, 0);
+    let mut calls: &[RawCall] = &[];
+    for m in messages {
+        match m.role.as_deref() {
+            Some("assistant") => calls = m.tool_calls.as_deref().unwrap_or_default(),
+            Some("tool") => {
+                n += 1;
+                let named = m.tool_call_id.as_deref();
+                unmatched += u64::from(named.is_none_or(|id| !calls.iter().any(|c| c.id.as_deref() == Some(id))));
+            }
+            _ => {}
+        }
+    }
+    (n, unmatched)
 }
 
 #[derive(Debug, Deserialize)]
@@ -95,8 +128,19 @@ fn parse_with(kind: Kind, body: &[u8], counter: &Counter) -> Result<Parsed, Stri
     // A Responses stream always ends with its usage (response.completed).
     let include_usage =
         stream && (kind == Kind::Responses || raw.stream_options.and_then(|o| o.include_usage).unwrap_or(false));
-    let images = raw.messages.as_deref().unwrap_or_default().iter().map(|m| count_images(m.content.as_ref())).sum();
-    Ok(Parsed { model: raw.model, prompt_tokens, max_tokens, stream, include_usage, images })
+    let messages = raw.messages.as_deref().unwrap_or_default();
+    let images = messages.iter().map(|m| count_images(m.content.as_ref())).sum();
+    let (tool_results, tool_results_unmatched) = tool_results(messages);
+    Ok(Parsed {
+        model: raw.model,
+        prompt_tokens,
+        max_tokens,
+        stream,
+        include_usage,
+        images,
+        tool_results,
+        tool_results_unmatched,
+    })
 }
 
 /// Prompt tokens of a completions `prompt`: tokens (words) of a string; for an
@@ -272,6 +316,7 @@ where
         }
     };
     metrics.count_images(parsed.images);
+    metrics.count_tool_results(parsed.tool_results, parsed.tool_results_unmatched);
     if let Some(name) = lora {
         metrics.count_lora(name);
     }
@@ -296,14 +341,14 @@ where
     let created = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
 
     if parsed.stream {
+        let mut shape = tokens::Shape::of(&state.config);
+        shape.tool_call = kind == Kind::Chat && faults::tool_call(&state.config, index);
+        if shape.tool_call {
+            metrics.count_tool_call_reply();
+        }
         let body = SseBody::new(SseParams {
             chunker: Chunker::new(kind, index, created, &model_json),
-            tokens: TokenPlan::new(
-                tokens::Shape::of(&state.config),
-                matches!(kind, Kind::Chat | Kind::Responses),
-                state.config.seed,
-                index,
-            ),
+            tokens: TokenPlan::new(shape, matches!(kind, Kind::Chat | Kind::Responses), state.config.seed, index),
             n,
             prompt_tokens: parsed.prompt_tokens,
             cached_tokens,
@@ -412,8 +457,21 @@ mod tests {
                 stream: true,
                 include_usage: true,
                 images: 0,
+                tool_results: 0,
+                tool_results_unmatched: 0,
             }
         );
+    }
+
+    #[test]
+    fn tool_messages_are_matched_to_the_calls_before_them() {
+        let body = br#"{"messages":[{"role":"user","content":"go"},
+            {"role":"assistant","content":null,"tool_calls":[{"id":"call_7","type":"function","function":{"name":"echo","arguments":" a"}},{"id":"call_8"}]},
+            {"role":"tool","tool_call_id":"call_7","content":"r"},{"role":"tool","tool_call_id":"call_8","content":"s"},
+            {"role":"tool","tool_call_id":"call_9","content":"t"},{"role":"tool","content":"u"}]}"#;
+        let p = parse(Kind::Chat, body).unwrap();
+        assert_eq!((p.tool_results, p.tool_results_unmatched), (4, 2), "call_9 and a missing id name no call");
+        assert_eq!(p.prompt_tokens, 5, "tool results are prompt tokens");
     }
 
     #[test]

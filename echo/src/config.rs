@@ -143,6 +143,14 @@ pub struct EchoArgs {
     #[arg(long = "tool-call")]
     pub tool_call: bool,
 
+    /// A chat stream is a tool call with probability P (a seeded draw per request): its
+    /// output is the arguments of one call (`call_<request>`, function `echo`), ended by
+    /// `finish_reason: "tool_calls"`; otherwise an answer. Requests carrying `tool`
+    /// messages are answered the same way, and counted with whether each names a call of
+    /// the assistant message before it.
+    #[arg(long = "tool-call-rate", value_name = "P", default_value_t = 0.0)]
+    pub tool_call_rate: f64,
+
     /// Answer the first N completion requests with 503 (a server still loading, or a
     /// gateway whose upstream is not ready yet).
     #[arg(long = "unready-requests", value_name = "N", default_value_t = 0)]
@@ -222,6 +230,7 @@ impl EchoArgs {
             partial_tokens: self.partial_tokens,
             reasoning_tokens: self.reasoning_tokens,
             tool_call: self.tool_call,
+            tool_call_rate: self.tool_call_rate,
             unready_requests: self.unready_requests,
             deny_peer: self.deny_peer,
             metrics_allow_peer: self.metrics_allow_peer,
@@ -291,6 +300,8 @@ pub struct EchoConfig {
     pub reasoning_tokens: u64,
     /// Chat: output sent as one tool call's arguments.
     pub tool_call: bool,
+    /// Chat: the chance that a stream is a tool call (a seeded draw per request).
+    pub tool_call_rate: f64,
     /// The first this many completion requests are answered 503.
     pub unready_requests: u64,
     /// Client addresses whose completion requests are answered 403.
@@ -336,6 +347,7 @@ impl Default for EchoConfig {
             partial_tokens: 0.0,
             reasoning_tokens: 0,
             tool_call: false,
+            tool_call_rate: 0.0,
             unready_requests: 0,
             deny_peer: Vec::new(),
             metrics_allow_peer: Vec::new(),
@@ -381,6 +393,7 @@ impl EchoConfig {
             }
         }
         check_rate("--fault-500-rate", self.fault_500_rate)?;
+        check_rate("--tool-call-rate", self.tool_call_rate)?;
         check_rate("--fault-reset-rate", self.fault_reset_rate)?;
         check_rate("--fault-malformed-rate", self.fault_malformed_rate)?;
         check_rate("--fault-truncate-rate", self.fault_truncate_rate)?;

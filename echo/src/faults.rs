@@ -30,6 +30,14 @@ const SALT_MALFORMED: u64 = 0x4d41_4c46_4f52_0004;
 const SALT_TRUNCATE: u64 = 0x5452_554e_4300_0005;
 /// Salt for the per-request jitter RNG seed (see `schedule`).
 pub(crate) const SALT_JITTER: u64 = 0x4a49_5454_4552_0006;
+const SALT_TOOL: u64 = 0x544f_4f4c_0000_0008;
+
+/// Whether chat request `index` is answered with a tool call (`--tool-call`, or a seeded
+/// draw at `--tool-call-rate`).
+pub(crate) fn tool_call(config: &EchoConfig, index: u64) -> bool {
+    config.tool_call
+        || (config.tool_call_rate > 0.0 && unit(mix(config.seed, index, SALT_TOOL)) < config.tool_call_rate)
+}
 
 impl FaultPlan {
     /// The faults of completion request number `index`.

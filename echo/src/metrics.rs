@@ -33,6 +33,12 @@ pub(crate) struct Metrics {
     prompt_uncached_tokens_total: IntCounter,
     /// Inline images (`data:image/...` URLs) in chat requests answered.
     prompt_images_total: IntCounter,
+    /// Chat streams answered with a tool call (`--tool-call`, `--tool-call-rate`).
+    tool_call_replies_total: IntCounter,
+    /// `tool` messages received, and those naming no call of the assistant message
+    /// before them.
+    tool_results_total: IntCounter,
+    tool_results_unmatched_total: IntCounter,
     /// Completions per LoRA adapter (`--lora-modules`), labelled `lora`.
     lora_requests_total: IntCounterVec,
     /// vLLM's names for the same counts (`--metrics-flavor vllm`).
@@ -83,6 +89,13 @@ impl Metrics {
         let requests_waiting = gauge("surge_echo_requests_waiting", "Completions waiting for a slot.");
         let prompt_images_total =
             counter("surge_echo_prompt_images_total", "Inline images (data URLs) in chat requests answered.");
+        let tool_call_replies_total =
+            counter("surge_echo_tool_call_replies_total", "Chat streams answered with a tool call.");
+        let tool_results_total = counter("surge_echo_tool_results_total", "`tool` messages received in chat requests.");
+        let tool_results_unmatched_total = counter(
+            "surge_echo_tool_results_unmatched_total",
+            "`tool` messages whose tool_call_id names no call of the assistant message before them.",
+        );
         let lora_requests_total = IntCounterVec::new(
             Opts::new("surge_echo_lora_requests_total", "Completions naming a LoRA adapter (--lora-modules)."),
             &["lora"],
@@ -94,6 +107,9 @@ impl Metrics {
             prompt_cached_tokens_total,
             prompt_uncached_tokens_total,
             prompt_images_total,
+            tool_call_replies_total,
+            tool_results_total,
+            tool_results_unmatched_total,
             lora_requests_total,
             requests_total,
             http3_requests_total,
@@ -114,6 +130,17 @@ impl Metrics {
     /// Inline images of a chat request that will be answered.
     pub fn count_images(&self, n: u64) {
         self.prompt_images_total.inc_by(n);
+    }
+
+    /// A chat stream answered with a tool call.
+    pub fn count_tool_call_reply(&self) {
+        self.tool_call_replies_total.inc();
+    }
+
+    /// A request's `tool` messages: how many, and how many named no call before them.
+    pub fn count_tool_results(&self, n: u64, unmatched: u64) {
+        self.tool_results_total.inc_by(n);
+        self.tool_results_unmatched_total.inc_by(unmatched);
     }
 
     /// A completion naming LoRA adapter `name` (one of `--lora-modules`: bounded labels).
@@ -258,8 +285,8 @@ mod tests {
         m.count_lora("a");
         let text = m.render();
         assert!(text.contains("surge_echo_lora_requests_total{lora=\"a\"} 1\n"), "{text}");
-        assert_eq!(text.matches("# HELP ").count(), 10);
-        assert_eq!(text.matches("# TYPE ").count(), 10);
+        assert_eq!(text.matches("# HELP ").count(), 13);
+        assert_eq!(text.matches("# TYPE ").count(), 13);
         drop(running);
         assert!(m.render().contains("surge_echo_requests_running 0\n"));
     }
@@ -298,7 +325,16 @@ mod tests {
              surge_echo_requests_waiting 2\n\
              # HELP surge_echo_tokens_total Output tokens sent.\n\
              # TYPE surge_echo_tokens_total counter\n\
-             surge_echo_tokens_total 0\n"
+             surge_echo_tokens_total 0\n\
+             # HELP surge_echo_tool_call_replies_total Chat streams answered with a tool call.\n\
+             # TYPE surge_echo_tool_call_replies_total counter\n\
+             surge_echo_tool_call_replies_total 0\n\
+             # HELP surge_echo_tool_results_total `tool` messages received in chat requests.\n\
+             # TYPE surge_echo_tool_results_total counter\n\
+             surge_echo_tool_results_total 0\n\
+             # HELP surge_echo_tool_results_unmatched_total `tool` messages whose tool_call_id names no call of the assistant message before them.\n\
+             # TYPE surge_echo_tool_results_unmatched_total counter\n\
+             surge_echo_tool_results_unmatched_total 0\n"
         );
     }
 

@@ -11,4 +11,7 @@ pub(crate) struct Parsed {
     pub include_usage: bool,
     /// Chat: `image_url` parts carrying a `data:image/...` URL.
     pub images: u64,
+    /// Chat: `tool` messages, and those naming no call of the assistant message before.
+    pub tool_results: u64,
+    pub tool_results_unmatched: u64,
 }

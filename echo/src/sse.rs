@@ -31,6 +31,8 @@ const DONE: &[u8] = b"data: [DONE]\n\n";
 #[derive(Debug)]
 pub(crate) struct Chunker {
     kind: Kind,
+    /// The request's number (a tool call's id).
+    index: u64,
     /// `data: {"id":"…","object":"…","created":T,"model":M,`
     head: Vec<u8>,
 }
@@ -43,14 +45,14 @@ impl Chunker {
             let head = format!(
                 "{{\"id\":\"resp_{index}\",\"object\":\"response\",\"created_at\":{created},\"model\":{model_json},"
             );
-            return Self { kind, head: head.into_bytes() };
+            return Self { kind, index, head: head.into_bytes() };
         }
         let head = format!(
             "data: {{\"id\":\"{}{index}\",\"object\":\"{}\",\"created\":{created},\"model\":{model_json},",
             kind.id_prefix(),
             kind.chunk_object(),
         );
-        Self { kind, head: head.into_bytes() }
+        Self { kind, index, head: head.into_bytes() }
     }
 
     /// Event of one token; `last` marks it with `finish_reason: "length"`.
@@ -68,7 +70,11 @@ impl Chunker {
             (Kind::Chat, Field::ToolCall { .. }) => b"\"}}]},\"logprobs\":null,\"finish_reason\":",
             (Kind::Chat | Kind::Responses | Kind::Transcription, _) => b"\"},\"logprobs\":null,\"finish_reason\":",
         });
-        buf.put_slice(if last { b"\"length\"" } else { b"null" });
+        buf.put_slice(match (last, tok.field) {
+            (false, _) => b"null",
+            (true, Field::ToolCall { .. }) => b"\"tool_calls\"",
+            (true, _) => b"\"length\"",
+        });
         buf.put_slice(b"}]}\n\n");
         buf.split().freeze()
     }
@@ -162,18 +168,22 @@ impl Chunker {
     /// `"choices":[{"index":0,"text":"TEXT` (or the chat delta equivalent).
     fn put_choice_start(&self, buf: &mut BytesMut, tok: Token) {
         buf.put_slice(b"\"choices\":[{\"index\":0,");
-        buf.put_slice(match (self.kind, tok.field) {
+        let field: &[u8] = match (self.kind, tok.field) {
             (Kind::Completion | Kind::Responses, _) => b"\"text\":\"",
             (Kind::Transcription, _) => b"\"delta\":{\"content\":\"",
             (Kind::Chat, Field::Content) => b"\"delta\":{\"content\":\"",
             (Kind::Chat, Field::Reasoning) => b"\"delta\":{\"reasoning\":\"",
             (Kind::Chat, Field::ToolCall { first: true }) => {
-                b"\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_0\",\"type\":\"function\",\"function\":{\"name\":\"echo\",\"arguments\":\""
+                // The call's id names the request: `call_<index>`.
+                let id = format!("\"delta\":{{\"tool_calls\":[{{\"index\":0,\"id\":\"call_{}", self.index);
+                buf.put_slice(id.as_bytes());
+                b"\",\"type\":\"function\",\"function\":{\"name\":\"echo\",\"arguments\":\""
             }
             (Kind::Chat, Field::ToolCall { first: false }) => {
                 b"\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\""
             }
-        });
+        };
+        buf.put_slice(field);
         buf.put_slice(tok.text.as_bytes());
     }
 }
@@ -431,10 +441,10 @@ mod tests {
         let v = json_of(&c.token(&mut buf, Token { field: Field::ToolCall { first: true }, text: "" }, false));
         let call = &v["choices"][0]["delta"]["tool_calls"][0];
         assert_eq!(call["function"], serde_json::json!({"name": "echo", "arguments": ""}));
-        assert_eq!(call["id"], "call_0");
+        assert_eq!(call["id"], "call_1", "the call names the request");
         let v = json_of(&c.token(&mut buf, Token { field: Field::ToolCall { first: false }, text: " x" }, true));
         assert_eq!(v["choices"][0]["delta"]["tool_calls"][0]["function"], serde_json::json!({"arguments": " x"}));
-        assert_eq!(v["choices"][0]["finish_reason"], "length");
+        assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "a reply that is a tool call ends so");
     }
 
     fn body(n: u64, truncate_at: Option<u64>, include_usage: bool) -> (SseBody, Arc<Metrics>) {

@@ -9,15 +9,27 @@
 
 use super::api::Mode;
 use super::ending::{self, Tally};
+use super::micros::{gap_us, us};
 use super::openai::{Counts, Event, classify, classify_text, response_id};
 use super::parts::Parts;
 use super::pooling::{self, Answered};
-use super::request::{MESSAGE_MAX, gap_us, message, us};
 use super::responses;
 use super::sse::SseParser;
 use crate::data::tokenizer::Tok;
 use std::time::Instant;
 use surge_proto::{ErrorKind, Row, StreamEnd, TokenSource};
+
+/// Most bytes of a row's error message (D1).
+pub const MESSAGE_MAX: usize = 300;
+
+/// `text` cut to [`MESSAGE_MAX`] bytes at a character boundary.
+pub fn message(text: &str) -> String {
+    let mut end = text.len().min(MESSAGE_MAX);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
+}
 
 /// The largest pooling answer read (a batch of 4,096-float embeddings as JSON is a few MB).
 const ANSWER_MAX: usize = 64 << 20;

@@ -22,6 +22,7 @@ mod conversation;
 pub mod decode;
 pub mod history;
 pub mod jobs;
+mod micros;
 pub mod openai;
 pub mod pacer;
 pub mod pacing;

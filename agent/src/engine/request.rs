@@ -125,33 +125,8 @@ impl Job {
     }
 }
 
-/// Most bytes of a row's error message (D1).
-pub const MESSAGE_MAX: usize = 300;
-
-/// `text` cut to [`MESSAGE_MAX`] bytes at a character boundary.
-pub fn message(text: &str) -> String {
-    let mut end = text.len().min(MESSAGE_MAX);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_string()
-}
-
-/// Microseconds of a request time (u64: ~584,000 years).
-pub(crate) fn us(d: Duration) -> u64 {
-    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
-}
-
-/// Microseconds of a time since the run's start, for the signed row fields (`start_us`,
-/// `intended_us`; i64: ~292,000 years, saturating rather than wrapping).
-pub(crate) fn signed_us(d: Duration) -> i64 {
-    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
-}
-
-/// Microseconds of one gap between token events, saturating (a single gap of 71 min).
-pub(super) fn gap_us(d: Duration) -> u32 {
-    u32::try_from(d.as_micros()).unwrap_or(u32::MAX)
-}
+pub use super::decode::{MESSAGE_MAX, message};
+pub(crate) use super::micros::{signed_us, us};
 
 /// Runs one job on a pooled connection and returns its row (never panics, never errors:
 /// failures are rows with an error kind).
