@@ -10,6 +10,7 @@
 //! session starts and no further turn is sent; turns in flight finish. A finished
 //! session's history is dropped with its task: memory holds open sessions only.
 
+use super::history::History;
 use super::jobs::{SessionPlan, Wait};
 use super::pacing::Schedule;
 use super::request::{Job, us};
@@ -17,7 +18,7 @@ use super::{RunCtx, StopReason, pacer};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-use surge_proto::{ErrorKind, SessionEnd};
+use surge_proto::{ErrorKind, Row, SessionEnd};
 use tokio::sync::Semaphore;
 use tokio_util::task::TaskTracker;
 
@@ -90,6 +91,8 @@ async fn session(ctx: &RunCtx, plan: SessionPlan, requests: Option<Arc<Semaphore
     let mut began: Option<Duration> = None;
     let mut previous_end = Instant::now();
     let mut completed = 0u32;
+    // An agent loop's totals over the session (its last row carries them).
+    let mut tally = Tally::default();
     for t in 0..plan.turns {
         if t > 0 {
             // The turn's due time: after its think time (or a trace's delay), or at its
@@ -139,32 +142,132 @@ async fn session(ctx: &RunCtx, plan: SessionPlan, requests: Option<Arc<Semaphore
         };
         let mut row = ctx.send(job, Some((plan.index, t))).await;
         drop(_permit);
-        previous_end = Instant::now();
-        let started = Duration::from_micros(row.start_us.max(0) as u64);
-        let began = *began.get_or_insert(started);
         row.session = Some(plan.index);
         row.turn = t;
         row.history_tokens = turn.history_tokens;
-        let reply = if limits.keep_text { row.generated_text.clone() } else { std::mem::take(&mut row.generated_text) };
-        let ok = row.error() == ErrorKind::None;
-        if ok {
-            completed += 1;
-            if ctx.jobs.keeps_history() {
+        let began = *began.get_or_insert(Duration::from_micros(row.start_us.max(0) as u64));
+        let mut cut = false;
+        if let Some(tl) = ctx.jobs.tool_loop().filter(|_| row.error() == ErrorKind::None && !row.calls.is_empty()) {
+            history.push_user(&turn.user, turn.user_tokens);
+            let steps = Steps { tl, plan: &plan, t, output_tokens: turn.output_tokens, requests: &requests, limits };
+            (row, cut) = steps.run(ctx, &mut history, row, &mut tally).await;
+        } else {
+            let reply =
+                if limits.keep_text { row.generated_text.clone() } else { std::mem::take(&mut row.generated_text) };
+            if row.error() == ErrorKind::None && ctx.jobs.keeps_history() {
                 history.push(&turn.user, turn.user_tokens, &reply, row.output_tokens);
             }
         }
-        if !ok || t + 1 == plan.turns {
-            let end = started + Duration::from_micros(row.latency_us);
+        previous_end = Instant::now();
+        if ctx.jobs.tool_loop().is_some() {
+            tally.model_us += row.latency_us;
+        }
+        let ok = row.error() == ErrorKind::None;
+        completed += u32::from(ok);
+        if !ok || cut || t + 1 == plan.turns {
+            let end = Duration::from_micros(row.start_us.max(0) as u64 + row.latency_us);
             row.session_end = Some(SessionEnd {
                 duration_us: us(end.saturating_sub(began)),
                 turns_completed: completed,
-                cancelled_turns: if ok { 0 } else { plan.turns - t - 1 },
+                cancelled_turns: if ok && !cut { 0 } else { plan.turns - t - 1 },
                 failed: !ok,
+                steps: tally.steps,
+                tool_wait_us: tally.tool_wait_us,
+                model_us: tally.model_us,
             });
         }
+        row.calls.clear();
         ctx.record(row);
-        if !ok {
+        if !ok || cut {
             return;
         }
+    }
+}
+
+/// An agent loop's totals over one session.
+#[derive(Debug, Default)]
+struct Tally {
+    steps: u32,
+    tool_wait_us: u64,
+    model_us: u64,
+}
+
+/// An agent loop's steps after a turn whose reply called tools (D65): each waits the
+/// tool's latency, then sends the history with the calls and one `tool` message per
+/// call, until a reply answers without a call or the steps run out.
+struct Steps<'a> {
+    tl: &'a surge_proto::ToolLoop,
+    plan: &'a SessionPlan,
+    t: u32,
+    output_tokens: u32,
+    requests: &'a Option<Arc<Semaphore>>,
+    limits: &'a Limits,
+}
+
+impl Steps<'_> {
+    /// From the turn's first reply `row` (which called tools) to its last: recorded but
+    /// the last, which is returned with whether the session must end (a step due past
+    /// `--duration` is not sent).
+    async fn run(&self, ctx: &RunCtx, history: &mut History, mut row: Row, tally: &mut Tally) -> (Row, bool) {
+        let (plan, t) = (self.plan, self.t);
+        for step in 1..=self.tl.max_steps.max(1) {
+            let calls = std::mem::take(&mut row.calls);
+            history.push_calls(&calls, row.output_tokens);
+            for (i, c) in calls.iter().enumerate() {
+                let (text, tokens) = ctx.jobs.tool_result(self.tl, plan, t, step, i as u32);
+                history.push_tool_result(&c.id, &text, tokens);
+            }
+            let wait = ctx.jobs.tool_latency(self.tl, plan, t, step);
+            let due = Instant::now() + wait;
+            // A step due past --duration is not sent: this reply ends the session.
+            if self.limits.duration.is_some_and(|d| due >= ctx.t0 + d) {
+                ctx.stats.duration_reached.store(true, Ordering::Relaxed);
+                return (row, true);
+            }
+            row.generated_text.clear();
+            tally.model_us += row.latency_us;
+            ctx.record(row);
+            tokio::time::sleep_until(due.into()).await;
+            let _permit = match self.requests {
+                Some(sem) => Some(Arc::clone(sem).acquire_owned().await.expect("semaphore never closed")),
+                None => None,
+            };
+            let planned = ctx.jobs.step(plan, history, self.output_tokens);
+            let job = Job {
+                index: plan.index * surge_proto::TURN_STRIDE + u64::from(t),
+                body: planned.body,
+                input_tokens: planned.input_tokens,
+                input_source: planned.input_source,
+                input_sequences: 0,
+                audio_s: 0.0,
+                intended: None,
+                session: Some(plan.index),
+                keep_reply: true,
+            };
+            let history_tokens = history.tokens();
+            row = ctx.send(job, Some((plan.index, t))).await;
+            (row.session, row.turn, row.step, row.history_tokens) = (Some(plan.index), t, step, history_tokens);
+            row.tool_wait_us = us(wait);
+            tally.steps += 1;
+            tally.tool_wait_us += row.tool_wait_us;
+            if row.error() != ErrorKind::None || row.calls.is_empty() || step == self.tl.max_steps {
+                break;
+            }
+        }
+        // The turn's answer (or its last calls, when the steps ran out) joins the history.
+        let calls = std::mem::take(&mut row.calls);
+        if row.error() == ErrorKind::None && calls.is_empty() {
+            history.push_answer(&row.generated_text, row.output_tokens);
+        } else if row.error() == ErrorKind::None {
+            history.push_calls(&calls, row.output_tokens);
+            for (i, c) in calls.iter().enumerate() {
+                let (text, tokens) = ctx.jobs.tool_result(self.tl, plan, t, self.tl.max_steps + 1, i as u32);
+                history.push_tool_result(&c.id, &text, tokens);
+            }
+        }
+        if !self.limits.keep_text {
+            row.generated_text.clear();
+        }
+        (row, false)
     }
 }

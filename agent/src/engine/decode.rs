@@ -10,7 +10,7 @@
 use super::api::Mode;
 use super::ending::{self, Tally};
 use super::micros::{gap_us, us};
-use super::openai::{Counts, Event, classify, classify_text, response_id};
+use super::openai::{Counts, Event, Seen, classify_seen, response_id};
 use super::parts::Parts;
 use super::pooling::{self, Answered};
 use super::responses;
@@ -65,6 +65,8 @@ pub struct Decoder {
     /// What the server said when it refused (the start of the body), for the message.
     refusal: Vec<u8>,
     response_id: String,
+    /// A `tool_calls` finish, and the calls when an agent loop keeps them.
+    seen: Seen,
 }
 
 /// What the events said so far.
@@ -142,6 +144,11 @@ impl Decoder {
     /// A response in `mode` with status `ok` (2xx or not) to a request started at `st`,
     /// whose head came at `head_at`; `keep_text`: keep the streamed text.
     pub fn new(mode: Mode, ok: bool, st: Instant, head_at: Instant, keep_text: bool) -> Self {
+        Self::with_seen(mode, ok, st, head_at, keep_text, Seen::default())
+    }
+
+    /// [`Decoder::new`], keeping what `seen` asks for (an agent loop: the reply's calls).
+    pub fn with_seen(mode: Mode, ok: bool, st: Instant, head_at: Instant, keep_text: bool, seen: Seen) -> Self {
         Self {
             mode,
             ok,
@@ -155,6 +162,7 @@ impl Decoder {
             tally: Tally::default(),
             refusal: Vec::new(),
             response_id: String::new(),
+            seen,
         }
     }
 
@@ -190,13 +198,12 @@ impl Decoder {
             }
             return Flow::More;
         }
-        let Self { mode, text, parser, tally, response_id, s, .. } = self;
+        let Self { mode, text, parser, tally, response_id, s, seen, .. } = self;
         let res = parser.feed(data, |ev| {
             tally.events += 1;
             let event = match (&mut *text, *mode) {
                 (t, Mode::Responses) => responses::classify(ev, t.as_mut()),
-                (Some(t), _) => classify_text(ev, t),
-                (None, _) => classify(ev),
+                (t, _) => classify_seen(ev, t.as_mut(), seen),
             };
             // The server's id of the response, from its first chunk.
             if response_id.is_empty() && !matches!(event, Event::Done | Event::Malformed) {
@@ -248,6 +255,8 @@ impl Decoder {
             token_event(at, &mut self.s.first, &mut self.s.last, &mut self.s.itl_us);
         }
         row.itl_us = std::mem::take(&mut self.s.itl_us);
+        row.finish_tool_calls = self.seen.tool_finish;
+        row.calls = self.seen.calls.take().unwrap_or_default();
         if self.s.error.is_none() && ok && mode.streams() && !self.s.done && self.s.usage.is_none() {
             self.s.error = Some(ErrorKind::Truncated);
             self.broke = Some(if self.tally.bytes == 0 { StreamEnd::EmptyBody } else { StreamEnd::CleanEnd });

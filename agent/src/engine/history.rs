@@ -68,6 +68,56 @@ impl History {
         RawValue::from_string(out).unwrap_or_else(|_| RawValue::from_string("[]".into()).expect("valid JSON"))
     }
 
+    /// Chat: the `messages` as they stand (an agent loop's step sends no new user message).
+    pub fn messages_now(&self) -> Box<RawValue> {
+        let mut out = String::with_capacity(self.buf.len() + 1);
+        out.push_str(&self.buf);
+        out.push(']');
+        RawValue::from_string(out).unwrap_or_else(|_| RawValue::from_string("[]".into()).expect("valid JSON"))
+    }
+
+    /// Chat: the user's message of a turn whose reply called tools (its steps resend it).
+    pub fn push_user(&mut self, user: &str, tokens: u32) {
+        Self::push_message(&mut self.buf, "user", user);
+        self.tokens = self.tokens.saturating_add(tokens);
+    }
+
+    /// Chat: the assistant's reply that made `calls` (`tokens`: the reply's output).
+    pub fn push_calls(&mut self, calls: &[surge_proto::ToolCallMade], tokens: u32) {
+        let calls: Vec<serde_json::Value> = calls
+            .iter()
+            .map(|c| {
+                serde_json::json!({"id": c.id, "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments}})
+            })
+            .collect();
+        let message = serde_json::json!({"role": "assistant", "content": null, "tool_calls": calls});
+        if !self.buf.ends_with('[') {
+            self.buf.push(',');
+        }
+        self.buf.push_str(&message.to_string());
+        self.tokens = self.tokens.saturating_add(tokens);
+    }
+
+    /// Chat: a tool's result for call `id`.
+    pub fn push_tool_result(&mut self, id: &str, result: &str, tokens: u32) {
+        if !self.buf.ends_with('[') {
+            self.buf.push(',');
+        }
+        self.buf.push_str(r#"{"role":"tool","tool_call_id":"#);
+        push_json_string(&mut self.buf, id);
+        self.buf.push_str(r#","content":"#);
+        push_json_string(&mut self.buf, result);
+        self.buf.push('}');
+        self.tokens = self.tokens.saturating_add(tokens);
+    }
+
+    /// Chat: the assistant's answer that ends a turn with tool steps.
+    pub fn push_answer(&mut self, reply: &str, tokens: u32) {
+        Self::push_message(&mut self.buf, "assistant", reply);
+        self.tokens = self.tokens.saturating_add(tokens);
+    }
+
     /// Completions: the prompt of the next request, the history then `user`.
     pub fn prompt(&self, user: &str) -> String {
         let mut out = String::with_capacity(self.buf.len() + user.len());
@@ -111,6 +161,30 @@ mod tests {
         assert_eq!(h.tokens(), 6);
         let plain = History::new(true, None);
         assert_eq!(plain.messages("x").get(), r#"[{"role":"user","content":"x"}]"#);
+    }
+
+    #[test]
+    fn an_agent_loops_steps_send_the_calls_and_their_results() {
+        let mut h = History::new(true, None);
+        h.push_user("go", 1);
+        let call = surge_proto::ToolCallMade { id: "call_3".into(), name: "echo".into(), arguments: " a".into() };
+        h.push_calls(std::slice::from_ref(&call), 2);
+        h.push_tool_result("call_3", "result \"x\"", 3);
+        let v: serde_json::Value = serde_json::from_str(h.messages_now().get()).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!([
+                {"role": "user", "content": "go"},
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "call_3", "type": "function", "function": {"name": "echo", "arguments": " a"}}]},
+                {"role": "tool", "tool_call_id": "call_3", "content": "result \"x\""},
+            ])
+        );
+        h.push_answer(" done", 1);
+        assert_eq!(h.tokens(), 7);
+        let next: serde_json::Value = serde_json::from_str(h.messages("more").get()).unwrap();
+        assert_eq!(next[3], serde_json::json!({"role": "assistant", "content": " done"}));
+        assert_eq!(next[4]["content"], "more");
     }
 
     #[test]

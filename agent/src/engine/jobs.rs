@@ -126,6 +126,8 @@ pub struct TurnPlan {
     pub user_tokens: u32,
     /// History tokens this turn resends.
     pub history_tokens: u32,
+    /// The output the turn asks for (an agent loop's steps ask for as much).
+    pub output_tokens: u32,
 }
 
 /// What a body holds besides its prompt, owned so that jobs outlive the workload.
@@ -533,6 +535,62 @@ impl Jobs {
         }
     }
 
+    /// The agent loop of a chat conversation whose turns keep their history, if asked.
+    pub fn tool_loop(&self) -> Option<&surge_proto::ToolLoop> {
+        match &self.source {
+            Source::Sessions { script: Script::Generated { mt, .. } | Script::Recorded { mt, .. }, shape, .. }
+                if shape.chat && self.keeps_history() =>
+            {
+                mt.tool_loop.as_ref()
+            }
+            _ => None,
+        }
+    }
+
+    /// The tool latency before step `step` of turn `t` of session `s`.
+    pub fn tool_latency(&self, tl: &surge_proto::ToolLoop, s: &SessionPlan, t: u32, step: u32) -> std::time::Duration {
+        match &self.source {
+            Source::Sessions { spec, .. } => turns::tool_latency(spec, tl, s.index, t, step),
+            _ => std::time::Duration::ZERO,
+        }
+    }
+
+    /// The result of call `call` of step `step` (text, tokens).
+    pub fn tool_result(
+        &self,
+        tl: &surge_proto::ToolLoop,
+        s: &SessionPlan,
+        t: u32,
+        step: u32,
+        call: u32,
+    ) -> (String, u32) {
+        match &self.source {
+            Source::Sessions { spec, tok, .. } => {
+                let p = turns::tool_result(spec, tl, tok.as_deref(), s.index, t, step, call);
+                (p.text, p.input_tokens)
+            }
+            _ => (String::new(), 0),
+        }
+    }
+
+    /// A step of an agent loop: the history as it stands (the calls and their results
+    /// last), asking for `output_tokens`.
+    pub fn step(&self, s: &SessionPlan, history: &History, output_tokens: u32) -> Planned {
+        let body = match &self.source {
+            Source::Sessions { shape, .. } => {
+                openai::chat_body_raw(&shape.params(s.model), &history.messages_now(), output_tokens)
+            }
+            _ => Vec::new(),
+        };
+        Planned {
+            body: Bytes::from(body),
+            input_tokens: history.tokens(),
+            input_source: TokenSource::ClientEstimate,
+            input_sequences: 0,
+            audio_s: 0.0,
+        }
+    }
+
     /// A new conversation's history (its system prompt, if any).
     pub fn history(&self) -> History {
         match &self.source {
@@ -565,7 +623,7 @@ impl Jobs {
         let Source::Sessions { script, spec, tok, shape } = &self.source else {
             let planned = self.make(0, false);
             let user_tokens = planned.input_tokens;
-            return TurnPlan { planned, user: String::new(), user_tokens, history_tokens: 0 };
+            return TurnPlan { planned, user: String::new(), user_tokens, history_tokens: 0, output_tokens: 0 };
         };
         match script {
             Script::Generated { mt, system } => {
@@ -590,7 +648,13 @@ impl Jobs {
                     input_sequences: 0,
                     audio_s: 0.0,
                 };
-                TurnPlan { planned, user_tokens: user.input_tokens, history_tokens: h.tokens(), user: user.text }
+                TurnPlan {
+                    planned,
+                    user_tokens: user.input_tokens,
+                    history_tokens: h.tokens(),
+                    user: user.text,
+                    output_tokens: user.output_tokens,
+                }
             }
             Script::Recorded { sessions, .. } => {
                 let item = &sessions[s.entry][t as usize];
@@ -612,6 +676,7 @@ impl Jobs {
                     user_tokens: item.input_tokens,
                     history_tokens: history.tokens(),
                     user: item.text.clone(),
+                    output_tokens: item.output_tokens,
                 }
             }
             Script::Trace { sessions, .. } => {
@@ -623,7 +688,13 @@ impl Jobs {
                     shape.planned(plain, s.model).expect("a plain prompt serializes")
                 });
                 let user_tokens = planned.input_tokens;
-                TurnPlan { planned, user: String::new(), user_tokens, history_tokens: 0 }
+                TurnPlan {
+                    planned,
+                    user: String::new(),
+                    user_tokens,
+                    history_tokens: 0,
+                    output_tokens: item.output_tokens,
+                }
             }
         }
     }

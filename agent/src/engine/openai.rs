@@ -96,6 +96,9 @@ struct Delta<'a> {
 
 #[derive(Deserialize)]
 struct ToolCall<'a> {
+    /// Which call of the reply the delta extends (OpenAI, vLLM; absent: the first).
+    #[serde(default)]
+    index: Option<u32>,
     /// Present on a call's first delta (OpenAI, vLLM).
     #[serde(default, borrow)]
     id: Option<Cow<'a, str>>,
@@ -264,18 +267,65 @@ pub fn response_id(data: &[u8]) -> Option<String> {
     Some(id.chars().take(64).collect())
 }
 
+/// What a stream said besides its tokens: whether it finished with `tool_calls`, and
+/// (when kept, for an agent loop) the calls it made, assembled from their deltas.
+#[derive(Debug, Default)]
+pub struct Seen {
+    pub tool_finish: bool,
+    pub calls: Option<Vec<surge_proto::ToolCallMade>>,
+}
+
+impl Seen {
+    /// Keeps the calls a reply makes (an agent loop sends them back).
+    pub fn keeping_calls() -> Self {
+        Self { tool_finish: false, calls: Some(Vec::new()) }
+    }
+
+    fn saw(&mut self, c: &Choice<'_>) {
+        self.tool_finish |= c.finish_reason.as_deref() == Some("tool_calls");
+        let (Some(calls), Some(d)) = (&mut self.calls, &c.delta) else { return };
+        for t in d.tool_calls.iter().flatten() {
+            let i = t.index.unwrap_or(0) as usize;
+            // Deltas name their call by index; a call opens with its id and name.
+            if calls.len() <= i {
+                if i >= MAX_CALLS {
+                    continue;
+                }
+                calls.resize_with(i + 1, Default::default);
+            }
+            let call = &mut calls[i];
+            if let Some(id) = &t.id {
+                call.id = id.to_string();
+            }
+            if let Some(f) = &t.function {
+                call.name.push_str(f.name.as_deref().unwrap_or_default());
+                call.arguments.push_str(f.arguments.as_deref().unwrap_or_default());
+            }
+        }
+    }
+}
+
+/// The most calls of one reply kept for an agent loop.
+const MAX_CALLS: usize = 64;
+
 /// Classifies one event payload.
 pub fn classify(data: &[u8]) -> Event {
-    classify_into(data, None)
+    classify_into(data, None, None)
 }
 
 /// Classifies one event payload and appends the text it carries to `text` (to re-count
 /// output tokens with a tokenizer when the server sends no usage).
 pub fn classify_text(data: &[u8], text: &mut String) -> Event {
-    classify_into(data, Some(text))
+    classify_into(data, Some(text), None)
 }
 
-fn classify_into(data: &[u8], out: Option<&mut String>) -> Event {
+/// Classifies one event payload, appending its text to `text` when given, and noting in
+/// `seen` a `tool_calls` finish and the calls' deltas.
+pub fn classify_seen(data: &[u8], text: Option<&mut String>, seen: &mut Seen) -> Event {
+    classify_into(data, text, Some(seen))
+}
+
+fn classify_into(data: &[u8], out: Option<&mut String>, seen: Option<&mut Seen>) -> Event {
     let trimmed = data.trim_ascii();
     if trimmed == b"[DONE]" {
         return Event::Done;
@@ -292,6 +342,9 @@ fn classify_into(data: &[u8], out: Option<&mut String>) -> Event {
         for c in &chunk.choices {
             c.push_text(out);
         }
+    }
+    if let Some(seen) = seen {
+        chunk.choices.iter().for_each(|c| seen.saw(c));
     }
     match (carries, chunk.usage) {
         (Carries::Token, None) => Event::Token(part),

@@ -18,6 +18,7 @@ pub use super::api::Mode;
 use super::conn::{Body, Conn, Head};
 use super::decode::{Decoder, Flow};
 use super::ending::ReadError;
+use super::openai::Seen;
 use super::pool::Pool;
 use crate::data::tokenizer::Tok;
 use bytes::Bytes;
@@ -48,6 +49,8 @@ pub struct RequestTemplate {
     pub keep_text: bool,
     /// `--read-timeout`: the longest wait for the next body byte once the head came.
     pub read_timeout: Option<Duration>,
+    /// An agent loop (`--tool-loop`): rows carry the calls their reply made.
+    pub keep_calls: bool,
 }
 
 impl RequestTemplate {
@@ -231,6 +234,7 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
 /// chunk to the decoder ([`Decoder`], which knows the API); the row gets what it decoded.
 /// What is I/O stays here: the connection's end on a multiplexed connection, the read
 /// timeout, the connection's return to the pool.
+#[allow(clippy::too_many_arguments)]
 async fn read_response(
     pool: &Arc<Pool>,
     tpl: &RequestTemplate,
@@ -242,7 +246,8 @@ async fn read_response(
     keep_reply: bool,
 ) {
     let keep_text = tpl.tokenizer.is_some() || tpl.keep_text || keep_reply;
-    let mut decoder = Decoder::new(tpl.mode, head.status.is_success(), st, head_at, keep_text);
+    let seen = if tpl.keep_calls { Seen::keeping_calls() } else { Seen::default() };
+    let mut decoder = Decoder::with_seen(tpl.mode, head.status.is_success(), st, head_at, keep_text, seen);
     // --read-timeout: a timer only when asked (none on the default path).
     let mut idle = tpl.read_timeout.map(|t| Box::pin(tokio::time::sleep(t)));
     // Watched on a multiplexed connection only (a token's clone takes its lock).
@@ -309,6 +314,7 @@ mod tests {
             session_header: Some(http::HeaderName::from_static("x-session-id")),
             keep_text: false,
             read_timeout: None,
+            keep_calls: false,
         }
     }
 

@@ -100,6 +100,18 @@ fn multi_turn(w: &Workload, mt: &surge_proto::MultiTurn, ramped: bool) -> Result
     if !matches!(w.backend(), surge_proto::Backend::Openai | surge_proto::Backend::OpenaiChat) {
         return Err(SpecError::Contradiction("conversations need a completions or chat backend".into()));
     }
+    if let Some(tl) = &mt.tool_loop {
+        known("multi_turn.tool_loop.latency", tl.latency, surge_proto::ThinkTime::Unspecified)?;
+        if !(tl.latency_ms.is_finite() && tl.latency_ms >= 0.0) || tl.max_steps == 0 {
+            let (ms, n) = (tl.latency_ms, tl.max_steps);
+            return Err(SpecError::Contradiction(format!(
+                "tool loop: latency {ms} ms, {n} steps (need >= 0 and >= 1)"
+            )));
+        }
+        if w.backend() != surge_proto::Backend::OpenaiChat {
+            return Err(SpecError::Contradiction("a tool loop needs the chat backend".into()));
+        }
+    }
     Ok(())
 }
 

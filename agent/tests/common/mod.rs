@@ -20,5 +20,6 @@ pub fn stream_template(target: &Target, read_timeout: Option<Duration>) -> Reque
         session_header: None,
         keep_text: false,
         read_timeout,
+        keep_calls: false,
     }
 }

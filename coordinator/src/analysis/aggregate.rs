@@ -14,7 +14,7 @@ use super::sample::Sample;
 use super::spilled::Spilled;
 use super::timeseries::TimeSeries;
 pub use crate::fleet::outcome::{GlobalRow, kind_name};
-use crate::plan::{RampPlan, Slo, SteadyPlan};
+use crate::plan::{RunPlan, Slo};
 use crate::target::gpu::GpuScrape;
 use crate::target::scrape::ServerScrape;
 use std::collections::BTreeMap;
@@ -74,15 +74,16 @@ impl Aggregator {
         }
     }
 
-    /// What a run plan asks of the folds: steady state when looked for, a ramp's events.
-    pub fn wanted(
-        slice_s: f64,
-        steady: Option<SteadyPlan>,
-        percentiles: &[f64],
-        ramp: Option<RampPlan>,
-        over_s: Option<f64>,
-    ) -> Wanted {
-        Wanted { slice_s, steady: steady.map(|p| (p, percentiles.to_vec())), ramp: ramp.map(|r| (r, over_s)) }
+    /// What a run plan asks of the folds: steady state when looked for, a ramp's events,
+    /// agent loops.
+    pub fn wanted(plan: &RunPlan) -> Wanted {
+        let over_s = plan.duration.filter(|_| plan.num_prompts == crate::plan::UNBOUNDED).map(|d| d.as_secs_f64());
+        Wanted {
+            slice_s: plan.timeslice.as_secs_f64(),
+            steady: plan.steady_plan().map(|p| (p, plan.metric_percentiles.clone())),
+            ramp: plan.ramp.map(|r| (r, over_s)),
+            agent_loop: plan.multi_turn.as_ref().is_some_and(|m| m.tool_loop.is_some()),
+        }
     }
 
     /// The agents' shares: (their global indices, how many).

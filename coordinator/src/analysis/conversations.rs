@@ -31,7 +31,7 @@ pub struct Turn {
 }
 
 impl Turn {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             ttft: Sample::light(),
             tpot: Sample::light(),
@@ -61,7 +61,7 @@ impl Turn {
         (self.input_tokens > 0).then(|| self.history_tokens as f64 / self.input_tokens as f64)
     }
 
-    fn add(&mut self, r: &GlobalRow) {
+    pub(crate) fn add(&mut self, r: &GlobalRow) {
         if !r.ok() {
             self.failed += 1;
             return;
@@ -85,13 +85,13 @@ impl Turn {
         }
     }
 
-    fn drop_exact(&mut self) {
+    pub(crate) fn drop_exact(&mut self) {
         for s in [&mut self.ttft, &mut self.tpot, &mut self.itl, &mut self.e2el] {
             s.drop_exact();
         }
     }
 
-    fn seal(&mut self) {
+    pub(crate) fn seal(&mut self) {
         for s in [&mut self.ttft, &mut self.tpot, &mut self.itl, &mut self.e2el] {
             s.seal();
         }
@@ -137,16 +137,21 @@ impl Conversations {
             return;
         }
         let t = r.row.turn as usize;
-        if t == 0 {
+        // An agent loop's tool steps (D65) are their own fold's: a turn is its user's
+        // message and the reply to it.
+        let step = r.row.step > 0;
+        if t == 0 && !step {
             self.started += 1;
         }
-        if t < MAX_TURN_METRICS {
+        if t < MAX_TURN_METRICS && !step {
             if self.turns.len() <= t {
                 self.turns.resize_with(t + 1, Turn::new);
             }
             self.turns[t].add(r);
         }
-        self.all.add(r);
+        if !step {
+            self.all.add(r);
+        }
         if let Some(end) = &r.row.session_end {
             if end.failed {
                 self.failed += 1;
@@ -271,7 +276,13 @@ mod tests {
     #[test]
     fn turns_sessions_and_the_cache_are_counted_exactly() {
         let end = |done, cancelled, failed| {
-            Some(SessionEnd { duration_us: 2_000_000, turns_completed: done, cancelled_turns: cancelled, failed })
+            Some(SessionEnd {
+                duration_us: 2_000_000,
+                turns_completed: done,
+                cancelled_turns: cancelled,
+                failed,
+                ..Default::default()
+            })
         };
         let mut c = Conversations::new();
         // Session 1: 3 turns fine. Session 2: turn 1 fails, 1 turn left unsent.

@@ -2,6 +2,7 @@
 //! result goes in [`Metrics`]. A new part of the analysis is a module that implements
 //! [`Fold`] and one line here.
 
+use super::agent_loop::AgentLoop;
 use super::conversations::ConversationsFold;
 use super::fold::{Fold, Whole};
 use super::gpu::{GpuMetrics, GpuSlice, GpuView};
@@ -26,6 +27,8 @@ pub struct Wanted {
     pub steady: Option<(SteadyPlan, Vec<f64>)>,
     /// A ramped run's `rps_change_events`; `over_s`: a ramp over the run's duration.
     pub ramp: Option<(RampPlan, Option<f64>)>,
+    /// Agent loops (D65).
+    pub agent_loop: bool,
 }
 
 /// Every fold of a run, in the order their results are put.
@@ -44,6 +47,9 @@ impl Folds {
         }
         if let Some((plan, over_s)) = wanted.ramp {
             f.put(RampEvents::new(plan, over_s), |out, m| m.ramp = Some(out));
+        }
+        if wanted.agent_loop {
+            f.put(AgentLoop::default(), |out, m| m.agent_loop = out);
         }
         f.put(ServerView::new(wanted.slice_s), |out, m| m.server = out);
         f.put(GpuView::new(wanted.slice_s), put_gpu);
@@ -175,7 +181,7 @@ mod tests {
     #[test]
     fn every_registered_fold_sees_the_rows_and_puts_its_result() {
         let ramp = RampPlan { exponential: false, start: 1, end: 4 };
-        let wanted = Wanted { slice_s: 1.0, steady: None, ramp: Some((ramp, Some(2.0))) };
+        let wanted = Wanted { slice_s: 1.0, steady: None, ramp: Some((ramp, Some(2.0))), agent_loop: false };
         let mut a = Aggregator::new(Default::default(), false, wanted);
         for k in 0..4 {
             a.add(&row(f64::from(k) * 0.5));

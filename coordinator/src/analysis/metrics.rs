@@ -129,6 +129,8 @@ pub struct Metrics {
     pub probe_failed: u64,
     /// A multi-turn run: per turn, per conversation, the prefix cache.
     pub conversations: Option<Conversations>,
+    /// Agent loops (D65): per step, tool calls and answers, per session.
+    pub agent_loop: Option<super::agent_loop::AgentLoop>,
 }
 
 impl Metrics {

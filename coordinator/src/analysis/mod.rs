@@ -3,6 +3,7 @@
 //! knee of a sweep, where token counts came from, and the client-bound verdict.
 
 pub mod active;
+pub mod agent_loop;
 pub mod aggregate;
 pub mod capacity;
 pub mod coalesce;

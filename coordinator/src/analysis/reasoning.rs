@@ -29,6 +29,8 @@ pub struct Reasoning {
     pub tool_calls: u64,
     pub tool_call_events: u64,
     pub tool_call: Sample,
+    /// Replies that ended with `finish_reason: "tool_calls"`.
+    pub tool_call_finishes: u64,
 }
 
 impl Reasoning {
@@ -45,6 +47,7 @@ impl Reasoning {
             tool_calls: 0,
             tool_call_events: 0,
             tool_call: Sample::new(),
+            tool_call_finishes: 0,
         }
     }
 
@@ -60,6 +63,7 @@ impl Reasoning {
             s.tool_calls += u64::from(row.tool_calls);
             s.tool_call_events += u64::from(row.tool_call_events);
             s.tool_call.add(t as f64 / 1e6);
+            s.tool_call_finishes += u64::from(row.finish_tool_calls);
         }
         if row.reasoning_events == 0 {
             return;

@@ -79,6 +79,9 @@ fn backend_of(b: BackendArg) -> (Backend, &'static str, &'static str) {
 /// The flags that go only with some backends or datasets, checked together.
 fn check_pairs(a: &RunArgs, backend: Backend, backend_name: &str, pooling: bool) -> Result<(), UsageError> {
     let batch = a.dataset.random_batch_size;
+    if a.conversation.tool_loop && backend != Backend::OpenaiChat {
+        return usage(format!("--tool-loop: tool calls are chat's (--backend openai-chat), not {backend_name}"));
+    }
     if a.conversation.multi_turn && !matches!(backend, Backend::Openai | Backend::OpenaiChat) {
         return usage(format!(
             "--multi-turn: conversations go to --backend openai-chat (or openai), not {backend_name}"

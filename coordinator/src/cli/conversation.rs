@@ -2,7 +2,7 @@
 //! flags, AIPerf's shared system prompt), and their check into a [`MultiTurnPlan`].
 
 use super::{UsageError, parse};
-use crate::plan::MultiTurnPlan;
+use crate::plan::{MultiTurnPlan, ToolLoopPlan};
 use clap::Args;
 
 /// How a session waits before each turn after its first.
@@ -59,6 +59,25 @@ pub struct ConversationArgs {
     pub session_id_header: String,
     #[arg(long = "no-session-id-header")]
     pub no_session_id_header: bool,
+    /// Agent loops (chat): a reply that ends in tool calls is followed, after the tool's
+    /// latency, by a step that sends the calls and one `tool` message per call with a
+    /// generated result, until a reply answers or --max-tool-steps steps were sent; then
+    /// the session's next turn. Give the model tools with --tools.
+    #[arg(long = "tool-loop")]
+    pub tool_loop: bool,
+    /// The tool's latency before each step, from the end of the reply that called it.
+    #[arg(long = "tool-latency-ms", default_value_t = 0.0, value_parser = parse::non_negative, value_name = "MS")]
+    pub tool_latency_ms: f64,
+    /// Exactly --tool-latency-ms, or exponential with that mean (seeded per session, turn
+    /// and step).
+    #[arg(long = "tool-latency-dist", value_enum, default_value = "fixed", value_name = "DIST")]
+    pub tool_latency_dist: DelayDistArg,
+    /// Tokens of each generated tool result.
+    #[arg(long = "tool-result-len", default_value_t = 32, value_name = "TOKENS")]
+    pub tool_result_len: u32,
+    /// Tool steps per turn at most (a reply still calling tools after them ends the turn).
+    #[arg(long = "max-tool-steps", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1000), value_name = "N")]
+    pub max_tool_steps: u32,
 }
 
 fn usage<T>(m: impl Into<String>) -> Result<T, UsageError> {
@@ -80,6 +99,7 @@ impl ConversationArgs {
             (self.prefix_conversation_ratio != 0.0, "--multi-turn-prefix-conversation-ratio"),
             (self.shared_system_prompt_len != 0, "--shared-system-prompt-len"),
             (self.no_session_id_header, "--no-session-id-header"),
+            (self.tool_loop, "--tool-loop"),
         ]
         .into_iter()
         .find_map(|(set, flag)| set.then_some(flag))
@@ -148,6 +168,7 @@ pub fn multi_turn_plan(
             return usage("--multi-turn-concurrency: surge run takes one number (lists of levels are for surge sweep)");
         }
     };
+    let tool_loop = tool_loop_plan(a, generated, trace)?;
     let header = if a.no_session_id_header { None } else { Some(a.session_id_header.clone()) };
     if let Some(h) = &header
         && http::HeaderName::try_from(h.as_str()).is_err()
@@ -167,5 +188,26 @@ pub fn multi_turn_plan(
         prefix_conversation_ratio: a.prefix_conversation_ratio,
         shared_system_prompt_len: a.shared_system_prompt_len,
         session_header: header,
+        tool_loop,
+    }))
+}
+
+/// `--tool-loop` and its settings: steps need the live history (generated turns without
+/// prefix ratios, or a file's conversations), not a trace's recorded prompts.
+fn tool_loop_plan(a: &ConversationArgs, generated: bool, trace: bool) -> Result<Option<ToolLoopPlan>, UsageError> {
+    if !a.tool_loop {
+        return Ok(None);
+    }
+    if trace {
+        return usage("--tool-loop: a session trace's turns carry their own prompts; steps need the live history");
+    }
+    if generated && (a.prefix_global_ratio != 0.0 || a.prefix_conversation_ratio != 0.0) {
+        return usage("--tool-loop: with --multi-turn-prefix-*-ratio turns send no history; steps need it");
+    }
+    Ok(Some(ToolLoopPlan {
+        latency_ms: a.tool_latency_ms,
+        exponential: a.tool_latency_dist == DelayDistArg::Exponential,
+        result_len: a.tool_result_len,
+        max_steps: a.max_tool_steps,
     }))
 }

@@ -92,9 +92,12 @@ pub fn reader(long: &str, heading: Option<&str>) -> Option<Reader> {
         "disable-shuffle" => Reader::Datasets(SHUFFLED),
         "no-oversample" | "dataset-path" => Reader::Datasets(FILES),
         "burstiness" => Reader::Paced,
-        "per-turn-input-len" | "shared-system-prompt-len" | "session-id-header" | "no-session-id-header" => {
-            Reader::With("multi-turn")
-        }
+        "per-turn-input-len"
+        | "shared-system-prompt-len"
+        | "session-id-header"
+        | "no-session-id-header"
+        | "tool-loop" => Reader::With("multi-turn"),
+        "tool-latency-ms" | "tool-latency-dist" | "tool-result-len" | "max-tool-steps" => Reader::With("tool-loop"),
         "lora-assignment" => Reader::With("lora-modules"),
         "result-dir" | "result-filename" | "append-result" => Reader::Saved,
         "live-linger" => Reader::With("prometheus-listen"),

@@ -221,6 +221,7 @@ fn golden_multi_turn() {
                 turns_completed: turn + u32::from(!failed),
                 cancelled_turns: if failed { 1 - turn } else { 0 },
                 failed,
+                ..Default::default()
             });
         }
     }

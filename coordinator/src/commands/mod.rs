@@ -233,13 +233,7 @@ pub async fn run_watched<'w>(
     let detail = (plan.save_detailed && !keep_rows)
         .then(DetailSpill::create)
         .and_then(|d| d.map_err(|e| tracing::warn!("--save-detailed: no spill file, rows kept in memory: {e}")).ok());
-    let wanted = Aggregator::wanted(
-        plan.timeslice.as_secs_f64(),
-        plan.steady_plan(),
-        &plan.metric_percentiles,
-        plan.ramp,
-        plan.duration.filter(|_| plan.num_prompts == crate::plan::UNBOUNDED).map(|d| d.as_secs_f64()),
-    );
+    let wanted = Aggregator::wanted(plan);
     let agg = Aggregator::new(plan.slo.clone(), keep_rows || (plan.save_detailed && detail.is_none()), wanted);
     let rows =
         plan.save_rows.as_deref().map(RowFile::create).transpose().map_err(|e| Failure::run("--save-rows", &e))?;

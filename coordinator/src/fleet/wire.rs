@@ -236,6 +236,12 @@ pub fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize, run_id: u64) -
             prefix_conversation_ratio: m.prefix_conversation_ratio,
             shared_system_prompt_len: m.shared_system_prompt_len,
             session_header: m.session_header.clone().unwrap_or_default(),
+            tool_loop: m.tool_loop.map(|t| surge_proto::ToolLoop {
+                latency_ms: t.latency_ms,
+                latency: if t.exponential { ThinkTime::Exponential } else { ThinkTime::Fixed } as i32,
+                result_len: t.result_len,
+                max_steps: t.max_steps,
+            }),
         }),
         gpu_sample_interval_ms: plan.gpu_sample_interval.as_millis() as u64,
         // Written for agents of version 9 only (D43).

@@ -341,6 +341,7 @@ pub fn run_result(
             percentiles: ps.iter().map(|&p| (p, q.percentile_ms(p))).collect(),
         }),
         multi_turn: super::multi_turn::multi_turn(plan, m, &ps),
+        agent_loop: super::multi_turn::agent_loop(plan, m, &ps),
         errors_by_kind: m.errors_by_kind.clone(),
         error_examples: m
             .error_examples
@@ -432,6 +433,7 @@ fn reasoning_result(m: &Metrics, ps: &[f64]) -> Option<crate::output::result::Re
         requests_with_tool_calls: r.tool_rows,
         tool_calls: r.tool_calls,
         tool_call_tokens: r.tool_call_events,
+        tool_call_finishes: r.tool_call_finishes,
         latency: Latencies(l),
     })
 }

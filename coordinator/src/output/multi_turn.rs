@@ -168,6 +168,59 @@ fn spread(c: &Conversations, ps: &[f64]) -> Spread {
     Spread { values }
 }
 
+/// An agent loop's block (D65): its settings, what the replies did, per session and per
+/// step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentLoopResult {
+    pub tool_latency_ms: f64,
+    /// `fixed` or `exponential`.
+    pub tool_latency_dist: String,
+    pub tool_result_len: u32,
+    pub max_tool_steps: u32,
+    /// Requests that were tool steps; replies that ended in tool calls; replies that
+    /// answered (turns and steps alike).
+    pub tool_steps: u64,
+    pub tool_call_replies: u64,
+    pub answers: u64,
+    pub mean_tool_wait_ms: f64,
+    /// Per ended session: tool steps, time waiting for tools, time in requests.
+    pub sessions: u64,
+    pub mean_steps_per_session: f64,
+    pub mean_tool_time_per_session_ms: f64,
+    pub mean_model_time_per_session_ms: f64,
+    /// Step 0 is the user's message of each turn; step k its k-th tool step.
+    pub per_step_metrics: Vec<PerTurn>,
+}
+
+/// The agent-loop block (`None` without `--tool-loop`).
+pub fn agent_loop(plan: &RunPlan, m: &Metrics, ps: &[f64]) -> Option<AgentLoopResult> {
+    let tl = plan.multi_turn.as_ref()?.tool_loop?;
+    let empty = crate::analysis::agent_loop::AgentLoop::default();
+    let a = m.agent_loop.as_ref().unwrap_or(&empty);
+    Some(AgentLoopResult {
+        tool_latency_ms: tl.latency_ms,
+        tool_latency_dist: if tl.exponential { "exponential" } else { "fixed" }.into(),
+        tool_result_len: tl.result_len,
+        max_tool_steps: tl.max_steps,
+        tool_steps: a.tool_steps,
+        tool_call_replies: a.tool_call_replies,
+        answers: a.answers,
+        mean_tool_wait_ms: a.tool_wait.mean_ms(),
+        sessions: a.sessions,
+        // Step counts were folded as "seconds": their ms readings are 1000 x the count.
+        mean_steps_per_session: a.session_steps.mean_ms() / 1e3,
+        mean_tool_time_per_session_ms: a.session_tool.mean_ms(),
+        mean_model_time_per_session_ms: a.session_model.mean_ms(),
+        per_step_metrics: a
+            .steps
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.completed + t.failed > 0)
+            .map(|(i, t)| per_turn(i, t, m.duration_s, ps))
+            .collect(),
+    })
+}
+
 /// The block of a multi-turn run (`None` for independent requests).
 pub fn multi_turn(plan: &RunPlan, m: &Metrics, ps: &[f64]) -> Option<MultiTurnResult> {
     let mt = plan.multi_turn.as_ref()?;

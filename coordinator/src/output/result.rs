@@ -144,6 +144,9 @@ pub struct RunResult {
     /// A multi-turn run's keys (vllm-bench's and surge's, D32).
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub multi_turn: Option<super::multi_turn::MultiTurnResult>,
+    /// Agent loops (`--tool-loop`, D65).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_loop: Option<super::multi_turn::AgentLoopResult>,
     pub errors_by_kind: BTreeMap<String, u64>,
     /// Per error kind, up to 3 distinct messages, most frequent first.
     #[serde(default)]
@@ -523,6 +526,9 @@ pub struct ReasoningResult {
     pub tool_calls: u64,
     #[serde(default)]
     pub tool_call_tokens: u64,
+    /// Replies that ended with `finish_reason: "tool_calls"`.
+    #[serde(default)]
+    pub tool_call_finishes: u64,
     #[serde(flatten)]
     pub latency: Latencies,
 }

@@ -72,6 +72,23 @@ struct Line<'a> {
     tool_call: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_calls: Option<u32>,
+    /// A reply that ended with `finish_reason: "tool_calls"` (absent otherwise).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    finish_tool_calls: bool,
+    /// An agent loop's tool step (D65): its index in the turn and the tool latency (s)
+    /// waited before it (absent on a turn's first request).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    step: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_wait: Option<f64>,
+    /// On the row that ended its session, an agent loop's totals: tool steps, tool time
+    /// (s) and model time (s).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session_steps: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session_tool_time: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session_model_time: Option<f64>,
 }
 
 /// A row's HTTP phases (seconds).
@@ -163,6 +180,17 @@ impl RowFile {
             server_reasoning_tokens: r.row.reasoning_tokens,
             tool_call: r.row.tool_call_us.map(|t| t as f64 / 1e6),
             tool_calls: (r.row.tool_calls > 0).then_some(r.row.tool_calls),
+            finish_tool_calls: r.row.finish_tool_calls,
+            step: (r.row.step > 0).then_some(r.row.step),
+            tool_wait: (r.row.step > 0).then(|| r.row.tool_wait_us as f64 / 1e6),
+            session_steps: r.row.session_end.as_ref().filter(|e| e.model_us > 0).map(|e| e.steps),
+            session_tool_time: r
+                .row
+                .session_end
+                .as_ref()
+                .filter(|e| e.model_us > 0)
+                .map(|e| e.tool_wait_us as f64 / 1e6),
+            session_model_time: r.row.session_end.as_ref().filter(|e| e.model_us > 0).map(|e| e.model_us as f64 / 1e6),
         };
         let err = |source| OutputError::Write { path: self.path.clone(), source };
         serde_json::to_writer(&mut self.out, &line).map_err(|e| err(std::io::Error::other(e)))?;

@@ -186,6 +186,9 @@ pub fn summary(r: &RunResult, view: &SummaryView, status: &RunStatus) -> String 
     if let Some(mt) = &r.multi_turn {
         multi_turn_section(&mut out, mt);
     }
+    if let Some(al) = &r.agent_loop {
+        agent_loop_section(&mut out, al);
+    }
     if let Some(s) = &r.steady_state {
         steady_section(&mut out, s);
     }
@@ -334,6 +337,32 @@ fn multi_turn_section(out: &mut String, mt: &super::multi_turn::MultiTurnResult)
     }
     if let Some(w) = &mt.prompt_cache_warning {
         let _ = writeln!(out, "WARNING: {w}");
+    }
+}
+
+/// Agent loops (D65): what the replies did, per session, one line per step (0: the
+/// user's message of each turn).
+fn agent_loop_section(out: &mut String, a: &super::multi_turn::AgentLoopResult) {
+    header(out, "Agent loops", '-');
+    line(out, "Replies calling tools / answering:", format!("{}/{}", a.tool_call_replies, a.answers));
+    line(out, "Tool steps sent:", a.tool_steps);
+    fline(out, "Mean tool wait (ms):", a.mean_tool_wait_ms);
+    fline(out, "Mean steps per session:", a.mean_steps_per_session);
+    fline(out, "Mean tool time per session (ms):", a.mean_tool_time_per_session_ms);
+    fline(out, "Mean model time per session (ms):", a.mean_model_time_per_session_ms);
+    let _ = writeln!(
+        out,
+        "{:<6} {:>9} {:>7} {:>10} {:>11} {:>9}",
+        "Step", "requests", "failed", "mean in", "TTFT p50", "cache %"
+    );
+    for t in &a.per_step_metrics {
+        let p50 = t.latency.get("ttft").map_or(f64::NAN, |d| d.median_ms);
+        let cache = t.prompt_cache_hit_rate.map_or_else(|| "-".to_string(), |h| format!("{:.1}", h * 100.0));
+        let _ = writeln!(
+            out,
+            "{:<6} {:>9} {:>7} {:>10.1} {:>11.2} {:>9}",
+            t.turn_index, t.completed, t.failed, t.mean_input_tokens, p50, cache
+        );
     }
 }
 

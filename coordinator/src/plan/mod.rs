@@ -303,6 +303,17 @@ pub struct MultiTurnPlan {
     pub shared_system_prompt_len: u32,
     /// `None`: `--no-session-id-header`.
     pub session_header: Option<String>,
+    /// `--tool-loop` (D65).
+    pub tool_loop: Option<ToolLoopPlan>,
+}
+
+/// An agent loop's steps (D65).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ToolLoopPlan {
+    pub latency_ms: f64,
+    pub exponential: bool,
+    pub result_len: u32,
+    pub max_steps: u32,
 }
 
 /// OTLP trace export.

@@ -19,7 +19,7 @@ use super::dataset::{self, Prompt};
 use super::tokenizer::Tok;
 use rand::{Rng, SeedableRng, rngs::SmallRng};
 use std::time::Duration;
-use surge_proto::{DatasetSpec, MultiTurn, ThinkTime, TokenSource};
+use surge_proto::{DatasetSpec, MultiTurn, ThinkTime, TokenSource, ToolLoop};
 
 const TURNS_SALT: u64 = 0x5455_524e_5300_0001;
 const THINK_SALT: u64 = 0x5448_494e_4b00_0001;
@@ -27,6 +27,8 @@ const GLOBAL_SALT: u64 = 0x474c_4f42_414c_0001;
 const CONVERSATION_SALT: u64 = 0x434f_4e56_0000_0001;
 const SYSTEM_SALT: u64 = 0x5359_5354_454d_0001;
 const TURN_SALT: u64 = 0x5455_524e_0000_0002;
+const TOOL_SALT: u64 = 0x544f_4f4c_0000_0001;
+const RESULT_SALT: u64 = 0x5245_5355_4c54_0001;
 
 /// Turns of session `s`.
 pub fn turns(spec: &DatasetSpec, mt: &MultiTurn, s: u64) -> u32 {
@@ -49,6 +51,36 @@ pub fn think(spec: &DatasetSpec, mt: &MultiTurn, s: u64, t: u32) -> Duration {
         _ => mean_s,
     };
     Duration::try_from_secs_f64(secs).unwrap_or(Duration::from_secs(86_400))
+}
+
+/// An agent loop's tool latency before step `step` (>= 1) of turn `t` of session `s`:
+/// the latency, or an exponential draw with that mean from the seed, `s`, `t` and `step`.
+pub fn tool_latency(spec: &DatasetSpec, tl: &ToolLoop, s: u64, t: u32, step: u32) -> Duration {
+    let mean_s = (tl.latency_ms / 1e3).max(0.0);
+    let secs = match tl.latency() {
+        ThinkTime::Exponential if mean_s > 0.0 => {
+            let at = s.wrapping_mul(1 << 20) ^ (u64::from(t) << 8) ^ u64::from(step);
+            let u = (dataset::mix(spec.seed ^ TOOL_SALT, at) >> 11) as f64 / (1u64 << 53) as f64;
+            -mean_s * (1.0 - u).ln()
+        }
+        _ => mean_s,
+    };
+    Duration::try_from_secs_f64(secs).unwrap_or(Duration::from_secs(86_400))
+}
+
+/// The generated result of call `call` of step `step` of turn `t` of session `s`:
+/// `tl.result_len` tokens.
+pub fn tool_result(
+    spec: &DatasetSpec,
+    tl: &ToolLoop,
+    tok: Option<&Tok>,
+    s: u64,
+    t: u32,
+    step: u32,
+    call: u32,
+) -> Prompt {
+    let at = s.wrapping_mul(1 << 20) ^ (u64::from(t) << 12) ^ (u64::from(step) << 6) ^ u64::from(call);
+    words(tok, dataset::mix(spec.seed ^ RESULT_SALT, at), tl.result_len, 0)
 }
 
 /// The shared system prompt, if asked for.
