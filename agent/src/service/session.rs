@@ -603,6 +603,7 @@ impl Session {
             cert_name: self.settings.cert_name.clone(),
             open_files: self.settings.limits.open_files,
             host_max_in_flight: self.settings.limits.max_concurrency(false),
+            features: surge_proto::LISTED_FEATURES.iter().map(|f| f.to_string()).collect(),
         };
         if self.settings.protocol < PROTOCOL_VERSION {
             // An older agent knows none of the fields added since (D43).
@@ -611,6 +612,7 @@ impl Session {
                 cert_name: String::new(),
                 open_files: 0,
                 host_max_in_flight: 0,
+                features: Vec::new(),
                 ..reply
             };
         }

@@ -420,8 +420,8 @@ impl Runner<'_> {
         let mut workloads: Vec<Workload> = Vec::with_capacity(shares.len());
         for (i, s) in shares.iter().enumerate() {
             let w = wire::workload(plan, model, s, i, run_id);
-            let version = self.agents[i].hello.protocol_version;
-            workloads.push(wire::for_version(w, version).map_err(|l| agent_err(&self.fleet.addrs[i], l))?);
+            let (version, listed) = (self.agents[i].hello.protocol_version, &self.agents[i].hello.features);
+            workloads.push(wire::for_version(w, version, listed).map_err(|l| agent_err(&self.fleet.addrs[i], l))?);
         }
         self.broadcast(|i| Msg::Prepare(Prepare { run_id, workload: Some(workloads[i].clone()) })).await;
         // Agents answer Ready after their initial test: it waits for a loading server, and

@@ -19,6 +19,9 @@ pub enum Older {
     Fallback(&'static str),
     /// It only adds information an older agent cannot give (D46).
     Informs(&'static str),
+    /// Added within its version: refused unless the agent lists it in
+    /// `HelloReply.features` (D66).
+    Listed(fn(&Workload) -> bool),
 }
 
 /// One Workload feature and the first protocol version that carries it.
@@ -48,6 +51,12 @@ fn dataset(w: &Workload, k: DatasetKind) -> bool {
 /// `.proto` after it must have a line here (`every_post_9_field_is_in_the_table`).
 pub const FEATURES: &[Feature] = &[
     refused("Workload.multi_turn", "--multi-turn (conversations)", |w| w.multi_turn.is_some()),
+    Feature {
+        field: "MultiTurn.tool_loop",
+        flag: "--tool-loop",
+        since: 10,
+        older: Older::Listed(|w| w.multi_turn.as_ref().is_some_and(|m| m.tool_loop.is_some())),
+    },
     Feature {
         field: "Workload.graceful_stop_ms",
         flag: "--graceful-stop",
@@ -126,10 +135,21 @@ pub struct Lacks {
     pub flag: &'static str,
     pub since: u32,
     pub version: u32,
+    /// A feature added within the version, that the agent does not list (D66).
+    pub unlisted: bool,
 }
 
 impl std::fmt::Display for Lacks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.unlisted && self.version >= self.since {
+            return write!(
+                f,
+                "it does not run {} (it speaks protocol version {} but was built before the feature): upgrade it to surge {}",
+                self.flag,
+                self.version,
+                env!("CARGO_PKG_VERSION")
+            );
+        }
         write!(
             f,
             "it speaks protocol version {}, which lacks {} (protocol {}): upgrade it to surge {} (protocol {PROTOCOL_VERSION})",
@@ -141,18 +161,23 @@ impl std::fmt::Display for Lacks {
     }
 }
 
-/// The first feature of `w` that an agent of `version` lacks.
-pub fn lacks(w: &Workload, version: u32) -> Option<Lacks> {
+/// The first feature of `w` that an agent of `version`, listing `listed`, lacks.
+pub fn lacks(w: &Workload, version: u32, listed: &[String]) -> Option<Lacks> {
     FEATURES.iter().find_map(|f| match f.older {
-        Older::Refused(uses) if version < f.since && uses(w) => Some(Lacks { flag: f.flag, since: f.since, version }),
+        Older::Refused(uses) if version < f.since && uses(w) => {
+            Some(Lacks { flag: f.flag, since: f.since, version, unlisted: false })
+        }
+        Older::Listed(uses) if uses(w) && (version < f.since || !listed.iter().any(|l| l == f.field)) => {
+            Some(Lacks { flag: f.flag, since: f.since, version, unlisted: true })
+        }
         _ => None,
     })
 }
 
-/// `w` as an agent of `version` reads it: refused when it lacks a feature `w` uses,
-/// else written in that version's fields.
-pub fn for_version(mut w: Workload, version: u32) -> Result<Workload, Lacks> {
-    if let Some(l) = lacks(&w, version) {
+/// `w` as an agent of `version` (listing `listed` features) reads it: refused when it
+/// lacks a feature `w` uses, else written in that version's fields.
+pub fn for_version(mut w: Workload, version: u32, listed: &[String]) -> Result<Workload, Lacks> {
+    if let Some(l) = lacks(&w, version, listed) {
         return Err(l);
     }
     if version == v9::VERSION {
@@ -301,6 +326,12 @@ mod tests {
             );
         }
         for f in FEATURES {
+            if let Older::Listed(_) = f.older {
+                // Added within the version, in a message that may itself be post-9.
+                let (block, name) = f.field.split_once('.').expect("Message.field");
+                assert!(numbered(proto, block).iter().any(|(n, _)| n == name), "{}: not in surge.proto", f.field);
+                continue;
+            }
             assert!(newer.iter().any(|n| n == f.field), "{}: not a post-9 field of surge.proto", f.field);
             assert!(f.since > v9::VERSION && f.since <= PROTOCOL_VERSION, "{}", f.field);
         }
@@ -326,6 +357,26 @@ mod tests {
         w
     }
 
+    /// What a current agent lists.
+    fn listed() -> Vec<String> {
+        surge_proto::LISTED_FEATURES.iter().map(|f| f.to_string()).collect()
+    }
+
+    /// A feature added within the version goes only to an agent that lists it, and every
+    /// listed feature is in the table.
+    #[test]
+    fn a_feature_added_within_the_version_goes_only_to_an_agent_that_lists_it() {
+        let (_, w) = examples().into_iter().find(|(f, _)| *f == "MultiTurn.tool_loop").expect("an example");
+        let l = lacks(&w, PROTOCOL_VERSION, &[]).expect("an agent built before it is refused");
+        let said = l.to_string();
+        assert!(said.contains("--tool-loop") && said.contains("built before") && said.contains("upgrade"), "{said}");
+        assert_eq!(lacks(&w, PROTOCOL_VERSION, &listed()), None);
+        for name in surge_proto::LISTED_FEATURES {
+            let f = FEATURES.iter().find(|f| f.field == *name).unwrap_or_else(|| panic!("{name}: not in FEATURES"));
+            assert!(matches!(f.older, Older::Listed(_)), "{name}");
+        }
+    }
+
     /// One workload per refused feature, using it and nothing else new.
     fn examples() -> Vec<(&'static str, Workload)> {
         let mut out = vec![("Workload.multi_turn", {
@@ -333,6 +384,12 @@ mod tests {
             w.multi_turn = Some(MultiTurn { turns_min: 2, turns_max: 2, ..Default::default() });
             w
         })];
+        out.push(("MultiTurn.tool_loop", {
+            let mut w = base();
+            let tool_loop = Some(surge_proto::ToolLoop { max_steps: 2, ..Default::default() });
+            w.multi_turn = Some(MultiTurn { turns_min: 2, turns_max: 2, tool_loop, ..Default::default() });
+            w
+        }));
         for (field, b) in [
             ("Backend.BACKEND_OPENAI_RESPONSES", Backend::OpenaiResponses),
             ("Backend.BACKEND_OPENAI_AUDIO", Backend::OpenaiAudio),
@@ -363,22 +420,29 @@ mod tests {
     #[test]
     fn a_version_9_agent_is_refused_each_newer_feature_and_given_the_rest() {
         let plain = base();
-        assert_eq!(lacks(&plain, v9::VERSION), None);
-        let old = for_version(plain.clone(), v9::VERSION).expect("a plain run goes to version 9");
+        assert_eq!(lacks(&plain, v9::VERSION, &[]), None);
+        let old = for_version(plain.clone(), v9::VERSION, &[]).expect("a plain run goes to version 9");
         assert_eq!(old.v9_http_version, 0);
-        assert!(for_version(plain, PROTOCOL_VERSION).is_ok());
+        assert!(for_version(plain, PROTOCOL_VERSION, &[]).is_ok());
         let examples = examples();
         for f in FEATURES {
-            let Older::Refused(_) = f.older else { continue };
+            let (Older::Refused(_) | Older::Listed(_)) = f.older else { continue };
             let (_, w) = examples
                 .iter()
                 .find(|(field, _)| *field == f.field)
                 .unwrap_or_else(|| panic!("{}: add an example workload", f.field));
-            let l = lacks(w, v9::VERSION).unwrap_or_else(|| panic!("{}: not refused for version 9", f.field));
+            if let Older::Listed(_) = f.older {
+                // Refused for version 9 (maybe by the feature it rides on), sent to an
+                // agent that lists it.
+                assert!(lacks(w, v9::VERSION, &[]).is_some(), "{}", f.field);
+                assert_eq!(lacks(w, PROTOCOL_VERSION, &listed()), None, "{}", f.field);
+                continue;
+            }
+            let l = lacks(w, v9::VERSION, &[]).unwrap_or_else(|| panic!("{}: not refused for version 9", f.field));
             assert_eq!(l.flag, f.flag, "{}", f.field);
             let said = l.to_string();
             assert!(said.contains("protocol version 9") && said.contains(f.flag) && said.contains("upgrade"), "{said}");
-            assert_eq!(lacks(w, PROTOCOL_VERSION), None, "{}", f.field);
+            assert_eq!(lacks(w, PROTOCOL_VERSION, &listed()), None, "{}", f.field);
         }
     }
 }
