@@ -150,7 +150,9 @@ fn check(case: &Case, agents: Option<&str>) {
             assert_eq!(r["total_output_tokens"].as_u64(), Some(case.requests * 4), "{what}");
             let ttft = r["median_ttft_ms"].as_f64().unwrap();
             assert!((20.0..30.0).contains(&ttft), "{what}");
-            assert!(r["mean_itl_ms"].as_f64().unwrap() >= 1.9, "{what}");
+            // The median: under load a few token events share a read (a zero gap, the truth
+            // there), which pulls the mean down.
+            assert!(r["median_itl_ms"].as_f64().unwrap() >= 1.9, "{what}");
         }
     }
 }

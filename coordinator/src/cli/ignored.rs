@@ -370,6 +370,7 @@ mod tests {
                 super::super::Command::Sweep(a) => crate::cli::build::sweep_plan(*a).map(|p| p.base),
                 super::super::Command::Matrix(a) => crate::cli::build::matrix_plan(*a).map(|p| p.base),
                 super::super::Command::Run(a) => crate::cli::build::run_plan(*a),
+                super::super::Command::Capacity(a) => crate::cli::build::capacity_plan(*a).map(|p| p.sweep.base),
                 _ => panic!("{argv:?}"),
             };
             let plan = plan.unwrap_or_else(|e| panic!("{argv:?}: {e}"));
@@ -382,5 +383,33 @@ mod tests {
         check(&with(&["surge", "matrix", "--standard"]));
         check(&with(&["surge", "run", "--save-result", "--append-result"]));
         check(&with(&["surge", "run", "--save-detailed", "--result-filename", "r.json"]));
+        check(&with(&["surge", "capacity", "--range", "1:64", "--slo", "ttft:p99<=100", "--tag", "c"]));
+        check(&with(&[
+            "surge",
+            "capacity",
+            "--over",
+            "rate",
+            "--range",
+            "1:64",
+            "--slo",
+            "e2el:p90<=500",
+            "--runs",
+            "2",
+        ]));
+        let tools = [
+            "surge",
+            "run",
+            "--save-result",
+            "--backend",
+            "openai-chat",
+            "--multi-turn",
+            "--tool-loop",
+            "--tool-latency-ms",
+            "5",
+        ];
+        check(&with(
+            &[&tools[..], &["--tool-latency-dist", "exponential", "--max-tool-steps", "2", "--tool-result-len", "4"]]
+                .concat(),
+        ));
     }
 }
