@@ -237,7 +237,9 @@ impl std::fmt::Display for InjectedReset {
 impl std::error::Error for InjectedReset {}
 
 /// Serve one completion request. Its schedule starts when its bytes arrived
-/// (or when it got a slot, if it had to wait for one).
+/// (or when it got a slot, if it had to wait for one). Long: the request's life in
+/// order (refusals and faults, the body, the prefix cache, the slot, the stream or the
+/// whole answer), each step a few lines.
 pub(crate) async fn handle<B>(
     req: Request<B>,
     state: Arc<State>,

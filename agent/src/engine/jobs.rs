@@ -259,7 +259,8 @@ impl Shape {
 
 impl Jobs {
     /// The jobs of `w`'s slice; takes the shipped prompts out of the workload. Costs the
-    /// shipped prompts (bounded by the file) or one prompt, never the slice length.
+    /// shipped prompts (bounded by the file) or one prompt, never the slice length. Long:
+    /// one arm per source of prompts (generated, shipped, sessions of each kind).
     pub fn new(w: &mut Workload, api: Api, tok: Option<Arc<Tok>>) -> Result<Self, EngineError> {
         let spec = w.dataset.clone().unwrap_or_default();
         let shape = Shape {

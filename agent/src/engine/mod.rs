@@ -8,10 +8,15 @@
 //! The engine knows nothing of gRPC or of the coordinator: it is driven by a
 //! [`Control`] (start instant, hard deadline, stop token) and reports to a sink.
 //!
-//! - [`jobs`]: request `k` of the slice, made on demand;
+//! - `prepare`: a workload made ready (template, tokenizer, jobs, warm connections, the
+//!   initial test); this file: the types and the run loops (closed, paced, probes);
+//! - [`jobs`]: request `k` of the slice, made on demand; `conversation`: sessions, their
+//!   turns and an agent loop's steps (D65), with [`history`];
 //! - [`conn`]: target resolution, TCP/TLS/HTTP connections (`surge_core::transport`) and
 //!   their pool ([`pool`]);
-//! - [`request`]: one timed request and its row; [`sse`] and [`openai`] read its stream;
+//! - [`request`]: one timed request (the I/O); [`decode`]: its response's bytes made into
+//!   a row, without I/O (D67), by the API's event meaning ([`openai`], [`responses`],
+//!   [`pooling`]) over [`sse`];
 //! - [`pacing`] (the open-loop schedule) and [`pacer`] (the thread releasing it on time);
 //! - [`ioclock`]: socket-level timestamps; [`stats`]: live counters of a run;
 //! - [`sink`]: where rows go.
@@ -29,12 +34,14 @@ pub mod pacing;
 mod parts;
 pub mod pool;
 pub mod pooling;
+mod prepare;
 pub mod request;
 pub mod responses;
 pub mod sink;
 pub mod spec;
 pub mod sse;
 
+pub use prepare::{prepare, prepare_on};
 pub use sink::{Sink, VecSink};
 // The transport layer (connections, TLS, HTTP/1.1, HTTP/2, HTTP/3, their clocks and
 // counters) is the core crate's, shared with the coordinator's own requests to the target.
@@ -56,8 +63,7 @@ pub fn runtime() -> &'static tokio::runtime::Runtime {
     })
 }
 
-use crate::data::tokenizer::{self, Tok, TokenizerError};
-use connector::Connector;
+use crate::data::tokenizer::TokenizerError;
 use jobs::{Jobs, Planned};
 use pacing::Schedule;
 use pool::Pool;
@@ -68,14 +74,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 use surge_proto::{ErrorKind, Row, TokenSource, Workload};
-use target::Target;
-use tls::TargetTls;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-
-/// Most connections opened ahead of a run.
-const WARM_MAX: usize = 4096;
 
 /// Why a workload cannot be prepared.
 #[derive(Debug, thiserror::Error)]
@@ -202,164 +203,6 @@ impl Prepared {
     pub fn stats(&self) -> Arc<Stats> {
         Arc::clone(&self.stats)
     }
-}
-
-fn template(w: &Workload, spec: &spec::Spec, target: &Target) -> Result<RequestTemplate, EngineError> {
-    let api = api::Api::of(w.backend()).ok_or(EngineError::Spec(spec::SpecError::Unset { field: "backend" }))?;
-    let (mode, content_type) = (api.mode(), api.content_type());
-    let mut headers = Vec::new();
-    let bad = |name: &str, e: http::Error| EngineError::Header { name: name.to_string(), source: e };
-    for (k, v) in &w.headers {
-        let name = http::HeaderName::try_from(k.as_str()).map_err(|e| bad(k, e.into()))?;
-        let value = http::HeaderValue::try_from(v.as_str()).map_err(|e| bad(k, e.into()))?;
-        headers.push((name, value));
-    }
-    Ok(RequestTemplate {
-        uri_h1: target.uri(&w.endpoint, false),
-        uri_h2: target.uri(&w.endpoint, true),
-        authority: http::HeaderValue::try_from(target.authority.as_str()).map_err(|e| bad("host", e.into()))?,
-        content_type: http::HeaderValue::from_static(content_type),
-        headers,
-        mode,
-        tokenizer: None,
-        trace: (w.trace_run_id != 0).then_some((w.trace_run_id, w.trace_sample_ratio)),
-        request_id_prefix: (!w.request_id_prefix.is_empty()).then(|| w.request_id_prefix.clone()),
-        session_header: match w.multi_turn.as_ref().map(|m| m.session_header.as_str()) {
-            None | Some("") => None,
-            Some(name) => Some(http::HeaderName::try_from(name).map_err(|e| bad(name, e.into()))?),
-        },
-        keep_text: w.keep_text,
-        read_timeout: spec.read_timeout,
-        keep_calls: w.multi_turn.as_ref().is_some_and(|m| m.tool_loop.is_some()),
-    })
-}
-
-/// The run's tokenizer, if the workload carries one (parsed once per process per hash,
-/// off the async threads). Takes the bytes out of the workload.
-async fn load_tokenizer(w: &mut Workload) -> Result<Option<Arc<Tok>>, EngineError> {
-    if w.tokenizer_sha256.is_empty() && w.tokenizer_json.is_empty() {
-        return Ok(None);
-    }
-    let (sha, bytes) = (w.tokenizer_sha256.clone(), std::mem::take(&mut w.tokenizer_json));
-    tokio::task::spawn_blocking(move || tokenizer::cached(&sha, &bytes))
-        .await
-        .map_err(|source| EngineError::Task { what: "tokenizer", source })?
-        .map(Some)
-        .map_err(EngineError::Tokenizer)
-}
-
-/// Readies the slice's job source (no body is built for the slice: see [`jobs`]), opens
-/// connections (one per concurrency slot, HTTP/1.1) and sends the warm-up requests, whose
-/// rows are discarded. Neither its time nor its memory depends on `slice_len`.
-pub async fn prepare(workload: Workload) -> Result<Prepared, EngineError> {
-    prepare_on(workload, None).await
-}
-
-/// As [`prepare`], with connections to the target opened from `local` (an address of
-/// this host) when given.
-pub async fn prepare_on(mut workload: Workload, local: Option<std::net::IpAddr>) -> Result<Prepared, EngineError> {
-    let spec = spec::check(&workload).map_err(EngineError::Spec)?;
-    let schedule = Schedule::for_workload(&workload, None)?;
-    // Conversations are bounded by their open sessions (a request bound alone would let
-    // sessions start without end), or by a rate.
-    let bounded = match &workload.multi_turn {
-        Some(m) => m.concurrency > 0 || schedule.is_open_loop(),
-        None => spec.max_concurrency.is_some() || schedule.is_open_loop(),
-    };
-    if workload.slice_len == jobs::UNBOUNDED && !bounded {
-        return Err(EngineError::Unbounded);
-    }
-    let target = Target::resolve(&workload.base_url).await?;
-    let mut tpl = template(&workload, &spec, &target)?;
-    let tok = load_tokenizer(&mut workload).await?;
-    tpl.tokenizer = tok.clone();
-    let tpl = Arc::new(tpl);
-    let api = api::Api::of(workload.backend()).ok_or(EngineError::Spec(spec::SpecError::Unset { field: "backend" }))?;
-    let jobs = Jobs::new(&mut workload, api, tok)?;
-    let stats = Arc::new(Stats::default());
-    // Connections opened before the start: one per concurrency slot, but never more than
-    // the requests to send, nor than WARM_MAX (a huge cap is a limit, not a plan).
-    // An open loop opens more on demand.
-    let open_loop = schedule.is_open_loop();
-    let warm_max = if open_loop { WARM_MAX / 4 } else { WARM_MAX };
-    let slots = spec.max_concurrency.map_or(0, |n| u64::from(n.get()));
-    // Conversations: no more requests in flight than sessions open.
-    let sessions = workload.multi_turn.as_ref().map(|m| u64::from(m.concurrency)).filter(|&c| c > 0);
-    let concurrency = slots.min(jobs.len().max(1)).min(sessions.unwrap_or(u64::MAX)).min(warm_max as u64) as usize;
-    let tls = TargetTls::of(&workload);
-    let pool = Arc::new(Pool::with_connections(
-        Connector::with_tls(target, spec.http, &tls)?.from_address(local),
-        Arc::clone(&stats),
-        concurrency,
-        spec.h3_connections.map_or(0, |n| n.get() as usize),
-    ));
-    let connections_open = pool.warm(concurrency, 128).await.map_err(EngineError::Connect)? as u32;
-    if !workload.skip_initial_test && !jobs.is_empty() {
-        initial_test(&workload, &spec, &pool, &tpl, &jobs).await?;
-    }
-    let mut warmups_completed = 0;
-    if workload.num_warmups > 0 && !jobs.is_empty() {
-        let t0 = Instant::now();
-        let mut set = tokio::task::JoinSet::new();
-        for k in 0..u64::from(workload.num_warmups) {
-            let planned = jobs.get_base(k % jobs.len());
-            let (pool, tpl) = (Arc::clone(&pool), Arc::clone(&tpl));
-            set.spawn(async move {
-                let job = Job::of(k, planned, None);
-                request::execute(&pool, &tpl, job, t0).await
-            });
-            if set.len() >= concurrency.max(1)
-                && let Some(Ok(r)) = set.join_next().await
-            {
-                warmups_completed += u32::from(r.error() == ErrorKind::None);
-            }
-        }
-        while let Some(r) = set.join_next().await {
-            warmups_completed += u32::from(r.is_ok_and(|r| r.error() == ErrorKind::None));
-        }
-    }
-    Ok(Prepared { workload, spec, jobs, pool, tpl, stats, connections_open, warmups_completed })
-}
-
-/// How long the initial test request may take when the workload names no --max-run-time.
-const INITIAL_TEST_LIMIT: Duration = Duration::from_secs(100);
-
-/// One request before the load, as the first of the run will be (D7): a wrong endpoint,
-/// model or key stops the run here with the server's own words.
-async fn initial_test(
-    w: &Workload,
-    spec: &spec::Spec,
-    pool: &Arc<Pool>,
-    tpl: &Arc<RequestTemplate>,
-    jobs: &Jobs,
-) -> Result<(), EngineError> {
-    let job = Job::of(jobs.index(0), jobs.get_base(0), None);
-    let url = format!("{}{}", w.base_url, w.endpoint);
-    let ready_until = Instant::now() + spec.ready_timeout;
-    let limit = spec.max_run_time.unwrap_or(INITIAL_TEST_LIMIT);
-    let (row, not_ready) = loop {
-        let attempt = request::execute(pool, tpl, job.clone(), Instant::now());
-        let row = tokio::time::timeout(limit, attempt).await.map_err(|_| EngineError::InitialTest {
-            url: url.clone(),
-            message: format!("no answer within {:.1}s (--max-run-time)", limit.as_secs_f64()),
-        })?;
-        // Not ready yet: refused, or a gateway/overload answer; retried while allowed.
-        let not_ready = row.error() == ErrorKind::Connect || matches!(row.http_status, 502 | 503 | 429);
-        if !not_ready || Instant::now() >= ready_until {
-            break (row, not_ready);
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
-    if row.error() == ErrorKind::None {
-        return Ok(());
-    }
-    let kind = row.error().as_str_name().trim_start_matches("ERROR_KIND_").to_ascii_lowercase();
-    let mut message = if row.error_message.is_empty() { kind } else { format!("{kind}: {}", row.error_message) };
-    if not_ready {
-        let waited = spec.ready_timeout.as_secs_f64();
-        message.push_str(&format!("; not ready after waiting {waited}s (--ready-check-timeout-sec waits longer)"));
-    }
-    Err(EngineError::InitialTest { url, message })
 }
 
 /// Runs a prepared workload; every request ends as one row in `sink`.

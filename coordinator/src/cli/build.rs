@@ -530,7 +530,8 @@ pub fn sweep_plan(mut a: SweepArgs) -> Result<SweepPlan, UsageError> {
     })
 }
 
-/// `surge capacity`'s flags as a validated search (D62).
+/// `surge capacity`'s flags as a validated search (D62). Long: each capacity flag's check
+/// in turn, then the search's fields.
 pub fn capacity_plan(mut a: super::CapacityArgs) -> Result<crate::plan::capacity::CapacityPlan, UsageError> {
     use crate::analysis::capacity::Slo;
     use crate::analysis::interval::values_for_upper_bound;

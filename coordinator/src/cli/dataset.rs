@@ -44,6 +44,32 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
     if !(0.0..1.0).contains(&r) {
         return usage(format!("--random-range-ratio {r}: must be >= 0 and < 1"));
     }
+    let path = dataset_path(a)?;
+    // vLLM's --skip-tokenizer-init: no tokenizer, whatever --tokenizer says.
+    let tokenizer =
+        a.dataset.tokenizer.as_deref().filter(|_| !a.dataset.skip_tokenizer_init).map(load_tokenizer).transpose()?;
+    let num = a.load.num_prompts.unwrap_or(crate::plan::DEFAULT_NUM_PROMPTS);
+    let shuffle = (!a.dataset.disable_shuffle).then_some(a.dataset.seed);
+    let tok = tokenizer.as_ref().map(|t| &*t.tok);
+    let mut spec = DatasetSpec {
+        seed: a.dataset.seed,
+        random_input_len: a.dataset.random_input_len,
+        random_output_len: a.dataset.random_output_len,
+        random_range_ratio: r,
+        random_prefix_len: a.dataset.random_prefix_len,
+        batch_size: a.dataset.random_batch_size,
+        batch_prompts: a.load.num_prompts.unwrap_or(if a.load.duration.is_some() { 0 } else { num }),
+        token_ids: a.dataset.prompt_token_ids,
+        ..Default::default()
+    };
+    check_token_ids(a, tokenizer.is_some())?;
+    let (name, prompts) = read(a, &mut spec, path.as_deref(), tok, shuffle, num)?;
+    Ok(DatasetPlan { spec, name, tokenizer, prompts: Arc::new(prompts) })
+}
+
+/// `--dataset-path`: given exactly for the datasets read from a file (a directory for
+/// custom_audio), and there.
+fn dataset_path(a: &RunArgs) -> Result<Option<std::path::PathBuf>, UsageError> {
     use DatasetArg as D;
     let file_dataset = matches!(
         a.dataset.dataset_name,
@@ -68,44 +94,47 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
     if let Some(p) = path.as_ref().filter(|p| !(p.is_file() || dir_ok && p.is_dir())) {
         return usage(format!("--dataset-path {}: no such file", p.display()));
     }
-    // vLLM's --skip-tokenizer-init: no tokenizer, whatever --tokenizer says.
-    let tokenizer =
-        a.dataset.tokenizer.as_deref().filter(|_| !a.dataset.skip_tokenizer_init).map(load_tokenizer).transpose()?;
-    let num = a.load.num_prompts.unwrap_or(crate::plan::DEFAULT_NUM_PROMPTS);
-    let shuffle = (!a.dataset.disable_shuffle).then_some(a.dataset.seed);
-    let tok = tokenizer.as_ref().map(|t| &*t.tok);
-    let mut spec = DatasetSpec {
-        seed: a.dataset.seed,
-        random_input_len: a.dataset.random_input_len,
-        random_output_len: a.dataset.random_output_len,
-        random_range_ratio: r,
-        random_prefix_len: a.dataset.random_prefix_len,
-        batch_size: a.dataset.random_batch_size,
-        batch_prompts: a.load.num_prompts.unwrap_or(if a.load.duration.is_some() { 0 } else { num }),
-        token_ids: a.dataset.prompt_token_ids,
-        ..Default::default()
-    };
-    if a.dataset.prompt_token_ids {
-        if a.dataset.dataset_name != DatasetArg::Random {
-            return usage("--prompt-token-ids: only for --dataset-name random");
-        }
-        if tokenizer.is_none() {
-            return usage("--prompt-token-ids: needs --tokenizer (the ids are drawn from its vocabulary)");
-        }
-        if matches!(
-            a.target.backend,
-            BackendArg::OpenaiChat
-                | BackendArg::OpenaiResponses
-                | BackendArg::OpenaiEmbeddingsChat
-                | BackendArg::OpenaiEmbeddingsClip
-                | BackendArg::OpenaiEmbeddingsVlm2vec
-                | BackendArg::Http
-        ) {
-            return usage(
-                "--prompt-token-ids: the backend sends text (completions and the pooling backends with `input` take ids)",
-            );
-        }
+    Ok(path)
+}
+
+/// `--prompt-token-ids`: the random dataset, a tokenizer to draw from, a backend that
+/// takes ids.
+fn check_token_ids(a: &RunArgs, tokenizer: bool) -> Result<(), UsageError> {
+    if !a.dataset.prompt_token_ids {
+        return Ok(());
     }
+    if a.dataset.dataset_name != DatasetArg::Random {
+        return usage("--prompt-token-ids: only for --dataset-name random");
+    }
+    if !tokenizer {
+        return usage("--prompt-token-ids: needs --tokenizer (the ids are drawn from its vocabulary)");
+    }
+    if matches!(
+        a.target.backend,
+        BackendArg::OpenaiChat
+            | BackendArg::OpenaiResponses
+            | BackendArg::OpenaiEmbeddingsChat
+            | BackendArg::OpenaiEmbeddingsClip
+            | BackendArg::OpenaiEmbeddingsVlm2vec
+            | BackendArg::Http
+    ) {
+        return usage(
+            "--prompt-token-ids: the backend sends text (completions and the pooling backends with `input` take ids)",
+        );
+    }
+    Ok(())
+}
+
+/// The dataset's kind in `spec` and the prompts read from its file (none for generated
+/// datasets), with its name. Long: one arm per dataset, each its own flags' checks.
+fn read(
+    a: &RunArgs,
+    spec: &mut DatasetSpec,
+    path: Option<&Path>,
+    tok: Option<&tokenizer::Tok>,
+    shuffle: Option<u64>,
+    num: u64,
+) -> Result<(&'static str, Vec<surge_proto::PromptItem>), UsageError> {
     let mut prompts = Vec::new();
     let name = match a.dataset.dataset_name {
         DatasetArg::Random => {
@@ -136,7 +165,7 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
             "prefix_repetition"
         }
         DatasetArg::Sharegpt => {
-            let p = path.as_deref().unwrap_or(Path::new(""));
+            let p = path.unwrap_or(Path::new(""));
             let (seed, num) = (
                 (!a.dataset.disable_shuffle).then_some(a.dataset.seed),
                 a.load.num_prompts.unwrap_or(crate::plan::DEFAULT_NUM_PROMPTS),
@@ -154,7 +183,7 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
             "sharegpt"
         }
         DatasetArg::Custom => {
-            let p = path.as_deref().unwrap_or(Path::new(""));
+            let p = path.unwrap_or(Path::new(""));
             let chat = a.target.backend == BackendArg::OpenaiChat;
             prompts = dataset_files::custom(p, tok, a.dataset.custom_output_len, chat)
                 .map_err(|e| UsageError(format!("--dataset-path {e}")))?;
@@ -162,7 +191,7 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
             "custom"
         }
         DatasetArg::TimedTrace => {
-            let p = path.as_deref().unwrap_or(Path::new(""));
+            let p = path.unwrap_or(Path::new(""));
             let chat = a.target.backend == BackendArg::OpenaiChat;
             prompts = crate::dataset::trace::trace(p, tok, a.dataset.custom_output_len, chat)
                 .map_err(|e| UsageError(format!("--dataset-path {e}")))?;
@@ -171,14 +200,14 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
             "timed_trace"
         }
         DatasetArg::Burstgpt => {
-            let p = path.as_deref().unwrap_or(Path::new(""));
+            let p = path.unwrap_or(Path::new(""));
             prompts =
                 vllm_files::burstgpt(p, a.dataset.seed, num).map_err(|e| UsageError(format!("--dataset-path {e}")))?;
             spec.set_kind(DatasetKind::Burstgpt);
             "burstgpt"
         }
         DatasetArg::SpecBench => {
-            let p = path.as_deref().unwrap_or(Path::new(""));
+            let p = path.unwrap_or(Path::new(""));
             let category = a.dataset.spec_bench_category.as_deref();
             prompts = vllm_files::spec_bench(p, tok, a.dataset.spec_bench_output_len, category, shuffle, num)
                 .map_err(|e| UsageError(format!("--dataset-path {e}")))?;
@@ -186,7 +215,7 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
             "spec_bench"
         }
         DatasetArg::Sonnet => {
-            let p = path.as_deref().unwrap_or(Path::new(""));
+            let p = path.unwrap_or(Path::new(""));
             let s = vllm_files::Sonnet {
                 input_len: a.dataset.sonnet_input_len,
                 prefix_len: a.dataset.sonnet_prefix_len,
@@ -198,7 +227,7 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
             "sonnet"
         }
         DatasetArg::Hf => {
-            let p = path.as_deref().unwrap_or(Path::new(""));
+            let p = path.unwrap_or(Path::new(""));
             let names = vllm_files::HF_NAMES.join(", ");
             let name = match a.dataset.hf_name.as_deref() {
                 Some(n) if vllm_files::HF_NAMES.contains(&n) => n,
@@ -211,7 +240,7 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
             "hf"
         }
         DatasetArg::CustomAudio => {
-            let p = path.as_deref().unwrap_or(Path::new(""));
+            let p = path.unwrap_or(Path::new(""));
             prompts = crate::dataset::audio_files::audio(p, a.dataset.custom_output_len, tok)
                 .map_err(|e| UsageError(format!("--dataset-path {e}")))?;
             spec.set_kind(DatasetKind::CustomAudio);
@@ -231,10 +260,10 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
             if a.dataset.random_input_len == 0 {
                 return usage("--random-input-len: must be at least 1");
             }
-            super::mm::fill(&mut spec, a)?;
+            super::mm::fill(spec, a)?;
             spec.set_kind(DatasetKind::RandomMm);
             "random-mm"
         }
     };
-    Ok(DatasetPlan { spec, name, tokenizer, prompts: Arc::new(prompts) })
+    Ok((name, prompts))
 }

@@ -60,7 +60,7 @@ const PREFIXES: &[(&str, &[DatasetArg])] = &[
 ];
 
 /// How `long` (a flag's name without dashes) is read; `None`: not classified (a test
-/// fails on it).
+/// fails on it). Long: one table, a line per flag or group of flags.
 pub fn reader(long: &str, heading: Option<&str>) -> Option<Reader> {
     if let Some((_, sets)) = PREFIXES.iter().find(|(p, _)| long.starts_with(p)) {
         return Some(Reader::Datasets(sets));

@@ -169,7 +169,9 @@ struct Capacity<'a> {
 }
 
 impl Capacity<'_> {
-    /// Runs one level to its verdict; `None` when `--max-level-runs` ran out first.
+    /// Runs one level to its verdict; `None` when `--max-level-runs` ran out first. Long:
+    /// the level's loop reads top to bottom (runs asked first, each run, the judgement,
+    /// the budget), as D62 describes it.
     async fn level(&mut self, level: f64) -> Result<Option<CapacityLevel>, Failure> {
         let plan = self.plan;
         let sweep = &plan.sweep;

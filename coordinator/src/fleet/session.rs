@@ -366,6 +366,8 @@ impl Runner<'_> {
         Ok(())
     }
 
+    /// One run over the fleet, in its numbered steps (split and prepare, ready, start, the
+    /// load's events, the end). Long: the steps share the agents' state and read in order.
     async fn drive(&mut self, model: &str) -> Result<(RunStatus, chrono::DateTime<chrono::Utc>), RunError> {
         let plan = self.plan;
         let hellos: Vec<HelloReply> = self.agents.iter().map(|a| a.hello.clone()).collect();

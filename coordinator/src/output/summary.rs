@@ -195,58 +195,65 @@ pub fn summary(r: &RunResult, view: &SummaryView, status: &RunStatus) -> String 
     if let Some(rs) = &r.reasoning {
         reasoning_section(&mut out, rs, &view.percentiles);
     }
-    header(&mut out, "surge", '-');
+    surge_section(&mut out, r, view, status);
+    out
+}
+
+/// surge's own lines after vLLM's: how the run ended, what it cost, the client's verdict,
+/// the server's and the GPUs' views; the last line says why the exit code is not 0.
+fn surge_section(out: &mut String, r: &RunResult, view: &SummaryView, status: &RunStatus) {
+    header(out, "surge", '-');
     if r.ended_by != crate::output::result::EndedBy::Unknown {
-        line(&mut out, "Ended by:", r.ended_by.as_str());
+        line(out, "Ended by:", r.ended_by.as_str());
     }
     if r.cancelled > 0 {
-        line(&mut out, "Cancelled requests (not failed):", r.cancelled);
+        line(out, "Cancelled requests (not failed):", r.cancelled);
     }
     if let Some(p) = r.peak_in_flight {
-        fline(&mut out, "Peak in flight (one instant):", p);
+        fline(out, "Peak in flight (one instant):", p);
     }
     if let Some(q) = &r.e2el_including_client_queue {
         let p99 = q.percentiles.iter().find(|(p, _)| *p == 99.0).map_or(f64::NAN, |(_, v)| *v);
-        fline(&mut out, "P99 E2EL incl. client queue (ms):", p99);
+        fline(out, "P99 E2EL incl. client queue (ms):", p99);
     } else {
-        line(&mut out, "Latency measured from:", "actual send (closed loop)");
+        line(out, "Latency measured from:", "actual send (closed loop)");
     }
     if let Some(c) = r.cost_per_million_output_tokens {
-        fline(&mut out, "Cost per 1M output tokens (USD):", c);
+        fline(out, "Cost per 1M output tokens (USD):", c);
     }
     if let Some(c) = r.cost_per_million_total_tokens {
-        fline(&mut out, "Cost per 1M total tokens (USD):", c);
+        fline(out, "Cost per 1M total tokens (USD):", c);
     }
     let client = &r.client;
-    line(&mut out, "Agents:", client.agents.len());
+    line(out, "Agents:", client.agents.len());
     if !client.agents_missing.is_empty() {
-        line(&mut out, "Agents missing (--min-agents):", client.agents_missing.join(", "));
+        line(out, "Agents missing (--min-agents):", client.agents_missing.join(", "));
     }
     if let Some(w) = client.agents_waited_s {
-        fline(&mut out, "Waited for late agents (s):", w);
+        fline(out, "Waited for late agents (s):", w);
     }
     let cpu = client.agents.iter().map(|a| a.cpu_percent).fold(0.0, f64::max);
-    fline(&mut out, "Client CPU, busiest agent (%):", cpu);
+    fline(out, "Client CPU, busiest agent (%):", cpu);
     // The other client-bound signals, the worst agent's (D14).
     let worst = |f: fn(&super::result::AgentEntry) -> Option<f64>| client.agents.iter().filter_map(f).reduce(f64::max);
     if let Some(v) = worst(|a| Some(a.host_busy_pct)) {
-        fline(&mut out, "Client host busy, busiest (%):", v);
+        fline(out, "Client host busy, busiest (%):", v);
     }
     if let Some(v) = worst(|a| a.cpu_pressure_pct) {
-        fline(&mut out, "Client host CPU pressure (%):", v);
+        fline(out, "Client host CPU pressure (%):", v);
     }
     if let Some(v) = worst(|a| a.coalesced_token_fraction) {
-        fline(&mut out, "Client coalesced reads (%):", v * 100.0);
+        fline(out, "Client coalesced reads (%):", v * 100.0);
     }
     if let Some(v) = worst(|a| a.implied_read_lateness_ms.map(|l| l.max)) {
-        fline(&mut out, "Client implied read lateness max (ms):", v);
+        fline(out, "Client implied read lateness max (ms):", v);
     }
     if client.open_loop {
         let lag = client.agents.iter().map(|a| a.scheduling_lag_us.p99).max().unwrap_or(0);
-        fline(&mut out, "Client send lag p99 (ms):", lag as f64 / 1000.0);
+        fline(out, "Client send lag p99 (ms):", lag as f64 / 1000.0);
     }
     for (kind, n) in &r.errors_by_kind {
-        line(&mut out, &format!("Errors ({kind}):"), n);
+        line(out, &format!("Errors ({kind}):"), n);
         if let Some(e) = r.error_examples.get(kind).and_then(|v| v.first()).filter(|e| !e.message.is_empty()) {
             let _ = writeln!(out, "  e.g. {} ({} requests)", e.message, e.count);
         }
@@ -262,13 +269,13 @@ pub fn summary(r: &RunResult, view: &SummaryView, status: &RunStatus) -> String 
         let _ = writeln!(out, "WARNING: client-bound: {shown}{tail}");
     }
     if let Some(s) = &r.server_metrics {
-        server_section(&mut out, s);
+        server_section(out, s);
     }
     if view.http_phases {
-        phases_block(&mut out, r);
+        phases_block(out, r);
     }
     if let Some(g) = &r.gpu_metrics {
-        gpu_block(&mut out, r, g);
+        gpu_block(out, r, g);
     }
     match status {
         RunStatus::Complete => {}
@@ -287,7 +294,6 @@ pub fn summary(r: &RunResult, view: &SummaryView, status: &RunStatus) -> String 
     if let (_, Some(why)) = crate::exit::of_run(status, r.completed, &r.errors_by_kind, view.max_failure_rate) {
         let _ = writeln!(out, "{why}");
     }
-    out
 }
 
 /// Conversations: how they ended, the prefix cache, one line per turn (1-based on screen,
