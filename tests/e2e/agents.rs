@@ -197,3 +197,132 @@ fn a_tool_loop_is_refused_where_it_cannot_run() {
         assert!(err.contains(says), "{extra:?}: {err}");
     }
 }
+
+/// A session trace whose root `p` spawns `a`, `b` and `c` after its first turn and joins
+/// them before its second (D68); each sub-agent has two turns, the second 10 ms after the
+/// first. Returns the file.
+fn graph_trace(dir: &TempDir, roots: usize) -> String {
+    let mut lines = Vec::new();
+    for r in 0..roots {
+        let (p, a, b, c) = (format!("p{r}"), format!("a{r}"), format!("b{r}"), format!("c{r}"));
+        let t = r * 5;
+        lines.push(format!(
+            r#"{{"session_id":"{p}","timestamp":{t},"input_length":16,"output_length":4,"spawn":["{a}","{b}","{c}"]}}"#
+        ));
+        lines.push(format!(r#"{{"session_id":"{p}","delay":0,"input_length":16,"output_length":4,"join":true}}"#));
+        lines.push(format!(r#"{{"session_id":"{p}","delay":0,"input_length":16,"output_length":4}}"#));
+        for child in [&a, &b, &c] {
+            lines.push(format!(r#"{{"session_id":"{child}","input_length":8,"output_length":4}}"#));
+            lines.push(format!(r#"{{"session_id":"{child}","delay":10,"input_length":8,"output_length":4}}"#));
+        }
+    }
+    let path = dir.path("graph.jsonl");
+    std::fs::write(&path, lines.join("\n")).unwrap();
+    path
+}
+
+fn graph_args<'a>(base: &'a str, trace: &'a str, rows: &'a str) -> Vec<&'a str> {
+    vec![
+        "run",
+        "--base-url",
+        base,
+        "--model",
+        "m",
+        "--dataset-name",
+        "timed_trace",
+        "--dataset-path",
+        trace,
+        "--save-rows",
+        rows,
+        "--no-initial-test",
+    ]
+}
+
+/// What a graph's rows say against its root's totals: returns (root session, its rows'
+/// agent) for each graph.
+fn check_graphs(rows: &[Value]) -> Vec<(u64, u64)> {
+    let num = |r: &Value, k: &str| r[k].as_f64().unwrap();
+    let roots: Vec<&Value> = rows.iter().filter(|r| r.get("parent").is_none()).collect();
+    let mut out = Vec::new();
+    for root in roots.iter().filter(|r| r["turn"] == 0) {
+        let s = root["session"].as_u64().unwrap();
+        let own: Vec<&&Value> = roots.iter().filter(|r| r["session"] == s).collect();
+        let turn = |t: u64| *own.iter().find(|r| r["turn"] == t).unwrap_or_else(|| panic!("root {s} turn {t}"));
+        let children: Vec<&Value> = rows.iter().filter(|r| r["parent"] == s).collect();
+        assert_eq!(children.len(), 6, "root {s}: three sub-agents of two turns");
+        let mut by_child: BTreeMap<u64, Vec<&Value>> = BTreeMap::new();
+        for c in &children {
+            by_child.entry(c["session"].as_u64().unwrap()).or_default().push(c);
+            assert_eq!(c["agent"], root["agent"], "a sub-agent runs on its root's agent");
+        }
+        assert_eq!(by_child.len(), 3);
+        // The sub-agents overlap: each first turn started before any other ended.
+        let firsts: Vec<&Value> = children.iter().copied().filter(|c| c["turn"] == 0).collect();
+        let latest_start = firsts.iter().map(|c| num(c, "start_time")).fold(f64::MIN, f64::max);
+        let earliest_end = firsts.iter().map(|c| num(c, "start_time") + num(c, "latency")).fold(f64::MAX, f64::min);
+        assert!(latest_start < earliest_end, "root {s}: the sub-agents ran at once");
+        // Spawned after the root's first turn, joined before its second.
+        let t0_end = num(turn(0), "start_time") + num(turn(0), "latency");
+        assert!(firsts.iter().all(|c| num(c, "start_time") >= t0_end));
+        let last_child_end = children.iter().map(|c| num(c, "start_time") + num(c, "latency")).fold(0.0, f64::max);
+        assert!(num(turn(1), "start_time") >= last_child_end, "root {s}: turn 1 waits for the sub-agents");
+        // The critical path: the root's turns, plus the longest sub-agent's requests.
+        let longest =
+            by_child.values().map(|turns| turns.iter().map(|c| num(c, "latency")).sum::<f64>()).fold(0.0, f64::max);
+        let expected = num(turn(0), "latency") + longest + num(turn(1), "latency") + num(turn(2), "latency");
+        let last = turn(2);
+        assert!(
+            (num(last, "critical_path") - expected).abs() < 5e-6,
+            "root {s}: {} vs {expected}",
+            last["critical_path"]
+        );
+        let graph = num(last, "start_time") + num(last, "latency") - num(turn(0), "start_time");
+        assert!((num(last, "graph_duration") - graph).abs() < 5e-6, "{last}");
+        assert_eq!(last["fan_out"], 3);
+        out.push((s, root["agent"].as_u64().unwrap()));
+    }
+    out
+}
+
+#[test]
+fn sub_agents_run_at_once_and_their_root_waits_for_them() {
+    let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "20", "--itl-ms", "2"]);
+    let dir = TempDir::new("graph");
+    let trace = graph_trace(&dir, 1);
+    let rows_path = dir.path("rows.jsonl");
+    let r = run_saved(&dir, &graph_args(&base, &trace, &rows_path), LIMIT);
+    assert_eq!((r["completed"].as_u64(), r["failed"].as_u64()), (Some(9), Some(0)), "{r}");
+    let g = &r["agent_graphs"];
+    assert_eq!(
+        (g["graphs"].as_u64(), g["sub_agent_sessions"].as_u64(), g["max_fan_out"].as_u64()),
+        (Some(1), Some(3), Some(3)),
+        "{g}"
+    );
+    let rows = rows(&rows_path);
+    assert_eq!(check_graphs(&rows).len(), 1);
+    let last = rows.iter().find(|r| r.get("critical_path").is_some()).unwrap();
+    let ms = last["critical_path"].as_f64().unwrap() * 1000.0;
+    assert!((g["median_critical_path_ms"].as_f64().unwrap() - ms).abs() < 0.01, "{g}");
+}
+
+#[test]
+fn three_agents_keep_each_graph_on_one_agent() {
+    let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "20", "--itl-ms", "2"]);
+    let agents: Vec<_> = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+        .iter()
+        .map(|ip| agent(ip, &["--plaintext", "--allowed-targets", "127.0.0.1"]))
+        .collect();
+    let addrs = agents.iter().map(|(_, a)| a.as_str()).collect::<Vec<_>>().join(",");
+    let dir = TempDir::new("graph-3");
+    let trace = graph_trace(&dir, 6);
+    let rows_path = dir.path("rows.jsonl");
+    let mut a = graph_args(&base, &trace, &rows_path);
+    a.extend_from_slice(&["--agents", &addrs, "--agents-plaintext"]);
+    let r = run_saved(&dir, &a, LIMIT);
+    assert_eq!((r["completed"].as_u64(), r["failed"].as_u64()), (Some(54), Some(0)), "{r}");
+    let graphs = check_graphs(&rows(&rows_path));
+    assert_eq!(graphs.len(), 6);
+    let used: std::collections::BTreeSet<u64> = graphs.iter().map(|(_, a)| *a).collect();
+    assert_eq!(used.len(), 3, "the graphs spread over the agents: {graphs:?}");
+    assert_eq!(r["agent_graphs"]["graphs"], 6);
+}

@@ -65,8 +65,9 @@ pub(super) async fn run(
             let _slot = slot;
             let plan = ctx.jobs.session(k);
             tokio::select! {
-                () = session(&ctx, plan, requests, &limits) => {}
-                // Dropping the session reports its turn in flight as cancelled.
+                _ = session(Arc::clone(&ctx), plan, requests, limits, None) => {}
+                // Dropping the session (and its sub-agents) reports the turns in flight
+                // as cancelled.
                 () = ctx.cancel.cancelled() => {}
             }
         });
@@ -83,8 +84,76 @@ impl Drop for Open<'_> {
     }
 }
 
-/// Runs every turn of one session.
-async fn session(ctx: &RunCtx, plan: SessionPlan, requests: Option<Arc<Semaphore>>, limits: &Limits) {
+/// What a session's graph came to (D68), for the session that spawned it: when its last
+/// request (or a sub-agent's) ended, since the run's start; its critical path, counted
+/// from the start of the chain it extends; the most sessions one of its turns spawned.
+#[derive(Debug, Default, Clone, Copy)]
+struct Graph {
+    end: Duration,
+    critical_us: u64,
+    fan_out: u32,
+}
+
+impl Graph {
+    fn join(&mut self, child: Graph) {
+        self.end = self.end.max(child.end);
+        self.critical_us = self.critical_us.max(child.critical_us);
+        self.fan_out = self.fan_out.max(child.fan_out);
+    }
+}
+
+/// Sub-agents in flight, each ending with its graph.
+type Children = tokio::task::JoinSet<Graph>;
+
+/// Waits for every sub-agent in flight; their graphs join `g`.
+async fn join_all(children: &mut Children, g: &mut Graph) {
+    while let Some(done) = children.join_next().await {
+        if let Ok(child) = done {
+            g.join(child);
+        }
+    }
+}
+
+/// Runs one session and, after it, waits for the sub-agents it spawned (D68): a session
+/// ends with its graph. Boxed: a session spawns sessions.
+fn session(
+    ctx: Arc<RunCtx>,
+    plan: SessionPlan,
+    requests: Option<Arc<Semaphore>>,
+    limits: Arc<Limits>,
+    parent: Option<u64>,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Graph> + Send>> {
+    Box::pin(async move {
+        let mut children = Children::new();
+        let mut g = Graph::default();
+        let last = turns(&ctx, plan, &requests, &limits, parent, &mut children, &mut g).await;
+        join_all(&mut children, &mut g).await;
+        if let Some(mut row) = last {
+            // A root that spawned sub-agents: its graph on its last row.
+            if let Some(end) = row.session_end.as_mut().filter(|_| parent.is_none() && g.fan_out > 0) {
+                let last_end = Duration::from_micros(row.start_us.max(0) as u64 + row.latency_us);
+                let began = last_end.saturating_sub(Duration::from_micros(end.duration_us));
+                end.graph_duration_us = us(g.end.max(last_end).saturating_sub(began));
+                end.critical_path_us = g.critical_us;
+                end.fan_out = g.fan_out;
+            }
+            ctx.record(row);
+        }
+        g
+    })
+}
+
+/// Runs every turn of one session; returns its last row (with its end), unrecorded, so
+/// that its graph can be added once its sub-agents end.
+async fn turns(
+    ctx: &Arc<RunCtx>,
+    plan: SessionPlan,
+    requests: &Option<Arc<Semaphore>>,
+    limits: &Arc<Limits>,
+    parent: Option<u64>,
+    children: &mut Children,
+    g: &mut Graph,
+) -> Option<Row> {
     ctx.stats.active_sessions.fetch_add(1, Ordering::Relaxed);
     let _open = Open(&ctx.stats);
     let mut history = ctx.jobs.history();
@@ -94,6 +163,12 @@ async fn session(ctx: &RunCtx, plan: SessionPlan, requests: Option<Arc<Semaphore
     // An agent loop's totals over the session (its last row carries them).
     let mut tally = Tally::default();
     for t in 0..plan.turns {
+        if t > 0 && ctx.jobs.joins(&plan, t) {
+            // A join: the turn waits for every sub-agent spawned so far; its delay counts
+            // from their end.
+            join_all(children, g).await;
+            previous_end = previous_end.max(Instant::now());
+        }
         if t > 0 {
             // The turn's due time: after its think time (or a trace's delay), or at its
             // trace timestamp, never before the previous turn finished.
@@ -105,17 +180,17 @@ async fn session(ctx: &RunCtx, plan: SessionPlan, requests: Option<Arc<Semaphore
             // its think time (which would hold its slot and the run past the duration).
             if limits.duration.is_some_and(|d| due >= ctx.t0 + d) {
                 ctx.stats.duration_reached.store(true, Ordering::Relaxed);
-                return;
+                return None;
             }
             tokio::time::sleep_until(due.into()).await;
             ctx.stats.record_lag(us(Instant::now().saturating_duration_since(due)));
             // Woken late, past the duration: not sent either.
             if limits.duration.is_some_and(|d| ctx.t0.elapsed() >= d) {
                 ctx.stats.duration_reached.store(true, Ordering::Relaxed);
-                return;
+                return None;
             }
         }
-        let _permit = match &requests {
+        let _permit = match requests {
             Some(sem) => Some(Arc::clone(sem).acquire_owned().await.expect("semaphore never closed")),
             None => None,
         };
@@ -143,13 +218,14 @@ async fn session(ctx: &RunCtx, plan: SessionPlan, requests: Option<Arc<Semaphore
         let mut row = ctx.send(job, Some((plan.index, t))).await;
         drop(_permit);
         row.session = Some(plan.index);
-        row.turn = t;
+        (row.turn, row.parent) = (t, parent);
         row.history_tokens = turn.history_tokens;
         let began = *began.get_or_insert(Duration::from_micros(row.start_us.max(0) as u64));
         let mut cut = false;
+        let model_before = tally.model_us;
         if let Some(tl) = ctx.jobs.tool_loop().filter(|_| row.error() == ErrorKind::None && !row.calls.is_empty()) {
             history.push_user(&turn.user, turn.user_tokens);
-            let steps = Steps { tl, plan: &plan, t, output_tokens: turn.output_tokens, requests: &requests, limits };
+            let steps = Steps { tl, plan: &plan, t, output_tokens: turn.output_tokens, requests, limits };
             (row, cut) = steps.run(ctx, &mut history, row, &mut tally).await;
         } else {
             let reply =
@@ -162,6 +238,10 @@ async fn session(ctx: &RunCtx, plan: SessionPlan, requests: Option<Arc<Semaphore
         if ctx.jobs.tool_loop().is_some() {
             tally.model_us += row.latency_us;
         }
+        // The chain this session extends: its turns' request time (with a tool loop's
+        // steps before this row, which the tally counted).
+        g.critical_us += row.latency_us + (tally.model_us - model_before).saturating_sub(row.latency_us);
+        g.end = g.end.max(Duration::from_micros(row.start_us.max(0) as u64 + row.latency_us));
         let ok = row.error() == ErrorKind::None;
         completed += u32::from(ok);
         if !ok || cut || t + 1 == plan.turns {
@@ -174,14 +254,33 @@ async fn session(ctx: &RunCtx, plan: SessionPlan, requests: Option<Arc<Semaphore
                 steps: tally.steps,
                 tool_wait_us: tally.tool_wait_us,
                 model_us: tally.model_us,
+                ..Default::default()
             });
         }
         row.calls.clear();
+        let spawned = if ok { ctx.jobs.spawns(&plan, t) } else { Vec::new() };
+        if !spawned.is_empty() {
+            g.fan_out = g.fan_out.max(spawned.len() as u32);
+            let base = g.critical_us;
+            for child in spawned {
+                let sub = session(Arc::clone(ctx), child, requests.clone(), Arc::clone(limits), Some(plan.index));
+                children.spawn(async move {
+                    let mut c = sub.await;
+                    // A sub-agent's chain starts where its spawning turn ended.
+                    c.critical_us += base;
+                    c
+                });
+            }
+        }
+        if row.session_end.is_some() {
+            return Some(row);
+        }
         ctx.record(row);
         if !ok || cut {
-            return;
+            return None;
         }
     }
+    None
 }
 
 /// An agent loop's totals over one session.

@@ -89,7 +89,8 @@ enum Script {
     /// A session trace: every session's recorded turns in file order (the whole file,
     /// bounded by it); each turn's prompt is the trace's, history included.
     /// `--trace-speedup` divides its timestamps and delays.
-    Trace { sessions: Vec<Vec<surge_proto::PromptItem>>, speedup: f64 },
+    /// `roots`: the sessions no turn spawns (D68), the ones the slice's indices pick.
+    Trace { sessions: Vec<Vec<surge_proto::PromptItem>>, speedup: f64, roots: Vec<usize> },
     /// A file's conversations (ShareGPT): each turn's user message and output length as
     /// recorded, the live history resent by each.
     Recorded { mt: MultiTurn, sessions: Vec<Vec<surge_proto::PromptItem>> },
@@ -105,7 +106,12 @@ pub struct SessionPlan {
     model: usize,
     /// Position in a session trace.
     entry: usize,
+    /// The index of the session whose graph this is (its own for a root, D68).
+    root: u64,
 }
+
+/// Sub-agents' session indices have this bit: they never meet a root's (D68).
+pub const CHILD_INDEX: u64 = 1 << 47;
 
 /// When a turn after the first is sent.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -307,7 +313,11 @@ impl Jobs {
             }
             let script = if spec.kind() == DatasetKind::TimedTrace {
                 let speedup = if w.trace_speedup > 0.0 { w.trace_speedup } else { 1.0 };
-                Script::Trace { sessions: group_sessions(shipped), speedup }
+                let sessions = group_sessions(shipped);
+                let spawned: std::collections::HashSet<u64> =
+                    sessions.iter().flatten().flat_map(|t| t.spawn.iter().copied()).collect();
+                let roots = (0..sessions.len()).filter(|e| !spawned.contains(&(*e as u64))).collect();
+                Script::Trace { sessions, speedup, roots }
             } else if spec.kind() == DatasetKind::Sharegpt {
                 Script::Recorded { mt, sessions: group_sessions(shipped) }
             } else {
@@ -315,7 +325,7 @@ impl Jobs {
                 Script::Generated { mt, system }
             };
             let len = match &script {
-                Script::Trace { sessions, .. } => len.min(sessions.len() as u64),
+                Script::Trace { roots, .. } => len.min(roots.len() as u64),
                 Script::Recorded { .. } | Script::Generated { .. } => len,
             };
             return Ok(Self {
@@ -515,15 +525,41 @@ impl Jobs {
         let model = self.pick.of(index, true);
         match &self.source {
             Source::Sessions { script: Script::Generated { mt, .. }, spec, .. } => {
-                SessionPlan { index, turns: turns::turns(spec, mt, index), model, entry: 0 }
+                SessionPlan { index, turns: turns::turns(spec, mt, index), model, entry: 0, root: index }
             }
-            Source::Sessions { script: Script::Trace { sessions, .. } | Script::Recorded { sessions, .. }, .. } => {
+            Source::Sessions { script: Script::Trace { sessions, roots, .. }, .. } => {
+                let entry = roots.get((index % roots.len().max(1) as u64) as usize).copied().unwrap_or(0);
+                let turns = sessions.get(entry).map_or(0, |s| s.len() as u32);
+                SessionPlan { index, turns, model, entry, root: index }
+            }
+            Source::Sessions { script: Script::Recorded { sessions, .. }, .. } => {
                 let entry = (index % sessions.len().max(1) as u64) as usize;
                 let turns = sessions.get(entry).map_or(0, |s| s.len() as u32);
-                SessionPlan { index, turns, model, entry }
+                SessionPlan { index, turns, model, entry, root: index }
             }
-            _ => SessionPlan { index, turns: 1, model, entry: 0 },
+            _ => SessionPlan { index, turns: 1, model, entry: 0, root: index },
         }
+    }
+
+    /// The sessions turn `t` of `s` spawns once it ends (a session trace's sub-agents, D68).
+    pub fn spawns(&self, s: &SessionPlan, t: u32) -> Vec<SessionPlan> {
+        let Source::Sessions { script: Script::Trace { sessions, .. }, .. } = &self.source else { return Vec::new() };
+        let Some(item) = sessions.get(s.entry).and_then(|turns| turns.get(t as usize)) else { return Vec::new() };
+        item.spawn
+            .iter()
+            .filter_map(|&n| {
+                let entry = usize::try_from(n).ok().filter(|e| *e < sessions.len())?;
+                // A sub-agent's index: above every root's, its root's and its own entry in it.
+                let index = CHILD_INDEX | (s.root.wrapping_mul(1 << 16) + n + 1);
+                Some(SessionPlan { index, turns: sessions[entry].len() as u32, model: s.model, entry, root: s.root })
+            })
+            .collect()
+    }
+
+    /// Whether turn `t` of `s` waits, before it is sent, for every session `s` spawned.
+    pub fn joins(&self, s: &SessionPlan, t: u32) -> bool {
+        let Source::Sessions { script: Script::Trace { sessions, .. }, .. } = &self.source else { return false };
+        sessions.get(s.entry).and_then(|turns| turns.get(t as usize)).is_some_and(|item| item.join)
     }
 
     /// Whether a session's turns resend its history (generated turns without prefix
@@ -609,7 +645,7 @@ impl Jobs {
             Source::Sessions { script: Script::Generated { mt, .. } | Script::Recorded { mt, .. }, spec, .. } => {
                 Wait::After(turns::think(spec, mt, s.index, t))
             }
-            Source::Sessions { script: Script::Trace { sessions, speedup }, .. } => {
+            Source::Sessions { script: Script::Trace { sessions, speedup, .. }, .. } => {
                 let item = &sessions[s.entry][t as usize];
                 let ms = |v: f64| std::time::Duration::try_from_secs_f64(v / 1e3 / speedup).unwrap_or_default();
                 if item.delay_ms >= 0.0 { Wait::After(ms(item.delay_ms)) } else { Wait::At(ms(item.timestamp_ms)) }
@@ -705,8 +741,8 @@ impl Jobs {
     /// session of the slice (its first turn's).
     pub fn trace_offsets(&self, speedup: f64) -> Option<Arc<[f64]>> {
         let speedup = if speedup > 0.0 { speedup } else { 1.0 };
-        if let Source::Sessions { script: Script::Trace { sessions, .. }, .. } = &self.source {
-            let len = self.len.min(sessions.len() as u64);
+        if let Source::Sessions { script: Script::Trace { sessions, roots, .. }, .. } = &self.source {
+            let len = self.len.min(roots.len() as u64);
             return Some(
                 (0..len).map(|k| sessions[self.session(k).entry][0].timestamp_ms / 1000.0 / speedup).collect(),
             );

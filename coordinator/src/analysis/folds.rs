@@ -6,6 +6,7 @@ use super::agent_loop::AgentLoop;
 use super::conversations::ConversationsFold;
 use super::fold::{Fold, Whole};
 use super::gpu::{GpuMetrics, GpuSlice, GpuView};
+use super::graphs::Graphs;
 use super::metrics::Metrics;
 use super::phases::Phases;
 use super::ramp::RampEvents;
@@ -51,6 +52,7 @@ impl Folds {
         if wanted.agent_loop {
             f.put(AgentLoop::default(), |out, m| m.agent_loop = out);
         }
+        f.put(Graphs::default(), |out, m| m.graphs = out);
         f.put(ServerView::new(wanted.slice_s), |out, m| m.server = out);
         f.put(GpuView::new(wanted.slice_s), put_gpu);
         f

@@ -131,6 +131,8 @@ pub struct Metrics {
     pub conversations: Option<Conversations>,
     /// Agent loops (D65): per step, tool calls and answers, per session.
     pub agent_loop: Option<super::agent_loop::AgentLoop>,
+    /// Sub-agent graphs (D68).
+    pub graphs: Option<super::graphs::Graphs>,
 }
 
 impl Metrics {

@@ -13,6 +13,7 @@ pub mod cost;
 pub mod fold;
 pub mod folds;
 pub mod gpu;
+pub mod graphs;
 pub mod interval;
 pub mod knee;
 pub mod metrics;

@@ -240,7 +240,9 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
     };
     let ramp = ramp_plan(&a.load, request_rate)?;
     let trace = d.name == "timed_trace";
-    let sessions = d.prompts.iter().filter_map(|p| p.session).max().map(|s| s + 1);
+    // A session trace counts its root sessions: sub-agents start when spawned (D68).
+    let spawned = d.prompts.iter().map(|p| p.spawn.len() as u64).sum::<u64>();
+    let sessions = d.prompts.iter().filter_map(|p| p.session).max().map(|s| s + 1 - spawned);
     let multi_turn =
         super::conversation::multi_turn_plan(&a.conversation, d.name, sessions.is_some(), a.load.max_concurrency)?;
     // A session trace is replayed session by session: its length counts sessions.

@@ -99,47 +99,113 @@ fn line_item(line: &str, tok: Option<&Tok>, default_output: u32, chat: bool) -> 
 /// A line's `session_id` as text (`None`: no session).
 fn session_id(line: &str) -> Option<String> {
     let v: Value = serde_json::from_str(line).ok()?;
-    match v.get("session_id")? {
+    id_text(v.get("session_id")?)
+}
+
+fn id_text(v: &Value) -> Option<String> {
+    match v {
         Value::String(s) => Some(s.clone()),
         other => Some(other.to_string()),
     }
 }
 
+/// A line's sub-agents (D68): the session ids in `spawn`, and `join`.
+fn sub_agents(line: &str) -> Result<(Vec<String>, bool), String> {
+    let v: Value = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
+    let session = v.get("session_id").is_some();
+    let spawn = match v.get("spawn") {
+        None => Vec::new(),
+        Some(_) if !session => return Err("\"spawn\" needs a \"session_id\"".into()),
+        Some(Value::Array(ids)) => ids.iter().filter_map(id_text).collect(),
+        Some(_) => return Err("\"spawn\" must be an array of session ids".into()),
+    };
+    let join = match v.get("join") {
+        None => false,
+        Some(_) if !session => return Err("\"join\" needs a \"session_id\"".into()),
+        Some(j) => j.as_bool().ok_or("\"join\" must be true or false")?,
+    };
+    Ok((spawn, join))
+}
+
+/// Turns each `spawn` id into its session's number: every spawned id must be a session
+/// of the trace, spawned once, by another session, and reachable from one that is not
+/// spawned (no cycle).
+fn number_spawns(
+    items: &mut [PromptItem],
+    spawned: &[(usize, Vec<String>)],
+    number: &std::collections::HashMap<String, u64>,
+) -> Result<(), String> {
+    let mut parent: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
+    for (i, ids) in spawned {
+        let own = items[*i].session.unwrap_or(0);
+        for id in ids {
+            let n = *number.get(id).ok_or(format!("\"spawn\": no session {id:?} in the trace"))?;
+            if n == own || parent.insert(n, own).is_some() {
+                return Err(format!("\"spawn\": session {id:?} is spawned twice (or by itself)"));
+            }
+            items[*i].spawn.push(n);
+        }
+    }
+    for &start in parent.keys() {
+        let (mut at, mut hops) = (start, 0);
+        while let Some(&p) = parent.get(&at) {
+            at = p;
+            hops += 1;
+            if hops > parent.len() {
+                return Err("\"spawn\": sessions spawn each other in a cycle".into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A turn of a session trace and the session ids it spawns.
+type Turn = (PromptItem, Vec<String>);
+
 /// A session trace's turns: grouped by session (first appearance), each session's turns in
 /// file order, sessions ordered by their first turn's time; times from the earliest first
-/// turn. `ids` holds each item's session id text.
-fn sessions(items: Vec<PromptItem>, ids: Vec<String>) -> Vec<PromptItem> {
+/// turn. `ids` holds each item's session id text, `spawns` the ids each item spawns (D68),
+/// numbered here once the sessions are.
+fn sessions(items: Vec<PromptItem>, ids: Vec<String>, spawns: Vec<Vec<String>>) -> Result<Vec<PromptItem>, String> {
     let mut order: Vec<String> = Vec::new();
-    let mut groups: std::collections::HashMap<String, Vec<PromptItem>> = std::collections::HashMap::new();
-    for (item, id) in items.into_iter().zip(ids) {
+    let mut groups: std::collections::HashMap<String, Vec<Turn>> = std::collections::HashMap::new();
+    for ((item, id), spawn) in items.into_iter().zip(ids).zip(spawns) {
         if !groups.contains_key(&id) {
             order.push(id.clone());
         }
-        groups.entry(id).or_default().push(item);
+        groups.entry(id).or_default().push((item, spawn));
     }
-    let mut sessions: Vec<Vec<PromptItem>> = order.into_iter().filter_map(|id| groups.remove(&id)).collect();
-    for s in &mut sessions {
+    let mut sessions: Vec<(String, Vec<Turn>)> =
+        order.into_iter().filter_map(|id| groups.remove(&id).map(|g| (id, g))).collect();
+    for (_, s) in &mut sessions {
         // A first turn without a time starts with the trace.
-        if s[0].timestamp_ms < 0.0 {
-            s[0].timestamp_ms = 0.0;
+        if s[0].0.timestamp_ms < 0.0 {
+            s[0].0.timestamp_ms = 0.0;
         }
-        s[0].delay_ms = -1.0;
+        s[0].0.delay_ms = -1.0;
     }
-    sessions.sort_by(|a, b| a[0].timestamp_ms.total_cmp(&b[0].timestamp_ms));
-    let first = sessions.first().map_or(0.0, |s| s[0].timestamp_ms);
+    sessions.sort_by(|a, b| a.1[0].0.timestamp_ms.total_cmp(&b.1[0].0.timestamp_ms));
+    let first = sessions.first().map_or(0.0, |s| s.1[0].0.timestamp_ms);
+    let number: std::collections::HashMap<String, u64> =
+        sessions.iter().enumerate().map(|(k, (id, _))| (id.clone(), k as u64)).collect();
     let mut out = Vec::new();
-    for (k, turns) in sessions.into_iter().enumerate() {
-        for mut t in turns {
+    let mut spawned = Vec::new();
+    for (k, (_, turns)) in sessions.into_iter().enumerate() {
+        for (mut t, spawn) in turns {
             if t.timestamp_ms >= 0.0 {
                 t.timestamp_ms = (t.timestamp_ms - first).max(0.0);
             } else if t.delay_ms < 0.0 {
                 t.delay_ms = 0.0;
             }
             t.session = Some(k as u64);
+            if !spawn.is_empty() {
+                spawned.push((out.len(), spawn));
+            }
             out.push(t);
         }
     }
-    out
+    number_spawns(&mut out, &spawned, &number)?;
+    Ok(out)
 }
 
 /// Every request of the trace, sorted by time, times from the earliest.
@@ -147,12 +213,17 @@ pub fn trace(path: &Path, tok: Option<&Tok>, default_output: u32, chat: bool) ->
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut out = Vec::new();
     let mut ids = Vec::new();
+    // Each line's sub-agents (D68): the session ids it spawns.
+    let mut spawns: Vec<Vec<String>> = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
         let at = |r: String| format!("{}:{}: {r}", path.display(), i + 1);
-        let item = line_item(line, tok, default_output, chat).map_err(at)?;
+        let mut item = line_item(line, tok, default_output, chat).map_err(at)?;
+        let (spawn, join) = sub_agents(line).map_err(at)?;
+        item.join = join;
+        spawns.push(spawn);
         match session_id(line) {
             Some(id) => ids.push(id),
             None if !ids.is_empty() => return Err(at("no \"session_id\" (earlier lines have one)".into())),
@@ -176,7 +247,7 @@ pub fn trace(path: &Path, tok: Option<&Tok>, default_output: u32, chat: bool) ->
                 return Err(format!("{}: session {id:?} has more than {most} turns", path.display()));
             }
         }
-        return Ok(sessions(out, ids));
+        return sessions(out, ids, spawns).map_err(|e| format!("{}: {e}", path.display()));
     }
     out.sort_by(|a, b| a.timestamp_ms.total_cmp(&b.timestamp_ms));
     let first = out[0].timestamp_ms;
@@ -238,6 +309,43 @@ mod tests {
         );
         assert!(trace(&mixed, None, 4, false).unwrap_err().contains(":2: no \"session_id\""));
         let _ = (std::fs::remove_file(p), std::fs::remove_file(mixed));
+    }
+
+    #[test]
+    fn spawns_are_numbered_and_checked() {
+        let line = |id: &str, extra: &str| format!("{{\"session_id\": \"{id}\", \"input_length\": 5{extra}}}\n");
+        let ok =
+            [line("p", ", \"spawn\": [\"c\", \"d\"]"), line("p", ", \"join\": true"), line("c", ""), line("d", "")];
+        let p = scratch("spawn.jsonl", &ok.concat());
+        let t = trace(&p, None, 4, false).unwrap();
+        let got: Vec<(Option<u64>, Vec<u64>, bool)> = t.iter().map(|i| (i.session, i.spawn.clone(), i.join)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (Some(0), vec![1, 2], false),
+                (Some(0), vec![], true),
+                (Some(1), vec![], false),
+                (Some(2), vec![], false)
+            ]
+        );
+        for (lines, want) in [
+            (vec![line("p", ", \"spawn\": [\"x\"]")], "no session \"x\""),
+            (
+                vec![line("p", ", \"spawn\": [\"c\"]"), line("q", ", \"spawn\": [\"c\"]"), line("c", "")],
+                "spawned twice",
+            ),
+            (vec![line("p", ", \"spawn\": [\"p\"]")], "by itself"),
+            (vec![line("a", ", \"spawn\": [\"b\"]"), line("b", ", \"spawn\": [\"a\"]")], "cycle"),
+            (vec![line("p", ", \"spawn\": \"c\""), line("c", "")], "must be an array"),
+            (vec![line("p", ", \"join\": 1")], "\"join\" must be true or false"),
+        ] {
+            let p = scratch("bad-spawn.jsonl", &lines.concat());
+            let e = trace(&p, None, 4, false).unwrap_err();
+            assert!(e.contains(want), "{e} lacks {want}");
+        }
+        let plain = scratch("plain-spawn.jsonl", "{\"timestamp\": 1, \"input_length\": 3, \"spawn\": [\"a\"]}\n");
+        assert!(trace(&plain, None, 4, false).unwrap_err().contains("\"spawn\" needs a \"session_id\""));
+        let _ = (std::fs::remove_file(p), std::fs::remove_file(plain));
     }
 
     #[test]

@@ -52,6 +52,18 @@ fn dataset(w: &Workload, k: DatasetKind) -> bool {
 pub const FEATURES: &[Feature] = &[
     refused("Workload.multi_turn", "--multi-turn (conversations)", |w| w.multi_turn.is_some()),
     Feature {
+        field: "PromptItem.spawn",
+        flag: "a session trace's \"spawn\" (sub-agents)",
+        since: 10,
+        older: Older::Listed(|w| w.prompts.iter().any(|p| !p.spawn.is_empty())),
+    },
+    Feature {
+        field: "PromptItem.join",
+        flag: "a session trace's \"join\" (sub-agents)",
+        since: 10,
+        older: Older::Listed(|w| w.prompts.iter().any(|p| p.join)),
+    },
+    Feature {
         field: "MultiTurn.tool_loop",
         flag: "--tool-loop",
         since: 10,
@@ -384,6 +396,8 @@ mod tests {
             w.multi_turn = Some(MultiTurn { turns_min: 2, turns_max: 2, ..Default::default() });
             w
         })];
+        out.push(("PromptItem.spawn", with_prompt(|p| p.spawn = vec![1])));
+        out.push(("PromptItem.join", with_prompt(|p| p.join = true)));
         out.push(("MultiTurn.tool_loop", {
             let mut w = base();
             let tool_loop = Some(surge_proto::ToolLoop { max_steps: 2, ..Default::default() });

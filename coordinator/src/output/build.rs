@@ -342,6 +342,16 @@ pub fn run_result(
         }),
         multi_turn: super::multi_turn::multi_turn(plan, m, &ps),
         agent_loop: super::multi_turn::agent_loop(plan, m, &ps),
+        agent_graphs: m.graphs.as_ref().map(|g| super::multi_turn::AgentGraphsResult {
+            graphs: g.graphs,
+            sub_agent_sessions: g.sub_agent_sessions,
+            sub_agent_requests: g.sub_agent_requests,
+            max_fan_out: g.max_fan_out,
+            latency: Latencies(vec![
+                stats("graph_duration", &g.duration, &ps),
+                stats("critical_path", &g.critical_path, &ps),
+            ]),
+        }),
         errors_by_kind: m.errors_by_kind.clone(),
         error_examples: m
             .error_examples

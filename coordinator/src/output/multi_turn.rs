@@ -192,6 +192,20 @@ pub struct AgentLoopResult {
     pub per_step_metrics: Vec<PerTurn>,
 }
 
+/// A session trace's sub-agent graphs (D68): how many, the sub-agents' sessions and
+/// requests, the widest fan-out, and `mean_/median_/std_/pNN_` of `graph_duration` (a
+/// root's first start to the last end under it) and `critical_path` (the most request
+/// time along one chain of dependent turns), in ms.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentGraphsResult {
+    pub graphs: u64,
+    pub sub_agent_sessions: u64,
+    pub sub_agent_requests: u64,
+    pub max_fan_out: u32,
+    #[serde(flatten)]
+    pub latency: Latencies,
+}
+
 /// The agent-loop block (`None` without `--tool-loop`).
 pub fn agent_loop(plan: &RunPlan, m: &Metrics, ps: &[f64]) -> Option<AgentLoopResult> {
     let tl = plan.multi_turn.as_ref()?.tool_loop?;

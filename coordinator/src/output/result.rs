@@ -147,6 +147,9 @@ pub struct RunResult {
     /// Agent loops (`--tool-loop`, D65).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_loop: Option<super::multi_turn::AgentLoopResult>,
+    /// Sub-agent graphs of a session trace (D68).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_graphs: Option<super::multi_turn::AgentGraphsResult>,
     pub errors_by_kind: BTreeMap<String, u64>,
     /// Per error kind, up to 3 distinct messages, most frequent first.
     #[serde(default)]

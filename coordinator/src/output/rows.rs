@@ -89,6 +89,17 @@ struct Line<'a> {
     session_tool_time: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     session_model_time: Option<f64>,
+    /// A sub-agent's row: the session that spawned its session (D68).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parent: Option<u64>,
+    /// On a root's last row, when it spawned sub-agents: its graph's duration and
+    /// critical path (s) and its widest fan-out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    graph_duration: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    critical_path: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fan_out: Option<u32>,
 }
 
 /// A row's HTTP phases (seconds).
@@ -145,6 +156,7 @@ impl RowFile {
     /// Appends one row.
     pub fn write(&mut self, r: &GlobalRow) -> Result<(), OutputError> {
         let kind = if r.ok() { String::new() } else { kind_name(r.row.error()) };
+        let graph = r.row.session_end.as_ref().filter(|e| e.fan_out > 0);
         let line = Line {
             agent: r.agent,
             start_time: r.start_s,
@@ -191,6 +203,10 @@ impl RowFile {
                 .filter(|e| e.model_us > 0)
                 .map(|e| e.tool_wait_us as f64 / 1e6),
             session_model_time: r.row.session_end.as_ref().filter(|e| e.model_us > 0).map(|e| e.model_us as f64 / 1e6),
+            parent: r.row.parent,
+            graph_duration: graph.map(|e| e.graph_duration_us as f64 / 1e6),
+            critical_path: graph.map(|e| e.critical_path_us as f64 / 1e6),
+            fan_out: graph.map(|e| e.fan_out),
         };
         let err = |source| OutputError::Write { path: self.path.clone(), source };
         serde_json::to_writer(&mut self.out, &line).map_err(|e| err(std::io::Error::other(e)))?;

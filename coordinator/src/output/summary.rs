@@ -189,6 +189,16 @@ pub fn summary(r: &RunResult, view: &SummaryView, status: &RunStatus) -> String 
     if let Some(al) = &r.agent_loop {
         agent_loop_section(&mut out, al);
     }
+    if let Some(g) = &r.agent_graphs {
+        header(&mut out, "Sub-agents", '-');
+        line(&mut out, "Graphs / sub-agent sessions:", format!("{}/{}", g.graphs, g.sub_agent_sessions));
+        line(&mut out, "Widest fan-out:", g.max_fan_out);
+        for (key, what) in [("graph_duration", "graph duration"), ("critical_path", "critical path")] {
+            if let Some(d) = g.latency.get(key) {
+                fline(&mut out, &format!("Median {what} (ms):"), d.median_ms);
+            }
+        }
+    }
     if let Some(s) = &r.steady_state {
         steady_section(&mut out, s);
     }
