@@ -292,6 +292,8 @@ fn sub_agents_run_at_once_and_their_root_waits_for_them() {
     let rows_path = dir.path("rows.jsonl");
     let r = run_saved(&dir, &graph_args(&base, &trace, &rows_path), LIMIT);
     assert_eq!((r["completed"].as_u64(), r["failed"].as_u64()), (Some(9), Some(0)), "{r}");
+    // The conversations are the roots; the sub-agents are the graph's.
+    assert_eq!((r["conversations_started"].as_u64(), r["conversations_completed"].as_u64()), (Some(1), Some(1)));
     let g = &r["agent_graphs"];
     assert_eq!(
         (g["graphs"].as_u64(), g["sub_agent_sessions"].as_u64(), g["max_fan_out"].as_u64()),

@@ -140,7 +140,10 @@ impl Conversations {
         // An agent loop's tool steps (D65) are their own fold's: a turn is its user's
         // message and the reply to it.
         let step = r.row.step > 0;
-        if t == 0 && !step {
+        // A sub-agent's session (D68) is its graph's, counted by its own fold: the
+        // conversations are the roots (`num_conversations`); its turns count as turns.
+        let sub = r.row.parent.is_some();
+        if t == 0 && !step && !sub {
             self.started += 1;
         }
         if t < MAX_TURN_METRICS && !step {
@@ -152,7 +155,7 @@ impl Conversations {
         if !step {
             self.all.add(r);
         }
-        if let Some(end) = &r.row.session_end {
+        if let Some(end) = r.row.session_end.as_ref().filter(|_| !sub) {
             if end.failed {
                 self.failed += 1;
             } else {
