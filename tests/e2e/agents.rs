@@ -152,6 +152,14 @@ fn a_tool_loop_sends_each_call_back_with_its_result_until_an_answer() {
     let turn0 = &r["per_turn_metrics"][0];
     assert_eq!(turn0["completed"], 20, "{turn0}");
     assert!(r["reasoning"]["tool_call_finishes"].as_u64().unwrap() > 0, "finish_reason tool_calls counted");
+    // The report draws the steps.
+    let html = dir.path("r.html");
+    let out = surge(&["report", &dir.path("r.json"), "-o", &html], LIMIT);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let page = std::fs::read_to_string(&html).unwrap();
+    for want in ["Reasoning and agents", "step-ttft", "step-cache", "Tool steps sent"] {
+        assert!(page.contains(want), "the report lacks {want}");
+    }
 }
 
 #[test]

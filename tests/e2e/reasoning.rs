@@ -18,6 +18,27 @@ fn a_plain_reply_adds_no_reasoning_key() {
     assert_eq!(r["completed"], 10);
     assert!(r.get("reasoning").is_none(), "{}", r["reasoning"]);
     assert!(r.get("median_ttfo_ms").is_none());
+    let slices = r["time_series"].as_array().unwrap();
+    assert!(slices.iter().all(|s| s.get("p99_ttfo_ms").is_none()), "no reasoning, no ttfo in the time series");
+}
+
+/// The time series carries each slice's TTFO p99 over the replies that reasoned: 5
+/// reasoning tokens 2 ms apart after a 10 ms TTFT put it at 20 ms.
+#[test]
+fn the_time_series_carries_the_time_to_first_output() {
+    let (_echo, base) =
+        echo("127.0.0.1", &["--ttft-ms", "10", "--itl-ms", "2", "--output-tokens", "8", "--reasoning-tokens", "5"]);
+    let dir = TempDir::new("ttfo-series");
+    let r = run_saved(
+        &dir,
+        &["run", "--base-url", &base, "--backend", "openai-chat", "--model", "m", "--num-prompts", "20"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(r["completed"], 20);
+    let slices: Vec<f64> =
+        r["time_series"].as_array().unwrap().iter().filter_map(|s| s["p99_ttfo_ms"].as_f64()).collect();
+    assert!(!slices.is_empty(), "{}", r["time_series"]);
+    assert!(slices.iter().all(|t| (19.0..40.0).contains(t)), "{slices:?}");
 }
 
 /// `--tools FILE --tool-choice auto` against `surge echo --tool-call`, whose chat replies
@@ -54,6 +75,7 @@ fn tool_calls_are_counted_and_timed() {
     assert_eq!(rs["tool_calls"], 20, "one call a reply (its first delta has the id)");
     assert_eq!(rs["tool_call_tokens"], 120, "six argument deltas a reply");
     assert_eq!(rs["requests_with_reasoning"], 0);
+    assert_eq!(rs["tool_call_finishes"], 20, "every reply ended with finish_reason tool_calls");
     let first_call = rs["median_tool_call_ms"].as_f64().unwrap();
     assert!((first_call - r["median_ttft_ms"].as_f64().unwrap()).abs() < 1.0, "{first_call}");
 }

@@ -99,6 +99,10 @@ pub struct Slice {
     pub p50_itl_ms: f64,
     pub p99_itl_ms: f64,
     pub p99_e2el_ms: f64,
+    /// Replies that reasoned first (D49): their time to first output's p99; absent when
+    /// none of the slice's did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_ttfo_ms: Option<f64>,
     /// Successful rows that arrived after this slice's percentiles were computed (a
     /// late agent batch): in its counts, not in its percentiles (absent when 0).
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -136,12 +140,14 @@ struct Hists {
     /// HTTP phases (D35), when rows carry them: `waiting` and `blocked`.
     waiting: Histogram<u32>,
     blocked: Histogram<u32>,
+    /// Time to first output of the replies that reasoned first (D49).
+    ttfo: Histogram<u32>,
 }
 
 impl Hists {
     fn new() -> Self {
         let h = || Histogram::new_with_bounds(1, 36_000_000_000, 3).expect("valid histogram bounds");
-        Self { ttft: h(), itl: h(), e2el: h(), waiting: h(), blocked: h() }
+        Self { ttft: h(), itl: h(), e2el: h(), waiting: h(), blocked: h(), ttfo: h() }
     }
 }
 
@@ -163,9 +169,11 @@ struct Open {
     output_tokens: u64,
     errors: BTreeMap<String, u64>,
     hists: Option<Box<Hists>>,
-    closed: Option<[f64; 8]>,
+    closed: Option<[f64; 9]>,
     /// A successful row of the slice carried HTTP phases.
     phases: bool,
+    /// A successful row of the slice reasoned first (it has a `ttfo`).
+    reasoned: bool,
     /// Successful rows that came after `closed` was computed.
     late: u64,
     agents: BTreeMap<usize, AgentAcc>,
@@ -215,6 +223,10 @@ impl TimeSeries {
                 h.e2el.saturating_record(us(r.e2el_s()));
                 for &g in &r.row.itl_us {
                     h.itl.saturating_record(u64::from(g).max(1));
+                }
+                if let Some(t) = r.row.ttfo_us {
+                    h.ttfo.saturating_record(t.max(1));
+                    open.reasoned = true;
                 }
                 if let Some(p) = &r.row.phases {
                     // + 1 µs: a histogram cannot hold 0 (read back as 0).
@@ -282,8 +294,17 @@ impl TimeSeries {
             let o = self.slices.remove(&i).unwrap_or_default();
             peak_in_flight = peak_in_flight.max(in_flight + o.started);
             in_flight = (in_flight + o.started).saturating_sub(o.ended);
-            let [p50_ttft_ms, p99_ttft_ms, p50_itl_ms, p99_itl_ms, p99_e2el_ms, p50_waiting, p99_waiting, p99_blocked] =
-                o.closed.unwrap_or([0.0; 8]);
+            let [
+                p50_ttft_ms,
+                p99_ttft_ms,
+                p50_itl_ms,
+                p99_itl_ms,
+                p99_e2el_ms,
+                p50_waiting,
+                p99_waiting,
+                p99_blocked,
+                p99_ttfo,
+            ] = o.closed.unwrap_or([0.0; 9]);
             let phase = |v: f64| o.phases.then_some(v);
             out.push(Slice {
                 t: i as f64 * self.slice_s,
@@ -301,6 +322,7 @@ impl TimeSeries {
                 p50_itl_ms,
                 p99_itl_ms,
                 p99_e2el_ms,
+                p99_ttfo_ms: o.reasoned.then_some(p99_ttfo),
                 late_rows: o.late,
                 p50_http_req_waiting_ms: phase(p50_waiting),
                 p99_http_req_waiting_ms: phase(p99_waiting),
@@ -318,7 +340,7 @@ impl TimeSeries {
     }
 }
 
-fn close(h: &Hists) -> [f64; 8] {
+fn close(h: &Hists) -> [f64; 9] {
     // The phases were recorded + 1 µs.
     let shifted = |hist: &Histogram<u32>, q: f64| (ms(hist, q) - 0.001).max(0.0);
     [
@@ -330,6 +352,7 @@ fn close(h: &Hists) -> [f64; 8] {
         shifted(&h.waiting, 0.5),
         shifted(&h.waiting, 0.99),
         shifted(&h.blocked, 0.99),
+        ms(&h.ttfo, 0.99),
     ]
 }
 

@@ -4,6 +4,7 @@
 //! [`chart::Chart`]s, from [`runs`] and [`sweeps`]); [`html`] writes it, [`draw`] draws
 //! the charts.
 
+pub mod agents;
 pub mod capacity;
 pub mod chart;
 pub mod draw;

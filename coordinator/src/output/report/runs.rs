@@ -36,6 +36,9 @@ pub fn sections(runs: &[Run], opts: Options) -> Vec<Section> {
     if super::turns::any(runs) {
         out.push(super::turns::section(runs));
     }
+    if super::agents::any(runs) {
+        out.push(super::agents::section(runs));
+    }
     out.push(errors(runs));
     if runs.iter().any(|r| r.v.get("server_metrics").is_some_and(Value::is_object)) {
         out.push(server(runs));
@@ -280,6 +283,13 @@ fn time_series(runs: &[Run]) -> Section {
     }
     s.chart(over_time(runs, "ts-in-flight", "Requests in flight at each slice's end", "requests", "in_flight"));
     s.chart(over_time(runs, "ts-ttft-p99", "TTFT p99 per slice", "ms", "p99_ttft_ms"));
+    s.chart(over_time(
+        runs,
+        "ts-ttfo-p99",
+        "Time to first output (TTFO) p99 per slice, replies that reasoned",
+        "ms",
+        "p99_ttfo_ms",
+    ));
     s.chart(over_time(runs, "ts-errors", "Failed requests per slice", "requests", "failed"));
     if s.charts.is_empty() {
         s.notes.push("No time series in these results.".into());
