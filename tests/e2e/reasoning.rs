@@ -39,6 +39,16 @@ fn the_time_series_carries_the_time_to_first_output() {
         r["time_series"].as_array().unwrap().iter().filter_map(|s| s["p99_ttfo_ms"].as_f64()).collect();
     assert!(!slices.is_empty(), "{}", r["time_series"]);
     assert!(slices.iter().all(|t| (19.0..40.0).contains(t)), "{slices:?}");
+    // Goodput on the first answer token: replies' TTFT meets 15 ms (10 ms scheduled), no
+    // reply's TTFO does.
+    for (slo, good) in [("ttft:15", true), ("ttfo:15", false)] {
+        let dir = TempDir::new(&format!("ttfo-goodput-{good}"));
+        let args = ["run", "--base-url", &base, "--backend", "openai-chat", "--model", "m", "--num-prompts", "10"];
+        let r = run_saved(&dir, &[&args[..], &["--goodput", slo]].concat(), Duration::from_secs(60));
+        let goodput = r["request_goodput"].as_f64().unwrap();
+        // TTFO is 20 ms by the echo's schedule, never earlier: no reply meets ttfo:15.
+        assert_eq!(goodput > 0.0, good, "--goodput {slo}: {goodput}");
+    }
 }
 
 /// `--tools FILE --tool-choice auto` against `surge echo --tool-call`, whose chat replies

@@ -20,10 +20,15 @@ use crate::target::scrape::ServerScrape;
 use std::collections::BTreeMap;
 use surge_core::data::share::Stripe;
 
-/// Whether a successful row met every objective of `slo`.
-fn meets(slo: &Slo, r: &GlobalRow) -> bool {
+/// Whether a successful row met every objective of `slo` (vLLM's goodput, and surge's
+/// `ttfo`: the first answer token, the first token for a reply that did not reason).
+pub fn meets(slo: &Slo, r: &GlobalRow) -> bool {
     let ok = |limit: Option<f64>, v_s: f64| limit.is_none_or(|ms| v_s * 1000.0 <= ms);
-    ok(slo.ttft_ms, r.ttft_s()) && ok(slo.tpot_ms, r.tpot_s().unwrap_or(0.0)) && ok(slo.e2el_ms, r.e2el_s())
+    let ttfo = r.row.ttfo_us.map_or_else(|| r.ttft_s(), |t| t as f64 / 1e6);
+    ok(slo.ttft_ms, r.ttft_s())
+        && ok(slo.tpot_ms, r.tpot_s().unwrap_or(0.0))
+        && ok(slo.e2el_ms, r.e2el_s())
+        && ok(slo.ttfo_ms, ttfo)
 }
 
 /// Folds rows into [`Metrics`] as they arrive, in memory that does not grow with the run

@@ -645,7 +645,7 @@ pub struct OutputArgs {
     pub percentile_metrics: parse::MetricList,
     #[arg(long, default_value = "99", value_parser = parse::percentile_list)]
     pub metric_percentiles: parse::Percentiles,
-    /// SLOs for goodput, e.g. --goodput ttft:200 tpot:50 (ms).
+    /// SLOs for goodput, e.g. --goodput ttft:200 tpot:50 (ms): ttft, tpot, e2el, and surge's ttfo (the first answer token of a reasoning reply).
     #[arg(long, num_args = 1.., action = clap::ArgAction::Set, value_name = "NAME:MS")]
     pub goodput: Vec<String>,
     #[arg(long)]

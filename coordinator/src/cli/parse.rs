@@ -102,7 +102,8 @@ pub fn goodput(items: &[String]) -> Result<Slo, String> {
             "ttft" => &mut slo.ttft_ms,
             "tpot" => &mut slo.tpot_ms,
             "e2el" => &mut slo.e2el_ms,
-            _ => return Err(format!("{item:?}: unknown metric {k:?} (use ttft, tpot or e2el)")),
+            "ttfo" => &mut slo.ttfo_ms,
+            _ => return Err(format!("{item:?}: unknown metric {k:?} (use ttft, tpot, e2el or ttfo)")),
         };
         *slot = Some(ms);
     }
@@ -194,6 +195,7 @@ mod tests {
     fn goodput_slos() {
         let s = goodput(&["ttft:200".into(), "tpot:50".into()]).unwrap();
         assert_eq!((s.ttft_ms, s.tpot_ms, s.e2el_ms), (Some(200.0), Some(50.0), None));
+        assert_eq!(goodput(&["ttfo:300".into()]).unwrap().ttfo_ms, Some(300.0));
         assert!(goodput(&["ttft".into()]).is_err());
         assert!(goodput(&["ttft:abc".into()]).is_err());
         assert!(goodput(&["itl:5".into()]).is_err());

@@ -128,11 +128,7 @@ impl Monitor for Level<'_> {
             }
             if r.ok() {
                 self.trend.push((r.start_s, r.ttft_s() * 1000.0));
-                let ok = |limit: Option<f64>, v_s: f64| limit.is_none_or(|ms| v_s * 1000.0 <= ms);
-                if ok(slo.ttft_ms, r.ttft_s())
-                    && ok(slo.tpot_ms, r.tpot_s().unwrap_or(0.0))
-                    && ok(slo.e2el_ms, r.e2el_s())
-                {
+                if crate::analysis::aggregate::meets(slo, r) {
                     self.good += 1;
                 }
             }

@@ -69,11 +69,13 @@ pub struct Slo {
     pub ttft_ms: Option<f64>,
     pub tpot_ms: Option<f64>,
     pub e2el_ms: Option<f64>,
+    /// surge's: the time to first output (D49; TTFT for a reply that did not reason).
+    pub ttfo_ms: Option<f64>,
 }
 
 impl Slo {
     pub fn is_empty(&self) -> bool {
-        self.ttft_ms.is_none() && self.tpot_ms.is_none() && self.e2el_ms.is_none()
+        self.ttft_ms.is_none() && self.tpot_ms.is_none() && self.e2el_ms.is_none() && self.ttfo_ms.is_none()
     }
 }
 
