@@ -1,11 +1,11 @@
 //! Reasoning measured apart (D49) against `surge echo --reasoning-tokens K`, whose chat
 //! and Responses streams send their first K tokens as reasoning (and chat says so in the
 //! usage's `completion_tokens_details`): TTFT stays vLLM's (the first thought), `ttfo` is
-//! when the answer began, K tokens later. Alone ([`crate::ALONE`]): each row's times are
-//! checked within 1 ms, but for two rows in forty, which may be a few ms late when the
-//! echo and the client share two busy cores (CI once saw one row 3 ms late); those must
-//! still be within 4 ms, closer than the 5 ms that separate the answer's first token from
-//! the last thought.
+//! when the answer began, K tokens later. Alone ([`crate::ALONE`]): each backend's median
+//! is checked within 1 ms and every row within 4 ms. A busy 2-core host delays whole waves
+//! of rows by 2-3 ms (the echo's timer wakes late; CI once saw 3.0 ms, a CPU hog beside the
+//! test 2.2 ms on 4 rows in 40), and 4 ms is still closer than the 5 ms that separate the
+//! answer's first token from the last thought.
 
 use crate::util::{TempDir, echo, run_saved};
 use std::time::Duration;
@@ -54,27 +54,30 @@ fn the_answer_is_timed_apart_from_the_reasoning() {
         assert_eq!(rs["reasoning_tokens"], 800, "{backend}");
         assert_eq!(rs["answer_tokens"], 800, "{backend}");
         let text = std::fs::read_to_string(&rows).unwrap();
-        let (mut n, mut late) = (0, Vec::new());
-        let mut near = |what: &str, got: f64, want: f64| {
-            let off = (got - want).abs();
-            assert!(off <= 4.0, "{backend}: {what} {got:.3} ms, expected {want} ms");
-            if off > 1.0 {
-                late.push(format!("{what} {got:.3} ms"));
-            }
+        let (mut n, mut gaps, mut spans) = (0, Vec::new(), Vec::new());
+        let near = |what: &str, got: f64, want: f64| {
+            assert!((got - want).abs() <= 4.0, "{backend}: {what} {got:.3} ms, expected {want} ms");
+            got
         };
         for line in text.lines() {
             let row: serde_json::Value = serde_json::from_str(line).unwrap();
             let (ttft, ttfo) = (row["ttft"].as_f64().unwrap() * 1000.0, row["ttfo"].as_f64().unwrap() * 1000.0);
             // Twenty reasoning tokens 5 ms apart: the answer begins 100 ms after the first thought.
-            near("TTFO - TTFT", ttfo - ttft, 100.0);
+            gaps.push(near("TTFO - TTFT", ttfo - ttft, 100.0));
             assert_eq!(row["reasoning_tokens"], 20, "{backend}");
             assert_eq!(row["output_len"].as_u64().unwrap() - 20, 20, "{backend}: answer tokens");
             let span = row["reasoning"].as_f64().unwrap() * 1000.0;
-            near("first to last of 20 reasoning deltas", span, 95.0);
+            spans.push(near("first to last of 20 reasoning deltas", span, 95.0));
             n += 1;
         }
         assert_eq!(n, 40);
-        assert!(late.len() <= 2, "{backend}: more than 2 of 40 rows off by over 1 ms: {late:?}");
+        let median = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let (gap, span) = (median(&mut gaps), median(&mut spans));
+        assert!((gap - 100.0).abs() <= 1.0, "{backend}: median TTFO - TTFT {gap:.3} ms: {gaps:?}");
+        assert!((span - 95.0).abs() <= 1.0, "{backend}: median reasoning span {span:.3} ms: {spans:?}");
         let answer_tpot = rs["median_answer_tpot_ms"].as_f64().unwrap();
         assert!((answer_tpot - 5.0).abs() < 1.0, "{backend}: {answer_tpot}");
         // --percentile-metrics ttfo: the top-level keys too, equal to the block's.
