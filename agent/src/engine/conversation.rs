@@ -204,18 +204,7 @@ async fn turns(
         } else {
             ctx.jobs.turn(&plan, t, &history)
         };
-        let job = Job {
-            index: plan.index * surge_proto::TURN_STRIDE + u64::from(t),
-            body: turn.planned.body,
-            input_tokens: turn.planned.input_tokens,
-            input_source: turn.planned.input_source,
-            input_sequences: 0,
-            audio_s: 0.0,
-            intended: None,
-            session: Some(plan.index),
-            keep_reply: true,
-        };
-        let mut row = ctx.send(job, Some((plan.index, t))).await;
+        let mut row = ctx.send(turn_job(&plan, t, turn.planned), Some((plan.index, t))).await;
         drop(_permit);
         row.session = Some(plan.index);
         (row.turn, row.parent) = (t, parent);
@@ -283,6 +272,22 @@ async fn turns(
     None
 }
 
+/// The request of turn `t` of `plan` (or of one of its tool steps): indexed by session and
+/// turn, keeping its reply for the history.
+fn turn_job(plan: &SessionPlan, t: u32, planned: super::jobs::Planned) -> Job {
+    Job {
+        index: plan.index * surge_proto::TURN_STRIDE + u64::from(t),
+        body: planned.body,
+        input_tokens: planned.input_tokens,
+        input_source: planned.input_source,
+        input_sequences: 0,
+        audio_s: 0.0,
+        intended: None,
+        session: Some(plan.index),
+        keep_reply: true,
+    }
+}
+
 /// An agent loop's totals over one session.
 #[derive(Debug, Default)]
 struct Tally {
@@ -332,19 +337,8 @@ impl Steps<'_> {
                 None => None,
             };
             let planned = ctx.jobs.step(plan, history, self.output_tokens);
-            let job = Job {
-                index: plan.index * surge_proto::TURN_STRIDE + u64::from(t),
-                body: planned.body,
-                input_tokens: planned.input_tokens,
-                input_source: planned.input_source,
-                input_sequences: 0,
-                audio_s: 0.0,
-                intended: None,
-                session: Some(plan.index),
-                keep_reply: true,
-            };
             let history_tokens = history.tokens();
-            row = ctx.send(job, Some((plan.index, t))).await;
+            row = ctx.send(turn_job(plan, t, planned), Some((plan.index, t))).await;
             (row.session, row.turn, row.step, row.history_tokens) = (Some(plan.index), t, step, history_tokens);
             row.tool_wait_us = us(wait);
             tally.steps += 1;

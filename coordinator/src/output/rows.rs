@@ -156,6 +156,8 @@ impl RowFile {
     /// Appends one row.
     pub fn write(&mut self, r: &GlobalRow) -> Result<(), OutputError> {
         let kind = if r.ok() { String::new() } else { kind_name(r.row.error()) };
+        // An agent loop's totals (D65) and a graph's (D68), on the row that ended a session.
+        let totals = r.row.session_end.as_ref().filter(|e| e.model_us > 0);
         let graph = r.row.session_end.as_ref().filter(|e| e.fan_out > 0);
         let line = Line {
             agent: r.agent,
@@ -195,14 +197,9 @@ impl RowFile {
             finish_tool_calls: r.row.finish_tool_calls,
             step: (r.row.step > 0).then_some(r.row.step),
             tool_wait: (r.row.step > 0).then(|| r.row.tool_wait_us as f64 / 1e6),
-            session_steps: r.row.session_end.as_ref().filter(|e| e.model_us > 0).map(|e| e.steps),
-            session_tool_time: r
-                .row
-                .session_end
-                .as_ref()
-                .filter(|e| e.model_us > 0)
-                .map(|e| e.tool_wait_us as f64 / 1e6),
-            session_model_time: r.row.session_end.as_ref().filter(|e| e.model_us > 0).map(|e| e.model_us as f64 / 1e6),
+            session_steps: totals.map(|e| e.steps),
+            session_tool_time: totals.map(|e| e.tool_wait_us as f64 / 1e6),
+            session_model_time: totals.map(|e| e.model_us as f64 / 1e6),
             parent: r.row.parent,
             graph_duration: graph.map(|e| e.graph_duration_us as f64 / 1e6),
             critical_path: graph.map(|e| e.critical_path_us as f64 / 1e6),
