@@ -151,6 +151,11 @@ pub struct EchoArgs {
     #[arg(long = "tool-call-rate", value_name = "P", default_value_t = 0.0)]
     pub tool_call_rate: f64,
 
+    /// Name this echo as one replica of a fleet: every response carries
+    /// `x-served-by: NAME`, as a router's upstream would say which replica answered.
+    #[arg(long = "replica-name", value_name = "NAME")]
+    pub replica_name: Option<String>,
+
     /// Answer the first N completion requests with 503 (a server still loading, or a
     /// gateway whose upstream is not ready yet).
     #[arg(long = "unready-requests", value_name = "N", default_value_t = 0)]
@@ -231,6 +236,7 @@ impl EchoArgs {
             reasoning_tokens: self.reasoning_tokens,
             tool_call: self.tool_call,
             tool_call_rate: self.tool_call_rate,
+            replica_name: self.replica_name.clone(),
             unready_requests: self.unready_requests,
             deny_peer: self.deny_peer,
             metrics_allow_peer: self.metrics_allow_peer,
@@ -302,6 +308,8 @@ pub struct EchoConfig {
     pub tool_call: bool,
     /// Chat: the chance that a stream is a tool call (a seeded draw per request).
     pub tool_call_rate: f64,
+    /// Every response says `x-served-by: NAME` (one replica of a fleet).
+    pub replica_name: Option<String>,
     /// The first this many completion requests are answered 503.
     pub unready_requests: u64,
     /// Client addresses whose completion requests are answered 403.
@@ -348,6 +356,7 @@ impl Default for EchoConfig {
             reasoning_tokens: 0,
             tool_call: false,
             tool_call_rate: 0.0,
+            replica_name: None,
             unready_requests: 0,
             deny_peer: Vec::new(),
             metrics_allow_peer: Vec::new(),
@@ -364,6 +373,11 @@ impl EchoConfig {
     pub fn validate(&self) -> Result<(), String> {
         if self.http3 && !self.tls_self_signed {
             return Err("--http3 needs --tls-self-signed (QUIC always carries TLS)".to_owned());
+        }
+        if let Some(name) = &self.replica_name
+            && (name.is_empty() || http::HeaderValue::try_from(name.as_str()).is_err())
+        {
+            return Err(format!("--replica-name {name:?}: must be a non-empty header value"));
         }
         if self.model.is_empty() {
             return Err("--model must not be empty".to_owned());

@@ -39,6 +39,12 @@ impl PrefixCache {
         Self { capacity: capacity_tokens, block: block.max(1), used: HashMap::new(), order: BTreeMap::new(), tick: 0 }
     }
 
+    /// Forgets every block (vLLM's `POST /reset_prefix_cache`).
+    pub fn clear(&mut self) {
+        self.used.clear();
+        self.order.clear();
+    }
+
     /// Looks `words` up and caches its blocks.
     pub fn admit<'a>(&mut self, words: impl Iterator<Item = &'a str>) -> Lookup {
         let words: Vec<&str> = words.collect();

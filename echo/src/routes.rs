@@ -16,8 +16,25 @@ use crate::state::{ConnCtx, State};
 /// Content type of `GET /metrics`: the Prometheus text format 0.0.4.
 const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// Route one request (its body from hyper, or read whole from an HTTP/3 stream).
+/// Which replica answers (`--replica-name`), on every response.
+const SERVED_BY: http::HeaderName = http::HeaderName::from_static("x-served-by");
+
+/// Route one request (its body from hyper, or read whole from an HTTP/3 stream); a
+/// replica names itself on the answer.
 pub(crate) async fn handle<B>(req: Request<B>, state: Arc<State>, conn: ConnCtx) -> Result<Response<ResBody>, BoxError>
+where
+    B: Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    let served_by = state.served_by.clone();
+    let mut resp = route(req, state, conn).await?;
+    if let Some(name) = served_by {
+        resp.headers_mut().insert(SERVED_BY, name);
+    }
+    Ok(resp)
+}
+
+async fn route<B>(req: Request<B>, state: Arc<State>, conn: ConnCtx) -> Result<Response<ResBody>, BoxError>
 where
     B: Body<Data = bytes::Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
@@ -70,8 +87,13 @@ where
                 Ok(json_error(StatusCode::CONFLICT, "the profiler is not running"))
             }
         }
-        // Nothing is cached; accepted so scripts that reset between runs work.
-        "/reset_prefix_cache" if method == Method::POST => Ok(Response::new(ResBody::full(bytes::Bytes::new()))),
+        // vLLM's reset: the prefix cache (--prefix-cache-tokens) empties.
+        "/reset_prefix_cache" if method == Method::POST => {
+            if let Some(cache) = &state.prefix_cache {
+                cache.lock().expect("prefix cache lock").clear();
+            }
+            Ok(Response::new(ResBody::full(bytes::Bytes::new())))
+        }
         _ => Ok(json_error(StatusCode::NOT_FOUND, "not found")),
     }
 }

@@ -33,6 +33,8 @@ pub(crate) struct State {
     pub counter: Counter,
     /// The `/v1/models` body, rendered once.
     pub models_body: Bytes,
+    /// `x-served-by` of every response (`--replica-name`).
+    pub served_by: Option<http::HeaderValue>,
     /// `--prefix-cache-tokens`: the prompt-block cache (D33).
     pub prefix_cache: Option<Mutex<PrefixCache>>,
 }
@@ -46,6 +48,7 @@ impl State {
         Self {
             slots: config.max_concurrent_streams.map(|k| Arc::new(Semaphore::new(k))),
             models_body: Bytes::from(serde_json::to_vec(&models).unwrap_or_default()),
+            served_by: config.replica_name.as_deref().and_then(|n| http::HeaderValue::try_from(n).ok()),
             metrics: Arc::new(match config.metrics_flavor {
                 MetricsFlavor::Surge => Metrics::new(),
                 MetricsFlavor::Vllm => Metrics::with_vllm(&config.model, config.max_concurrent_streams),

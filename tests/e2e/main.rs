@@ -12,6 +12,7 @@ mod datasets;
 mod distributed;
 mod dropin;
 mod dry_run;
+mod endpoints;
 mod failures;
 mod faults;
 mod fleet;

@@ -13,7 +13,7 @@
 //! - [`jobs`]: request `k` of the slice, made on demand; `conversation`: sessions, their
 //!   turns and an agent loop's steps (D65), with [`history`];
 //! - [`conn`]: target resolution, TCP/TLS/HTTP connections (`surge_core::transport`) and
-//!   their pool ([`pool`]);
+//!   their pool ([`pool`]), one per endpoint, which [`endpoints`] picks per request (D69);
 //! - [`request`]: one timed request (the I/O); [`decode`]: its response's bytes made into
 //!   a row, without I/O (D67), by the API's event meaning ([`openai`], [`responses`],
 //!   [`pooling`]) over [`sse`];
@@ -25,6 +25,7 @@ pub mod api;
 mod audio;
 mod conversation;
 pub mod decode;
+pub mod endpoints;
 pub mod history;
 pub mod jobs;
 mod micros;
@@ -64,10 +65,10 @@ pub fn runtime() -> &'static tokio::runtime::Runtime {
 }
 
 use crate::data::tokenizer::TokenizerError;
+use endpoints::Endpoints;
 use jobs::{Jobs, Planned};
 use pacing::Schedule;
-use pool::Pool;
-use request::{Job, RequestTemplate, signed_us, us};
+use request::{Job, signed_us, us};
 use stats::{Lag, Stats};
 use std::num::NonZeroU32;
 use std::sync::Arc;
@@ -128,8 +129,7 @@ pub struct Prepared {
     /// The workload as read at the edge ([`spec::check`]).
     spec: spec::Spec,
     jobs: Jobs,
-    pool: Arc<Pool>,
-    tpl: Arc<RequestTemplate>,
+    endpoints: Arc<Endpoints>,
     stats: Arc<Stats>,
     pub connections_open: u32,
     pub warmups_completed: u32,
@@ -207,7 +207,7 @@ impl Prepared {
 
 /// Runs a prepared workload; every request ends as one row in `sink`.
 pub async fn run(prepared: Prepared, sink: Arc<dyn Sink>, ctl: Control) -> Report {
-    let Prepared { workload, spec, jobs, pool, tpl, stats, .. } = prepared;
+    let Prepared { workload, spec, jobs, endpoints, stats, .. } = prepared;
     // Rows are relative to the planned start, which both ends of a session know.
     let t0 = ctl.start_at;
     tokio::time::sleep_until(t0.into()).await;
@@ -217,7 +217,7 @@ pub async fn run(prepared: Prepared, sink: Arc<dyn Sink>, ctl: Control) -> Repor
     let schedule =
         Schedule::for_workload(&workload, jobs.trace_offsets(workload.trace_speedup)).expect("validated in prepare");
     let jobs = Arc::new(jobs);
-    let ctx = Arc::new(RunCtx { pool, tpl, sink, stats: Arc::clone(&stats), cancel: ctl.stop.child_token(), t0, jobs });
+    let ctx = Arc::new(RunCtx { endpoints, sink, stats: Arc::clone(&stats), cancel: ctl.stop.child_token(), t0, jobs });
     let tracker = TaskTracker::new();
     let probes = spec.probe_rate.map(|rate| {
         let stop = ctx.cancel.child_token();
@@ -290,11 +290,15 @@ async fn probe_loop(ctx: Arc<RunCtx>, rate: f64, stop: CancellationToken) {
     let mut k = 0u64;
     while !stop.is_cancelled() {
         let job = Job::of(k, ctx.jobs.probe(), None);
+        let lease = ctx.endpoints.pick(k, None);
+        let e = lease.endpoint();
         let mut row = tokio::select! {
-            row = request::execute(&ctx.pool, &ctx.tpl, job, ctx.t0) => row,
+            row = request::execute(&e.pool, &e.tpl, job, ctx.t0) => row,
             () = ctx.cancel.cancelled() => return,
         };
         row.probe = true;
+        row.endpoint = lease.index;
+        drop(lease);
         ctx.sink.record(row);
         k += 1;
         tokio::select! {
@@ -306,8 +310,7 @@ async fn probe_loop(ctx: Arc<RunCtx>, rate: f64, stop: CancellationToken) {
 
 /// What every request of a run shares.
 struct RunCtx {
-    pool: Arc<Pool>,
-    tpl: Arc<RequestTemplate>,
+    endpoints: Arc<Endpoints>,
     sink: Arc<dyn Sink>,
     stats: Arc<Stats>,
     /// Cancels in-flight requests (stop, deadline).
@@ -359,9 +362,13 @@ impl RunCtx {
         let started = self.t0.elapsed();
         let input = (job.input_tokens, job.input_source);
         let (index, intended) = (job.index, job.intended);
-        let mut cancelled = Cancelled { ctx: self, armed: true, index, intended, started, input, session };
-        let row = request::execute(&self.pool, &self.tpl, job, self.t0).await;
+        let lease = self.endpoints.pick(index, session.map(|(s, _)| s));
+        let endpoint = lease.index;
+        let mut cancelled = Cancelled { ctx: self, armed: true, index, intended, started, input, session, endpoint };
+        let e = lease.endpoint();
+        let mut row = request::execute(&e.pool, &e.tpl, job, self.t0).await;
         cancelled.armed = false;
+        row.endpoint = endpoint;
         row
     }
 
@@ -387,6 +394,8 @@ struct Cancelled<'a> {
     input: (u32, TokenSource),
     /// A conversation's turn: its session and turn.
     session: Option<(u64, u32)>,
+    /// The endpoint it went to.
+    endpoint: u32,
 }
 
 impl Drop for Cancelled<'_> {
@@ -397,6 +406,7 @@ impl Drop for Cancelled<'_> {
             if let Some((s, t)) = self.session {
                 (row.session, row.turn) = (Some(s), t);
             }
+            row.endpoint = self.endpoint;
             self.ctx.record(row);
         }
     }

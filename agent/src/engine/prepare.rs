@@ -1,8 +1,9 @@
 //! Preparing a workload (D7, D17): its closed sets read at the edge, the request
-//! template, the tokenizer, the job source, connections opened ahead, the initial test
-//! request and the warm-ups; what [`super::run`] then starts.
+//! template, the tokenizer, the job source, each endpoint's connections opened ahead and
+//! its initial test request (D69), and the warm-ups; what [`super::run`] then starts.
 
 use super::connector::Connector;
+use super::endpoints::{self, Endpoints};
 use super::jobs::Jobs;
 use super::pacing::Schedule;
 use super::pool::Pool;
@@ -46,6 +47,10 @@ fn template(w: &Workload, spec: &spec::Spec, target: &Target) -> Result<RequestT
         keep_text: w.keep_text,
         read_timeout: spec.read_timeout,
         keep_calls: w.multi_turn.as_ref().is_some_and(|m| m.tool_loop.is_some()),
+        replica_header: match w.replica_header.as_str() {
+            "" => None,
+            name => Some(http::HeaderName::try_from(name).map_err(|e| bad(name, e.into()))?),
+        },
     })
 }
 
@@ -84,13 +89,9 @@ pub async fn prepare_on(mut workload: Workload, local: Option<std::net::IpAddr>)
     if workload.slice_len == jobs::UNBOUNDED && !bounded {
         return Err(EngineError::Unbounded);
     }
-    let target = Target::resolve(&workload.base_url).await?;
-    let mut tpl = template(&workload, &spec, &target)?;
     let tok = load_tokenizer(&mut workload).await?;
-    tpl.tokenizer = tok.clone();
-    let tpl = Arc::new(tpl);
     let api = api::Api::of(workload.backend()).ok_or(EngineError::Spec(spec::SpecError::Unset { field: "backend" }))?;
-    let jobs = Jobs::new(&mut workload, api, tok)?;
+    let jobs = Jobs::new(&mut workload, api, tok.clone())?;
     let stats = Arc::new(Stats::default());
     // Connections opened before the start: one per concurrency slot, but never more than
     // the requests to send, nor than WARM_MAX (a huge cap is a limit, not a plan).
@@ -102,15 +103,31 @@ pub async fn prepare_on(mut workload: Workload, local: Option<std::net::IpAddr>)
     let sessions = workload.multi_turn.as_ref().map(|m| u64::from(m.concurrency)).filter(|&c| c > 0);
     let concurrency = slots.min(jobs.len().max(1)).min(sessions.unwrap_or(u64::MAX)).min(warm_max as u64) as usize;
     let tls = TargetTls::of(&workload);
-    let pool = Arc::new(Pool::with_connections(
-        Connector::with_tls(target, spec.http, &tls)?.from_address(local),
-        Arc::clone(&stats),
-        concurrency,
-        spec.h3_connections.map_or(0, |n| n.get() as usize),
-    ));
-    let connections_open = pool.warm(concurrency, 128).await.map_err(EngineError::Connect)? as u32;
+    let policy = endpoints::Policy::of(&workload).map_err(EngineError::Spec)?;
+    let urls = endpoints::urls(&workload);
+    let total_weight: u64 = urls.iter().map(|(_, w)| u64::from(*w)).sum();
+    let mut list = Vec::with_capacity(urls.len());
+    let mut connections_open = 0;
+    for (url, weight) in &urls {
+        let target = Target::resolve(url).await?;
+        let mut tpl = template(&workload, &spec, &target)?;
+        tpl.tokenizer = tok.clone();
+        // Each endpoint's share of the connections opened ahead, by its weight.
+        let share = (concurrency as u64 * u64::from(*weight)).div_ceil(total_weight) as usize;
+        let pool = Arc::new(Pool::with_connections(
+            Connector::with_tls(target, spec.http, &tls)?.from_address(local),
+            Arc::clone(&stats),
+            share,
+            spec.h3_connections.map_or(0, |n| n.get() as usize),
+        ));
+        connections_open += pool.warm(share, 128).await.map_err(EngineError::Connect)? as u32;
+        list.push((pool, Arc::new(tpl), *weight));
+    }
+    let endpoints = Arc::new(Endpoints::new(list, policy, workload.pacing_seed));
     if !workload.skip_initial_test && !jobs.is_empty() {
-        initial_test(&workload, &spec, &pool, &tpl, &jobs).await?;
+        for (e, (url, _)) in endpoints.iter().zip(&urls) {
+            initial_test(url, &workload.endpoint, &spec, &e.pool, &e.tpl, &jobs).await?;
+        }
     }
     let mut warmups_completed = 0;
     if workload.num_warmups > 0 && !jobs.is_empty() {
@@ -118,10 +135,12 @@ pub async fn prepare_on(mut workload: Workload, local: Option<std::net::IpAddr>)
         let mut set = tokio::task::JoinSet::new();
         for k in 0..u64::from(workload.num_warmups) {
             let planned = jobs.get_base(k % jobs.len());
-            let (pool, tpl) = (Arc::clone(&pool), Arc::clone(&tpl));
+            let endpoints = Arc::clone(&endpoints);
             set.spawn(async move {
                 let job = Job::of(k, planned, None);
-                request::execute(&pool, &tpl, job, t0).await
+                let lease = endpoints.pick(k, None);
+                let e = lease.endpoint();
+                request::execute(&e.pool, &e.tpl, job, t0).await
             });
             if set.len() >= concurrency.max(1)
                 && let Some(Ok(r)) = set.join_next().await
@@ -133,7 +152,7 @@ pub async fn prepare_on(mut workload: Workload, local: Option<std::net::IpAddr>)
             warmups_completed += u32::from(r.is_ok_and(|r| r.error() == ErrorKind::None));
         }
     }
-    Ok(Prepared { workload, spec, jobs, pool, tpl, stats, connections_open, warmups_completed })
+    Ok(Prepared { workload, spec, jobs, endpoints, stats, connections_open, warmups_completed })
 }
 
 /// How long the initial test request may take when the workload names no --max-run-time.
@@ -142,14 +161,15 @@ const INITIAL_TEST_LIMIT: Duration = Duration::from_secs(100);
 /// One request before the load, as the first of the run will be (D7): a wrong endpoint,
 /// model or key stops the run here with the server's own words.
 async fn initial_test(
-    w: &Workload,
+    base_url: &str,
+    path: &str,
     spec: &spec::Spec,
     pool: &Arc<Pool>,
     tpl: &Arc<RequestTemplate>,
     jobs: &Jobs,
 ) -> Result<(), EngineError> {
     let job = Job::of(jobs.index(0), jobs.get_base(0), None);
-    let url = format!("{}{}", w.base_url, w.endpoint);
+    let url = format!("{base_url}{path}");
     let ready_until = Instant::now() + spec.ready_timeout;
     let limit = spec.max_run_time.unwrap_or(INITIAL_TEST_LIMIT);
     let (row, not_ready) = loop {

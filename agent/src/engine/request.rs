@@ -51,6 +51,8 @@ pub struct RequestTemplate {
     pub read_timeout: Option<Duration>,
     /// An agent loop (`--tool-loop`): rows carry the calls their reply made.
     pub keep_calls: bool,
+    /// Rows carry this response header's value: the replica that served it (D69).
+    pub replica_header: Option<http::HeaderName>,
 }
 
 impl RequestTemplate {
@@ -212,6 +214,9 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
             }
         };
         let (head, body) = resp;
+        if let Some(name) = &tpl.replica_header {
+            row.replica = replica(&head.headers, name);
+        }
         // The request's last byte: the last write's end (HTTP/1.1), handed to QUIC
         // (HTTP/3); an HTTP/2 stream's is not seen (its connection writes it): at st.
         let sent = written.map(|(_, last)| last).or(head.sent).unwrap_or(st).max(st);
@@ -228,6 +233,29 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
         read_response(pool, tpl, conn, head, body, (st, head_at, phases), &mut row, job.keep_reply).await;
         return row;
     }
+}
+
+/// Most bytes of a replica's name kept in a row.
+const REPLICA_MAX: usize = 64;
+
+/// The values of header `name` (", "-joined, cut at [`REPLICA_MAX`] bytes on a character
+/// boundary): which replica answered.
+fn replica(headers: &http::HeaderMap, name: &http::HeaderName) -> String {
+    let mut out = String::new();
+    for v in headers.get_all(name) {
+        if !out.is_empty() {
+            out.push_str(", ");
+        }
+        out.push_str(&String::from_utf8_lossy(v.as_bytes()));
+    }
+    if out.len() > REPLICA_MAX {
+        let mut end = REPLICA_MAX;
+        while !out.is_char_boundary(end) {
+            end -= 1;
+        }
+        out.truncate(end);
+    }
+    out
 }
 
 /// Reads the response's body until it ends, breaks off or is too large, handing each
@@ -296,9 +324,43 @@ async fn read_response(
     }
 }
 
+/// A template for tests: completions to 127.0.0.1:1, nothing optional.
+#[cfg(test)]
+pub(crate) fn tests_template() -> RequestTemplate {
+    RequestTemplate {
+        uri_h1: http::Uri::from_static("http://127.0.0.1:1/v1/completions"),
+        uri_h2: http::Uri::from_static("http://127.0.0.1:1/v1/completions"),
+        authority: http::HeaderValue::from_static("127.0.0.1:1"),
+        content_type: http::HeaderValue::from_static("application/json"),
+        headers: Vec::new(),
+        mode: Mode::Stream,
+        tokenizer: None,
+        trace: None,
+        request_id_prefix: None,
+        session_header: None,
+        keep_text: false,
+        read_timeout: None,
+        keep_calls: false,
+        replica_header: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_replica_is_the_named_headers_values_cut_on_a_character() {
+        let mut h = http::HeaderMap::new();
+        let name = http::HeaderName::from_static("x-served-by");
+        assert_eq!(replica(&h, &name), "");
+        h.append(&name, http::HeaderValue::from_static("a"));
+        h.append(&name, http::HeaderValue::from_static("b"));
+        assert_eq!(replica(&h, &name), "a, b");
+        h.insert(&name, http::HeaderValue::from_str(&"é".repeat(40)).expect("a value"));
+        let got = replica(&h, &name);
+        assert!(got.len() <= REPLICA_MAX && got.chars().all(|c| c == 'é'), "{got}");
+    }
 
     fn template(trace: Option<(u64, f64)>) -> RequestTemplate {
         RequestTemplate {
@@ -315,6 +377,7 @@ mod tests {
             keep_text: false,
             read_timeout: None,
             keep_calls: false,
+            replica_header: None,
         }
     }
 

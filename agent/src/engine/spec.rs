@@ -124,8 +124,11 @@ pub fn check(w: &Workload) -> Result<Spec, SpecError> {
         HttpChoice::Http3 => Version::Http3,
         HttpChoice::Unspecified => return Err(SpecError::Unset { field: "http" }),
     };
-    if http == Version::Http3 && !w.base_url.starts_with("https://") {
-        return Err(SpecError::Contradiction(format!("HTTP/3 needs an https:// base URL, not {}", w.base_url)));
+    let urls = std::iter::once(&w.base_url).chain(w.endpoints.iter().map(|e| &e.base_url));
+    if http == Version::Http3
+        && let Some(url) = urls.clone().find(|u| !u.starts_with("https://"))
+    {
+        return Err(SpecError::Contradiction(format!("HTTP/3 needs an https:// base URL, not {url}")));
     }
     let ramp = match known("ramp", w.ramp, RampStrategy::Unspecified)? {
         RampStrategy::None | RampStrategy::Unspecified => None,

@@ -243,9 +243,11 @@ impl Driver {
                 Action::CheckTarget { run_id, workload } => {
                     let (settings, tx) = (Arc::clone(&self.settings), self.internal_tx.clone());
                     tokio::spawn(async move {
-                        // The target, and any /metrics URL it asks this agent to scrape.
+                        // The target (each of its endpoints, D69), and any /metrics URL it
+                        // asks this agent to scrape.
                         let mut verdict = settings.allowed.check(&workload.base_url).await;
-                        for url in &workload.scrape_urls {
+                        let endpoints = workload.endpoints.iter().map(|e| &e.base_url);
+                        for url in endpoints.chain(&workload.scrape_urls) {
                             if verdict.is_ok() {
                                 verdict = settings.allowed.check(url).await;
                             }

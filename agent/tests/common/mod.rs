@@ -21,5 +21,6 @@ pub fn stream_template(target: &Target, read_timeout: Option<Duration>) -> Reque
         keep_text: false,
         read_timeout,
         keep_calls: false,
+        replica_header: None,
     }
 }

@@ -80,7 +80,7 @@ impl Aggregator {
     }
 
     /// What a run plan asks of the folds: steady state when looked for, a ramp's events,
-    /// agent loops.
+    /// agent loops, several endpoints, replicas.
     pub fn wanted(plan: &RunPlan) -> Wanted {
         let over_s = plan.duration.filter(|_| plan.num_prompts == crate::plan::UNBOUNDED).map(|d| d.as_secs_f64());
         Wanted {
@@ -88,6 +88,8 @@ impl Aggregator {
             steady: plan.steady_plan().map(|p| (p, plan.metric_percentiles.clone())),
             ramp: plan.ramp.map(|r| (r, over_s)),
             agent_loop: plan.multi_turn.as_ref().is_some_and(|m| m.tool_loop.is_some()),
+            endpoints: if plan.endpoints.several() { plan.endpoints.list.len() } else { 0 },
+            replicas: plan.endpoints.replica_header.is_some(),
         }
     }
 

@@ -4,6 +4,7 @@
 
 use super::agent_loop::AgentLoop;
 use super::conversations::ConversationsFold;
+use super::endpoints::{EndpointsFold, EndpointsView};
 use super::fold::{Fold, Whole};
 use super::gpu::{GpuMetrics, GpuSlice, GpuView};
 use super::graphs::Graphs;
@@ -11,8 +12,10 @@ use super::metrics::Metrics;
 use super::phases::Phases;
 use super::ramp::RampEvents;
 use super::reasoning::ReasoningFold;
+use super::replicas::ReplicasFold;
 use super::server::ServerView;
 use super::steady::{Steady, SteadyFold, SteadyPlan, SteadyState};
+use super::timeseries::EndpointSlice;
 use crate::fleet::outcome::GlobalRow;
 use crate::plan::RampPlan;
 use crate::target::gpu::GpuScrape;
@@ -30,6 +33,10 @@ pub struct Wanted {
     pub ramp: Option<(RampPlan, Option<f64>)>,
     /// Agent loops (D65).
     pub agent_loop: bool,
+    /// Several endpoints (D69): how many (0: one).
+    pub endpoints: usize,
+    /// Rows name the replica that served them (D69).
+    pub replicas: bool,
 }
 
 /// Every fold of a run, in the order their results are put.
@@ -53,6 +60,12 @@ impl Folds {
             f.put(AgentLoop::default(), |out, m| m.agent_loop = out);
         }
         f.put(Graphs::default(), |out, m| m.graphs = out);
+        if wanted.endpoints > 1 {
+            f.put(EndpointsFold::new(wanted.endpoints, wanted.slice_s), put_endpoints);
+        }
+        if wanted.replicas {
+            f.put(ReplicasFold::default(), |out, m| m.replicas = out);
+        }
         f.put(ServerView::new(wanted.slice_s), |out, m| m.server = out);
         f.put(GpuView::new(wanted.slice_s), put_gpu);
         f
@@ -107,6 +120,31 @@ fn put_gpu(out: Option<(GpuMetrics, Vec<GpuSlice>)>, m: &mut Metrics) {
         s.energy_per_output_token_j = (s.output_tokens > 0).then(|| gs.energy_j / s.output_tokens as f64);
     }
     m.gpu = Some(g);
+}
+
+/// Each endpoint's numbers, and its part of every time-series slice.
+fn put_endpoints(out: Option<EndpointsView>, m: &mut Metrics) {
+    let Some(v) = out else { return };
+    for s in &mut m.time_series {
+        let i = (s.t / v.slice_s).round() as i64;
+        s.endpoints = v
+            .list
+            .iter()
+            .map(|e| {
+                let x = e.slices.get(&i).copied().unwrap_or_default();
+                let mean = if x.completed > 0 { x.ttft_sum_s / x.completed as f64 * 1e3 } else { 0.0 };
+                EndpointSlice {
+                    completed: x.completed,
+                    failed: x.failed,
+                    request_throughput: x.completed as f64 / v.slice_s,
+                    output_throughput: x.output_tokens as f64 / v.slice_s,
+                    mean_ttft_ms: mean,
+                    max_ttft_ms: x.ttft_max_s * 1e3,
+                }
+            })
+            .collect();
+    }
+    m.endpoints = Some(v);
 }
 
 /// A fold and where its result goes, with its output type erased.
@@ -183,7 +221,7 @@ mod tests {
     #[test]
     fn every_registered_fold_sees_the_rows_and_puts_its_result() {
         let ramp = RampPlan { exponential: false, start: 1, end: 4 };
-        let wanted = Wanted { slice_s: 1.0, steady: None, ramp: Some((ramp, Some(2.0))), agent_loop: false };
+        let wanted = Wanted { slice_s: 1.0, ramp: Some((ramp, Some(2.0))), ..Wanted::default() };
         let mut a = Aggregator::new(Default::default(), false, wanted);
         for k in 0..4 {
             a.add(&row(f64::from(k) * 0.5));

@@ -133,6 +133,10 @@ pub struct Metrics {
     pub agent_loop: Option<super::agent_loop::AgentLoop>,
     /// Sub-agent graphs (D68).
     pub graphs: Option<super::graphs::Graphs>,
+    /// Several endpoints (D69): each one's numbers.
+    pub endpoints: Option<super::endpoints::EndpointsView>,
+    /// `--replica-header` (D69): the replicas behind a router, as the responses named them.
+    pub replicas: Option<super::replicas::ReplicasView>,
 }
 
 impl Metrics {

@@ -130,6 +130,22 @@ pub struct Slice {
     /// The slice overlaps the steady-state window (D45); absent otherwise.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub steady: bool,
+    /// Several endpoints (D69): each one's share of the slice, in the result's
+    /// `endpoints` order (absent with one endpoint).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<EndpointSlice>,
+}
+
+/// One endpoint's part of a time-series slice.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EndpointSlice {
+    pub completed: u64,
+    pub failed: u64,
+    pub request_throughput: f64,
+    pub output_throughput: f64,
+    /// Over the slice's successful requests (0 without one).
+    pub mean_ttft_ms: f64,
+    pub max_ttft_ms: f64,
 }
 
 #[derive(Debug, Clone)]
@@ -334,6 +350,7 @@ impl TimeSeries {
                 errors_by_kind: o.errors,
                 agents: o.agents.iter().map(|(&agent, a)| a.slice(agent)).collect(),
                 steady: false,
+                endpoints: Vec::new(),
             });
         }
         (out, peak_in_flight)

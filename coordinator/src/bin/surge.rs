@@ -50,7 +50,7 @@ fn main() -> ExitCode {
         Command::Echo(args) => block_on(commands::echo_command(*args)),
         Command::Demo => block_on(commands::demo_command()),
         Command::Fleet(FleetCommand::Check(args)) => {
-            let probe = args.target.base_url.is_some();
+            let probe = !args.target.base_url.is_empty() || args.target.endpoints.is_some();
             match build::run_plan(*args) {
                 Ok(plan) => block_on(commands::fleet::check_command(plan, probe)),
                 Err(e) => usage("fleet check", &e),

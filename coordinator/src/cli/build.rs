@@ -218,11 +218,14 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         a.dataset.spec_bench_output_len = n;
         a.dataset.hf_output_len = Some(n);
     }
-    let base_url = a.target.base_url.clone().unwrap_or_else(|| format!("http://{}:{}", a.target.host, a.target.port));
-    match base_url.parse::<http::Uri>() {
-        Ok(u) if matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some() => {}
-        _ => return usage(format!("--base-url {base_url:?}: expected http://HOST[:PORT] or https://...")),
-    }
+    let endpoints = super::endpoints::plan(
+        &a.target.base_url,
+        a.target.endpoints.as_deref(),
+        a.target.endpoint_policy,
+        a.target.replica_header.as_deref(),
+        format!("http://{}:{}", a.target.host, a.target.port),
+    )?;
+    let base_url = endpoints.list[0].url.clone();
     let (backend, backend_name, default_endpoint) = backend_of(a.target.backend);
     let pooling = !a.target.backend.generates() && backend != Backend::Http;
     check_pairs(&a, backend, backend_name, pooling)?;
@@ -290,8 +293,9 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         return usage(format!("--strict: {}", list.join("; ")));
     }
     let ignored_flags: Vec<String> = ignored.iter().map(ToString::to_string).collect();
-    let (http_version, target_tls) = (http_version(&a.transport, &base_url)?, target_tls(&a.transport)?);
-    let scrape = scrape_plan(&a.server, &base_url, &target_tls)?;
+    let urls: Vec<&str> = endpoints.list.iter().map(|e| e.url.as_str()).collect();
+    let (http_version, target_tls) = (http_version(&a.transport, &urls)?, target_tls(&a.transport)?);
+    let scrape = scrape_plan(&a.server, &urls, &target_tls)?;
     let gpu = gpu_plan(&a.server, &target_tls)?;
     let extra_body = extra_body(&a.sampling, backend, a.target.backend.generates())?;
     let otlp = otlp_plan(&a.telemetry)?;
@@ -307,6 +311,7 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         run_length(&a, trace.then_some(trace_len), sessions.unwrap_or(d.prompts.len() as u64));
     Ok(RunPlan {
         base_url: base_url.trim_end_matches('/').to_string(),
+        endpoints,
         endpoint,
         backend,
         backend_name,
@@ -722,7 +727,7 @@ pub fn matrix_plan(mut a: MatrixArgs) -> Result<MatrixPlan, UsageError> {
 }
 
 /// `--http-version` (or `--http2`) as on the wire; HTTP/3 needs an https:// target.
-fn http_version(t: &TransportArgs, base_url: &str) -> Result<HttpChoice, UsageError> {
+fn http_version(t: &TransportArgs, base_urls: &[&str]) -> Result<HttpChoice, UsageError> {
     let v = match (t.http_version.as_deref(), t.http2) {
         (Some("1.1"), false) => HttpChoice::Http1,
         (Some("2"), _) | (None, true) => HttpChoice::Http2,
@@ -730,7 +735,7 @@ fn http_version(t: &TransportArgs, base_url: &str) -> Result<HttpChoice, UsageEr
         (Some(v), true) => return usage(format!("--http2 contradicts --http-version {v}")),
         _ => HttpChoice::Auto,
     };
-    let https = base_url.starts_with("https://");
+    let https = base_urls.iter().all(|u| u.starts_with("https://"));
     if v == HttpChoice::Http3 && !https {
         return usage("--http-version 3: needs an https:// --base-url (QUIC always carries TLS)");
     }
@@ -895,7 +900,7 @@ fn request_headers(raw: &[String], api_key: Option<String>) -> Result<Vec<(Strin
 /// `--scrape-from` as a plan.
 fn scrape_plan(
     s: &ServerViewArgs,
-    base_url: &str,
+    base_urls: &[&str],
     tls: &crate::plan::TargetTls,
 ) -> Result<Option<ScrapePlan>, UsageError> {
     if s.no_scrape_metrics {
@@ -911,8 +916,12 @@ fn scrape_plan(
         return usage("--scrape-interval: at least 100ms");
     }
     let explicit = !s.metrics_urls.is_empty();
-    let urls =
-        if explicit { s.metrics_urls.clone() } else { vec![format!("{}/metrics", base_url.trim_end_matches('/'))] };
+    // Each endpoint's own /metrics, kept apart by URL (D69).
+    let urls = if explicit {
+        s.metrics_urls.clone()
+    } else {
+        base_urls.iter().map(|u| format!("{}/metrics", u.trim_end_matches('/'))).collect()
+    };
     Ok(Some(ScrapePlan {
         urls,
         explicit,
@@ -953,7 +962,7 @@ pub fn validate_plan(a: ValidateArgs) -> Result<ValidatePlan, UsageError> {
     let mut r = default_run_args()?;
     let h3 = a.http_version.as_deref() == Some("3");
     let placeholder = if h3 { "https://127.0.0.1:9" } else { "http://127.0.0.1:9" };
-    r.target.base_url = Some(a.target.clone().unwrap_or_else(|| placeholder.into()));
+    r.target.base_url = vec![a.target.clone().unwrap_or_else(|| placeholder.into())];
     r.transport.http_version = a.http_version.clone();
     // The embedded echo's certificate is made at start: nothing to verify it against.
     r.transport.insecure = h3 && a.target.is_none();

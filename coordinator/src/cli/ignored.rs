@@ -32,6 +32,8 @@ pub enum Reader {
     /// Read only by a run that writes its result: `--save-result` or a flag that implies
     /// it, and every sweep and matrix.
     Saved,
+    /// Read only with several endpoints (repeated `--base-url`, or `--endpoints`, D69).
+    SeveralEndpoints,
     /// Read only by a run that looks for its steady state (a closed loop or a paced one,
     /// without a ramp or conversations, and without `--no-steady-state`).
     SteadyState,
@@ -99,6 +101,7 @@ pub fn reader(long: &str, heading: Option<&str>) -> Option<Reader> {
         | "tool-loop" => Reader::With("multi-turn"),
         "tool-latency-ms" | "tool-latency-dist" | "tool-result-len" | "max-tool-steps" => Reader::With("tool-loop"),
         "lora-assignment" => Reader::With("lora-modules"),
+        "endpoint-policy" => Reader::SeveralEndpoints,
         "result-dir" | "result-filename" | "append-result" => Reader::Saved,
         "live-linger" => Reader::With("prometheus-listen"),
         "scrape-interval" | "scrape-metric" | "scrape-from" => Reader::Always,
@@ -115,6 +118,8 @@ pub fn reader(long: &str, heading: Option<&str>) -> Option<Reader> {
         "help"
         | "version"
         | "base-url"
+        | "endpoints"
+        | "replica-header"
         | "host"
         | "port"
         | "endpoint"
@@ -223,10 +228,14 @@ impl Context<'_> {
             }
             Reader::With(other) => (!self.given(other)).then(|| format!("no --{other}")),
             Reader::Https => {
-                let url = a.target.base_url.as_deref().unwrap_or("http://");
-                (!url.starts_with("https://")).then(|| "an http:// target".to_string())
+                let https =
+                    !a.target.base_url.is_empty() && a.target.base_url.iter().all(|u| u.starts_with("https://"));
+                (!https).then(|| "an http:// target".to_string())
             }
             Reader::Agents => (!self.agents).then(|| "no --agents".to_string()),
+            Reader::SeveralEndpoints => {
+                (a.target.base_url.len() < 2 && a.target.endpoints.is_none()).then(|| "one endpoint".to_string())
+            }
             Reader::Saved => (!a.output.saves()).then(|| "no --save-result".to_string()),
             Reader::Http3 => (a.transport.http_version.as_deref() != Some("3")).then(|| "no --http-version 3".into()),
             Reader::SteadyState => {

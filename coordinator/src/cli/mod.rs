@@ -7,6 +7,7 @@ pub mod build;
 pub mod config;
 pub mod conversation;
 pub mod dataset;
+pub mod endpoints;
 pub mod ignored;
 mod mm;
 pub mod parse;
@@ -122,6 +123,34 @@ pub struct ReportArgs {
     /// The deployment's price per hour (USD): prices results saved without a cost.
     #[arg(long = "cost-per-hour", value_name = "USD")]
     pub cost_per_hour: Option<f64>,
+}
+
+/// `--endpoint-policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EndpointPolicyArg {
+    /// In each agent's send order, by weight.
+    #[value(name = "round-robin")]
+    RoundRobin,
+    /// A seeded draw per request, by weight.
+    Random,
+    /// The endpoint with the fewest of the agent's requests in flight per unit of weight.
+    #[value(name = "least-in-flight")]
+    LeastInFlight,
+    /// By a hash of the conversation (of the request index without one): a session's
+    /// turns all go to one endpoint, the same from every agent.
+    Session,
+}
+
+impl EndpointPolicyArg {
+    /// As the wire carries it.
+    pub fn wire(self) -> surge_proto::EndpointPolicy {
+        match self {
+            Self::RoundRobin => surge_proto::EndpointPolicy::RoundRobin,
+            Self::Random => surge_proto::EndpointPolicy::Random,
+            Self::LeastInFlight => surge_proto::EndpointPolicy::LeastInFlight,
+            Self::Session => surge_proto::EndpointPolicy::Session,
+        }
+    }
 }
 
 /// `--lora-assignment`.
@@ -315,9 +344,23 @@ pub struct RunArgs {
 /// `surge run`'s flags, "Target": the server under test: where, which API, which model, how to reach it.
 #[derive(Debug, Clone, Args)]
 pub struct TargetArgs {
-    /// Server base URL, e.g. http://127.0.0.1:8000 (overrides --host/--port).
-    #[arg(long, value_name = "URL")]
-    pub base_url: Option<String>,
+    /// Server base URL, e.g. http://127.0.0.1:8000 (overrides --host/--port). Repeat it
+    /// for several replicas: each request goes to one of them (--endpoint-policy) and the
+    /// result has each one's numbers (`endpoints`).
+    #[arg(long, value_name = "URL", action = clap::ArgAction::Append)]
+    pub base_url: Vec<String>,
+    /// The replicas from a file instead: one base URL per line, then optionally its
+    /// weight and its name (`http://10.0.0.7:8000 2 gpu-a`); `#` starts a comment.
+    #[arg(long = "endpoints", value_name = "FILE", conflicts_with = "base_url")]
+    pub endpoints: Option<PathBuf>,
+    /// How a request picks one of several endpoints; each agent applies it to its own share.
+    #[arg(long = "endpoint-policy", value_enum, default_value = "round-robin")]
+    pub endpoint_policy: EndpointPolicyArg,
+    /// The response header that names the replica behind a router which served the
+    /// request (e.g. x-served-by, or server/via where a proxy puts it): the result
+    /// reports the router's balance and session affinity (`replicas`).
+    #[arg(long = "replica-header", value_name = "NAME")]
+    pub replica_header: Option<String>,
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,
     #[arg(long, default_value_t = 8000)]

@@ -39,9 +39,12 @@ use tokio_util::sync::CancellationToken;
 pub async fn resolve_model(plan: &RunPlan) -> Result<String, Failure> {
     let tls = plan.target_tls.client();
     if let Some(t) = plan.ready_timeout {
-        ready::wait_ready(&tls, &plan.base_url, t)
-            .await
-            .map_err(|e| Failure::new(exit::FAILURE, format!("--ready-timeout: {e}")))?;
+        // Every endpoint (D69), each within the timeout.
+        for e in &plan.endpoints.list {
+            ready::wait_ready(&tls, &e.url, t)
+                .await
+                .map_err(|e| Failure::new(exit::FAILURE, format!("--ready-timeout: {e}")))?;
+        }
     }
     match (&plan.served_model_name, &plan.model, plan.backend) {
         (Some(m), _, _) | (None, Some(m), _) => Ok(m.clone()),
@@ -235,8 +238,13 @@ pub async fn run_watched<'w>(
         .and_then(|d| d.map_err(|e| tracing::warn!("--save-detailed: no spill file, rows kept in memory: {e}")).ok());
     let wanted = Aggregator::wanted(plan);
     let agg = Aggregator::new(plan.slo.clone(), keep_rows || (plan.save_detailed && detail.is_none()), wanted);
-    let rows =
-        plan.save_rows.as_deref().map(RowFile::create).transpose().map_err(|e| Failure::run("--save-rows", &e))?;
+    let names: Vec<String> = plan.endpoints.list.iter().map(|e| e.name.clone()).collect();
+    let rows = plan
+        .save_rows
+        .as_deref()
+        .map(|p| RowFile::create(p).map(|f| if names.len() > 1 { f.with_endpoints(names) } else { f }))
+        .transpose()
+        .map_err(|e| Failure::run("--save-rows", &e))?;
     let duration = plan.duration.map(|d| d.as_secs_f64());
     let agents = session.agents.iter().map(|a| a.addr.clone()).collect();
     let model_name = model.to_string();
@@ -434,7 +442,7 @@ pub async fn shutdown_signal() {
 /// `surge demo`'s run: 500 requests, 64 in flight, 128 in / 32 out, against `base`.
 fn demo_plan(base: &str) -> Result<RunPlan, Failure> {
     let mut a = build::default_run_args()?;
-    a.target.base_url = Some(base.to_string());
+    a.target.base_url = vec![base.to_string()];
     a.target.model = Some("surge-echo".into());
     a.dataset.random_input_len = 128;
     a.dataset.random_output_len = 32;

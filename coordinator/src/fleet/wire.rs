@@ -64,6 +64,18 @@ pub const FEATURES: &[Feature] = &[
         older: Older::Listed(|w| w.prompts.iter().any(|p| p.join)),
     },
     Feature {
+        field: "Workload.endpoints",
+        flag: "several --base-url (or --endpoints)",
+        since: 10,
+        older: Older::Listed(|w| !w.endpoints.is_empty()),
+    },
+    Feature {
+        field: "Workload.replica_header",
+        flag: "--replica-header",
+        since: 10,
+        older: Older::Listed(|w| !w.replica_header.is_empty()),
+    },
+    Feature {
         field: "MultiTurn.tool_loop",
         flag: "--tool-loop",
         since: 10,
@@ -238,6 +250,19 @@ pub fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize, run_id: u64) -
         target_insecure: plan.target_tls.insecure,
         target_ca_pem: plan.target_tls.ca_pem.clone(),
         headers: plan.headers.iter().cloned().collect(),
+        // Several endpoints (D69): the list goes only where there is more than one, so a
+        // one-endpoint run stays readable by an agent built before the list.
+        endpoints: if plan.endpoints.several() {
+            plan.endpoints
+                .list
+                .iter()
+                .map(|e| surge_proto::TargetEndpoint { base_url: e.url.clone(), weight: e.weight })
+                .collect()
+        } else {
+            Vec::new()
+        },
+        endpoint_policy: plan.endpoints.policy as i32,
+        replica_header: plan.endpoints.replica_header.clone().unwrap_or_default(),
         prompts,
         prompts_whole_file,
         tokenizer_json: plan.tokenizer.as_ref().map(|t| t.bytes.to_vec()).unwrap_or_default(),

@@ -34,6 +34,16 @@ fn percentiles(plan: &RunPlan) -> Vec<f64> {
     p
 }
 
+/// `--endpoint-policy`'s name.
+fn policy_name(p: surge_proto::EndpointPolicy) -> &'static str {
+    match p {
+        surge_proto::EndpointPolicy::Unspecified | surge_proto::EndpointPolicy::RoundRobin => "round-robin",
+        surge_proto::EndpointPolicy::Random => "random",
+        surge_proto::EndpointPolicy::LeastInFlight => "least-in-flight",
+        surge_proto::EndpointPolicy::Session => "session",
+    }
+}
+
 fn stats(name: &str, d: &Sample, ps: &[f64]) -> MetricStats {
     MetricStats {
         name: name.to_string(),
@@ -352,6 +362,10 @@ pub fn run_result(
                 stats("critical_path", &g.critical_path, &ps),
             ]),
         }),
+        endpoints: super::endpoints::endpoints(plan, m, &ps),
+        endpoint_policy: plan.endpoints.several().then(|| policy_name(plan.endpoints.policy).to_string()),
+        endpoint_outlier_rule: plan.endpoints.several().then(super::endpoints::outlier_rule),
+        replicas: super::endpoints::replicas(plan, m),
         errors_by_kind: m.errors_by_kind.clone(),
         error_examples: m
             .error_examples

@@ -6,6 +6,7 @@
 pub mod build;
 pub mod capacity;
 pub mod detail_spill;
+pub mod endpoints;
 pub mod files;
 pub mod fleet;
 pub mod latencies;

@@ -150,6 +150,17 @@ pub struct RunResult {
     /// Sub-agent graphs of a session trace (D68).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_graphs: Option<super::multi_turn::AgentGraphsResult>,
+    /// Several endpoints (D69): each one's numbers, how requests picked one, and the rule
+    /// that marks an outlier.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoints: Option<Vec<super::endpoints::EndpointResult>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_policy: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_outlier_rule: Option<String>,
+    /// `--replica-header` (D69): the replicas behind a router, as the responses named them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<super::endpoints::ReplicasResult>,
     pub errors_by_kind: BTreeMap<String, u64>,
     /// Per error kind, up to 3 distinct messages, most frequent first.
     #[serde(default)]

@@ -100,6 +100,12 @@ struct Line<'a> {
     critical_path: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     fan_out: Option<u32>,
+    /// Several endpoints (D69): the one it went to, by name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    endpoint: Option<&'a str>,
+    /// `--replica-header`: the replica the response named.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replica: Option<&'a str>,
 }
 
 /// A row's HTTP phases (seconds).
@@ -136,6 +142,8 @@ pub struct RowFile {
     path: PathBuf,
     out: Box<dyn Write + Send>,
     written: u64,
+    /// Several endpoints: their names, by index (empty with one).
+    endpoints: Vec<String>,
 }
 
 impl RowFile {
@@ -150,7 +158,13 @@ impl RowFile {
         } else {
             Box::new(file)
         };
-        Ok(Self { path: path.to_path_buf(), out, written: 0 })
+        Ok(Self { path: path.to_path_buf(), out, written: 0, endpoints: Vec::new() })
+    }
+
+    /// Rows name their endpoint (a run with several, D69).
+    pub fn with_endpoints(mut self, names: Vec<String>) -> Self {
+        self.endpoints = names;
+        self
     }
 
     /// Appends one row.
@@ -204,6 +218,8 @@ impl RowFile {
             graph_duration: graph.map(|e| e.graph_duration_us as f64 / 1e6),
             critical_path: graph.map(|e| e.critical_path_us as f64 / 1e6),
             fan_out: graph.map(|e| e.fan_out),
+            endpoint: self.endpoints.get(r.row.endpoint as usize).map(String::as_str),
+            replica: (!r.row.replica.is_empty()).then_some(r.row.replica.as_str()),
         };
         let err = |source| OutputError::Write { path: self.path.clone(), source };
         serde_json::to_writer(&mut self.out, &line).map_err(|e| err(std::io::Error::other(e)))?;

@@ -189,6 +189,12 @@ pub fn summary(r: &RunResult, view: &SummaryView, status: &RunStatus) -> String 
     if let Some(al) = &r.agent_loop {
         agent_loop_section(&mut out, al);
     }
+    if let Some(list) = &r.endpoints {
+        endpoints_section(&mut out, list, r.endpoint_policy.as_deref().unwrap_or("round-robin"));
+    }
+    if let Some(rep) = &r.replicas {
+        replicas_section(&mut out, rep);
+    }
     if let Some(g) = &r.agent_graphs {
         header(&mut out, "Sub-agents", '-');
         line(&mut out, "Graphs / sub-agent sessions:", format!("{}/{}", g.graphs, g.sub_agent_sessions));
@@ -378,6 +384,54 @@ fn agent_loop_section(out: &mut String, a: &super::multi_turn::AgentLoopResult) 
             out,
             "{:<6} {:>9} {:>7} {:>10.1} {:>11.2} {:>9}",
             t.turn_index, t.completed, t.failed, t.mean_input_tokens, p50, cache
+        );
+    }
+}
+
+/// Several endpoints (D69): one line each, an outlier marked with the rule's words.
+fn endpoints_section(out: &mut String, list: &[super::endpoints::EndpointResult], policy: &str) {
+    header(out, &format!("Endpoints ({policy})"), '-');
+    let _ = writeln!(
+        out,
+        "{:<22} {:>8} {:>6} {:>9} {:>9} {:>9} {:>8}",
+        "Endpoint", "requests", "failed", "req/s", "TTFT p50", "TTFT p99", "cache %"
+    );
+    for e in list {
+        let ttft = e.latency.get("ttft");
+        let (p50, p99) = (ttft.map_or(f64::NAN, |d| d.median_ms), ttft.and_then(|d| d.at(99.0)).unwrap_or(f64::NAN));
+        let cache = e.prompt_cache_hit_rate.map_or_else(|| "-".to_string(), |h| format!("{:.1}", h * 100.0));
+        let mark = if e.outlier { "  <- outlier: p99 TTFT above the others'" } else { "" };
+        let _ = writeln!(
+            out,
+            "{:<22} {:>8} {:>6} {:>9.2} {:>9.2} {:>9.2} {:>8}{mark}",
+            e.name, e.requests, e.failed, e.request_throughput, p50, p99, cache
+        );
+    }
+}
+
+/// The replicas behind a router (D69): balance, and for conversations the affinity and
+/// what moving cost the cache, in one line each.
+fn replicas_section(out: &mut String, r: &super::endpoints::ReplicasResult) {
+    header(out, &format!("Replicas ({})", r.header), '-');
+    let shares: Vec<String> = r.replicas.iter().map(|x| format!("{} {:.1}%", x.name, x.share * 100.0)).collect();
+    line(out, "Replicas seen:", format!("{} ({})", r.replicas_seen, shares.join(", ")));
+    fline(out, "Balance (fewest/most):", r.balance);
+    if r.unnamed_responses > 0 {
+        line(out, "Responses without the header:", r.unnamed_responses);
+    }
+    if let Some(a) = r.session_affinity {
+        line(
+            out,
+            "Session affinity:",
+            format!("{:.1}% of {} sessions on one replica", a * 100.0, r.sessions.unwrap_or(0)),
+        );
+    }
+    let pct = |h: Option<f64>| h.map_or_else(|| "-".to_string(), |h| format!("{:.1}%", h * 100.0));
+    if let (Some(s), Some(m)) = (r.stayed_requests, r.moved_requests) {
+        line(
+            out,
+            "Cache hits stayed / moved:",
+            format!("{} of {s} / {} of {m}", pct(r.stayed_hit_rate), pct(r.moved_hit_rate)),
         );
     }
 }

@@ -137,10 +137,53 @@ pub struct ConnectWait {
     pub min_agents: Option<usize>,
 }
 
+/// One replica of the target (D69).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointPlan {
+    /// Its base URL, without a trailing `/`.
+    pub url: String,
+    /// Its share among the endpoints (at least 1).
+    pub weight: u32,
+    /// Its name in results: given, else `host:port` of its URL (with the path when two
+    /// share it).
+    pub name: String,
+}
+
+/// Where a run's requests go (D69): one endpoint or several, how a request picks one,
+/// and the response header that names the replica behind a router.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointsPlan {
+    /// At least one; the first is the run's `base_url`.
+    pub list: Vec<EndpointPlan>,
+    pub policy: surge_proto::EndpointPolicy,
+    /// `--replica-header`, lower case.
+    pub replica_header: Option<String>,
+}
+
+impl EndpointsPlan {
+    /// One endpoint, `url`, and nothing else.
+    pub fn single(url: &str) -> Self {
+        let name = crate::cli::endpoints::default_name(url);
+        Self {
+            list: vec![EndpointPlan { url: url.to_string(), weight: 1, name }],
+            policy: surge_proto::EndpointPolicy::RoundRobin,
+            replica_header: None,
+        }
+    }
+
+    /// Several endpoints: requests are spread over them.
+    pub fn several(&self) -> bool {
+        self.list.len() > 1
+    }
+}
+
 /// A validated `surge run`.
 #[derive(Debug, Clone)]
 pub struct RunPlan {
+    /// The first endpoint's base URL (readiness, the model's name, the profiler).
     pub base_url: String,
+    /// Every endpoint (D69).
+    pub endpoints: EndpointsPlan,
     pub endpoint: String,
     pub backend: Backend,
     /// vLLM's name for the backend in results.

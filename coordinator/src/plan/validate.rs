@@ -37,6 +37,7 @@ impl ValidatePlan {
     pub fn at(&self, base_url: &str, level: u32) -> RunPlan {
         let mut p = self.base.clone();
         p.base_url = base_url.trim_end_matches('/').to_string();
+        p.endpoints = super::EndpointsPlan::single(&p.base_url);
         p.max_concurrency = Some(level);
         p
     }

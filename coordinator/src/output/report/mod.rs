@@ -8,6 +8,7 @@ pub mod agents;
 pub mod capacity;
 pub mod chart;
 pub mod draw;
+pub mod endpoints;
 pub mod html;
 pub mod runs;
 pub mod sweeps;

@@ -39,6 +39,9 @@ pub fn sections(runs: &[Run], opts: Options) -> Vec<Section> {
     if super::agents::any(runs) {
         out.push(super::agents::section(runs));
     }
+    if super::endpoints::any(runs) {
+        out.push(super::endpoints::section(runs));
+    }
     out.push(errors(runs));
     if runs.iter().any(|r| r.v.get("server_metrics").is_some_and(Value::is_object)) {
         out.push(server(runs));
