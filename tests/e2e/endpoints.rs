@@ -2,7 +2,8 @@
 //! different TTFT each, spread round-robin, from one agent and from three; and three with
 //! their own prefix caches, where a session kept on its endpoint finds its history and a
 //! session spread round-robin does not. The echoes name themselves (`--replica-name`), so
-//! the replicas block is checked against the endpoints too.
+//! the replicas block is checked against the endpoints too, and each echo's `/metrics`
+//! against its endpoint's share.
 
 use crate::util::{TempDir, agent, echo, echo_metric, np_percentile, run_saved, surge, text};
 use serde_json::Value;
@@ -48,6 +49,8 @@ fn args<'a>(bases: &'a [String], n: &'a str, rows: &'a str) -> Vec<&'a str> {
         "4",
         "--replica-header",
         "x-served-by",
+        "--scrape-metric",
+        "surge_echo_prompt_tokens_total",
         "--save-rows",
         rows,
         "--no-initial-test",
@@ -76,17 +79,27 @@ fn check(r: &Value, bases: &[String], rows_path: &str, per_endpoint: u64) {
         assert!(bases[i].ends_with(name), "endpoint {i} is {name}, in --base-url order");
         assert_eq!(e["requests"], per_endpoint, "a third each: {e}");
         assert_eq!(e["completed"], per_endpoint);
-        assert_eq!(echo_metric(&bases[i], "surge_echo_requests_total") as u64, per_endpoint, "the echo counted");
+        // Every request carries 16 prompt words (the echo's tokens).
+        let prompts = echo_metric(&bases[i], "surge_echo_prompt_tokens_total") as u64 / 16;
+        assert_eq!(prompts, per_endpoint, "the echo counted its completions");
+        // The scrape keeps each endpoint's /metrics apart (and sums them).
+        let instance = bases[i].trim_start_matches("http://");
+        let family = format!("surge_echo_prompt_tokens_total{{instance=\"{instance}\"}}");
+        assert_eq!(r["server_metrics"]["deltas"][&family].as_f64(), Some(16.0 * per_endpoint as f64), "{family}");
         let mine = &ttft[name];
         assert_eq!(mine.len() as u64, per_endpoint);
         for (key, p) in [("median_ttft_ms", 50.0), ("p99_ttft_ms", 99.0)] {
             let got = e[key].as_f64().unwrap();
-            assert_eq!(got, np_percentile(mine, p), "{name} {key}: exact over its rows");
+            // Exact over its rows (µs values; only the float rounding of s -> ms differs).
+            let rows_say = np_percentile(mine, p);
+            assert!((got - rows_say).abs() < 1e-9, "{name} {key}: {got} against its rows' {rows_say}");
             let want = TTFT_MS[i] as f64;
             assert!(got >= want && got < want + 5.0, "{name} {key} {got} ms against the echo's {want} ms");
         }
         assert_eq!(e["outlier"], i == 2, "only the 60 ms endpoint is an outlier: {e}");
     }
+    let sum = r["server_metrics"]["deltas"]["surge_echo_prompt_tokens_total"].as_f64();
+    assert_eq!(sum, Some(16.0 * 3.0 * per_endpoint as f64), "the endpoints' sum");
     let rep = &r["replicas"];
     assert_eq!(rep["replicas_seen"], 3, "{rep}");
     assert_eq!(rep["balance"], 1.0);
@@ -215,4 +228,31 @@ fn sessions_kept_on_their_endpoint_keep_their_cache_hits_and_round_robin_loses_t
         .map(|e| e["per_turn_hit_rate"].as_array().unwrap().iter().map(Value::as_f64).collect())
         .collect();
     assert_eq!(per_endpoint[1], vec![None, Some(0.0)], "endpoint 1 served turn 1 only");
+}
+
+#[test]
+fn every_endpoint_must_pass_each_agents_allowlist() {
+    let (_echo, base) = echo("127.0.0.1", &["--output-tokens", "2"]);
+    let (_agent, addr) = agent("127.0.0.2", &["--plaintext", "--allowed-targets", "127.0.0.1"]);
+    let out = surge(
+        &[
+            "run",
+            "--base-url",
+            &base,
+            "--base-url",
+            "http://127.0.0.9:8000",
+            "--model",
+            "m",
+            "--num-prompts",
+            "4",
+            "--agents",
+            &addr,
+            "--agents-plaintext",
+        ],
+        LIMIT,
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("allowlist") && stderr.contains("127.0.0.9"), "the second endpoint is refused: {stderr}");
+    assert_eq!(echo_metric(&base, "surge_echo_prompt_tokens_total"), 0.0, "nothing was sent to the first either");
 }

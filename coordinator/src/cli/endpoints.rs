@@ -3,22 +3,11 @@
 //! spreads requests over them, and `--replica-header`; each URL checked as one.
 
 use super::UsageError;
-use crate::plan::{EndpointPlan, EndpointsPlan};
+use crate::plan::{EndpointPlan, EndpointsPlan, default_name};
 use std::path::Path;
 
 /// Most endpoints a run may name.
 pub const MAX_ENDPOINTS: usize = 64;
-
-/// A base URL's default name: its `host:port` (the scheme's port when it names none).
-pub fn default_name(url: &str) -> String {
-    match url.parse::<http::Uri>() {
-        Ok(u) => {
-            let port = u.port_u16().unwrap_or(if u.scheme_str() == Some("https") { 443 } else { 80 });
-            format!("{}:{port}", u.host().unwrap_or_default())
-        }
-        Err(_) => url.to_string(),
-    }
-}
 
 /// `url` if it is an http(s) URL with a host, without its trailing `/`.
 fn checked(url: &str, origin: &str) -> Result<String, UsageError> {

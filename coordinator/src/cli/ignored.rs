@@ -420,5 +420,28 @@ mod tests {
             &[&tools[..], &["--tool-latency-dist", "exponential", "--max-tool-steps", "2", "--tool-result-len", "4"]]
                 .concat(),
         ));
+        // Several endpoints read their policy and the replica header.
+        check(&with(&[
+            "surge",
+            "run",
+            "--base-url",
+            "http://127.0.0.2:9",
+            "--endpoint-policy",
+            "session",
+            "--replica-header",
+            "x-served-by",
+        ]));
+    }
+
+    #[test]
+    fn a_policy_for_one_endpoint_is_warned() {
+        let cmd = super::super::Cli::command();
+        let argv = ["surge", "run", "--base-url", "http://127.0.0.1:9", "--endpoint-policy", "random"];
+        let m = cmd.clone().try_get_matches_from(argv).expect("flags parse");
+        let mut cli = super::super::Cli::from_arg_matches(&m).expect("args");
+        cli.record_given(&cmd, &m);
+        let super::super::Command::Run(a) = cli.command else { panic!() };
+        let plan = crate::cli::build::run_plan(*a).expect("a plan");
+        assert_eq!(plan.ignored_flags, ["--endpoint-policy has no effect with one endpoint"]);
     }
 }

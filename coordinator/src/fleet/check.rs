@@ -39,7 +39,13 @@ pub async fn check(
     plan: &RunPlan,
     probe: bool,
 ) -> Result<Vec<AgentCheck>, super::session::RunError> {
-    let replies = if probe { Some(session.probe(plan).await?) } else { None };
+    // Each endpoint (D69), one after the other.
+    let mut replies = Vec::new();
+    if probe {
+        for e in &plan.endpoints.list {
+            replies.push((e.url.clone(), session.probe(plan, &e.url).await?));
+        }
+    }
     let weights: Vec<u32> = session.agents.iter().map(|a| a.hello.cores.max(1)).collect();
     let sessions = plan.multi_turn.as_ref().and_then(|m| m.concurrency);
     let shares = split::split_sessions(
@@ -74,12 +80,13 @@ pub async fn check(
             ));
         }
         let mut reach = None;
-        if let Some(r) = replies.as_ref().and_then(|r| r[i].as_ref()) {
+        for (url, r) in replies.iter().filter_map(|(url, r)| Some((url, r[i].as_ref()?))) {
             if !r.allowed {
-                problems.push(format!("may not load {}: {}", plan.base_url, r.error));
+                problems.push(format!("may not load {url}: {}", r.error));
             } else if !r.error.is_empty() {
-                problems.push(format!("cannot reach {}: {}", plan.base_url, r.error));
-            } else {
+                problems.push(format!("cannot reach {url}: {}", r.error));
+            } else if reach.is_none() {
+                // The first endpoint's answer (the table has one column for it).
                 reach = Some((r.http_status, r.ms));
             }
         }

@@ -157,9 +157,13 @@ impl Session {
 
     /// Asks every agent whether it may load `plan`'s target and reaches it
     /// (`GET /v1/models` from the agent): one reply per agent, in agent order.
-    /// Each agent's try of the target; `None` for an agent of version 9, which cannot probe
-    /// (D43).
-    pub async fn probe(&mut self, plan: &RunPlan) -> Result<Vec<Option<surge_proto::ProbeReply>>, RunError> {
+    /// Each agent's try of the endpoint at `base_url`; `None` for an agent of version 9,
+    /// which cannot probe (D43).
+    pub async fn probe(
+        &mut self,
+        plan: &RunPlan,
+        base_url: &str,
+    ) -> Result<Vec<Option<surge_proto::ProbeReply>>, RunError> {
         let legacy: Vec<bool> = self.agents.iter().map(|b| b.hello.protocol_version == v9::VERSION).collect();
         let agents = self.agents.iter().map(|b| AgentReport { addr: b.addr.clone(), ..Default::default() }).collect();
         let mut r = Runner {
@@ -175,7 +179,7 @@ impl Session {
         let id = now_ns() as u64;
         let probe = surge_proto::Probe {
             id,
-            base_url: plan.base_url.clone(),
+            base_url: base_url.to_string(),
             insecure: plan.target_tls.insecure,
             ca_pem: plan.target_tls.ca_pem.clone(),
         };

@@ -137,6 +137,17 @@ pub struct ConnectWait {
     pub min_agents: Option<usize>,
 }
 
+/// A base URL's default name: its `host:port` (the scheme's port when it names none).
+pub fn default_name(url: &str) -> String {
+    match url.parse::<http::Uri>() {
+        Ok(u) => {
+            let port = u.port_u16().unwrap_or(if u.scheme_str() == Some("https") { 443 } else { 80 });
+            format!("{}:{port}", u.host().unwrap_or_default())
+        }
+        Err(_) => url.to_string(),
+    }
+}
+
 /// One replica of the target (D69).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EndpointPlan {
@@ -163,7 +174,7 @@ pub struct EndpointsPlan {
 impl EndpointsPlan {
     /// One endpoint, `url`, and nothing else.
     pub fn single(url: &str) -> Self {
-        let name = crate::cli::endpoints::default_name(url);
+        let name = default_name(url);
         Self {
             list: vec![EndpointPlan { url: url.to_string(), weight: 1, name }],
             policy: surge_proto::EndpointPolicy::RoundRobin,

@@ -1,6 +1,7 @@
 //! The server's own metrics (D11, D16): `GET` each `/metrics` URL, keep the families with
 //! the serving stacks' prefixes (`vllm:`, `sglang:`, `llamacpp:`, `tgi_`) and any asked by
-//! name, summed over label sets and over the URLs (replicas). Used by the coordinator
+//! name, summed over label sets and over the URLs (replicas); with several URLs, each
+//! one's families are also kept apart as `FAMILY{instance="HOST:PORT"}` (D69). Used by the coordinator
 //! and, when the target is reachable only from agents, by an agent, whose scrapes travel
 //! in its session stream ([`to_proto`], [`from_proto`]). [`gpu`] reads GPU exporter
 //! pages (DCGM, AMD) per GPU.
@@ -107,9 +108,19 @@ pub async fn scrape(
     let mut all = Snapshot::new();
     for url in urls {
         let (text, _) = page(url, timeout, local, tls).await?;
-        merge(&mut all, parse(&text, wanted(extra)));
+        let one = parse(&text, wanted(extra));
+        if urls.len() > 1 {
+            let authority = url.parse::<http::Uri>().ok().and_then(|u| u.authority().map(ToString::to_string));
+            all.extend(apart(&one, authority.as_deref().unwrap_or(url)));
+        }
+        merge(&mut all, one);
     }
     Ok(all)
+}
+
+/// One URL's families under names of their own: `FAMILY{instance="AUTHORITY"}`.
+fn apart(one: &Snapshot, authority: &str) -> Vec<(String, Metric)> {
+    one.iter().map(|(name, m)| (format!("{name}{{instance=\"{authority}\"}}"), m.clone())).collect()
 }
 
 /// Scrapes every GPU exporter page once (`--gpu-metrics-url`), each within `timeout`:
@@ -190,6 +201,14 @@ mod tests {
         assert_eq!((h.buckets.clone(), h.count, h.sum), (vec![(1.0, 2.0), (f64::INFINITY, 4.0)], 4.0, 3.0));
         let wire = ServerMetrics { metrics: to_proto(&all), ..Default::default() };
         assert_eq!(from_proto(&wire), all);
+    }
+
+    #[test]
+    fn each_replica_is_also_kept_apart_by_its_instance() {
+        let one = parse("# TYPE vllm:x_total counter\nvllm:x_total 2\n", wanted(&[]));
+        let named: Snapshot = apart(&one, "10.0.0.1:8000").into_iter().collect();
+        assert_eq!(named.get("vllm:x_total{instance=\"10.0.0.1:8000\"}"), Some(&Metric::Counter(2.0)));
+        assert_eq!(named.len(), 1);
     }
 
     #[test]
