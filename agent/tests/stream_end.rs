@@ -115,6 +115,7 @@ async fn one(addr: std::net::SocketAddr, version: Version, read_timeout: Option<
         input_source: TokenSource::ClientEstimate,
         input_sequences: 0,
         audio_s: 0.0,
+        max_tokens: 0,
         intended: None,
         session: None,
         keep_reply: false,

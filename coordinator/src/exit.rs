@@ -91,6 +91,25 @@ pub fn of_run(
     (OK, None)
 }
 
+/// `--fail-on-anomaly` (D70): exit 1 when a successful request showed an anomaly, with
+/// the reason.
+/// `requests`: those with an anomaly; `by_kind`: each kind's count.
+pub fn of_anomalies(
+    fail: bool,
+    requests: u64,
+    by_kind: &std::collections::BTreeMap<String, u64>,
+) -> (u8, Option<String>) {
+    if !fail || requests == 0 {
+        return (OK, None);
+    }
+    let kinds: Vec<String> = by_kind.iter().filter(|(_, n)| **n > 0).map(|(k, n)| format!("{k}: {n}")).collect();
+    let why = format!(
+        "{requests} requests showed anomalies ({}) with --fail-on-anomaly (exit code {FAILURE})",
+        kinds.join(", ")
+    );
+    (FAILURE, Some(why))
+}
+
 /// The exit code of a finished run's status.
 pub fn of_status(status: &crate::fleet::outcome::RunStatus) -> u8 {
     use crate::fleet::outcome::RunStatus;

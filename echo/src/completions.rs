@@ -18,9 +18,10 @@ use crate::config::MAX_OUTPUT_TOKENS;
 use crate::counter::Counter;
 use crate::faults::{self, FaultPlan};
 use crate::kind::Kind;
+use crate::metrics::Injected;
 use crate::parsed::Parsed;
 use crate::schedule::{Schedule, deadline};
-use crate::sse::{Chunker, SseBody, SseParams};
+use crate::sse::{Chunker, Finish, SseBody, SseParams};
 use crate::state::{ConnCtx, State};
 use crate::timer::PreciseSleep;
 use crate::tokens::{self, TokenPlan};
@@ -348,10 +349,29 @@ where
         if shape.tool_call {
             metrics.count_tool_call_reply();
         }
+        // Anomalies (D70), on completions and chat streams: counted here as sent.
+        let anomalies = matches!(kind, Kind::Completion | Kind::Chat);
+        let mut chunker = Chunker::new(kind, index, created, &model_json);
+        let n = if anomalies && faults.early_eos {
+            chunker.finish = Finish::Stop;
+            metrics.count_anomaly(Injected::EarlyEos);
+            faults::early_eos_after(n)
+        } else {
+            n
+        };
+        if anomalies && faults.drop_finish {
+            chunker.finish = Finish::Dropped;
+            metrics.count_anomaly(Injected::DroppedFinish);
+        }
+        let usage_extra = u64::from(anomalies && faults.usage_mismatch && parsed.include_usage);
+        if usage_extra > 0 {
+            metrics.count_anomaly(Injected::UsageMismatch);
+        }
         let body = SseBody::new(SseParams {
-            chunker: Chunker::new(kind, index, created, &model_json),
+            chunker,
             tokens: TokenPlan::new(shape, matches!(kind, Kind::Chat | Kind::Responses), state.config.seed, index),
             n,
+            usage_extra,
             prompt_tokens: parsed.prompt_tokens,
             cached_tokens,
             include_usage: parsed.include_usage,

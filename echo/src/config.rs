@@ -151,6 +151,21 @@ pub struct EchoArgs {
     #[arg(long = "tool-call-rate", value_name = "P", default_value_t = 0.0)]
     pub tool_call_rate: f64,
 
+    /// A stream's last chunk carries no `finish_reason` with probability P (a seeded draw
+    /// per request): an anomaly a client should count (D70), not a failure.
+    #[arg(long = "drop-finish-reason-rate", value_name = "P", default_value_t = 0.0)]
+    pub drop_finish_reason_rate: f64,
+
+    /// A stream's usage says one completion token more than it sent, with probability P.
+    #[arg(long = "usage-mismatch-rate", value_name = "P", default_value_t = 0.0)]
+    pub usage_mismatch_rate: f64,
+
+    /// A stream ends at half its tokens with `finish_reason: "stop"` (its usage counting
+    /// what it sent), with probability P: a server that honoured EOS although the request
+    /// said `ignore_eos`, or stopped short of `max_tokens`.
+    #[arg(long = "early-eos-rate", value_name = "P", default_value_t = 0.0)]
+    pub early_eos_rate: f64,
+
     /// Name this echo as one replica of a fleet: every response carries
     /// `x-served-by: NAME`, as a router's upstream would say which replica answered.
     #[arg(long = "replica-name", value_name = "NAME")]
@@ -237,6 +252,9 @@ impl EchoArgs {
             tool_call: self.tool_call,
             tool_call_rate: self.tool_call_rate,
             replica_name: self.replica_name.clone(),
+            drop_finish_reason_rate: self.drop_finish_reason_rate,
+            usage_mismatch_rate: self.usage_mismatch_rate,
+            early_eos_rate: self.early_eos_rate,
             unready_requests: self.unready_requests,
             deny_peer: self.deny_peer,
             metrics_allow_peer: self.metrics_allow_peer,
@@ -310,6 +328,10 @@ pub struct EchoConfig {
     pub tool_call_rate: f64,
     /// Every response says `x-served-by: NAME` (one replica of a fleet).
     pub replica_name: Option<String>,
+    /// Anomalies injected into streams (D70), each a seeded draw per request.
+    pub drop_finish_reason_rate: f64,
+    pub usage_mismatch_rate: f64,
+    pub early_eos_rate: f64,
     /// The first this many completion requests are answered 503.
     pub unready_requests: u64,
     /// Client addresses whose completion requests are answered 403.
@@ -357,6 +379,9 @@ impl Default for EchoConfig {
             tool_call: false,
             tool_call_rate: 0.0,
             replica_name: None,
+            drop_finish_reason_rate: 0.0,
+            usage_mismatch_rate: 0.0,
+            early_eos_rate: 0.0,
             unready_requests: 0,
             deny_peer: Vec::new(),
             metrics_allow_peer: Vec::new(),
@@ -408,6 +433,9 @@ impl EchoConfig {
         }
         check_rate("--fault-500-rate", self.fault_500_rate)?;
         check_rate("--tool-call-rate", self.tool_call_rate)?;
+        check_rate("--drop-finish-reason-rate", self.drop_finish_reason_rate)?;
+        check_rate("--usage-mismatch-rate", self.usage_mismatch_rate)?;
+        check_rate("--early-eos-rate", self.early_eos_rate)?;
         check_rate("--fault-reset-rate", self.fault_reset_rate)?;
         check_rate("--fault-malformed-rate", self.fault_malformed_rate)?;
         check_rate("--fault-truncate-rate", self.fault_truncate_rate)?;

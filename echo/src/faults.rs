@@ -21,6 +21,12 @@ pub(crate) struct FaultPlan {
     pub malformed: bool,
     /// (Streams only) cut the stream off without `[DONE]`.
     pub truncate: bool,
+    /// (Streams only) anomalies, not failures (D70): no `finish_reason` on the last
+    /// chunk; a usage count one above the tokens sent; an answer ended with `stop` at half
+    /// its length although the request asked for `max_tokens` (and `ignore_eos`).
+    pub drop_finish: bool,
+    pub usage_mismatch: bool,
+    pub early_eos: bool,
 }
 
 const SALT_RESET: u64 = 0x5245_5345_5400_0001;
@@ -31,6 +37,9 @@ const SALT_TRUNCATE: u64 = 0x5452_554e_4300_0005;
 /// Salt for the per-request jitter RNG seed (see `schedule`).
 pub(crate) const SALT_JITTER: u64 = 0x4a49_5454_4552_0006;
 const SALT_TOOL: u64 = 0x544f_4f4c_0000_0008;
+const SALT_FINISH: u64 = 0x4649_4e49_5348_0009;
+const SALT_USAGE: u64 = 0x5553_4147_4500_000a;
+const SALT_EOS: u64 = 0x454f_5300_0000_000b;
 
 /// Whether chat request `index` is answered with a tool call (`--tool-call`, or a seeded
 /// draw at `--tool-call-rate`).
@@ -53,6 +62,9 @@ impl FaultPlan {
             stall_ms,
             malformed: hit(seed, index, SALT_MALFORMED, config.fault_malformed_rate),
             truncate: hit(seed, index, SALT_TRUNCATE, config.fault_truncate_rate),
+            drop_finish: hit(seed, index, SALT_FINISH, config.drop_finish_reason_rate),
+            usage_mismatch: hit(seed, index, SALT_USAGE, config.usage_mismatch_rate),
+            early_eos: hit(seed, index, SALT_EOS, config.early_eos_rate),
         }
     }
 }
@@ -60,6 +72,11 @@ impl FaultPlan {
 /// Token index (0-based) whose event is malformed in a stream of `n` tokens.
 pub(crate) fn malformed_index(n: u64) -> u64 {
     n / 4
+}
+
+/// Tokens of a stream of `n` that an early EOS ends after (`--early-eos-rate`).
+pub(crate) fn early_eos_after(n: u64) -> u64 {
+    (n / 2).max(1)
 }
 
 /// Number of token events sent before a truncated stream of `n` tokens is cut.
@@ -100,6 +117,9 @@ mod tests {
             fault_truncate_rate: rate,
             fault_stall_ms: Some(5.0),
             fault_stall_rate: rate,
+            drop_finish_reason_rate: rate,
+            usage_mismatch_rate: rate,
+            early_eos_rate: rate,
             ..EchoConfig::default()
         }
     }
@@ -110,6 +130,7 @@ mod tests {
             assert_eq!(FaultPlan::for_request(&config(0.0), i), FaultPlan::default());
             let p = FaultPlan::for_request(&config(1.0), i);
             assert!(p.reset && p.error_500 && p.malformed && p.truncate);
+            assert!(p.drop_finish && p.usage_mismatch && p.early_eos);
             assert_eq!(p.stall_ms, 5.0);
         }
     }

@@ -41,6 +41,8 @@ pub(crate) struct Metrics {
     tool_results_unmatched_total: IntCounter,
     /// Completions per LoRA adapter (`--lora-modules`), labelled `lora`.
     lora_requests_total: IntCounterVec,
+    /// Anomalies injected into streams (D70), labelled `kind`.
+    injected_anomalies_total: IntCounterVec,
     /// vLLM's names for the same counts (`--metrics-flavor vllm`).
     vllm: Option<VllmMetrics>,
     /// This server's metrics only: several servers can run in one process (tests).
@@ -102,6 +104,15 @@ impl Metrics {
         )
         .expect("valid metric name and label");
         registry.register(Box::new(lora_requests_total.clone())).expect("metric names are distinct");
+        let injected_anomalies_total = IntCounterVec::new(
+            Opts::new(
+                "surge_echo_injected_anomalies_total",
+                "Streams given an anomaly (--drop-finish-reason-rate, --usage-mismatch-rate, --early-eos-rate).",
+            ),
+            &["kind"],
+        )
+        .expect("valid metric name and label");
+        registry.register(Box::new(injected_anomalies_total.clone())).expect("metric names are distinct");
         let vllm = vllm.map(|(model_name, slots)| VllmMetrics::new(&registry, model_name, slots));
         Self {
             prompt_cached_tokens_total,
@@ -111,6 +122,7 @@ impl Metrics {
             tool_results_total,
             tool_results_unmatched_total,
             lora_requests_total,
+            injected_anomalies_total,
             requests_total,
             http3_requests_total,
             requests_running,
@@ -130,6 +142,11 @@ impl Metrics {
     /// Inline images of a chat request that will be answered.
     pub fn count_images(&self, n: u64) {
         self.prompt_images_total.inc_by(n);
+    }
+
+    /// A stream given an anomaly.
+    pub fn count_anomaly(&self, kind: Injected) {
+        self.injected_anomalies_total.with_label_values(&[kind.label()]).inc();
     }
 
     /// A chat stream answered with a tool call.
@@ -224,6 +241,24 @@ impl Metrics {
             tracing::warn!(error = %e, "cannot encode the metrics");
         }
         out
+    }
+}
+
+/// An anomaly the echo puts into a stream (D70).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Injected {
+    DroppedFinish,
+    UsageMismatch,
+    EarlyEos,
+}
+
+impl Injected {
+    fn label(self) -> &'static str {
+        match self {
+            Injected::DroppedFinish => "no_finish_reason",
+            Injected::UsageMismatch => "usage_mismatch",
+            Injected::EarlyEos => "early_eos",
+        }
     }
 }
 

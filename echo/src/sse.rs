@@ -35,6 +35,21 @@ pub(crate) struct Chunker {
     index: u64,
     /// `data: {"id":"…","object":"…","created":T,"model":M,`
     head: Vec<u8>,
+    /// How the last token's chunk ends a text answer.
+    pub finish: Finish,
+}
+
+/// The `finish_reason` of a stream's last token (a tool call's is always `tool_calls`,
+/// unless dropped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Finish {
+    /// `"length"`: `max_tokens` reached.
+    #[default]
+    Length,
+    /// `"stop"`: the model ended (`--early-eos-rate`).
+    Stop,
+    /// `null`: a server that never says why it stopped (`--drop-finish-reason-rate`).
+    Dropped,
 }
 
 impl Chunker {
@@ -45,14 +60,14 @@ impl Chunker {
             let head = format!(
                 "{{\"id\":\"resp_{index}\",\"object\":\"response\",\"created_at\":{created},\"model\":{model_json},"
             );
-            return Self { kind, index, head: head.into_bytes() };
+            return Self { kind, index, head: head.into_bytes(), finish: Finish::Length };
         }
         let head = format!(
             "data: {{\"id\":\"{}{index}\",\"object\":\"{}\",\"created\":{created},\"model\":{model_json},",
             kind.id_prefix(),
             kind.chunk_object(),
         );
-        Self { kind, index, head: head.into_bytes() }
+        Self { kind, index, head: head.into_bytes(), finish: Finish::Length }
     }
 
     /// Event of one token; `last` marks it with `finish_reason: "length"`.
@@ -70,16 +85,18 @@ impl Chunker {
             (Kind::Chat, Field::ToolCall { .. }) => b"\"}}]},\"logprobs\":null,\"finish_reason\":",
             (Kind::Chat | Kind::Responses | Kind::Transcription, _) => b"\"},\"logprobs\":null,\"finish_reason\":",
         });
-        buf.put_slice(match (last, tok.field) {
-            (false, _) => b"null",
-            (true, Field::ToolCall { .. }) => b"\"tool_calls\"",
-            (true, _) => b"\"length\"",
+        buf.put_slice(match (last, tok.field, self.finish) {
+            (false, _, _) | (true, _, Finish::Dropped) => b"null",
+            (true, Field::ToolCall { .. }, _) => b"\"tool_calls\"",
+            (true, _, Finish::Length) => b"\"length\"",
+            (true, _, Finish::Stop) => b"\"stop\"",
         });
         buf.put_slice(b"}]}\n\n");
         buf.split().freeze()
     }
 
-    /// Chat's role announcement, sent before generation as vLLM does: not a token.
+    /// Chat's role announcement (sent with the first token, as vLLM does), or the Responses
+    /// API's `response.created` (at once): not a token.
     pub fn role(&self, buf: &mut BytesMut) -> Bytes {
         if self.kind == Kind::Responses {
             buf.put_slice(b"event: response.created\ndata: {\"type\":\"response.created\",\"response\":");
@@ -199,6 +216,8 @@ pub(crate) struct SseParams {
     /// `--prefix-cache-tokens`: the prompt's cached tokens, reported in the usage.
     pub cached_tokens: Option<u64>,
     pub include_usage: bool,
+    /// Added to the usage's completion tokens (`--usage-mismatch-rate`: 1; else 0).
+    pub usage_extra: u64,
     /// When the request arrived (time to first token counts from here).
     pub arrived: Instant,
     /// Time zero of the schedule: when the request arrived, or got its slot.
@@ -222,7 +241,7 @@ pub(crate) struct SseParams {
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Phase {
-    /// Chat's role announcement, at once.
+    /// The Responses API's `response.created`, at once.
     Role,
     Tokens,
     Usage,
@@ -244,16 +263,16 @@ pub(crate) struct SseBody {
     /// Truncation: yielded once so hyper flushes what was sent.
     cutting: bool,
     buf: BytesMut,
+    /// Chat: the role announcement goes out with the first token, as vLLM sends it (its
+    /// first engine output, after the prefill), not with the response head.
+    role_pending: bool,
 }
 
 impl SseBody {
     pub fn new(params: SseParams) -> Self {
         Self {
-            phase: if matches!(params.chunker.kind, Kind::Completion | Kind::Transcription) {
-                Phase::Tokens
-            } else {
-                Phase::Role
-            },
+            phase: if params.chunker.kind == Kind::Responses { Phase::Role } else { Phase::Tokens },
+            role_pending: params.chunker.kind == Kind::Chat,
             p: params,
             k: 0,
             armed: false,
@@ -329,11 +348,18 @@ impl Body for SseBody {
                     }
                     let last = k + 1 == this.p.n;
                     let tok = this.p.tokens.token(k);
-                    let data = if this.p.malformed_at == Some(k) {
+                    let mut data = if this.p.malformed_at == Some(k) {
                         this.p.chunker.malformed(&mut this.buf, tok)
                     } else {
                         this.p.chunker.token(&mut this.buf, tok, last)
                     };
+                    if std::mem::take(&mut this.role_pending) {
+                        let role = this.p.chunker.role(&mut this.buf);
+                        let mut both = BytesMut::with_capacity(role.len() + data.len());
+                        both.extend_from_slice(&role);
+                        both.extend_from_slice(&data);
+                        data = both.freeze();
+                    }
                     this.k += 1;
                     this.armed = false;
                     if k == 0 {
@@ -348,7 +374,7 @@ impl Body for SseBody {
                         let data = this.p.chunker.usage(
                             &mut this.buf,
                             this.p.prompt_tokens,
-                            this.p.n,
+                            this.p.n + this.p.usage_extra,
                             this.p.cached_tokens,
                             this.p.tokens.reasoning_of(this.p.n),
                         );
@@ -448,15 +474,27 @@ mod tests {
     }
 
     fn body(n: u64, truncate_at: Option<u64>, include_usage: bool) -> (SseBody, Arc<Metrics>) {
+        body_of(Chunker::new(Kind::Completion, 0, 0, "\"m\""), n, truncate_at, include_usage, 0)
+    }
+
+    fn body_of(
+        chunker: Chunker,
+        n: u64,
+        truncate_at: Option<u64>,
+        include_usage: bool,
+        usage_extra: u64,
+    ) -> (SseBody, Arc<Metrics>) {
         let metrics = Arc::new(Metrics::new());
         let config = EchoConfig::default();
+        let chat = chunker.kind == Kind::Chat;
         let body = SseBody::new(SseParams {
-            chunker: Chunker::new(Kind::Completion, 0, 0, "\"m\""),
-            tokens: TokenPlan::new(crate::tokens::Shape::default(), false, 0, 0),
+            chunker,
+            tokens: TokenPlan::new(crate::tokens::Shape::default(), chat, 0, 0),
             n,
             prompt_tokens: 2,
             cached_tokens: None,
             include_usage,
+            usage_extra,
             arrived: Instant::now(),
             start: Instant::now(),
             schedule: Schedule::new(&config, 0, 0.0),
@@ -483,6 +521,29 @@ mod tests {
         assert_eq!(metrics.tokens_sent(), 5);
         // The running gauge dropped with the body.
         assert_eq!(metrics.running_now(), 0);
+    }
+
+    #[tokio::test]
+    async fn chat_sends_its_role_with_the_first_token_and_the_faults_change_the_end() {
+        let (mut b, _) = body_of(Chunker::new(Kind::Chat, 0, 0, "\"m\""), 3, None, true, 0);
+        let first = b.frame().await.expect("a frame").expect("data").into_data().expect("bytes");
+        let text = std::str::from_utf8(&first).unwrap();
+        let events: Vec<&str> = text.split_terminator("\n\n").collect();
+        assert_eq!(events.len(), 2, "the role and the first token in one write: {text}");
+        assert!(events[0].contains("\"role\":\"assistant\"") && !events[1].contains("\"role\""), "{text}");
+
+        let mut stop = Chunker::new(Kind::Completion, 0, 0, "\"m\"");
+        stop.finish = Finish::Stop;
+        let (b, _) = body_of(stop, 2, None, true, 1);
+        let all = b.collect().await.unwrap().to_bytes();
+        let text = std::str::from_utf8(&all).unwrap();
+        assert!(text.contains("\"finish_reason\":\"stop\"") && text.contains("\"completion_tokens\":3"), "{text}");
+        let mut dropped = Chunker::new(Kind::Completion, 0, 0, "\"m\"");
+        dropped.finish = Finish::Dropped;
+        let (b, _) = body_of(dropped, 2, None, true, 0);
+        let all = b.collect().await.unwrap().to_bytes();
+        let text = std::str::from_utf8(&all).unwrap();
+        assert!(!text.contains("\"finish_reason\":\""), "no finish_reason anywhere: {text}");
     }
 
     #[tokio::test]

@@ -2,6 +2,7 @@
 //! addresses (127.0.0.0/8 only), every one killed by PID when its test ends.
 
 mod agents;
+mod anomalies;
 mod backends;
 mod blackhole;
 mod capacity;

@@ -7,6 +7,7 @@
 //! answer read whole ([`super::pooling`]), or a plain body whose first and last bytes are
 //! its times. Tested here on bytes alone.
 
+use super::anomalies;
 use super::api::Mode;
 use super::ending::{self, Tally};
 use super::micros::{gap_us, us};
@@ -312,6 +313,12 @@ impl Decoder {
         row.ttft_us = ttft_us;
         self.s.parts.write(st, self.s.usage.as_ref(), row);
         self.counts(tokenizer, row);
+        let stream = anomalies::Stream {
+            finished: (mode == Mode::Stream).then_some(self.seen.finished),
+            usage_completion: self.s.usage.map(|u| u.completion_tokens),
+            events: self.s.events,
+        };
+        anomalies::of_stream(stream, row);
         if keep_text {
             row.generated_text = self.text.unwrap_or_default();
         }

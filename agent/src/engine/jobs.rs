@@ -46,6 +46,8 @@ pub struct Planned {
     pub input_sequences: u32,
     /// Seconds of audio an `openai-audio` request carries (0 for the others).
     pub audio_s: f64,
+    /// The output tokens it asks for (`max_tokens`); 0 when it names none.
+    pub max_tokens: u32,
 }
 
 /// The requests of one slice: how many, and how to make request `k`.
@@ -213,12 +215,14 @@ impl Shape {
             _ => openai::body(&params, &p.text, p.output_tokens),
         };
         let input_sequences = u32::from(self.api.pools());
+        let max_tokens = if self.api.pools() || self.api == Api::Plain { 0 } else { p.output_tokens };
         Ok(Planned {
             body: Bytes::from(body),
             input_tokens: p.input_tokens,
             input_source: p.input_source,
             input_sequences,
             audio_s: 0.0,
+            max_tokens,
         })
     }
 
@@ -229,7 +233,14 @@ impl Shape {
         let input = Input::Texts(texts);
         let body = pooling::body(self.api, params.model, input, params.extra);
         let input_sequences = input.sequences(self.api);
-        Planned { body: Bytes::from(body), input_tokens, input_source: source, input_sequences, audio_s: 0.0 }
+        Planned {
+            body: Bytes::from(body),
+            input_tokens,
+            input_source: source,
+            input_sequences,
+            audio_s: 0.0,
+            max_tokens: 0,
+        }
     }
 
     /// An `openai-audio` request: the item's audio file in vLLM's form.
@@ -242,6 +253,7 @@ impl Shape {
             input_source: item.input_source(),
             input_sequences: 0,
             audio_s: item.audio_seconds,
+            max_tokens: item.output_tokens,
         }
     }
 
@@ -259,6 +271,7 @@ impl Shape {
             input_source: TokenSource::Tokenizer,
             input_sequences: u32::from(self.api.pools()),
             audio_s: 0.0,
+            max_tokens: if self.api.pools() { 0 } else { output_tokens },
         }
     }
 }
@@ -625,6 +638,7 @@ impl Jobs {
             input_source: TokenSource::ClientEstimate,
             input_sequences: 0,
             audio_s: 0.0,
+            max_tokens: output_tokens,
         }
     }
 
@@ -684,6 +698,7 @@ impl Jobs {
                     input_source: user.input_source,
                     input_sequences: 0,
                     audio_s: 0.0,
+                    max_tokens: user.output_tokens,
                 };
                 TurnPlan {
                     planned,
@@ -707,6 +722,7 @@ impl Jobs {
                     input_source: item.input_source(),
                     input_sequences: 0,
                     audio_s: 0.0,
+                    max_tokens: item.output_tokens,
                 };
                 TurnPlan {
                     planned,

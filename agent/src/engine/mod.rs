@@ -21,6 +21,7 @@
 //! - [`ioclock`]: socket-level timestamps; [`stats`]: live counters of a run;
 //! - [`sink`]: where rows go.
 
+mod anomalies;
 pub mod api;
 mod audio;
 mod conversation;

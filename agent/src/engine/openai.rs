@@ -272,17 +272,20 @@ pub fn response_id(data: &[u8]) -> Option<String> {
 #[derive(Debug, Default)]
 pub struct Seen {
     pub tool_finish: bool,
+    /// A chunk carried a `finish_reason`.
+    pub finished: bool,
     pub calls: Option<Vec<surge_proto::ToolCallMade>>,
 }
 
 impl Seen {
     /// Keeps the calls a reply makes (an agent loop sends them back).
     pub fn keeping_calls() -> Self {
-        Self { tool_finish: false, calls: Some(Vec::new()) }
+        Self { tool_finish: false, finished: false, calls: Some(Vec::new()) }
     }
 
     fn saw(&mut self, c: &Choice<'_>) {
         self.tool_finish |= c.finish_reason.as_deref() == Some("tool_calls");
+        self.finished |= c.finish_reason.is_some();
         let (Some(calls), Some(d)) = (&mut self.calls, &c.delta) else { return };
         for t in d.tool_calls.iter().flatten() {
             let i = t.index.unwrap_or(0) as usize;

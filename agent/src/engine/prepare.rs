@@ -47,6 +47,7 @@ fn template(w: &Workload, spec: &spec::Spec, target: &Target) -> Result<RequestT
         keep_text: w.keep_text,
         read_timeout: spec.read_timeout,
         keep_calls: w.multi_turn.as_ref().is_some_and(|m| m.tool_loop.is_some()),
+        ignore_eos: w.ignore_eos,
         replica_header: match w.replica_header.as_str() {
             "" => None,
             name => Some(http::HeaderName::try_from(name).map_err(|e| bad(name, e.into()))?),

@@ -53,6 +53,8 @@ pub struct RequestTemplate {
     pub keep_calls: bool,
     /// Rows carry this response header's value: the replica that served it (D69).
     pub replica_header: Option<http::HeaderName>,
+    /// `--ignore-eos`: a reply shorter than `max_tokens` is an anomaly (D70).
+    pub ignore_eos: bool,
 }
 
 impl RequestTemplate {
@@ -105,6 +107,8 @@ pub struct Job {
     pub input_sequences: u32,
     /// Seconds of audio it carries (`openai-audio`).
     pub audio_s: f64,
+    /// The output tokens it asks for (0: it names none): its length is checked (D70).
+    pub max_tokens: u32,
     /// Intended send time (open loop), relative to the run start.
     pub intended: Option<Duration>,
     /// A conversation's turn: its session (for the session header) and whether the reply
@@ -123,6 +127,7 @@ impl Job {
             input_source: p.input_source,
             input_sequences: p.input_sequences,
             audio_s: p.audio_s,
+            max_tokens: p.max_tokens,
             intended,
             session: None,
             keep_reply: false,
@@ -231,6 +236,12 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
             reused,
         };
         read_response(pool, tpl, conn, head, body, (st, head_at, phases), &mut row, job.keep_reply).await;
+        // Lengths are judged on counts the server gave or the events (a tokenizer's
+        // re-count of the text may differ by a token at the edges).
+        let counted = row.usage_from_server || row.output_source() == TokenSource::EventCount;
+        if row.error() == ErrorKind::None && counted && tpl.mode.streams() {
+            super::anomalies::of_length(job.max_tokens, tpl.ignore_eos, &mut row);
+        }
         return row;
     }
 }
@@ -342,6 +353,7 @@ pub(crate) fn tests_template() -> RequestTemplate {
         read_timeout: None,
         keep_calls: false,
         replica_header: None,
+        ignore_eos: false,
     }
 }
 
@@ -378,6 +390,7 @@ mod tests {
             read_timeout: None,
             keep_calls: false,
             replica_header: None,
+            ignore_eos: false,
         }
     }
 

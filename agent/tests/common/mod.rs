@@ -22,5 +22,6 @@ pub fn stream_template(target: &Target, read_timeout: Option<Duration>) -> Reque
         read_timeout,
         keep_calls: false,
         replica_header: None,
+        ignore_eos: false,
     }
 }

@@ -3,6 +3,7 @@
 //! [`Fold`] and one line here.
 
 use super::agent_loop::AgentLoop;
+use super::anomalies::AnomaliesFold;
 use super::conversations::ConversationsFold;
 use super::endpoints::{EndpointsFold, EndpointsView};
 use super::fold::{Fold, Whole};
@@ -48,6 +49,7 @@ impl Folds {
     pub fn registered(wanted: Wanted) -> Self {
         let mut f = Folds(Vec::new());
         f.put(ReasoningFold::default(), |out, m| m.reasoning = out);
+        f.put(AnomaliesFold::default(), |out, m| m.anomalies = out);
         f.put(Phases::default(), |out, m| m.http_phases = out);
         f.put(ConversationsFold::default(), |out, m| m.conversations = out);
         if let Some((plan, percentiles)) = wanted.steady {

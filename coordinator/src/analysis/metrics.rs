@@ -133,6 +133,8 @@ pub struct Metrics {
     pub agent_loop: Option<super::agent_loop::AgentLoop>,
     /// Sub-agent graphs (D68).
     pub graphs: Option<super::graphs::Graphs>,
+    /// What the successful replies did that a benchmark can be fooled by (D70).
+    pub anomalies: super::anomalies::Anomalies,
     /// Several endpoints (D69): each one's numbers.
     pub endpoints: Option<super::endpoints::EndpointsView>,
     /// `--replica-header` (D69): the replicas behind a router, as the responses named them.

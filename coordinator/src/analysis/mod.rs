@@ -5,6 +5,7 @@
 pub mod active;
 pub mod agent_loop;
 pub mod aggregate;
+pub mod anomalies;
 pub mod capacity;
 pub mod coalesce;
 pub mod compare;

@@ -365,6 +365,7 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         agents,
         tolerate_agent_loss: a.tolerate_agent_loss,
         max_failure_rate: a.output.max_failure_rate,
+        fail_on_anomaly: a.output.fail_on_anomaly,
         no_initial_test: a.target.no_initial_test,
         max_run_time,
         read_timeout: a.target.read_timeout,
@@ -1004,7 +1005,7 @@ mod tests {
     #[test]
     fn the_random_dataset_ignores_eos_on_openai_backends_as_vllm() {
         let mut a = default_run_args().unwrap();
-        a.target.base_url = Some("http://127.0.0.1:9".into());
+        a.target.base_url = vec!["http://127.0.0.1:9".into()];
         a.target.model = Some("m".into());
         assert!(!a.sampling.ignore_eos);
         assert!(run_plan(a.clone()).unwrap().ignore_eos, "random + openai");
@@ -1015,7 +1016,7 @@ mod tests {
     #[test]
     fn sampling_flags_and_extra_body_make_one_object_the_extra_body_winning() {
         let mut a = default_run_args().unwrap();
-        a.target.base_url = Some("http://127.0.0.1:9".into());
+        a.target.base_url = vec!["http://127.0.0.1:9".into()];
         a.target.model = Some("m".into());
         let p = run_plan(a.clone()).unwrap();
         assert_eq!((p.temperature, p.extra_body.as_deref()), (Some(0.0), None), "vLLM's greedy default");
@@ -1051,7 +1052,7 @@ mod tests {
         std::fs::write(&object, format!(r#"{{"tools":[{tool}],"model":"x"}}"#)).unwrap();
         std::fs::write(&bad, r#"[{"name":"no type"}]"#).unwrap();
         let mut a = default_run_args().unwrap();
-        a.target.base_url = Some("http://127.0.0.1:9".into());
+        a.target.base_url = vec!["http://127.0.0.1:9".into()];
         a.target.backend = BackendArg::OpenaiChat;
         for file in [&array, &object] {
             a.sampling.tools = Some(file.clone());
@@ -1077,7 +1078,7 @@ mod tests {
     #[test]
     fn logprobs_go_in_completions_bodies_only_and_the_tokenizer_can_be_skipped() {
         let mut a = default_run_args().unwrap();
-        a.target.base_url = Some("http://127.0.0.1:9".into());
+        a.target.base_url = vec!["http://127.0.0.1:9".into()];
         a.target.model = Some("m".into());
         a.sampling.logprobs = Some(5);
         let p = run_plan(a.clone()).unwrap();
@@ -1099,7 +1100,7 @@ mod tests {
     #[test]
     fn input_and_output_len_set_every_dataset() {
         let mut a = default_run_args().unwrap();
-        a.target.base_url = Some("http://127.0.0.1:9".into());
+        a.target.base_url = vec!["http://127.0.0.1:9".into()];
         a.target.model = Some("m".into());
         a.dataset.input_len = Some(77);
         a.dataset.output_len = Some(9);

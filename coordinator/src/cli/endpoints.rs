@@ -55,16 +55,18 @@ pub fn read_file(path: &Path) -> Result<Vec<EndpointPlan>, UsageError> {
 /// Names made distinct: a default name shared by two endpoints gets its URL's path, then
 /// its position; a given name used twice is refused.
 fn distinct(list: &mut [EndpointPlan]) -> Result<(), UsageError> {
-    for i in 0..list.len() {
-        let clash =
-            |list: &[EndpointPlan], i: usize| list.iter().enumerate().any(|(j, e)| j != i && e.name == list[i].name);
-        if clash(list, i) && list[i].name == default_name(&list[i].url) {
-            let path = list[i].url.parse::<http::Uri>().map(|u| u.path().to_string()).unwrap_or_default();
-            list[i].name = format!("{}{}", list[i].name, path.trim_end_matches('/'));
-            if clash(list, i) {
-                list[i].name = format!("{}#{i}", list[i].name);
-            }
-        }
+    let clash =
+        |list: &[EndpointPlan], i: usize| list.iter().enumerate().any(|(j, e)| j != i && e.name == list[i].name);
+    // Those that share a default name, found before any is renamed.
+    let shared: Vec<usize> =
+        (0..list.len()).filter(|&i| clash(list, i) && list[i].name == default_name(&list[i].url)).collect();
+    for &i in &shared {
+        let path = list[i].url.parse::<http::Uri>().map(|u| u.path().to_string()).unwrap_or_default();
+        list[i].name = format!("{}{}", list[i].name, path.trim_end_matches('/'));
+    }
+    let still: Vec<usize> = shared.into_iter().filter(|&i| clash(list, i)).collect();
+    for &i in &still {
+        list[i].name = format!("{}#{i}", list[i].name);
     }
     for (i, e) in list.iter().enumerate() {
         if list[..i].iter().any(|o| o.name == e.name) {

@@ -166,6 +166,7 @@ pub fn reader(long: &str, heading: Option<&str>) -> Option<Reader> {
         | "cost-per-hour"
         | "energy-price-kwh"
         | "max-failure-rate"
+        | "fail-on-anomaly"
         | "server-itl-ms"
         | "metrics-url"
         | "no-scrape-metrics"
@@ -424,6 +425,7 @@ mod tests {
         check(&with(&[
             "surge",
             "run",
+            "--save-result",
             "--base-url",
             "http://127.0.0.2:9",
             "--endpoint-policy",

@@ -726,6 +726,11 @@ pub struct OutputArgs {
     /// excluded); a run where no request succeeded always exits 1.
     #[arg(long, default_value_t = 1.0, value_parser = parse::fraction, value_name = "FRACTION")]
     pub max_failure_rate: f64,
+    /// Exit code 1 when a successful request showed an anomaly (no finish_reason, usage
+    /// against the streamed tokens, an output length off what was asked): anomalies are
+    /// counted, not failures, unless this is given.
+    #[arg(long = "fail-on-anomaly")]
+    pub fail_on_anomaly: bool,
     /// End the run once this percentile's confidence interval is within this width of it,
     /// METRIC:PCT:WIDTH% (repeatable; all must hold), e.g. ttft:p99:5%: no guessing
     /// --num-prompts, which stays the most the run sends.

@@ -357,7 +357,10 @@ async fn run_once(plan: RunPlan, sinks: &mut dyn Sink) -> Result<u8, Failure> {
     }
     // The reason for a non-zero code is the summary's last line.
     let r = &record.result;
-    Ok(exit::of_run(&record.status, r.completed, &r.errors_by_kind, plan.max_failure_rate).0)
+    match exit::of_run(&record.status, r.completed, &r.errors_by_kind, plan.max_failure_rate).0 {
+        exit::OK => Ok(exit::of_anomalies(plan.fail_on_anomaly, r.anomalies.requests, &r.anomalies.by_kind).0),
+        code => Ok(code),
+    }
 }
 
 /// vLLM's `--plot-timeline`: surge's HTML report of `input` (a result file, or a sweep or

@@ -70,6 +70,12 @@ pub const FEATURES: &[Feature] = &[
         older: Older::Listed(|w| !w.endpoints.is_empty()),
     },
     Feature {
+        field: "Workload.endpoint_policy",
+        flag: "--endpoint-policy",
+        since: 10,
+        older: Older::Fallback("read only with Workload.endpoints, which an agent that does not list it is refused"),
+    },
+    Feature {
         field: "Workload.replica_header",
         flag: "--replica-header",
         since: 10,
@@ -422,6 +428,17 @@ mod tests {
             w
         })];
         out.push(("PromptItem.spawn", with_prompt(|p| p.spawn = vec![1])));
+        out.push(("Workload.endpoints", {
+            let mut w = base();
+            let e = |u: &str| surge_proto::TargetEndpoint { base_url: u.into(), weight: 1 };
+            w.endpoints = vec![e("http://127.0.0.1:1"), e("http://127.0.0.1:2")];
+            w
+        }));
+        out.push(("Workload.replica_header", {
+            let mut w = base();
+            w.replica_header = "x-served-by".into();
+            w
+        }));
         out.push(("PromptItem.join", with_prompt(|p| p.join = true)));
         out.push(("MultiTurn.tool_loop", {
             let mut w = base();

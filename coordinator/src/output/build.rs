@@ -34,6 +34,32 @@ fn percentiles(plan: &RunPlan) -> Vec<f64> {
     p
 }
 
+/// The `anomalies` block: every kind's count, and examples naming their agent.
+fn anomalies(o: &Outcome, m: &Metrics) -> super::result::AnomaliesResult {
+    use crate::analysis::anomalies::{KINDS, name};
+    let a = &m.anomalies;
+    let agent = |i: usize| o.agents.get(i).map_or_else(|| i.to_string(), |r| r.addr.clone());
+    super::result::AnomaliesResult {
+        requests: a.rows,
+        by_kind: KINDS.iter().map(|&k| (name(k).to_string(), a.counts.get(name(k)).copied().unwrap_or(0))).collect(),
+        examples: a
+            .examples
+            .iter()
+            .map(|(kind, ex)| {
+                let list = ex
+                    .iter()
+                    .map(|e| super::result::AnomalyExample {
+                        seq: e.seq,
+                        agent: agent(e.agent),
+                        detail: e.detail.clone(),
+                    })
+                    .collect();
+                (kind.to_string(), list)
+            })
+            .collect(),
+    }
+}
+
 /// `--endpoint-policy`'s name.
 fn policy_name(p: surge_proto::EndpointPolicy) -> &'static str {
     match p {
@@ -362,6 +388,7 @@ pub fn run_result(
                 stats("critical_path", &g.critical_path, &ps),
             ]),
         }),
+        anomalies: anomalies(o, m),
         endpoints: super::endpoints::endpoints(plan, m, &ps),
         endpoint_policy: plan.endpoints.several().then(|| policy_name(plan.endpoints.policy).to_string()),
         endpoint_outlier_rule: plan.endpoints.several().then(super::endpoints::outlier_rule),

@@ -150,6 +150,10 @@ pub struct RunResult {
     /// Sub-agent graphs of a session trace (D68).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_graphs: Option<super::multi_turn::AgentGraphsResult>,
+    /// What the successful replies did that a benchmark can be fooled by (D70): each
+    /// kind's count (zeros included) and up to 3 examples; absent from files saved before.
+    #[serde(default)]
+    pub anomalies: AnomaliesResult,
     /// Several endpoints (D69): each one's numbers, how requests picked one, and the rule
     /// that marks an outlier.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -336,6 +340,26 @@ impl<'de> Deserialize<'de> for QueueLatency {
         }
         d.deserialize_map(V)
     }
+}
+
+/// The `anomalies` block (D70).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AnomaliesResult {
+    /// Successful requests with at least one anomaly.
+    pub requests: u64,
+    /// Every kind, 0 when none was seen.
+    pub by_kind: BTreeMap<String, u64>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub examples: BTreeMap<String, Vec<AnomalyExample>>,
+}
+
+/// One request that showed an anomaly.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AnomalyExample {
+    /// The request's index (`seq` in the rows).
+    pub seq: u64,
+    pub agent: String,
+    pub detail: String,
 }
 
 /// One kind of failure as the server (or the connection) put it.

@@ -106,6 +106,9 @@ struct Line<'a> {
     /// `--replica-header`: the replica the response named.
     #[serde(skip_serializing_if = "Option::is_none")]
     replica: Option<&'a str>,
+    /// What the reply did that a benchmark can be fooled by (D70); absent when nothing.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    anomalies: Vec<&'static str>,
 }
 
 /// A row's HTTP phases (seconds).
@@ -220,6 +223,7 @@ impl RowFile {
             fan_out: graph.map(|e| e.fan_out),
             endpoint: self.endpoints.get(r.row.endpoint as usize).map(String::as_str),
             replica: (!r.row.replica.is_empty()).then_some(r.row.replica.as_str()),
+            anomalies: r.row.anomalies().map(crate::analysis::anomalies::name).collect(),
         };
         let err = |source| OutputError::Write { path: self.path.clone(), source };
         serde_json::to_writer(&mut self.out, &line).map_err(|e| err(std::io::Error::other(e)))?;

@@ -16,6 +16,8 @@ pub struct SummaryView {
     pub max_failure_rate: f64,
     /// `--show-http-phases`.
     pub http_phases: bool,
+    /// `--fail-on-anomaly`.
+    pub fail_on_anomaly: bool,
 }
 
 impl SummaryView {
@@ -25,6 +27,7 @@ impl SummaryView {
             percentiles: plan.metric_percentiles.clone(),
             max_failure_rate: plan.max_failure_rate,
             http_phases: plan.show_http_phases,
+            fail_on_anomaly: plan.fail_on_anomaly,
         }
     }
 }
@@ -268,6 +271,7 @@ fn surge_section(out: &mut String, r: &RunResult, view: &SummaryView, status: &R
         let lag = client.agents.iter().map(|a| a.scheduling_lag_us.p99).max().unwrap_or(0);
         fline(out, "Client send lag p99 (ms):", lag as f64 / 1000.0);
     }
+    anomalies_lines(out, &r.anomalies);
     for (kind, n) in &r.errors_by_kind {
         line(out, &format!("Errors ({kind}):"), n);
         if let Some(e) = r.error_examples.get(kind).and_then(|v| v.first()).filter(|e| !e.message.is_empty()) {
@@ -309,6 +313,25 @@ fn surge_section(out: &mut String, r: &RunResult, view: &SummaryView, status: &R
     // The last line says why the exit code is not 0 (D8).
     if let (_, Some(why)) = crate::exit::of_run(status, r.completed, &r.errors_by_kind, view.max_failure_rate) {
         let _ = writeln!(out, "{why}");
+    } else if let (_, Some(why)) =
+        crate::exit::of_anomalies(view.fail_on_anomaly, r.anomalies.requests, &r.anomalies.by_kind)
+    {
+        let _ = writeln!(out, "{why}");
+    }
+}
+
+/// Anomalies (D70): one line when there is none, else one per kind seen with an example.
+fn anomalies_lines(out: &mut String, a: &super::result::AnomaliesResult) {
+    if a.requests == 0 {
+        line(out, "Anomalies:", "none");
+        return;
+    }
+    line(out, "Anomalies (requests):", a.requests);
+    for (kind, n) in a.by_kind.iter().filter(|(_, n)| **n > 0) {
+        line(out, &format!("Anomalies ({kind}):"), n);
+        if let Some(e) = a.examples.get(kind).and_then(|v| v.first()) {
+            let _ = writeln!(out, "  e.g. seq {}: {}", e.seq, e.detail);
+        }
     }
 }
 

@@ -254,6 +254,8 @@ pub struct RunPlan {
     pub ends_at_dataset: bool,
     /// `--max-failure-rate`.
     pub max_failure_rate: f64,
+    /// `--fail-on-anomaly` (D70): a run with an anomaly exits 1.
+    pub fail_on_anomaly: bool,
     pub max_run_time: Duration,
     /// `--read-timeout`: the longest wait for the next body byte of a response (`None`: no limit).
     pub read_timeout: Option<Duration>,

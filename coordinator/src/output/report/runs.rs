@@ -13,9 +13,10 @@ pub const BUCKET_BASE: f64 = 1.021_897_148_654_116_7;
 const DISTRIBUTIONS: [(&str, &str); 3] = [("ttft", "TTFT"), ("itl", "ITL"), ("e2el", "E2E latency")];
 
 /// The summary's rows: label and result key, in the order `vllm bench serve` prints them.
-const SUMMARY: [(&str, &str); 15] = [
+const SUMMARY: [(&str, &str); 16] = [
     ("Successful requests", "completed"),
     ("Failed requests", "failed"),
+    ("Requests with anomalies", "anomalies.requests"),
     ("Benchmark duration (s)", "duration"),
     ("Total input tokens", "total_input_tokens"),
     ("Total generated tokens", "total_output_tokens"),
@@ -123,11 +124,13 @@ fn cost(r: &Run, opts: Options) -> Option<f64> {
 }
 
 fn summary(runs: &[Run], opts: Options) -> Section {
+    // A key may be a path into the result (`anomalies.requests`).
+    let at = |v: &'_ Value, key: &str| key.split('.').try_fold(v, |v, k| v.get(k)).cloned();
     let mut rows: Vec<Vec<String>> = SUMMARY
         .iter()
-        .filter(|(_, key)| runs.iter().any(|r| r.v.get(*key).is_some_and(|x| !x.is_null())))
+        .filter(|(_, key)| runs.iter().any(|r| at(r.v, key).is_some_and(|x| !x.is_null())))
         .map(|(label, key)| {
-            std::iter::once(label.to_string()).chain(runs.iter().map(|r| cell(r.v.get(*key)))).collect()
+            std::iter::once(label.to_string()).chain(runs.iter().map(|r| cell(at(r.v, key).as_ref()))).collect()
         })
         .collect();
     if opts.cost_per_hour.is_some() && runs.iter().all(|r| num(r.v, "cost_per_million_output_tokens").is_none()) {

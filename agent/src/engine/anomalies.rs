@@ -1,0 +1,99 @@
+//! The checks every successful reply gets (D70): what a benchmark can be fooled by, as
+//! MLPerf's audits look for it, counted on the row as anomalies and never turned into a
+//! failure here. Cheap by design: a few comparisons of counts the decoder already has.
+//!
+//! - `no_finish_reason`: a completion or chat stream none of whose chunks said why it
+//!   ended (a server that crashed into `[DONE]`, a proxy that rewrote the stream);
+//! - `usage_mismatch`: the server's `usage.completion_tokens` differs from the token
+//!   events the client counted (a server that miscounts, or one that packs several tokens
+//!   into a chunk: speculative decoding, a tool parser's buffering);
+//! - `short_output`: with `--ignore-eos`, fewer output tokens than `max_tokens` (the
+//!   server ignored the request: MLPerf's TEST06 EOS check);
+//! - `length_off`: more output tokens than `max_tokens`, or with `--ignore-eos` outside
+//!   ±10 % of it (MLPerf's TEST09 bound on output lengths).
+
+use surge_proto::{Anomaly, Row};
+
+/// What the decoder saw of a successful stream: whether any chunk carried a
+/// `finish_reason` (`None`: an API without one), the server's completion tokens, and the
+/// client's token events.
+#[derive(Debug, Clone, Copy)]
+pub struct Stream {
+    pub finished: Option<bool>,
+    pub usage_completion: Option<u32>,
+    pub events: u32,
+}
+
+fn note(row: &mut Row, a: Anomaly) {
+    row.anomalies.push(a as i32);
+}
+
+/// The stream's own checks, on a successful row.
+pub fn of_stream(s: Stream, row: &mut Row) {
+    if s.finished == Some(false) {
+        note(row, Anomaly::NoFinishReason);
+    }
+    if let Some(u) = s.usage_completion
+        && u != s.events
+    {
+        note(row, Anomaly::UsageMismatch);
+    }
+}
+
+/// The length checks of a successful generating row that asked for `max_tokens` (0: it
+/// named none).
+pub fn of_length(max_tokens: u32, ignore_eos: bool, row: &mut Row) {
+    row.max_tokens = max_tokens;
+    if max_tokens == 0 {
+        return;
+    }
+    let (out, max) = (u64::from(row.output_tokens), u64::from(max_tokens));
+    if ignore_eos && out < max {
+        note(row, Anomaly::ShortOutput);
+    }
+    // Within ±10 %: 10 x |out - max| <= max.
+    if out > max || (ignore_eos && 10 * out.abs_diff(max) > max) {
+        note(row, Anomaly::LengthOff);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(row: &Row) -> Vec<Anomaly> {
+        row.anomalies().collect()
+    }
+
+    #[test]
+    fn a_clean_stream_has_none_and_each_fault_its_kind() {
+        let clean = Stream { finished: Some(true), usage_completion: Some(8), events: 8 };
+        let mut row = Row { output_tokens: 8, ..Default::default() };
+        of_stream(clean, &mut row);
+        of_length(8, true, &mut row);
+        assert!(row.anomalies.is_empty());
+        assert_eq!(row.max_tokens, 8);
+
+        let mut row = Row::default();
+        of_stream(Stream { finished: Some(false), usage_completion: Some(9), events: 8 }, &mut row);
+        assert_eq!(kinds(&row), [Anomaly::NoFinishReason, Anomaly::UsageMismatch]);
+        let mut row = Row::default();
+        of_stream(Stream { finished: None, usage_completion: None, events: 8 }, &mut row);
+        assert!(row.anomalies.is_empty(), "no finish_reason to expect, no usage to compare");
+    }
+
+    #[test]
+    fn lengths_are_judged_against_max_tokens() {
+        let check = |out: u32, max: u32, ignore_eos: bool| {
+            let mut row = Row { output_tokens: out, ..Default::default() };
+            of_length(max, ignore_eos, &mut row);
+            kinds(&row)
+        };
+        assert_eq!(check(95, 100, true), [Anomaly::ShortOutput], "short, but within 10 %");
+        assert_eq!(check(50, 100, true), [Anomaly::ShortOutput, Anomaly::LengthOff]);
+        assert_eq!(check(50, 100, false), [], "EOS may end an answer when it is not ignored");
+        assert_eq!(check(101, 100, false), [Anomaly::LengthOff], "never more than asked");
+        assert_eq!(check(100, 100, true), []);
+        assert_eq!(check(5, 0, true), [], "nothing asked, nothing judged");
+    }
+}

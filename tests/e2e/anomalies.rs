@@ -1,0 +1,110 @@
+//! Anomalies (D70) against the echo's seeded faults, each of which the echo counts as it
+//! injects it (`surge_echo_injected_anomalies_total{kind}`): surge must count exactly as
+//! many of the matching kind, on the right rows, and none on a clean echo at 2,000 in
+//! flight; anomalies are not failures unless `--fail-on-anomaly`.
+
+use crate::util::{TempDir, echo, echo_metric, run_saved, surge, text};
+use serde_json::Value;
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// The echo's count of one injected kind.
+fn injected(base: &str, kind: &str) -> u64 {
+    echo_metric(base, &format!("surge_echo_injected_anomalies_total{{kind=\"{kind}\"}}")) as u64
+}
+
+fn args<'a>(base: &'a str, n: &'a str, in_flight: &'a str, backend: &'a str) -> Vec<&'a str> {
+    vec![
+        "run",
+        "--base-url",
+        base,
+        "--backend",
+        backend,
+        "--model",
+        "m",
+        "--num-prompts",
+        n,
+        "--max-concurrency",
+        in_flight,
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "16",
+        "--no-initial-test",
+    ]
+}
+
+fn kinds(r: &Value) -> Vec<(String, u64)> {
+    let by = r["anomalies"]["by_kind"].as_object().expect("anomalies.by_kind");
+    by.iter().map(|(k, v)| (k.clone(), v.as_u64().unwrap())).collect()
+}
+
+fn count(r: &Value, kind: &str) -> u64 {
+    r["anomalies"]["by_kind"][kind].as_u64().unwrap_or(u64::MAX)
+}
+
+/// An echo fault flag, the label it is counted under, and the kinds it must show with how
+/// many of each per injected one.
+type Case = (&'static str, &'static str, &'static [(&'static str, u64)]);
+
+#[test]
+fn each_fault_of_the_echo_is_counted_as_its_anomaly_exactly() {
+    // One fault at a time, on completions and on chat: (echo flag, its label, the kinds
+    // it must show and how many of each, as a multiple of the injected count).
+    let cases: [Case; 3] = [
+        ("--drop-finish-reason-rate", "no_finish_reason", &[("no_finish_reason", 1)]),
+        // A usage above what was sent is also above max_tokens.
+        ("--usage-mismatch-rate", "usage_mismatch", &[("usage_mismatch", 1), ("length_off", 1)]),
+        // Half the tokens, with ignore_eos: short, and more than 10 % off.
+        ("--early-eos-rate", "early_eos", &[("short_output", 1), ("length_off", 1)]),
+    ];
+    for backend in ["openai", "openai-chat"] {
+        for (flag, label, want) in cases {
+            let (_echo, base) = echo("127.0.0.1", &["--output-tokens", "16", flag, "0.1"]);
+            let dir = TempDir::new("anomalies");
+            let rows_path = dir.path("rows.jsonl");
+            let mut a = args(&base, "400", "50", backend);
+            a.extend_from_slice(&["--save-rows", &rows_path]);
+            let r = run_saved(&dir, &a, LIMIT);
+            assert_eq!(r["failed"], 0, "anomalies are not failures: {}", r["errors_by_kind"]);
+            let n = injected(&base, label);
+            assert!(n > 10, "{flag}: the echo injected {n}");
+            for (kind, k) in want {
+                assert_eq!(count(&r, kind), n * k, "{backend} {flag}: {kind} of {:?}", kinds(&r));
+            }
+            let others: u64 = kinds(&r).iter().filter(|(k, _)| !want.iter().any(|(w, _)| w == k)).map(|(_, v)| v).sum();
+            assert_eq!(others, 0, "{backend} {flag}: no other kind: {:?}", kinds(&r));
+            assert_eq!(r["anomalies"]["requests"].as_u64(), Some(n));
+            // The rows say which requests.
+            let rows = std::fs::read_to_string(&rows_path).unwrap();
+            let marked = rows.lines().filter(|l| l.contains(&format!("\"{}\"", want[0].0))).count() as u64;
+            assert_eq!(marked, n, "{backend} {flag}: rows marked {}", want[0].0);
+            let example = &r["anomalies"]["examples"][want[0].0][0];
+            assert!(example["detail"].as_str().is_some_and(|d| !d.is_empty()), "{example}");
+        }
+    }
+}
+
+#[test]
+fn a_clean_echo_gives_none_at_2000_in_flight_and_fail_on_anomaly_sets_the_exit_code() {
+    let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "20", "--itl-ms", "2", "--output-tokens", "16"]);
+    let dir = TempDir::new("anomalies-clean");
+    for backend in ["openai", "openai-chat"] {
+        let r = run_saved(&dir, &args(&base, "4000", "2000", backend), LIMIT);
+        assert_eq!(r["completed"], 4000, "{}", r["errors_by_kind"]);
+        assert_eq!(r["anomalies"]["requests"], 0, "{backend}: {:?}", kinds(&r));
+        assert!(kinds(&r).iter().all(|(_, n)| *n == 0) && kinds(&r).len() == 4, "every kind listed, at 0");
+    }
+    let out = surge(&[&args(&base, "100", "10", "openai")[..], &["--fail-on-anomaly"]].concat(), LIMIT);
+    assert_eq!(out.status.code(), Some(0), "clean: {}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("Anomalies:                               none"), "{}", text(&out.stdout));
+
+    let (_faulty, bad) = echo("127.0.0.1", &["--output-tokens", "16", "--early-eos-rate", "0.5"]);
+    let out = surge(&args(&bad, "100", "10", "openai"), LIMIT);
+    assert_eq!(out.status.code(), Some(0), "counted, not failed: {}", text(&out.stdout));
+    let out = surge(&[&args(&bad, "100", "10", "openai")[..], &["--fail-on-anomaly"]].concat(), LIMIT);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let said = text(&out.stdout);
+    assert!(said.contains("showed anomalies") && said.contains("--fail-on-anomaly"), "{said}");
+}
