@@ -92,6 +92,7 @@ async fn a_request_left_unanswered_by_an_ended_connection_is_retried() {
         input_sequences: 0,
         audio_s: 0.0,
         max_tokens: 0,
+        honours_eos: false,
         intended: None,
         session: None,
         keep_reply: false,

@@ -116,6 +116,7 @@ async fn one(addr: std::net::SocketAddr, version: Version, read_timeout: Option<
         input_sequences: 0,
         audio_s: 0.0,
         max_tokens: 0,
+        honours_eos: false,
         intended: None,
         session: None,
         keep_reply: false,

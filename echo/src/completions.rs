@@ -352,7 +352,19 @@ where
         // Anomalies (D70), on completions and chat streams: counted here as sent.
         let anomalies = matches!(kind, Kind::Completion | Kind::Chat);
         let mut chunker = Chunker::new(kind, index, created, &model_json);
-        let n = if anomalies && faults.early_eos {
+        // An accuracy question (D71): its answer, right or (at the rate) wrong.
+        let answer = (anomalies && !state.answers.is_empty())
+            .then(|| state.answers.get(prompt_text(kind, &body).trim()).copied())
+            .flatten()
+            .map(|right| {
+                let wrong = faults::wrong_answer(&state.config, index);
+                metrics.count_anomaly(if wrong { Injected::WrongAnswer } else { Injected::RightAnswer });
+                chunker.finish = Finish::Stop;
+                if wrong { crate::answers::WRONG } else { right }
+            });
+        let n = if let Some(words) = answer {
+            words.len() as u64
+        } else if anomalies && faults.early_eos {
             chunker.finish = Finish::Stop;
             metrics.count_anomaly(Injected::EarlyEos);
             faults::early_eos_after(n)
@@ -369,7 +381,11 @@ where
         }
         let body = SseBody::new(SseParams {
             chunker,
-            tokens: TokenPlan::new(shape, matches!(kind, Kind::Chat | Kind::Responses), state.config.seed, index),
+            tokens: {
+                let plan =
+                    TokenPlan::new(shape, matches!(kind, Kind::Chat | Kind::Responses), state.config.seed, index);
+                if let Some(words) = answer { plan.answering(words) } else { plan }
+            },
             n,
             usage_extra,
             prompt_tokens: parsed.prompt_tokens,

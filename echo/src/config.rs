@@ -166,6 +166,18 @@ pub struct EchoArgs {
     #[arg(long = "early-eos-rate", value_name = "P", default_value_t = 0.0)]
     pub early_eos_rate: f64,
 
+    /// Answer the questions of an accuracy file (surge's `--accuracy` JSONL): a request
+    /// whose prompt is a question's gets its `answer` (or `number`, or `choice`) as the
+    /// reply, ended with `finish_reason: "stop"`.
+    #[arg(long = "answers", value_name = "FILE")]
+    pub answers: Option<PathBuf>,
+
+    /// With --answers: answer a question wrong ("wrong") with probability P, a seeded draw
+    /// per request; answers are counted in surge_echo_injected_anomalies_total with
+    /// kind="right_answer" or kind="wrong_answer".
+    #[arg(long = "wrong-answer-rate", value_name = "P", default_value_t = 0.0)]
+    pub wrong_answer_rate: f64,
+
     /// Name this echo as one replica of a fleet: every response carries
     /// `x-served-by: NAME`, as a router's upstream would say which replica answered.
     #[arg(long = "replica-name", value_name = "NAME")]
@@ -252,6 +264,8 @@ impl EchoArgs {
             tool_call: self.tool_call,
             tool_call_rate: self.tool_call_rate,
             replica_name: self.replica_name.clone(),
+            answers: self.answers.clone(),
+            wrong_answer_rate: self.wrong_answer_rate,
             drop_finish_reason_rate: self.drop_finish_reason_rate,
             usage_mismatch_rate: self.usage_mismatch_rate,
             early_eos_rate: self.early_eos_rate,
@@ -328,6 +342,9 @@ pub struct EchoConfig {
     pub tool_call_rate: f64,
     /// Every response says `x-served-by: NAME` (one replica of a fleet).
     pub replica_name: Option<String>,
+    /// Questions answered (`--answers`), and the chance of a wrong answer.
+    pub answers: Option<PathBuf>,
+    pub wrong_answer_rate: f64,
     /// Anomalies injected into streams (D70), each a seeded draw per request.
     pub drop_finish_reason_rate: f64,
     pub usage_mismatch_rate: f64,
@@ -379,6 +396,8 @@ impl Default for EchoConfig {
             tool_call: false,
             tool_call_rate: 0.0,
             replica_name: None,
+            answers: None,
+            wrong_answer_rate: 0.0,
             drop_finish_reason_rate: 0.0,
             usage_mismatch_rate: 0.0,
             early_eos_rate: 0.0,
@@ -436,6 +455,10 @@ impl EchoConfig {
         check_rate("--drop-finish-reason-rate", self.drop_finish_reason_rate)?;
         check_rate("--usage-mismatch-rate", self.usage_mismatch_rate)?;
         check_rate("--early-eos-rate", self.early_eos_rate)?;
+        check_rate("--wrong-answer-rate", self.wrong_answer_rate)?;
+        if let Some(p) = &self.answers {
+            crate::answers::load(p).map_err(|e| format!("--answers {}: {e}", p.display()))?;
+        }
         check_rate("--fault-reset-rate", self.fault_reset_rate)?;
         check_rate("--fault-malformed-rate", self.fault_malformed_rate)?;
         check_rate("--fault-truncate-rate", self.fault_truncate_rate)?;

@@ -40,6 +40,12 @@ const SALT_TOOL: u64 = 0x544f_4f4c_0000_0008;
 const SALT_FINISH: u64 = 0x4649_4e49_5348_0009;
 const SALT_USAGE: u64 = 0x5553_4147_4500_000a;
 const SALT_EOS: u64 = 0x454f_5300_0000_000b;
+const SALT_WRONG: u64 = 0x5752_4f4e_4700_000c;
+
+/// Whether question request `index` is answered wrong (`--wrong-answer-rate`).
+pub(crate) fn wrong_answer(config: &EchoConfig, index: u64) -> bool {
+    hit(config.seed, index, SALT_WRONG, config.wrong_answer_rate)
+}
 
 /// Whether chat request `index` is answered with a tool call (`--tool-call`, or a seeded
 /// draw at `--tool-call-rate`).

@@ -81,6 +81,7 @@
 //! # }
 //! ```
 
+mod answers;
 mod arrival;
 mod audio;
 mod body;

@@ -250,6 +250,9 @@ pub(crate) enum Injected {
     DroppedFinish,
     UsageMismatch,
     EarlyEos,
+    /// `--answers`: a question answered right, or wrong (`--wrong-answer-rate`).
+    RightAnswer,
+    WrongAnswer,
 }
 
 impl Injected {
@@ -258,6 +261,8 @@ impl Injected {
             Injected::DroppedFinish => "no_finish_reason",
             Injected::UsageMismatch => "usage_mismatch",
             Injected::EarlyEos => "early_eos",
+            Injected::RightAnswer => "right_answer",
+            Injected::WrongAnswer => "wrong_answer",
         }
     }
 }

@@ -35,6 +35,8 @@ pub(crate) struct State {
     pub models_body: Bytes,
     /// `x-served-by` of every response (`--replica-name`).
     pub served_by: Option<http::HeaderValue>,
+    /// `--answers`: questions and their answers' tokens (checked by `validate`).
+    pub answers: crate::answers::Answers,
     /// `--prefix-cache-tokens`: the prompt-block cache (D33).
     pub prefix_cache: Option<Mutex<PrefixCache>>,
 }
@@ -49,6 +51,7 @@ impl State {
             slots: config.max_concurrent_streams.map(|k| Arc::new(Semaphore::new(k))),
             models_body: Bytes::from(serde_json::to_vec(&models).unwrap_or_default()),
             served_by: config.replica_name.as_deref().and_then(|n| http::HeaderValue::try_from(n).ok()),
+            answers: config.answers.as_deref().and_then(|p| crate::answers::load(p).ok()).unwrap_or_default(),
             metrics: Arc::new(match config.metrics_flavor {
                 MetricsFlavor::Surge => Metrics::new(),
                 MetricsFlavor::Vllm => Metrics::with_vllm(&config.model, config.max_concurrent_streams),

@@ -70,12 +70,20 @@ pub(crate) struct TokenPlan {
     index: u64,
     /// The previous token was the first half of a split character.
     pending: bool,
+    /// `--answers`: the reply is these tokens (words, each after the first with its space).
+    answer: Option<&'static [&'static str]>,
 }
 
 impl TokenPlan {
     /// The plan of completion request number `index`.
     pub fn new(shape: Shape, chat: bool, seed: u64, index: u64) -> Self {
-        Self { shape, chat, seed, index, pending: false }
+        Self { shape, chat, seed, index, pending: false, answer: None }
+    }
+
+    /// The reply is `tokens`, as content (an accuracy question's answer, D71).
+    pub fn answering(mut self, tokens: &'static [&'static str]) -> Self {
+        self.answer = Some(tokens);
+        self
     }
 
     /// How many of the first `n` tokens are reasoning (the usage's `reasoning_tokens`).
@@ -85,6 +93,9 @@ impl TokenPlan {
 
     /// Token `k`; call for k = 0, 1, ... in order.
     pub fn token(&mut self, k: u64) -> Token {
+        if let Some(words) = self.answer {
+            return Token { field: Field::Content, text: words.get(k as usize).copied().unwrap_or("") };
+        }
         let field = if self.chat && k < self.shape.reasoning {
             Field::Reasoning
         } else if self.chat && self.shape.tool_call {

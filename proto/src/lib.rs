@@ -28,8 +28,14 @@ pub const MAX_TURNS: u32 = TURN_STRIDE as u32;
 /// Workload features added within [`PROTOCOL_VERSION`] (fields an agent built before them
 /// would ignore), by their wire name: an agent lists those it runs in
 /// `HelloReply.features`, and a coordinator sends one only to an agent that lists it (D66).
-pub const LISTED_FEATURES: &[&str] =
-    &["MultiTurn.tool_loop", "PromptItem.spawn", "PromptItem.join", "Workload.endpoints", "Workload.replica_header"];
+pub const LISTED_FEATURES: &[&str] = &[
+    "MultiTurn.tool_loop",
+    "PromptItem.spawn",
+    "PromptItem.join",
+    "Workload.endpoints",
+    "Workload.replica_header",
+    "Workload.accuracy",
+];
 
 /// The version before [`PROTOCOL_VERSION`], which a coordinator still drives (D43).
 pub const PREVIOUS_PROTOCOL_VERSION: u32 = v9::VERSION;

@@ -93,8 +93,10 @@ fn check(r: &Value, bases: &[String], rows_path: &str, per_endpoint: u64) {
             // Exact over its rows (µs values; only the float rounding of s -> ms differs).
             let rows_say = np_percentile(mine, p);
             assert!((got - rows_say).abs() < 1e-9, "{name} {key}: {got} against its rows' {rows_say}");
-            let want = TTFT_MS[i] as f64;
-            assert!(got >= want && got < want + 5.0, "{name} {key} {got} ms against the echo's {want} ms");
+            // Within 5 ms at the median, 20 at p99 (the slowest of 30, on a loaded CI host
+            // running the other tests beside it).
+            let (want, slack) = (TTFT_MS[i] as f64, if p == 50.0 { 5.0 } else { 20.0 });
+            assert!(got >= want && got < want + slack, "{name} {key} {got} ms against the echo's {want} ms");
         }
         assert_eq!(e["outlier"], i == 2, "only the 60 ms endpoint is an outlier: {e}");
     }

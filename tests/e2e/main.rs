@@ -1,6 +1,7 @@
 //! End-to-end tests: real `surge`, `surge-agent` and `surge echo` processes on loopback
 //! addresses (127.0.0.0/8 only), every one killed by PID when its test ends.
 
+mod accuracy;
 mod agents;
 mod anomalies;
 mod backends;

@@ -283,6 +283,7 @@ fn turn_job(plan: &SessionPlan, t: u32, planned: super::jobs::Planned) -> Job {
         input_sequences: 0,
         audio_s: 0.0,
         max_tokens: planned.max_tokens,
+        honours_eos: false,
         intended: None,
         session: Some(plan.index),
         keep_reply: true,

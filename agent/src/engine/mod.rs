@@ -37,6 +37,7 @@ mod parts;
 pub mod pool;
 pub mod pooling;
 mod prepare;
+pub mod questions;
 pub mod request;
 pub mod responses;
 pub mod sink;
@@ -131,6 +132,8 @@ pub struct Prepared {
     spec: spec::Spec,
     jobs: Jobs,
     endpoints: Arc<Endpoints>,
+    /// The accuracy questions mixed into the load (D71).
+    questions: Option<Arc<questions::Questions>>,
     stats: Arc<Stats>,
     pub connections_open: u32,
     pub warmups_completed: u32,
@@ -208,7 +211,7 @@ impl Prepared {
 
 /// Runs a prepared workload; every request ends as one row in `sink`.
 pub async fn run(prepared: Prepared, sink: Arc<dyn Sink>, ctl: Control) -> Report {
-    let Prepared { workload, spec, jobs, endpoints, stats, .. } = prepared;
+    let Prepared { workload, spec, jobs, endpoints, questions, stats, .. } = prepared;
     // Rows are relative to the planned start, which both ends of a session know.
     let t0 = ctl.start_at;
     tokio::time::sleep_until(t0.into()).await;
@@ -218,7 +221,17 @@ pub async fn run(prepared: Prepared, sink: Arc<dyn Sink>, ctl: Control) -> Repor
     let schedule =
         Schedule::for_workload(&workload, jobs.trace_offsets(workload.trace_speedup)).expect("validated in prepare");
     let jobs = Arc::new(jobs);
-    let ctx = Arc::new(RunCtx { endpoints, sink, stats: Arc::clone(&stats), cancel: ctl.stop.child_token(), t0, jobs });
+    let keep_text = workload.keep_text;
+    let ctx = Arc::new(RunCtx {
+        endpoints,
+        questions,
+        keep_text,
+        sink,
+        stats: Arc::clone(&stats),
+        cancel: ctl.stop.child_token(),
+        t0,
+        jobs,
+    });
     let tracker = TaskTracker::new();
     let probes = spec.probe_rate.map(|rate| {
         let stop = ctx.cancel.child_token();
@@ -312,6 +325,9 @@ async fn probe_loop(ctx: Arc<RunCtx>, rate: f64, stop: CancellationToken) {
 /// What every request of a run shares.
 struct RunCtx {
     endpoints: Arc<Endpoints>,
+    questions: Option<Arc<questions::Questions>>,
+    /// `--save-detailed`: rows keep the generated text.
+    keep_text: bool,
     sink: Arc<dyn Sink>,
     stats: Arc<Stats>,
     /// Cancels in-flight requests (stop, deadline).
@@ -351,8 +367,19 @@ impl RunCtx {
     /// flight (a cancelled run), it reports the request's cancelled row instead.
     async fn attempt(&self, k: u64, intended: Option<Duration>) {
         let index = self.jobs.index(k);
-        let job = Job::of(index, self.make(k).await, intended);
-        let row = self.send(job, None).await;
+        let question = self.questions.as_ref().and_then(|q| Some((q, q.pick(index)?)));
+        let planned = match question {
+            Some((q, i)) => q.planned(i),
+            None => self.make(k).await,
+        };
+        let mut job = Job::of(index, planned, intended);
+        // A question's reply text is kept until it is scored; it may end at EOS.
+        job.keep_reply = question.is_some();
+        job.honours_eos = question.is_some();
+        let mut row = self.send(job, None).await;
+        if let Some((q, i)) = question {
+            q.score(i, &mut row, self.keep_text);
+        }
         self.record(row);
     }
 

@@ -93,6 +93,7 @@ pub async fn prepare_on(mut workload: Workload, local: Option<std::net::IpAddr>)
     let tok = load_tokenizer(&mut workload).await?;
     let api = api::Api::of(workload.backend()).ok_or(EngineError::Spec(spec::SpecError::Unset { field: "backend" }))?;
     let jobs = Jobs::new(&mut workload, api, tok.clone())?;
+    let questions = super::questions::Questions::of(&workload)?.map(Arc::new);
     let stats = Arc::new(Stats::default());
     // Connections opened before the start: one per concurrency slot, but never more than
     // the requests to send, nor than WARM_MAX (a huge cap is a limit, not a plan).
@@ -153,7 +154,7 @@ pub async fn prepare_on(mut workload: Workload, local: Option<std::net::IpAddr>)
             warmups_completed += u32::from(r.is_ok_and(|r| r.error() == ErrorKind::None));
         }
     }
-    Ok(Prepared { workload, spec, jobs, endpoints, stats, connections_open, warmups_completed })
+    Ok(Prepared { workload, spec, jobs, endpoints, questions, stats, connections_open, warmups_completed })
 }
 
 /// How long the initial test request may take when the workload names no --max-run-time.

@@ -109,6 +109,8 @@ pub struct Job {
     pub audio_s: f64,
     /// The output tokens it asks for (0: it names none): its length is checked (D70).
     pub max_tokens: u32,
+    /// It lets the model end at EOS whatever `--ignore-eos` says (an accuracy question).
+    pub honours_eos: bool,
     /// Intended send time (open loop), relative to the run start.
     pub intended: Option<Duration>,
     /// A conversation's turn: its session (for the session header) and whether the reply
@@ -128,6 +130,7 @@ impl Job {
             input_sequences: p.input_sequences,
             audio_s: p.audio_s,
             max_tokens: p.max_tokens,
+            honours_eos: false,
             intended,
             session: None,
             keep_reply: false,
@@ -240,7 +243,7 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
         // re-count of the text may differ by a token at the edges).
         let counted = row.usage_from_server || row.output_source() == TokenSource::EventCount;
         if row.error() == ErrorKind::None && counted && tpl.mode.streams() {
-            super::anomalies::of_length(job.max_tokens, tpl.ignore_eos, &mut row);
+            super::anomalies::of_length(job.max_tokens, tpl.ignore_eos && !job.honours_eos, &mut row);
         }
         return row;
     }

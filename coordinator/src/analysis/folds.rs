@@ -2,6 +2,7 @@
 //! result goes in [`Metrics`]. A new part of the analysis is a module that implements
 //! [`Fold`] and one line here.
 
+use super::accuracy::AccuracyFold;
 use super::agent_loop::AgentLoop;
 use super::anomalies::AnomaliesFold;
 use super::conversations::ConversationsFold;
@@ -50,6 +51,7 @@ impl Folds {
         let mut f = Folds(Vec::new());
         f.put(ReasoningFold::default(), |out, m| m.reasoning = out);
         f.put(AnomaliesFold::default(), |out, m| m.anomalies = out);
+        f.put(AccuracyFold::default(), |out, m| m.accuracy = out);
         f.put(Phases::default(), |out, m| m.http_phases = out);
         f.put(ConversationsFold::default(), |out, m| m.conversations = out);
         if let Some((plan, percentiles)) = wanted.steady {

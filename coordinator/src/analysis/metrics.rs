@@ -133,6 +133,8 @@ pub struct Metrics {
     pub agent_loop: Option<super::agent_loop::AgentLoop>,
     /// Sub-agent graphs (D68).
     pub graphs: Option<super::graphs::Graphs>,
+    /// The accuracy questions' answers (D71); `None` when none was asked.
+    pub accuracy: Option<super::accuracy::Accuracy>,
     /// What the successful replies did that a benchmark can be fooled by (D70).
     pub anomalies: super::anomalies::Anomalies,
     /// Several endpoints (D69): each one's numbers.

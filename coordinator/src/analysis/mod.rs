@@ -2,6 +2,7 @@
 //! `vllm bench serve`'s metrics, exact statistics, statistics across repeated runs, the
 //! knee of a sweep, where token counts came from, and the client-bound verdict.
 
+pub mod accuracy;
 pub mod active;
 pub mod agent_loop;
 pub mod aggregate;

@@ -159,6 +159,24 @@ fn run_length(a: &RunArgs, trace_len: Option<u64>, file_len: u64) -> (u64, bool)
     (num_prompts, ends_at_dataset)
 }
 
+/// `--accuracy FILE` and `--accuracy-ratio` (D71): the questions, read and checked here.
+fn accuracy_plan(a: &RunArgs, backend: Backend) -> Result<Option<crate::plan::Accuracy>, UsageError> {
+    let Some(path) = &a.output.accuracy else { return Ok(None) };
+    if !matches!(backend, Backend::Openai | Backend::OpenaiChat) {
+        return usage("--accuracy: questions need --backend openai or openai-chat");
+    }
+    if a.conversation.multi_turn {
+        return usage("--accuracy: questions are single requests; they do not mix with --multi-turn");
+    }
+    let shown = path.display();
+    let text = std::fs::read_to_string(path).map_err(|e| UsageError(format!("--accuracy {shown}: {e}")))?;
+    let items = surge_core::data::answers::parse(&text).map_err(|e| UsageError(format!("--accuracy {shown}: {e}")))?;
+    if a.output.accuracy_ratio <= 0.0 {
+        return usage("--accuracy-ratio: above 0 (1: every request is a question)");
+    }
+    Ok(Some((items.into(), a.output.accuracy_ratio)))
+}
+
 /// Single flags' values that no plan field checks by being built.
 fn check_values(a: &RunArgs, backend: Backend) -> Result<(), UsageError> {
     if a.sampling.temperature.is_some_and(|t| !(t >= 0.0 && t.is_finite())) {
@@ -268,6 +286,7 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         return usage(format!("--num-prompts {}: the trace has {trace_len} {what}", a.load.num_prompts.unwrap_or(0)));
     }
     check_values(&a, backend)?;
+    let accuracy = accuracy_plan(&a, backend)?;
     let slo = parse::goodput(&a.output.goodput).map_err(|e| UsageError(format!("--goodput: {e}")))?;
     let headers = request_headers(&a.target.headers, std::env::var("OPENAI_API_KEY").ok())?;
     let (graceful_stop, max_run_time) = run_time(&a.load)?;
@@ -366,6 +385,7 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         tolerate_agent_loss: a.tolerate_agent_loss,
         max_failure_rate: a.output.max_failure_rate,
         fail_on_anomaly: a.output.fail_on_anomaly,
+        accuracy,
         no_initial_test: a.target.no_initial_test,
         max_run_time,
         read_timeout: a.target.read_timeout,
@@ -546,12 +566,26 @@ pub fn capacity_plan(mut a: super::CapacityArgs) -> Result<crate::plan::capacity
     if a.tag.is_empty() || a.tag.contains('/') {
         return usage(format!("--tag {:?}: must be a plain file-name prefix", a.tag));
     }
+    // `accuracy>=X` is a floor on the share of right answers (D71); the rest are latencies.
+    let mut accuracy_floor = None;
+    for s in &a.slo {
+        if let Some(x) = s.trim().strip_prefix("accuracy>=") {
+            match x.trim().parse::<f64>() {
+                Ok(v) if v > 0.0 && v < 1.0 => accuracy_floor = Some(v),
+                _ => return usage(format!("--slo {s:?}: accuracy>=X with X between 0 and 1")),
+            }
+            if a.run.output.accuracy.is_none() {
+                return usage(format!("--slo {s:?}: needs --accuracy FILE, the questions"));
+            }
+        }
+    }
     let slos = a
         .slo
         .iter()
+        .filter(|s| !s.trim().starts_with("accuracy>="))
         .map(|s| Slo::parse(s).map_err(|e| UsageError(format!("--slo {e}"))))
         .collect::<Result<Vec<_>, _>>()?;
-    match (slos.is_empty(), a.min_goodput_ratio, a.run.output.goodput.is_empty()) {
+    match (slos.is_empty() && accuracy_floor.is_none(), a.min_goodput_ratio, a.run.output.goodput.is_empty()) {
         (true, None, _) => return usage("--slo METRIC:PCT<=MS (or --goodput with --min-goodput-ratio) is required"),
         (false, Some(_), _) => return usage("--slo or --min-goodput-ratio: one of them"),
         (true, Some(_), true) => {
@@ -666,6 +700,7 @@ pub fn capacity_plan(mut a: super::CapacityArgs) -> Result<crate::plan::capacity
         sweep,
         slos,
         goodput_ratio: a.min_goodput_ratio,
+        accuracy_floor,
         lo,
         hi,
         resolution,

@@ -102,6 +102,7 @@ pub fn reader(long: &str, heading: Option<&str>) -> Option<Reader> {
         "tool-latency-ms" | "tool-latency-dist" | "tool-result-len" | "max-tool-steps" => Reader::With("tool-loop"),
         "lora-assignment" => Reader::With("lora-modules"),
         "endpoint-policy" => Reader::SeveralEndpoints,
+        "accuracy-ratio" => Reader::With("accuracy"),
         "result-dir" | "result-filename" | "append-result" => Reader::Saved,
         "live-linger" => Reader::With("prometheus-listen"),
         "scrape-interval" | "scrape-metric" | "scrape-from" => Reader::Always,
@@ -167,6 +168,7 @@ pub fn reader(long: &str, heading: Option<&str>) -> Option<Reader> {
         | "energy-price-kwh"
         | "max-failure-rate"
         | "fail-on-anomaly"
+        | "accuracy"
         | "server-itl-ms"
         | "metrics-url"
         | "no-scrape-metrics"

@@ -731,6 +731,14 @@ pub struct OutputArgs {
     /// counted, not failures, unless this is given.
     #[arg(long = "fail-on-anomaly")]
     pub fail_on_anomaly: bool,
+    /// Accuracy beside speed: a local JSONL of questions (`prompt` with one of `answer`,
+    /// `regex`, `number`, `choice`; optionally `max_tokens`), asked at temperature 0 and
+    /// scored as each reply arrives; the result's `accuracy` has its interval.
+    #[arg(long = "accuracy", value_name = "FILE")]
+    pub accuracy: Option<PathBuf>,
+    /// The share of the load's requests that are accuracy questions (1: every request).
+    #[arg(long = "accuracy-ratio", default_value_t = 1.0, value_parser = parse::fraction, value_name = "R")]
+    pub accuracy_ratio: f64,
     /// End the run once this percentile's confidence interval is within this width of it,
     /// METRIC:PCT:WIDTH% (repeatable; all must hold), e.g. ttft:p99:5%: no guessing
     /// --num-prompts, which stays the most the run sends.

@@ -21,8 +21,12 @@ use crate::target::cache::reset_prefix_cache;
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-/// A level's verdict, each SLO's judgement, and the goodput share's verdict and interval.
-type Judgement = (Verdict, Vec<capacity::Judged>, Option<(Verdict, (f64, f64))>);
+/// A level's verdict, each SLO's judgement, and the goodput share's and the accuracy's
+/// verdicts and intervals.
+/// A proportion's verdict and interval (goodput's share, accuracy's).
+type Proportion = Option<(Verdict, (f64, f64))>;
+
+type Judgement = (Verdict, Vec<capacity::Judged>, Proportion, Proportion);
 
 /// One level's values over all its runs, and the current run's (send time, TTFT) for the
 /// over-saturation check. Bounded by the level's request budget; dropped with the level.
@@ -35,6 +39,9 @@ struct Level<'p> {
     /// Goodput: requests meeting every objective, of all that ended not cancelled.
     good: u64,
     judged: u64,
+    /// Accuracy questions answered right, of those answered (D71).
+    right: u64,
+    answered: u64,
     /// Requests that ended, cancelled ones too.
     ended: u64,
     /// This run's successes, for the trend.
@@ -51,6 +58,8 @@ impl<'p> Level<'p> {
             run_estimates: vec![Vec::new(); plan.slos.len()],
             good: 0,
             judged: 0,
+            right: 0,
+            answered: 0,
             ended: 0,
             trend: Vec::new(),
             checks: Checkpoints::new(50),
@@ -78,8 +87,12 @@ impl<'p> Level<'p> {
             })
             .collect();
         let goodput = self.plan.goodput_ratio.map(|r| judge_goodput(self.good, self.judged, r, conf));
-        let verdict = capacity::combine(judged.iter().map(|j| j.verdict).chain(goodput.map(|g| g.0)));
-        (verdict, judged, goodput)
+        // Accuracy's floor is judged as goodput's is: a proportion and its interval.
+        let accuracy = self.plan.accuracy_floor.map(|f| judge_goodput(self.right, self.answered, f, conf));
+        let verdict = capacity::combine(
+            judged.iter().map(|j| j.verdict).chain(goodput.map(|g| g.0)).chain(accuracy.map(|a| a.0)),
+        );
+        (verdict, judged, goodput, accuracy)
     }
 
     /// Requests in all the level would need for a decision at the shares seen.
@@ -95,23 +108,31 @@ impl<'p> Level<'p> {
             }
         }
         if let Some(r) = self.plan.goodput_ratio {
-            // The proportion's interval narrows as 1/sqrt(n): grow until it excludes r.
-            let share = self.good as f64 / self.judged.max(1) as f64;
-            let mut n = self.judged.max(1);
-            while n <= 10_000_000 {
-                let good = (share * n as f64).round() as u64;
-                if judge_goodput(good, n, r, conf).0 != Verdict::Undecided {
-                    break;
-                }
-                n *= 2;
-            }
-            if n > 10_000_000 {
-                return None;
-            }
-            most = most.max(n);
+            most = most.max(proportion_to_decide(self.good, self.judged, r, conf)?);
+        }
+        if let Some(f) = self.plan.accuracy_floor {
+            // Questions are a share of the requests: scale back to requests.
+            let per_request = (self.answered as f64 / self.ended.max(1) as f64).max(1e-9);
+            let n = proportion_to_decide(self.right, self.answered, f, conf)?;
+            most = most.max((n as f64 / per_request).ceil() as u64);
         }
         Some(most)
     }
+}
+
+/// How many samples in all a proportion (`good` of `n`) would need for its interval to
+/// exclude `r`, at the share seen (`None`: not within 10 million): the interval narrows as
+/// 1/sqrt(n).
+fn proportion_to_decide(good: u64, n: u64, r: f64, conf: f64) -> Option<u64> {
+    let share = good as f64 / n.max(1) as f64;
+    let mut m = n.max(1);
+    while m <= 10_000_000 {
+        if judge_goodput((share * m as f64).round() as u64, m, r, conf).0 != Verdict::Undecided {
+            return Some(m);
+        }
+        m *= 2;
+    }
+    None
 }
 
 impl Monitor for Level<'_> {
@@ -122,6 +143,10 @@ impl Monitor for Level<'_> {
             self.run_rows += 1;
             if r.row.error() != surge_proto::ErrorKind::Cancelled {
                 self.judged += 1;
+            }
+            if let Some(right) = r.row.correct {
+                self.answered += 1;
+                self.right += u64::from(right);
             }
             for (s, v) in self.plan.slos.iter().zip(&mut self.values) {
                 values_ms(r, s.metric, |x| v.push(x));
@@ -179,6 +204,7 @@ impl Capacity<'_> {
             requests: 0,
             slos: Vec::new(),
             goodput_ratio: None,
+            accuracy: None,
             request_throughput: 0.0,
             output_throughput: 0.0,
             goodput: None,
@@ -262,7 +288,7 @@ impl Capacity<'_> {
             if k == 1 && self.passed.iter().all(|(l, _)| *l != level) {
                 self.passed.push((level, r));
             }
-            let (verdict, _, _) = state.judge();
+            let (verdict, ..) = state.judge();
             out.verdict = verdict;
             if k < sweep.runs {
                 continue;
@@ -282,7 +308,7 @@ impl Capacity<'_> {
                 _ => break,
             }
         }
-        let (_, judged, goodput) = state.judge();
+        let (_, judged, goodput, accuracy) = state.judge();
         out.slos = judged
             .iter()
             .zip(&state.run_estimates)
@@ -298,6 +324,11 @@ impl Capacity<'_> {
             .collect();
         out.goodput_ratio = goodput.map(|(_, (low, high))| Bounded {
             estimate: state.good as f64 / state.judged.max(1) as f64,
+            low,
+            high,
+        });
+        out.accuracy = accuracy.map(|(_, (low, high))| Bounded {
+            estimate: state.right as f64 / state.answered.max(1) as f64,
             low,
             high,
         });
@@ -377,6 +408,7 @@ async fn capacity(plan: &CapacityPlan, sinks: &mut dyn Sink) -> Result<u8, Failu
         unit: plan.sweep.kind.key().into(),
         slos: plan.slos.clone(),
         min_goodput_ratio: plan.goodput_ratio,
+        min_accuracy: plan.accuracy_floor,
         confidence: plan.confidence,
         totals: Totals {
             level_runs: kept.iter().map(|l| l.runs).sum(),

@@ -16,7 +16,7 @@ use crate::output::live::Outputs;
 use crate::output::result::{
     KneeEntry, KneeRuleEntry, LevelKey, LevelSummary, RunResult, SweepPosition, SweepSummary, saved_at,
 };
-use crate::output::tables::{COST_STATS, ENERGY_STATS, SWEEP_STATS, sweep_stat};
+use crate::output::tables::{ACCURACY_STATS, COST_STATS, ENERGY_STATS, SWEEP_STATS, sweep_stat};
 use crate::output::terminal::Progress;
 use crate::output::{Sink, standard};
 use crate::plan::sweep::{Kind, SweepPlan};
@@ -70,11 +70,14 @@ impl Results {
                     .iter()
                     .chain(COST_STATS.iter())
                     .chain(ENERGY_STATS.iter())
+                    .chain(ACCURACY_STATS.iter())
                     .filter_map(|name| {
                         let values: Vec<f64> = runs.iter().filter_map(|r| sweep_stat(r, name)).collect();
-                        // The cost columns only with --cost-per-hour, energy with GPU telemetry.
-                        (!values.is_empty() || !(COST_STATS.contains(name) || ENERGY_STATS.contains(name)))
-                            .then(|| (name.to_string(), summarize(&values)))
+                        // The cost columns only with --cost-per-hour, energy with GPU
+                        // telemetry, accuracy with --accuracy.
+                        let optional =
+                            COST_STATS.contains(name) || ENERGY_STATS.contains(name) || ACCURACY_STATS.contains(name);
+                        (!values.is_empty() || !optional).then(|| (name.to_string(), summarize(&values)))
                     })
                     .collect(),
                 knee: knee == Some(*level),

@@ -76,6 +76,18 @@ pub const FEATURES: &[Feature] = &[
         older: Older::Fallback("read only with Workload.endpoints, which an agent that does not list it is refused"),
     },
     Feature {
+        field: "Workload.accuracy",
+        flag: "--accuracy",
+        since: 10,
+        older: Older::Listed(|w| !w.accuracy.is_empty()),
+    },
+    Feature {
+        field: "Workload.accuracy_ratio",
+        flag: "--accuracy-ratio",
+        since: 10,
+        older: Older::Fallback("read only with Workload.accuracy, which an agent that does not list it is refused"),
+    },
+    Feature {
         field: "Workload.replica_header",
         flag: "--replica-header",
         since: 10,
@@ -269,6 +281,8 @@ pub fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize, run_id: u64) -
         },
         endpoint_policy: plan.endpoints.policy as i32,
         replica_header: plan.endpoints.replica_header.clone().unwrap_or_default(),
+        accuracy: plan.accuracy.as_ref().map(|(items, _)| items.to_vec()).unwrap_or_default(),
+        accuracy_ratio: plan.accuracy.as_ref().map_or(0.0, |(_, r)| *r),
         prompts,
         prompts_whole_file,
         tokenizer_json: plan.tokenizer.as_ref().map(|t| t.bytes.to_vec()).unwrap_or_default(),
@@ -432,6 +446,12 @@ mod tests {
             let mut w = base();
             let e = |u: &str| surge_proto::TargetEndpoint { base_url: u.into(), weight: 1 };
             w.endpoints = vec![e("http://127.0.0.1:1"), e("http://127.0.0.1:2")];
+            w
+        }));
+        out.push(("Workload.accuracy", {
+            let mut w = base();
+            w.accuracy = vec![surge_proto::AccuracyItem { prompt: "q".into(), ..Default::default() }];
+            w.accuracy_ratio = 1.0;
             w
         }));
         out.push(("Workload.replica_header", {

@@ -388,6 +388,20 @@ pub fn run_result(
                 stats("critical_path", &g.critical_path, &ps),
             ]),
         }),
+        accuracy: plan.accuracy.as_ref().map(|(_, ratio)| {
+            use crate::analysis::accuracy::CONFIDENCE;
+            let a = m.accuracy.unwrap_or_default();
+            let ci = a.interval(CONFIDENCE);
+            super::result::AccuracyResult {
+                samples: a.samples,
+                correct: a.correct,
+                accuracy: a.share(),
+                ci_low: ci.map(|c| c.0),
+                ci_high: ci.map(|c| c.1),
+                confidence: CONFIDENCE,
+                ratio: *ratio,
+            }
+        }),
         anomalies: anomalies(o, m),
         endpoints: super::endpoints::endpoints(plan, m, &ps),
         endpoint_policy: plan.endpoints.several().then(|| policy_name(plan.endpoints.policy).to_string()),

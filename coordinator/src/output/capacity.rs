@@ -17,6 +17,9 @@ pub struct CapacityResult {
     /// `--min-goodput-ratio` (with `--goodput`'s objectives) instead of `slos`.
     #[serde(default)]
     pub min_goodput_ratio: Option<f64>,
+    /// `--slo accuracy>=X` (D71): the floor on the share of right answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_accuracy: Option<f64>,
     pub confidence: f64,
     /// Every level run, in search order.
     pub levels: Vec<CapacityLevel>,
@@ -43,6 +46,9 @@ pub struct CapacityLevel {
     /// With `--min-goodput-ratio`: the share of requests meeting every objective, and its interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub goodput_ratio: Option<Bounded>,
+    /// With `--slo accuracy>=X`: the share of questions answered right, and its interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accuracy: Option<Bounded>,
     pub request_throughput: f64,
     pub output_throughput: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -117,11 +123,14 @@ fn num(v: Option<f64>) -> String {
 /// The search as a table, then the answer in one line.
 pub fn table(c: &CapacityResult) -> String {
     let mut out = format!("{:=^80}\n", " Capacity search ");
-    let what = if c.slos.is_empty() {
+    let mut what = if c.slos.is_empty() && c.min_goodput_ratio.is_some() {
         format!("goodput ratio >= {}", num(c.min_goodput_ratio))
     } else {
         c.slos.iter().map(Slo::label).collect::<Vec<_>>().join(", ")
     };
+    if let Some(f) = c.min_accuracy {
+        what = if what.is_empty() { format!("accuracy >= {f}") } else { format!("{what}, accuracy >= {f}") };
+    }
     out.push_str(&format!("over {} for {what}, at {} % confidence\n", c.unit, c.confidence * 100.0));
     out.push_str(&format!(
         "{:>10}  {:<10} {:>5} {:>9}  {:<34} {:>9}\n",
@@ -130,8 +139,10 @@ pub fn table(c: &CapacityResult) -> String {
     for l in &c.levels {
         let first = l.slos.first().map_or_else(
             || {
-                l.goodput_ratio
-                    .map_or(String::new(), |g| format!("good {:.3} [{:.3}, {:.3}]", g.estimate, g.low, g.high))
+                l.goodput_ratio.or(l.accuracy).map_or(String::new(), |g| {
+                    let what = if l.goodput_ratio.is_some() { "good" } else { "right" };
+                    format!("{what} {:.3} [{:.3}, {:.3}]", g.estimate, g.low, g.high)
+                })
             },
             |s| format!("{:.1} [{}, {}]", s.estimate_ms, ms(s.low_ms), ms(s.high_ms)),
         );

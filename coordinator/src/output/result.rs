@@ -150,6 +150,10 @@ pub struct RunResult {
     /// Sub-agent graphs of a session trace (D68).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_graphs: Option<super::multi_turn::AgentGraphsResult>,
+    /// Accuracy beside speed (D71): the questions answered, right, and the share right with
+    /// its interval; absent without `--accuracy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accuracy: Option<AccuracyResult>,
     /// What the successful replies did that a benchmark can be fooled by (D70): each
     /// kind's count (zeros included) and up to 3 examples; absent from files saved before.
     #[serde(default)]
@@ -340,6 +344,21 @@ impl<'de> Deserialize<'de> for QueueLatency {
         }
         d.deserialize_map(V)
     }
+}
+
+/// The `accuracy` block (D71).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AccuracyResult {
+    /// Questions answered (successful replies), and those answered right.
+    pub samples: u64,
+    pub correct: u64,
+    /// The share right; its Wilson score interval at `confidence`.
+    pub accuracy: Option<f64>,
+    pub ci_low: Option<f64>,
+    pub ci_high: Option<f64>,
+    pub confidence: f64,
+    /// `--accuracy-ratio`.
+    pub ratio: f64,
 }
 
 /// The `anomalies` block (D70).

@@ -109,6 +109,9 @@ struct Line<'a> {
     /// What the reply did that a benchmark can be fooled by (D70); absent when nothing.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     anomalies: Vec<&'static str>,
+    /// An accuracy question (D71): whether its reply was right.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    correct: Option<bool>,
 }
 
 /// A row's HTTP phases (seconds).
@@ -224,6 +227,7 @@ impl RowFile {
             endpoint: self.endpoints.get(r.row.endpoint as usize).map(String::as_str),
             replica: (!r.row.replica.is_empty()).then_some(r.row.replica.as_str()),
             anomalies: r.row.anomalies().map(crate::analysis::anomalies::name).collect(),
+            correct: r.row.correct,
         };
         let err = |source| OutputError::Write { path: self.path.clone(), source };
         serde_json::to_writer(&mut self.out, &line).map_err(|e| err(std::io::Error::other(e)))?;

@@ -271,6 +271,15 @@ fn surge_section(out: &mut String, r: &RunResult, view: &SummaryView, status: &R
         let lag = client.agents.iter().map(|a| a.scheduling_lag_us.p99).max().unwrap_or(0);
         fline(out, "Client send lag p99 (ms):", lag as f64 / 1000.0);
     }
+    if let Some(a) = &r.accuracy {
+        let ci = match (a.accuracy, a.ci_low, a.ci_high) {
+            (Some(p), Some(lo), Some(hi)) => {
+                format!("{p:.3} [{lo:.3}, {hi:.3}] ({} right of {})", a.correct, a.samples)
+            }
+            _ => "no question answered".to_string(),
+        };
+        line(out, &format!("Accuracy ({:.0}% CI):", a.confidence * 100.0), ci);
+    }
     anomalies_lines(out, &r.anomalies);
     for (kind, n) in &r.errors_by_kind {
         line(out, &format!("Errors ({kind}):"), n);

@@ -28,6 +28,9 @@ pub const COST_STATS: [&str; 2] = ["cost_per_million_output_tokens", "cost_per_m
 /// the others: the efficiency frontier's axis, and what it costs in energy.
 pub const ENERGY_STATS: [&str; 3] = ["output_tokens_per_joule", "energy_per_output_token_j", "average_gpu_power_w"];
 
+/// Statistics of a sweep with `--accuracy` (D71): each level's share of right answers.
+pub const ACCURACY_STATS: [&str; 1] = ["accuracy"];
+
 /// One sweep statistic of one run result.
 pub fn sweep_stat(r: &RunResult, name: &str) -> Option<f64> {
     match name {
@@ -38,6 +41,7 @@ pub fn sweep_stat(r: &RunResult, name: &str) -> Option<f64> {
         "output_tokens_per_joule" => r.output_tokens_per_joule,
         "energy_per_output_token_j" => r.energy_per_output_token_j,
         "average_gpu_power_w" => r.average_gpu_power_w,
+        "accuracy" => r.accuracy.as_ref().and_then(|a| a.accuracy),
         _ => {
             let (p, metric) = name.strip_suffix("_ms")?.split_once('_')?;
             let m = r.latency.get(metric)?;
@@ -109,6 +113,9 @@ fn columns(s: &SweepSummary) -> Vec<&'static str> {
     }
     if s.levels.iter().any(|l| l.stats.contains_key(ENERGY_STATS[0])) {
         c.extend(ENERGY_STATS);
+    }
+    if s.levels.iter().any(|l| l.stats.contains_key(ACCURACY_STATS[0])) {
+        c.extend(ACCURACY_STATS);
     }
     c
 }

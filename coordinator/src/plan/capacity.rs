@@ -14,6 +14,9 @@ pub struct CapacityPlan {
     pub slos: Vec<Slo>,
     /// `--min-goodput-ratio` with `--goodput`'s per-request objectives (the base plan's `slo`).
     pub goodput_ratio: Option<f64>,
+    /// `--slo accuracy>=X` (D71): the share of accuracy questions answered right, judged by
+    /// its interval (the base plan has `--accuracy`).
+    pub accuracy_floor: Option<f64>,
     pub lo: f64,
     pub hi: f64,
     /// Integer units: the final bracket's width; rates: its relative width.

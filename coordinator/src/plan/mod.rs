@@ -148,6 +148,9 @@ pub fn default_name(url: &str) -> String {
     }
 }
 
+/// `--accuracy`'s questions and `--accuracy-ratio` (D71).
+pub type Accuracy = (Arc<[surge_proto::AccuracyItem]>, f64);
+
 /// One replica of the target (D69).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EndpointPlan {
@@ -256,6 +259,9 @@ pub struct RunPlan {
     pub max_failure_rate: f64,
     /// `--fail-on-anomaly` (D70): a run with an anomaly exits 1.
     pub fail_on_anomaly: bool,
+    /// `--accuracy` and `--accuracy-ratio` (D71): the questions and the share of requests
+    /// that ask them.
+    pub accuracy: Option<Accuracy>,
     pub max_run_time: Duration,
     /// `--read-timeout`: the longest wait for the next body byte of a response (`None`: no limit).
     pub read_timeout: Option<Duration>,

@@ -6,6 +6,7 @@
 //! Knows nothing of HTTP, of the engine or of the coordinator: the engine asks it for a
 //! slice of prompts, the coordinator for token counts of file datasets.
 
+pub mod answers;
 pub mod dataset;
 pub mod images;
 pub mod share;
