@@ -35,6 +35,7 @@ pub const LISTED_FEATURES: &[&str] = &[
     "Workload.endpoints",
     "Workload.replica_header",
     "Workload.accuracy",
+    "Workload.check_determinism",
 ];
 
 /// The version before [`PROTOCOL_VERSION`], which a coordinator still drives (D43).

@@ -94,7 +94,7 @@ fn a_clean_echo_gives_none_at_2000_in_flight_and_fail_on_anomaly_sets_the_exit_c
         let r = run_saved(&dir, &args(&base, "4000", "2000", backend), LIMIT);
         assert_eq!(r["completed"], 4000, "{}", r["errors_by_kind"]);
         assert_eq!(r["anomalies"]["requests"], 0, "{backend}: {:?}", kinds(&r));
-        assert!(kinds(&r).iter().all(|(_, n)| *n == 0) && kinds(&r).len() == 4, "every kind listed, at 0");
+        assert!(kinds(&r).iter().all(|(_, n)| *n == 0) && kinds(&r).len() == 5, "every kind listed, at 0");
     }
     let out = surge(&[&args(&base, "100", "10", "openai")[..], &["--fail-on-anomaly"]].concat(), LIMIT);
     assert_eq!(out.status.code(), Some(0), "clean: {}", text(&out.stderr));
@@ -107,4 +107,40 @@ fn a_clean_echo_gives_none_at_2000_in_flight_and_fail_on_anomaly_sets_the_exit_c
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
     let said = text(&out.stdout);
     assert!(said.contains("showed anomalies") && said.contains("--fail-on-anomaly"), "{said}");
+}
+
+/// `--check-determinism`: ten questions asked ten times each, one at a time, of an echo
+/// that answers 30 % of them "wrong": every reply whose text differs from its question's
+/// first reply is `nondeterministic`, exactly; answered right every time, none is.
+#[test]
+fn the_same_request_answered_otherwise_is_nondeterministic() {
+    let dir = TempDir::new("determinism");
+    let file = dir.path("q.jsonl");
+    let lines: Vec<String> =
+        (0..10).map(|i| format!("{{\"prompt\": \"What is {i} plus 1?\", \"number\": {}}}", i + 1)).collect();
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    for (rate, some) in [("0.3", true), ("0", false)] {
+        let (_echo, base) = echo("127.0.0.1", &["--answers", &file, "--wrong-answer-rate", rate]);
+        let rows_path = dir.path(&format!("rows-{rate}.jsonl"));
+        let mut a = args(&base, "100", "1", "openai");
+        a.extend_from_slice(&["--accuracy", &file, "--check-determinism", "--save-rows", &rows_path]);
+        let r = run_saved(&dir, &a, LIMIT);
+        // From the rows, in the order they were answered: replies unlike their question's first.
+        let mut first = std::collections::HashMap::new();
+        let mut differ = 0;
+        for line in std::fs::read_to_string(&rows_path).unwrap().lines() {
+            let row: Value = serde_json::from_str(line).unwrap();
+            let q = row["seq"].as_u64().unwrap() % 10;
+            let right = row["correct"].as_bool().unwrap();
+            differ += u64::from(*first.entry(q).or_insert(right) != right);
+        }
+        assert_eq!(count(&r, "nondeterministic"), differ, "rate {rate}: {:?}", kinds(&r));
+        assert_eq!(differ > 0, some, "rate {rate}: {differ}");
+    }
+    let out = surge(
+        &[&args("http://127.0.0.1:9", "1", "1", "openai")[..], &["--check-determinism", "--temperature", "0.7"]]
+            .concat(),
+        LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
 }

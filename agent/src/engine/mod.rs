@@ -26,6 +26,7 @@ pub mod api;
 mod audio;
 mod conversation;
 pub mod decode;
+mod determinism;
 pub mod endpoints;
 pub mod history;
 pub mod jobs;
@@ -225,6 +226,7 @@ pub async fn run(prepared: Prepared, sink: Arc<dyn Sink>, ctl: Control) -> Repor
     let ctx = Arc::new(RunCtx {
         endpoints,
         questions,
+        replies: workload.check_determinism.then(determinism::Replies::default),
         keep_text,
         sink,
         stats: Arc::clone(&stats),
@@ -326,6 +328,8 @@ async fn probe_loop(ctx: Arc<RunCtx>, rate: f64, stop: CancellationToken) {
 struct RunCtx {
     endpoints: Arc<Endpoints>,
     questions: Option<Arc<questions::Questions>>,
+    /// `--check-determinism` (D70): each request body's first reply.
+    replies: Option<determinism::Replies>,
     /// `--save-detailed`: rows keep the generated text.
     keep_text: bool,
     sink: Arc<dyn Sink>,
@@ -373,12 +377,23 @@ impl RunCtx {
             None => self.make(k).await,
         };
         let mut job = Job::of(index, planned, intended);
-        // A question's reply text is kept until it is scored; it may end at EOS.
-        job.keep_reply = question.is_some();
+        // A question's reply text is kept until it is scored, a checked reply's until it
+        // is compared; a question may end at EOS.
+        let key = self.replies.as_ref().map(|_| determinism::Replies::key(&job.body));
+        job.keep_reply = question.is_some() || key.is_some();
         job.honours_eos = question.is_some();
         let mut row = self.send(job, None).await;
+        if let (Some(r), Some(key)) = (&self.replies, key)
+            && row.error() == ErrorKind::None
+            && r.differs(key, &row.generated_text)
+        {
+            row.anomalies.push(surge_proto::Anomaly::Nondeterministic as i32);
+        }
         if let Some((q, i)) = question {
-            q.score(i, &mut row, self.keep_text);
+            q.score(i, &mut row, true);
+        }
+        if !self.keep_text {
+            row.generated_text.clear();
         }
         self.record(row);
     }

@@ -17,13 +17,19 @@ pub fn name(a: Anomaly) -> &'static str {
         Anomaly::UsageMismatch => "usage_mismatch",
         Anomaly::ShortOutput => "short_output",
         Anomaly::LengthOff => "length_off",
+        Anomaly::Nondeterministic => "nondeterministic",
         Anomaly::Unspecified => "unspecified",
     }
 }
 
 /// Every kind, in the order results list them.
-pub const KINDS: [Anomaly; 4] =
-    [Anomaly::NoFinishReason, Anomaly::UsageMismatch, Anomaly::ShortOutput, Anomaly::LengthOff];
+pub const KINDS: [Anomaly; 5] = [
+    Anomaly::NoFinishReason,
+    Anomaly::UsageMismatch,
+    Anomaly::ShortOutput,
+    Anomaly::LengthOff,
+    Anomaly::Nondeterministic,
+];
 
 /// One example of a kind.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,6 +60,7 @@ fn detail(a: Anomaly, r: &GlobalRow) -> String {
             format!("{} output tokens of max_tokens {} (ignore_eos)", row.output_tokens, row.max_tokens)
         }
         Anomaly::LengthOff => format!("{} output tokens for max_tokens {}", row.output_tokens, row.max_tokens),
+        Anomaly::Nondeterministic => "the same request answered with other text than its first reply".to_string(),
         Anomaly::Unspecified => String::new(),
     }
 }

@@ -287,6 +287,9 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
     }
     check_values(&a, backend)?;
     let accuracy = accuracy_plan(&a, backend)?;
+    if a.output.check_determinism && a.sampling.temperature.is_some_and(|t| t != 0.0) {
+        return usage("--check-determinism: the same text is expected at temperature 0; drop --temperature");
+    }
     let slo = parse::goodput(&a.output.goodput).map_err(|e| UsageError(format!("--goodput: {e}")))?;
     let headers = request_headers(&a.target.headers, std::env::var("OPENAI_API_KEY").ok())?;
     let (graceful_stop, max_run_time) = run_time(&a.load)?;
@@ -385,6 +388,7 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         tolerate_agent_loss: a.tolerate_agent_loss,
         max_failure_rate: a.output.max_failure_rate,
         fail_on_anomaly: a.output.fail_on_anomaly,
+        check_determinism: a.output.check_determinism,
         accuracy,
         no_initial_test: a.target.no_initial_test,
         max_run_time,

@@ -168,6 +168,7 @@ pub fn reader(long: &str, heading: Option<&str>) -> Option<Reader> {
         | "energy-price-kwh"
         | "max-failure-rate"
         | "fail-on-anomaly"
+        | "check-determinism"
         | "accuracy"
         | "server-itl-ms"
         | "metrics-url"

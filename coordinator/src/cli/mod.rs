@@ -731,6 +731,11 @@ pub struct OutputArgs {
     /// counted, not failures, unless this is given.
     #[arg(long = "fail-on-anomaly")]
     pub fail_on_anomaly: bool,
+    /// Check that the same request is answered with the same text (at temperature 0): each
+    /// agent remembers its first 65,536 distinct requests' replies; another text for one
+    /// is the anomaly `nondeterministic`.
+    #[arg(long = "check-determinism")]
+    pub check_determinism: bool,
     /// Accuracy beside speed: a local JSONL of questions (`prompt` with one of `answer`,
     /// `regex`, `number`, `choice`; optionally `max_tokens`), asked at temperature 0 and
     /// scored as each reply arrives; the result's `accuracy` has its interval.

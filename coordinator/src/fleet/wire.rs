@@ -88,6 +88,12 @@ pub const FEATURES: &[Feature] = &[
         older: Older::Fallback("read only with Workload.accuracy, which an agent that does not list it is refused"),
     },
     Feature {
+        field: "Workload.check_determinism",
+        flag: "--check-determinism",
+        since: 10,
+        older: Older::Listed(|w| w.check_determinism),
+    },
+    Feature {
         field: "Workload.replica_header",
         flag: "--replica-header",
         since: 10,
@@ -283,6 +289,7 @@ pub fn workload(plan: &RunPlan, model: &str, s: &Share, i: usize, run_id: u64) -
         replica_header: plan.endpoints.replica_header.clone().unwrap_or_default(),
         accuracy: plan.accuracy.as_ref().map(|(items, _)| items.to_vec()).unwrap_or_default(),
         accuracy_ratio: plan.accuracy.as_ref().map_or(0.0, |(_, r)| *r),
+        check_determinism: plan.check_determinism,
         prompts,
         prompts_whole_file,
         tokenizer_json: plan.tokenizer.as_ref().map(|t| t.bytes.to_vec()).unwrap_or_default(),
@@ -452,6 +459,11 @@ mod tests {
             let mut w = base();
             w.accuracy = vec![surge_proto::AccuracyItem { prompt: "q".into(), ..Default::default() }];
             w.accuracy_ratio = 1.0;
+            w
+        }));
+        out.push(("Workload.check_determinism", {
+            let mut w = base();
+            w.check_determinism = true;
             w
         }));
         out.push(("Workload.replica_header", {

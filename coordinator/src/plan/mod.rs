@@ -259,6 +259,8 @@ pub struct RunPlan {
     pub max_failure_rate: f64,
     /// `--fail-on-anomaly` (D70): a run with an anomaly exits 1.
     pub fail_on_anomaly: bool,
+    /// `--check-determinism` (D70).
+    pub check_determinism: bool,
     /// `--accuracy` and `--accuracy-ratio` (D71): the questions and the share of requests
     /// that ask them.
     pub accuracy: Option<Accuracy>,
