@@ -265,6 +265,13 @@ where
     // HTTP/1.1 closes, HTTP/2 sends GOAWAY (--close-after-stream); HTTP/3 closes its own way.
     let hyper_served = req.version() <= Version::HTTP_2;
     let content_type = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+    // vLLM names its response after the request's x-request-id; a misdirected reply
+    // (--misdirect-rate) names another request.
+    let mut request_id = req.headers().get("x-request-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    if let Some(id) = request_id.as_mut().filter(|_| faults.misdirect) {
+        id.push_str("-misdirected");
+        state.metrics.count_anomaly(Injected::Misdirected);
+    }
     let body = match Limited::new(req.into_body(), MAX_REQUEST_BYTES).collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(e) if e.is::<LengthLimitError>() => {
@@ -351,7 +358,7 @@ where
         }
         // Anomalies (D70), on completions and chat streams: counted here as sent.
         let anomalies = matches!(kind, Kind::Completion | Kind::Chat);
-        let mut chunker = Chunker::new(kind, index, created, &model_json);
+        let mut chunker = Chunker::with_id(kind, index, request_id.as_deref(), created, &model_json);
         // An accuracy question (D71): its answer, right or (at the rate) wrong.
         let answer = (anomalies && !state.answers.is_empty())
             .then(|| state.answers.get(prompt_text(kind, &body).trim()).copied())

@@ -166,6 +166,12 @@ pub struct EchoArgs {
     #[arg(long = "early-eos-rate", value_name = "P", default_value_t = 0.0)]
     pub early_eos_rate: f64,
 
+    /// A reply names another request, with probability P: its id is made of the
+    /// request's x-request-id with "-misdirected" added (a proxy or server that mixed up
+    /// streams).
+    #[arg(long = "misdirect-rate", value_name = "P", default_value_t = 0.0)]
+    pub misdirect_rate: f64,
+
     /// Answer the questions of an accuracy file (surge's `--accuracy` JSONL): a request
     /// whose prompt is a question's gets its `answer` (or `number`, or `choice`) as the
     /// reply, ended with `finish_reason: "stop"`.
@@ -269,6 +275,7 @@ impl EchoArgs {
             drop_finish_reason_rate: self.drop_finish_reason_rate,
             usage_mismatch_rate: self.usage_mismatch_rate,
             early_eos_rate: self.early_eos_rate,
+            misdirect_rate: self.misdirect_rate,
             unready_requests: self.unready_requests,
             deny_peer: self.deny_peer,
             metrics_allow_peer: self.metrics_allow_peer,
@@ -349,6 +356,7 @@ pub struct EchoConfig {
     pub drop_finish_reason_rate: f64,
     pub usage_mismatch_rate: f64,
     pub early_eos_rate: f64,
+    pub misdirect_rate: f64,
     /// The first this many completion requests are answered 503.
     pub unready_requests: u64,
     /// Client addresses whose completion requests are answered 403.
@@ -401,6 +409,7 @@ impl Default for EchoConfig {
             drop_finish_reason_rate: 0.0,
             usage_mismatch_rate: 0.0,
             early_eos_rate: 0.0,
+            misdirect_rate: 0.0,
             unready_requests: 0,
             deny_peer: Vec::new(),
             metrics_allow_peer: Vec::new(),
@@ -455,6 +464,7 @@ impl EchoConfig {
         check_rate("--drop-finish-reason-rate", self.drop_finish_reason_rate)?;
         check_rate("--usage-mismatch-rate", self.usage_mismatch_rate)?;
         check_rate("--early-eos-rate", self.early_eos_rate)?;
+        check_rate("--misdirect-rate", self.misdirect_rate)?;
         check_rate("--wrong-answer-rate", self.wrong_answer_rate)?;
         if let Some(p) = &self.answers {
             crate::answers::load(p).map_err(|e| format!("--answers {}: {e}", p.display()))?;

@@ -27,6 +27,8 @@ pub(crate) struct FaultPlan {
     pub drop_finish: bool,
     pub usage_mismatch: bool,
     pub early_eos: bool,
+    /// The reply names another request (its id: the request's x-request-id changed).
+    pub misdirect: bool,
 }
 
 const SALT_RESET: u64 = 0x5245_5345_5400_0001;
@@ -41,6 +43,7 @@ const SALT_FINISH: u64 = 0x4649_4e49_5348_0009;
 const SALT_USAGE: u64 = 0x5553_4147_4500_000a;
 const SALT_EOS: u64 = 0x454f_5300_0000_000b;
 const SALT_WRONG: u64 = 0x5752_4f4e_4700_000c;
+const SALT_MISDIRECT: u64 = 0x4d49_5344_4952_000d;
 
 /// Whether question request `index` is answered wrong (`--wrong-answer-rate`).
 pub(crate) fn wrong_answer(config: &EchoConfig, index: u64) -> bool {
@@ -71,6 +74,7 @@ impl FaultPlan {
             drop_finish: hit(seed, index, SALT_FINISH, config.drop_finish_reason_rate),
             usage_mismatch: hit(seed, index, SALT_USAGE, config.usage_mismatch_rate),
             early_eos: hit(seed, index, SALT_EOS, config.early_eos_rate),
+            misdirect: hit(seed, index, SALT_MISDIRECT, config.misdirect_rate),
         }
     }
 }
@@ -126,6 +130,7 @@ mod tests {
             drop_finish_reason_rate: rate,
             usage_mismatch_rate: rate,
             early_eos_rate: rate,
+            misdirect_rate: rate,
             ..EchoConfig::default()
         }
     }

@@ -253,6 +253,8 @@ pub(crate) enum Injected {
     /// `--answers`: a question answered right, or wrong (`--wrong-answer-rate`).
     RightAnswer,
     WrongAnswer,
+    /// A reply naming another request (`--misdirect-rate`).
+    Misdirected,
 }
 
 impl Injected {
@@ -263,6 +265,7 @@ impl Injected {
             Injected::EarlyEos => "early_eos",
             Injected::RightAnswer => "right_answer",
             Injected::WrongAnswer => "wrong_answer",
+            Injected::Misdirected => "misdirected",
         }
     }
 }

@@ -54,16 +54,24 @@ pub(crate) enum Finish {
 
 impl Chunker {
     /// `model_json` is the model name already encoded as a JSON string.
+    #[cfg(test)]
     pub fn new(kind: Kind, index: u64, created: u64, model_json: &str) -> Self {
+        Self::with_id(kind, index, None, created, model_json)
+    }
+
+    /// As [`Chunker::new`], the response's id made of `request_id` (the request's
+    /// `x-request-id`, as vLLM makes it) when given, else of `index`.
+    pub fn with_id(kind: Kind, index: u64, request_id: Option<&str>, created: u64, model_json: &str) -> Self {
+        let id = request_id.map_or_else(|| index.to_string(), |r| r.replace(['"', '\\'], ""));
         if kind == Kind::Responses {
             // The per-request part of the created and completed events.
             let head = format!(
-                "{{\"id\":\"resp_{index}\",\"object\":\"response\",\"created_at\":{created},\"model\":{model_json},"
+                "{{\"id\":\"resp_{id}\",\"object\":\"response\",\"created_at\":{created},\"model\":{model_json},"
             );
             return Self { kind, index, head: head.into_bytes(), finish: Finish::Length };
         }
         let head = format!(
-            "data: {{\"id\":\"{}{index}\",\"object\":\"{}\",\"created\":{created},\"model\":{model_json},",
+            "data: {{\"id\":\"{}{id}\",\"object\":\"{}\",\"created\":{created},\"model\":{model_json},",
             kind.id_prefix(),
             kind.chunk_object(),
         );

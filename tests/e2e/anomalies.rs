@@ -94,7 +94,7 @@ fn a_clean_echo_gives_none_at_2000_in_flight_and_fail_on_anomaly_sets_the_exit_c
         let r = run_saved(&dir, &args(&base, "4000", "2000", backend), LIMIT);
         assert_eq!(r["completed"], 4000, "{}", r["errors_by_kind"]);
         assert_eq!(r["anomalies"]["requests"], 0, "{backend}: {:?}", kinds(&r));
-        assert!(kinds(&r).iter().all(|(_, n)| *n == 0) && kinds(&r).len() == 5, "every kind listed, at 0");
+        assert!(kinds(&r).iter().all(|(_, n)| *n == 0) && kinds(&r).len() == 6, "every kind listed, at 0");
     }
     let out = surge(&[&args(&base, "100", "10", "openai")[..], &["--fail-on-anomaly"]].concat(), LIMIT);
     assert_eq!(out.status.code(), Some(0), "clean: {}", text(&out.stderr));
@@ -143,4 +143,25 @@ fn the_same_request_answered_otherwise_is_nondeterministic() {
         LIMIT,
     );
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}
+
+/// The echo names its replies after `x-request-id`, as vLLM does; at `--misdirect-rate`
+/// a reply names another request: each is `wrong_request`, in single requests and in a
+/// conversation's turns alike.
+#[test]
+fn a_reply_that_names_another_request_is_counted() {
+    for multi_turn in [false, true] {
+        let (_echo, base) = echo("127.0.0.1", &["--output-tokens", "4", "--misdirect-rate", "0.2"]);
+        let dir = TempDir::new("misdirect");
+        let mut a = args(&base, "60", "4", "openai-chat");
+        if multi_turn {
+            a.extend_from_slice(&["--multi-turn", "--multi-turn-num-turns", "3"]);
+        }
+        let r = run_saved(&dir, &a, LIMIT);
+        let n = injected(&base, "misdirected");
+        assert!(n > 0, "the echo misdirected some replies");
+        assert_eq!(count(&r, "wrong_request"), n, "multi-turn {multi_turn}: {:?}", kinds(&r));
+        let example = r["anomalies"]["examples"]["wrong_request"][0]["detail"].as_str().unwrap_or_default();
+        assert!(example.contains("misdirected"), "{example}");
+    }
 }

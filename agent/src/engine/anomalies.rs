@@ -10,7 +10,11 @@
 //! - `short_output`: with `--ignore-eos`, fewer output tokens than `max_tokens` (the
 //!   server ignored the request: MLPerf's TEST06 EOS check);
 //! - `length_off`: more output tokens than `max_tokens`, or with `--ignore-eos` outside
-//!   ±10 % of it (MLPerf's TEST09 bound on output lengths).
+//!   ±10 % of it (MLPerf's TEST09 bound on output lengths);
+//! - `wrong_request`: the reply's id names another of the run's requests (a server that
+//!   names replies after `x-request-id`, as vLLM does, shows which request it answered:
+//!   a proxy or server that mixed up streams, or a conversation's turn answered with
+//!   another turn's reply).
 
 use surge_proto::{Anomaly, Row};
 
@@ -37,6 +41,15 @@ pub fn of_stream(s: Stream, row: &mut Row) {
         && u != s.events
     {
         note(row, Anomaly::UsageMismatch);
+    }
+}
+
+/// `response_id` names one of the run's requests (it carries their prefix): it must be
+/// `expected`'s (vLLM's `chatcmpl-<x-request-id>`).
+pub fn of_id(response_id: &str, expected: &str, row: &mut Row) {
+    let ours = response_id.strip_suffix(expected).is_some_and(|head| head.is_empty() || head.ends_with('-'));
+    if !ours {
+        note(row, Anomaly::WrongRequest);
     }
 }
 
@@ -80,6 +93,20 @@ mod tests {
         let mut row = Row::default();
         of_stream(Stream { finished: None, usage_completion: None, events: 8 }, &mut row);
         assert!(row.anomalies.is_empty(), "no finish_reason to expect, no usage to compare");
+    }
+
+    #[test]
+    fn a_reply_naming_another_request_is_wrong() {
+        let check = |id: &str| {
+            let mut row = Row::default();
+            of_id(id, "bench-1-conv-5-turn2", &mut row);
+            kinds(&row)
+        };
+        assert_eq!(check("chatcmpl-bench-1-conv-5-turn2"), []);
+        assert_eq!(check("bench-1-conv-5-turn2"), []);
+        assert_eq!(check("chatcmpl-bench-1-conv-5-turn1"), [Anomaly::WrongRequest]);
+        assert_eq!(check("chatcmpl-bench-1-conv-5-turn2-misdirected"), [Anomaly::WrongRequest]);
+        assert_eq!(check("chatcmpl-xbench-1-conv-5-turn2"), [Anomaly::WrongRequest], "not on a boundary");
     }
 
     #[test]

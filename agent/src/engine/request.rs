@@ -58,6 +58,16 @@ pub struct RequestTemplate {
 }
 
 impl RequestTemplate {
+    /// Request `index`'s `x-request-id`, `<prefix><index>`; a conversation's turn is
+    /// `<prefix>conv-<session>-turn<t>`, as vllm-bench names it. `None` without a prefix.
+    pub fn request_id(&self, index: u64, session: Option<u64>) -> Option<String> {
+        let p = self.request_id_prefix.as_deref()?;
+        Some(match session {
+            None => format!("{p}{index}"),
+            Some(s) => format!("{p}conv-{s}-turn{}", index % surge_proto::TURN_STRIDE),
+        })
+    }
+
     /// `absolute`: the absolute URI of a multiplexed connection (HTTP/2, HTTP/3), no `Host`.
     fn build(&self, body: Bytes, absolute: bool, index: u64, session: Option<u64>) -> http::Request<Bytes> {
         let mut req = http::Request::new(body);
@@ -71,13 +81,8 @@ impl RequestTemplate {
         for (k, v) in &self.headers {
             h.insert(k.clone(), v.clone());
         }
-        // A conversation's turn is `<prefix>conv-<session>-turn<t>`, as vllm-bench names it.
-        let id = match session {
-            None => format!("{index}"),
-            Some(s) => format!("conv-{s}-turn{}", index % surge_proto::TURN_STRIDE),
-        };
-        if let Some(p) = &self.request_id_prefix
-            && let Ok(v) = http::HeaderValue::try_from(format!("{p}{id}"))
+        if let Some(id) = self.request_id(index, session)
+            && let Ok(v) = http::HeaderValue::try_from(id)
         {
             h.insert(http::HeaderName::from_static("x-request-id"), v);
         }
@@ -244,6 +249,15 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
         let counted = row.usage_from_server || row.output_source() == TokenSource::EventCount;
         if row.error() == ErrorKind::None && counted && tpl.mode.streams() {
             super::anomalies::of_length(job.max_tokens, tpl.ignore_eos && !job.honours_eos, &mut row);
+        }
+        // A server that names its replies after x-request-id (vLLM) shows which request
+        // a reply answers: one of the run's others is an anomaly.
+        if let Some(p) = tpl.request_id_prefix.as_deref()
+            && row.error() == ErrorKind::None
+            && row.response_id.contains(p)
+            && let Some(id) = tpl.request_id(job.index, job.session)
+        {
+            super::anomalies::of_id(&row.response_id.clone(), &id, &mut row);
         }
         return row;
     }

@@ -18,17 +18,19 @@ pub fn name(a: Anomaly) -> &'static str {
         Anomaly::ShortOutput => "short_output",
         Anomaly::LengthOff => "length_off",
         Anomaly::Nondeterministic => "nondeterministic",
+        Anomaly::WrongRequest => "wrong_request",
         Anomaly::Unspecified => "unspecified",
     }
 }
 
 /// Every kind, in the order results list them.
-pub const KINDS: [Anomaly; 5] = [
+pub const KINDS: [Anomaly; 6] = [
     Anomaly::NoFinishReason,
     Anomaly::UsageMismatch,
     Anomaly::ShortOutput,
     Anomaly::LengthOff,
     Anomaly::Nondeterministic,
+    Anomaly::WrongRequest,
 ];
 
 /// One example of a kind.
@@ -61,6 +63,7 @@ fn detail(a: Anomaly, r: &GlobalRow) -> String {
         }
         Anomaly::LengthOff => format!("{} output tokens for max_tokens {}", row.output_tokens, row.max_tokens),
         Anomaly::Nondeterministic => "the same request answered with other text than its first reply".to_string(),
+        Anomaly::WrongRequest => format!("the reply's id {:?} names another request", row.response_id),
         Anomaly::Unspecified => String::new(),
     }
 }
