@@ -28,7 +28,7 @@ pub struct Stream {
     pub events: u32,
 }
 
-fn note(row: &mut Row, a: Anomaly) {
+pub(super) fn note(row: &mut Row, a: Anomaly) {
     row.anomalies.push(a as i32);
 }
 
@@ -44,11 +44,23 @@ pub fn of_stream(s: Stream, row: &mut Row) {
     }
 }
 
-/// `response_id` names one of the run's requests (it carries their prefix): it must be
-/// `expected`'s (vLLM's `chatcmpl-<x-request-id>`).
-pub fn of_id(response_id: &str, expected: &str, row: &mut Row) {
-    let ours = response_id.strip_suffix(expected).is_some_and(|head| head.is_empty() || head.ends_with('-'));
-    if !ours {
+/// A reply whose id carries the run's request-id `prefix` (vLLM's `chatcmpl-<x-request-id>`)
+/// must name this request: `<prefix><index>`, or a conversation turn's
+/// `<prefix>conv-<session>-turn<t>`, after nothing or a `-`. An id without the prefix is
+/// not judged. Reads the id in place: nothing is formatted.
+pub fn of_id(prefix: &str, index: u64, session: Option<u64>, row: &mut Row) {
+    let id = row.response_id.as_str();
+    let Some(at) = id.find(prefix) else { return };
+    let (head, rest) = (&id[..at], &id[at + prefix.len()..]);
+    let number = |s: &str, want: u64| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && s.parse() == Ok(want);
+    let named = match session {
+        None => number(rest, index),
+        Some(s) => rest
+            .strip_prefix("conv-")
+            .and_then(|r| r.split_once("-turn"))
+            .is_some_and(|(a, t)| number(a, s) && number(t, index % surge_proto::TURN_STRIDE)),
+    };
+    if !(named && (head.is_empty() || head.ends_with('-'))) {
         note(row, Anomaly::WrongRequest);
     }
 }
@@ -98,8 +110,8 @@ mod tests {
     #[test]
     fn a_reply_naming_another_request_is_wrong() {
         let check = |id: &str| {
-            let mut row = Row::default();
-            of_id(id, "bench-1-conv-5-turn2", &mut row);
+            let mut row = Row { response_id: id.into(), ..Default::default() };
+            of_id("bench-1-", 5002, Some(5), &mut row);
             kinds(&row)
         };
         assert_eq!(check("chatcmpl-bench-1-conv-5-turn2"), []);
@@ -107,6 +119,15 @@ mod tests {
         assert_eq!(check("chatcmpl-bench-1-conv-5-turn1"), [Anomaly::WrongRequest]);
         assert_eq!(check("chatcmpl-bench-1-conv-5-turn2-misdirected"), [Anomaly::WrongRequest]);
         assert_eq!(check("chatcmpl-xbench-1-conv-5-turn2"), [Anomaly::WrongRequest], "not on a boundary");
+        assert_eq!(check("chatcmpl-1234"), [], "a server whose ids are its own is not judged");
+        let single = |id: &str| {
+            let mut row = Row { response_id: id.into(), ..Default::default() };
+            of_id("bench-1-", 17, None, &mut row);
+            kinds(&row)
+        };
+        assert_eq!(single("cmpl-bench-1-17"), []);
+        assert_eq!(single("cmpl-bench-1-117"), [Anomaly::WrongRequest]);
+        assert_eq!(single("cmpl-bench-1-17-misdirected"), [Anomaly::WrongRequest]);
     }
 
     #[test]

@@ -387,10 +387,10 @@ impl RunCtx {
             && row.error() == ErrorKind::None
             && r.differs(key, &row.generated_text)
         {
-            row.anomalies.push(surge_proto::Anomaly::Nondeterministic as i32);
+            anomalies::note(&mut row, surge_proto::Anomaly::Nondeterministic);
         }
         if let Some((q, i)) = question {
-            q.score(i, &mut row, true);
+            q.score(i, &mut row);
         }
         if !self.keep_text {
             row.generated_text.clear();

@@ -79,14 +79,10 @@ impl Questions {
         }
     }
 
-    /// Scores a successful reply to question `i` (its text in the row); the text stays
-    /// only when `keep_text`.
-    pub fn score(&self, i: usize, row: &mut surge_proto::Row, keep_text: bool) {
+    /// Scores a successful reply to question `i` (its text in the row).
+    pub fn score(&self, i: usize, row: &mut surge_proto::Row) {
         if row.error() == surge_proto::ErrorKind::None {
             row.correct = Some(self.scorer.score(i, &row.generated_text));
-        }
-        if !keep_text {
-            row.generated_text.clear();
         }
     }
 }
@@ -123,8 +119,8 @@ mod tests {
         let asked = (0..40_000).filter(|&i| q.pick(i).is_some()).count();
         assert!(asked.abs_diff(10_000) < 400, "{asked}");
         let mut row = surge_proto::Row { generated_text: " 2 ".into(), ..Default::default() };
-        q.score(1, &mut row, false);
-        assert_eq!((row.correct, row.generated_text.as_str()), (Some(true), ""));
+        q.score(1, &mut row);
+        assert_eq!(row.correct, Some(true));
         assert!(Questions::of(&Workload::default()).unwrap().is_none());
         assert!(Questions::of(&workload(0.0)).is_err());
     }

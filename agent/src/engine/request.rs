@@ -60,7 +60,7 @@ pub struct RequestTemplate {
 impl RequestTemplate {
     /// Request `index`'s `x-request-id`, `<prefix><index>`; a conversation's turn is
     /// `<prefix>conv-<session>-turn<t>`, as vllm-bench names it. `None` without a prefix.
-    pub fn request_id(&self, index: u64, session: Option<u64>) -> Option<String> {
+    fn request_id(&self, index: u64, session: Option<u64>) -> Option<String> {
         let p = self.request_id_prefix.as_deref()?;
         Some(match session {
             None => format!("{p}{index}"),
@@ -254,10 +254,8 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
         // a reply answers: one of the run's others is an anomaly.
         if let Some(p) = tpl.request_id_prefix.as_deref()
             && row.error() == ErrorKind::None
-            && row.response_id.contains(p)
-            && let Some(id) = tpl.request_id(job.index, job.session)
         {
-            super::anomalies::of_id(&row.response_id.clone(), &id, &mut row);
+            super::anomalies::of_id(p, job.index, job.session, &mut row);
         }
         return row;
     }
@@ -393,21 +391,10 @@ mod tests {
 
     fn template(trace: Option<(u64, f64)>) -> RequestTemplate {
         RequestTemplate {
-            uri_h1: http::Uri::from_static("http://127.0.0.1:1/v1/completions"),
-            uri_h2: http::Uri::from_static("http://127.0.0.1:1/v1/completions"),
-            authority: http::HeaderValue::from_static("127.0.0.1:1"),
-            content_type: http::HeaderValue::from_static("application/json"),
-            headers: Vec::new(),
-            mode: Mode::Stream,
-            tokenizer: None,
             trace,
             request_id_prefix: Some("bench-1-".into()),
             session_header: Some(http::HeaderName::from_static("x-session-id")),
-            keep_text: false,
-            read_timeout: None,
-            keep_calls: false,
-            replica_header: None,
-            ignore_eos: false,
+            ..tests_template()
         }
     }
 

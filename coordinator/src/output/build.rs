@@ -7,7 +7,6 @@ use super::result::{
     ShareEntry, StreamExample, TokenCounts, TokenizerRef,
 };
 use crate::analysis::metrics::{Metrics, kind_name};
-use crate::analysis::sample::Sample;
 use crate::analysis::verdict::{self, Verdict};
 use crate::analysis::{cost, gpu, phases};
 use crate::fleet::outcome::Outcome;
@@ -70,33 +69,26 @@ fn policy_name(p: surge_proto::EndpointPolicy) -> &'static str {
     }
 }
 
-fn stats(name: &str, d: &Sample, ps: &[f64]) -> MetricStats {
-    MetricStats {
-        name: name.to_string(),
-        mean_ms: d.mean_ms(),
-        median_ms: d.median_ms(),
-        std_ms: d.std_ms(),
-        percentiles: ps.iter().map(|&p| (p, d.percentile_ms(p))).collect(),
-    }
-}
-
 /// The latency statistics: the four metrics always (E2EL alone for a pooling run), and vLLM's client-queue metrics when
 /// `--percentile-metrics` names them and the run is one where vLLM computes them.
 fn latencies(plan: &RunPlan, m: &Metrics, ps: &[f64]) -> Latencies {
     // A pooling run has no tokens to time: E2EL only, as vLLM reports it.
-    let mut l: Vec<MetricStats> =
-        METRICS.iter().filter(|k| !plan.pooling() || **k == "e2el").map(|k| stats(k, m.dist(k), ps)).collect();
+    let mut l: Vec<MetricStats> = METRICS
+        .iter()
+        .filter(|k| !plan.pooling() || **k == "e2el")
+        .map(|k| MetricStats::of(k, m.dist(k), ps))
+        .collect();
     let wants = |k: &str| plan.percentile_metrics.contains(&k);
     if plan.max_concurrency.is_some() && wants(QUEUE_METRICS[0]) {
-        l.push(stats(QUEUE_METRICS[0], &m.client_queue, ps));
+        l.push(MetricStats::of(QUEUE_METRICS[0], &m.client_queue, ps));
     }
     if let (Some(q), true) = (&m.e2el_incl_queue, plan.max_concurrency.is_some() && wants(QUEUE_METRICS[1])) {
-        l.push(stats(QUEUE_METRICS[1], q, ps));
+        l.push(MetricStats::of(QUEUE_METRICS[1], q, ps));
     }
     // `--percentile-metrics ttfo` (D49): over the requests that reasoned; with none, the
     // first answer token is the first token, and TTFT is it.
     if wants("ttfo") {
-        l.push(stats("ttfo", m.sample_of("ttfo"), ps));
+        l.push(MetricStats::of("ttfo", m.sample_of("ttfo"), ps));
     }
     // k6's HTTP phases (D35), when the agents timed them: `http_req_<phase>`.
     let h = &m.http_phases;
@@ -384,8 +376,8 @@ pub fn run_result(
             sub_agent_requests: g.sub_agent_requests,
             max_fan_out: g.max_fan_out,
             latency: Latencies(vec![
-                stats("graph_duration", &g.duration, &ps),
-                stats("critical_path", &g.critical_path, &ps),
+                MetricStats::of("graph_duration", &g.duration, &ps),
+                MetricStats::of("critical_path", &g.critical_path, &ps),
             ]),
         }),
         accuracy: plan.accuracy.as_ref().map(|(_, ratio)| {
@@ -487,7 +479,7 @@ fn reasoning_result(m: &Metrics, ps: &[f64]) -> Option<crate::output::result::Re
         [("ttfo", &r.ttfo), ("reasoning", &r.duration), ("answer_tpot", &r.answer_tpot), ("tool_call", &r.tool_call)]
     {
         if !s.is_empty() {
-            l.push(stats(name, s, ps));
+            l.push(MetricStats::of(name, s, ps));
         }
     }
     Some(crate::output::result::ReasoningResult {

@@ -84,17 +84,6 @@ pub struct ReplicaShare {
     pub share: f64,
 }
 
-fn stats(name: &str, e: &EndpointStats, ps: &[f64]) -> MetricStats {
-    let d = e.all.dist(name);
-    MetricStats {
-        name: name.to_string(),
-        mean_ms: d.mean_ms(),
-        median_ms: d.median_ms(),
-        std_ms: d.std_ms(),
-        percentiles: ps.iter().map(|&p| (p, d.percentile_ms(p))).collect(),
-    }
-}
-
 fn one(p: &EndpointPlan, e: &EndpointStats, outlier: bool, duration_s: f64, ps: &[f64]) -> EndpointResult {
     let per_s = |n: u64| if duration_s > 0.0 { n as f64 / duration_s } else { 0.0 };
     let a = &e.all;
@@ -111,7 +100,7 @@ fn one(p: &EndpointPlan, e: &EndpointStats, outlier: bool, duration_s: f64, ps: 
         total_output_tokens: a.output_tokens,
         request_throughput: per_s(a.completed),
         output_throughput: per_s(a.output_tokens),
-        latency: Latencies(METRICS.iter().map(|k| stats(k, e, ps)).collect()),
+        latency: Latencies(METRICS.iter().map(|k| MetricStats::of(k, e.all.dist(k), ps)).collect()),
         prompt_cache_hit_rate: a.hit_rate(),
         per_turn_hit_rate: e.turns.iter().map(|h| h.rate()).collect(),
         outlier,

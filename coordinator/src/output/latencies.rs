@@ -19,6 +19,17 @@ pub struct MetricStats {
 }
 
 impl MetricStats {
+    /// `name`'s statistics from its distribution `d`, at percentiles `ps`.
+    pub fn of(name: &str, d: &crate::analysis::sample::Sample, ps: &[f64]) -> Self {
+        Self {
+            name: name.to_string(),
+            mean_ms: d.mean_ms(),
+            median_ms: d.median_ms(),
+            std_ms: d.std_ms(),
+            percentiles: ps.iter().map(|&p| (p, d.percentile_ms(p))).collect(),
+        }
+    }
+
     /// The value at percentile `p`, if the result has it.
     pub fn at(&self, p: f64) -> Option<f64> {
         self.percentiles.iter().find(|(q, _)| *q == p).map(|(_, v)| *v)

@@ -117,17 +117,6 @@ pub struct PerTurn {
     pub history_token_fraction: Option<f64>,
 }
 
-fn stats(name: &str, t: &Turn, ps: &[f64]) -> MetricStats {
-    let d = t.dist(name);
-    MetricStats {
-        name: name.to_string(),
-        mean_ms: d.mean_ms(),
-        median_ms: d.median_ms(),
-        std_ms: d.std_ms(),
-        percentiles: ps.iter().map(|&p| (p, d.percentile_ms(p))).collect(),
-    }
-}
-
 fn per_turn(i: usize, t: &Turn, duration_s: f64, ps: &[f64]) -> PerTurn {
     // vllm-bench divides every turn's counts by the whole run's duration.
     let per_s = |n: u64| if duration_s > 0.0 { n as f64 / duration_s } else { 0.0 };
@@ -142,7 +131,7 @@ fn per_turn(i: usize, t: &Turn, duration_s: f64, ps: &[f64]) -> PerTurn {
         input_throughput: per_s(t.input_tokens),
         output_throughput: per_s(t.output_tokens),
         total_token_throughput: per_s(t.input_tokens + t.output_tokens),
-        latency: Latencies(METRICS.iter().map(|k| stats(k, t, ps)).collect()),
+        latency: Latencies(METRICS.iter().map(|k| MetricStats::of(k, t.dist(k), ps)).collect()),
         mean_input_tokens: if t.completed > 0 { t.input_tokens as f64 / t.completed as f64 } else { 0.0 },
         cached_tokens: (t.cached_rows > 0).then_some(t.cached_tokens),
         prompt_cache_hit_rate: t.hit_rate(),
