@@ -184,15 +184,16 @@ for line in open(f"{d}/rows.jsonl"):
     seen.add(k)
     by_agent[v["agent"]] += 1
 lost_at = next((float(l.split()[0]) for l in open(f"{d}/err.txt") if " lost" in l), None)
-resumed = next((l.split(" ", 1)[1].strip() for l in open(f"{d}/err.txt") if "resumed after" in l), "")
+resumed = next((l.split(" ", 1)[1].strip() for l in open(f"{d}/err.txt") if "resumed after" in l or " lost" in l), "")
+cut_at, released_at = (float(x) for x in open(f"{d}/cut.txt").read().split()[1::2])
 fin = r["completed"] + r["failed"]
 print(f"| {name} | {rc} | {r['client']['status']} | {r['completed']} | {r['failed']} | {served} | {fin - served:+d} | {dups} | {by_agent[0]} / {by_agent[1]} | "
-      f"{'' if lost_at is None else f'{lost_at - t_cut:.2f} s'} | {'' if not stopped else f'{float(stopped) - t_cut:.2f} s'} | {resumed} | {prep} |")
+      f"{'' if lost_at is None else f'{lost_at - t_cut:.2f} s'} | {'' if not stopped else f'{float(stopped) - t_cut:.2f} s'} | {resumed} | {prep} | {released_at - cut_at:.3f} s |")
 PY
 }
 {
-    echo "| level | exit | status | completed | failed | served by the target | result - served | rows twice | rows a1 / a2 | loss reported after the cut | target idle after the cut | resume | prepare ms a1 / a2 |"
-    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    echo "| level | exit | status | completed | failed | served by the target | result - served | rows twice | rows a1 / a2 | loss reported after the cut | target idle after the cut | resume or loss | prepare ms a1 / a2 | drop lasted |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 } >"$WORK/table.md"
 ROUNDS=${PARTITION_ROUNDS:-5}
 for round in $(seq "$ROUNDS"); do

@@ -4,6 +4,7 @@
 //! tell every agent to stop, report progress or a notice. The loop that performs them
 //! lives in `session`; the rules live here, testable without sockets.
 
+use super::link::ATTACH_TIMEOUT;
 use super::outcome::{AgentReport, GlobalRow, RunStatus, finished_requests};
 use std::time::{Duration, Instant};
 use surge_proto::{Ack, Stop, agent_msg, coordinator_msg::Msg};
@@ -11,6 +12,14 @@ use surge_proto::{Ack, Stop, agent_msg, coordinator_msg::Msg};
 /// Silence after which an agent is declared lost (D2: reported within 3.0 s of a cut,
 /// while a shorter blip is resumed in time).
 pub const LOSS_TIMEOUT: Duration = Duration::from_millis(2900);
+
+/// When agent `a`'s silence becomes a loss: [`LOSS_TIMEOUT`] after it was last heard, or
+/// later while a resume that reached it is under way, bounded by the resume's own timeout
+/// (D72). A cut lets no connection through, so it is still reported after 2.9 s.
+fn loss_at(a: &AgentReport) -> Option<Instant> {
+    let silent = a.last_heard? + LOSS_TIMEOUT;
+    Some(a.reattaching.map_or(silent, |r| silent.max(r + ATTACH_TIMEOUT)))
+}
 
 /// What happened.
 #[derive(Debug)]
@@ -21,6 +30,8 @@ pub enum Input {
     Closed { agent: usize, error: Option<String> },
     /// Agent `agent`'s session resumed on a fresh connection after `after` of silence.
     Resumed { agent: usize, after: Duration },
+    /// A fresh connection to agent `agent` is up and carries a resume (D72).
+    Reattaching { agent: usize },
     /// Nothing arrived for a while.
     Quiet,
     /// Ctrl-C.
@@ -104,8 +115,8 @@ impl Collector {
     /// loop wakes then (a quiet input), so a loss is declared on time rather than at the
     /// next input or poll.
     pub fn next_loss_check(&self) -> Option<Instant> {
-        let heard = self.agents.iter().filter(|a| a.pending()).filter_map(|a| a.last_heard).min()?;
-        Some(heard + LOSS_TIMEOUT + Duration::from_millis(1))
+        let at = self.agents.iter().filter(|a| a.pending()).filter_map(loss_at).min()?;
+        Some(at + Duration::from_millis(1))
     }
 
     /// Every agent is done or lost, the hard stop passed, or a second interrupt came.
@@ -184,9 +195,11 @@ impl Collector {
                     self.mark_lost(agent, format!("connection lost ({why})"), &mut out);
                 }
             }
+            Input::Reattaching { agent } => self.agents[agent].reattaching = Some(now),
             Input::Resumed { agent, after } => {
                 let a = &mut self.agents[agent];
                 a.last_heard = Some(now);
+                a.reattaching = None;
                 let addr = a.addr.clone();
                 out.push(Action::Notice(format!(
                     "agent {addr}: control connection resumed after {:.1}s; unacknowledged batches resent",
@@ -209,7 +222,7 @@ impl Collector {
         }
         for i in 0..self.agents.len() {
             let a = &self.agents[i];
-            if a.pending() && a.last_heard.is_some_and(|t| now.saturating_duration_since(t) > LOSS_TIMEOUT) {
+            if a.pending() && loss_at(a).is_some_and(|t| now > t) {
                 self.mark_lost(i, format!("silent for more than {:.1}s", LOSS_TIMEOUT.as_secs_f64()), &mut out);
             }
         }
@@ -368,6 +381,30 @@ mod tests {
         );
         c.handle(done(0, surge_proto::StopReason::Stopped), t0 + Duration::from_secs(4));
         assert_eq!(c.next_loss_check(), None);
+    }
+
+    #[test]
+    fn a_resume_that_reached_the_agent_defers_its_loss_by_the_resumes_timeout_only() {
+        let t0 = Instant::now();
+        let mut c = collector(2, false, t0);
+        let beat = |c: &mut Collector, ms: u64| c.handle(heartbeat(0), t0 + Duration::from_millis(ms));
+        // Agent 1 is silent since t0; the path comes back at 2.8 s and a resume is under way.
+        beat(&mut c, 2_800);
+        c.handle(Input::Reattaching { agent: 1 }, t0 + Duration::from_millis(2_800));
+        let due = t0 + Duration::from_millis(2_800) + ATTACH_TIMEOUT + Duration::from_millis(1);
+        assert_eq!(c.next_loss_check(), Some(due));
+        assert_eq!(stops(&beat(&mut c, 3_000)), 0, "silent 3.0 s, but its resume is answering");
+        // The resume completes: heard again, its silence starts over.
+        c.handle(Input::Resumed { agent: 1, after: Duration::from_millis(3_100) }, t0 + Duration::from_millis(3_100));
+        assert_eq!(stops(&beat(&mut c, 5_900)), 0);
+        // A resume that never answers is a loss once its timeout passes.
+        c.handle(Input::Reattaching { agent: 1 }, t0 + Duration::from_millis(5_900));
+        assert_eq!(stops(&beat(&mut c, 6_400)), 0, "still within the resume's 0.5 s");
+        let acts = beat(&mut c, 6_402);
+        assert_eq!(stops(&acts), 1, "{acts:?}");
+        // A cut: nothing comes back, and the loss is at 2.9 s as before.
+        let mut c = collector(1, false, t0);
+        assert_eq!(stops(&c.handle(Input::Quiet, t0 + LOSS_TIMEOUT + Duration::from_millis(1))), 1);
     }
 
     #[test]

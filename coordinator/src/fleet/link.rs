@@ -25,7 +25,7 @@ pub(super) const RESUME_CONNECT_TIMEOUT: Duration = Duration::from_millis(100);
 const REDIAL_EVERY: Duration = Duration::from_millis(50);
 const MAX_CONNECTS: usize = 4;
 /// Bound of the Hello exchange on a connected channel.
-const ATTACH_TIMEOUT: Duration = Duration::from_millis(500);
+pub(super) const ATTACH_TIMEOUT: Duration = Duration::from_millis(500);
 /// Past this silence the agent's lease (3 s) has run out: no more attempts.
 const RESUME_WINDOW: Duration = Duration::from_millis(3500);
 
@@ -142,6 +142,9 @@ impl Link {
             return;
         }
         let mut last_heard = tokio::time::Instant::now();
+        // When the silence a resume answers began: the old stream may still deliver a
+        // late message just before the resume completes.
+        let mut silent_since: Option<tokio::time::Instant> = None;
         let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut redial = tokio::time::interval(REDIAL_EVERY);
@@ -162,6 +165,9 @@ impl Link {
                 m = cur.inbound.message(), if !broken => match m {
                     Ok(Some(m)) => {
                         last_heard = tokio::time::Instant::now();
+                        if connecting.is_empty() && attaching.is_empty() {
+                            silent_since = None;
+                        }
                         let Some(msg) = m.msg else { continue };
                         if let agent_msg::Msg::Hello(h) = &msg {
                             session_id = h.session_id;
@@ -196,6 +202,7 @@ impl Link {
                 },
                 _ = redial.tick(), if resuming && attaching.is_empty() => {
                     let silent = last_heard.elapsed();
+                    silent_since.get_or_insert(last_heard);
                     if silent > RESUME_WINDOW {
                         let error = format!("no answer for {:.1}s and no resume ({last_error})", silent.as_secs_f64());
                         let _ = self.events.send(Event::Closed { agent, error: Some(error) }).await;
@@ -212,6 +219,9 @@ impl Link {
                     Ok(Ok(channel)) => {
                         connecting.abort_all();
                         attaching.spawn(attach(channel, session_id, self.version));
+                        if self.events.send(Event::Reattaching { agent }).await.is_err() {
+                            return;
+                        }
                     }
                     Ok(Err(ResumeError::Gone(m))) => {
                         let error = format!("the agent is gone ({m})");
@@ -223,7 +233,7 @@ impl Link {
                 },
                 Some(res) = attaching.join_next(), if !attaching.is_empty() => match res {
                     Ok(Ok(fresh)) => {
-                        let after = last_heard.elapsed();
+                        let after = silent_since.take().unwrap_or(last_heard).elapsed();
                         cur = fresh;
                         broken = false;
                         last_heard = tokio::time::Instant::now();

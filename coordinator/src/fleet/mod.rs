@@ -44,6 +44,9 @@ pub enum Event {
     /// The session went on over a fresh connection after `after` of silence; the agent
     /// resends what was not acknowledged.
     Resumed { agent: usize, after: Duration },
+    /// A fresh connection to the silent agent is up and carries a resume (D72): the path
+    /// is back, so its silence is not yet a loss.
+    Reattaching { agent: usize },
 }
 
 /// Why the fleet could not be assembled.

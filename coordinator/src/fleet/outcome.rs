@@ -37,6 +37,11 @@ impl GlobalRow {
     pub fn ttft_s(&self) -> f64 {
         self.row.ttft_us as f64 / 1e6
     }
+    /// The time to the first token of a reply that had one: a success with no token (the
+    /// anomaly `no_tokens`, D50) has none, and stays out of every TTFT statistic.
+    pub fn first_token_s(&self) -> Option<f64> {
+        (self.row.ttft_us > 0).then(|| self.ttft_s())
+    }
     pub fn e2el_s(&self) -> f64 {
         self.row.latency_us as f64 / 1e6
     }
@@ -46,7 +51,8 @@ impl GlobalRow {
     /// (E2EL - TTFT) / (output tokens - 1), from the same float values the detailed
     /// result saves, or `None` for a single-token output.
     pub fn tpot_s(&self) -> Option<f64> {
-        (self.row.output_tokens > 1).then(|| (self.e2el_s() - self.ttft_s()) / f64::from(self.row.output_tokens - 1))
+        (self.row.output_tokens > 1 && self.row.ttft_us > 0)
+            .then(|| (self.e2el_s() - self.ttft_s()) / f64::from(self.row.output_tokens - 1))
     }
 }
 
@@ -125,6 +131,8 @@ pub struct AgentReport {
     pub(crate) started_unix_ns: Option<i64>,
     pub(crate) seen: SeenBatches,
     pub(crate) last_heard: Option<Instant>,
+    /// When a fresh connection to the silent agent came up to resume its session (D72).
+    pub(crate) reattaching: Option<Instant>,
     /// The Start sent to it, resent when its session resumes (the first may have gone
     /// into the broken stream).
     pub(crate) start: Option<surge_proto::Start>,
@@ -140,6 +148,7 @@ impl AgentReport {
     /// Notes that the agent spoke at `now`; keeps its health. True for a Health message.
     pub(crate) fn absorb(&mut self, msg: &agent_msg::Msg, now: Instant) -> bool {
         self.last_heard = Some(now);
+        self.reattaching = None;
         if let agent_msg::Msg::ServerMetrics(m) = msg {
             self.scrape_points_dropped += m.dropped_before;
         }

@@ -311,6 +311,9 @@ impl Runner<'_> {
                         }
                     }
                 }
+                // Before the load, the link's own window bounds a resume (D72 is the
+                // collection's rule).
+                Event::Reattaching { .. } => {}
             }
         }
         Ok(got.into_iter().map(|g| g.expect("all gathered")).collect())
@@ -627,6 +630,7 @@ impl Runner<'_> {
                         }
                         Some(Event::Closed { agent, error }) => Input::Closed { agent, error },
                         Some(Event::Resumed { agent, after }) => Input::Resumed { agent, after },
+                        Some(Event::Reattaching { agent }) => Input::Reattaching { agent },
                         None => Input::Quiet,
                     },
                     Some(_) = next(int.as_mut()) => Input::Interrupt,
