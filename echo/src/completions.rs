@@ -369,7 +369,15 @@ where
                 chunker.finish = Finish::Stop;
                 if wrong { crate::answers::WRONG } else { right }
             });
-        let n = if let Some(words) = answer {
+        // An empty reply: one finishing chunk with no text (an answer of no words).
+        let empty = anomalies && faults.empty && answer.is_none();
+        if empty {
+            chunker.finish = Finish::Stop;
+            metrics.count_anomaly(Injected::Empty);
+        }
+        let n = if empty {
+            1
+        } else if let Some(words) = answer {
             words.len() as u64
         } else if anomalies && faults.early_eos {
             chunker.finish = Finish::Stop;
@@ -391,8 +399,13 @@ where
             tokens: {
                 let plan =
                     TokenPlan::new(shape, matches!(kind, Kind::Chat | Kind::Responses), state.config.seed, index);
-                if let Some(words) = answer { plan.answering(words) } else { plan }
+                match answer {
+                    Some(words) => plan.answering(words),
+                    None if empty => plan.answering(&[]),
+                    None => plan,
+                }
             },
+            empty,
             n,
             usage_extra,
             prompt_tokens: parsed.prompt_tokens,

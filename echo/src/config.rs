@@ -166,6 +166,12 @@ pub struct EchoArgs {
     #[arg(long = "early-eos-rate", value_name = "P", default_value_t = 0.0)]
     pub early_eos_rate: f64,
 
+    /// A stream says nothing, with probability P: its last chunk carries the finish
+    /// reason and empty text, its usage 0 completion tokens, then `[DONE]` (a server that
+    /// answered with an empty string): a success with no token, an anomaly (D50).
+    #[arg(long = "empty-reply-rate", value_name = "P", default_value_t = 0.0)]
+    pub empty_reply_rate: f64,
+
     /// A reply names another request, with probability P: its id is made of the
     /// request's x-request-id with "-misdirected" added (a proxy or server that mixed up
     /// streams).
@@ -275,6 +281,7 @@ impl EchoArgs {
             drop_finish_reason_rate: self.drop_finish_reason_rate,
             usage_mismatch_rate: self.usage_mismatch_rate,
             early_eos_rate: self.early_eos_rate,
+            empty_reply_rate: self.empty_reply_rate,
             misdirect_rate: self.misdirect_rate,
             unready_requests: self.unready_requests,
             deny_peer: self.deny_peer,
@@ -356,6 +363,7 @@ pub struct EchoConfig {
     pub drop_finish_reason_rate: f64,
     pub usage_mismatch_rate: f64,
     pub early_eos_rate: f64,
+    pub empty_reply_rate: f64,
     pub misdirect_rate: f64,
     /// The first this many completion requests are answered 503.
     pub unready_requests: u64,
@@ -409,6 +417,7 @@ impl Default for EchoConfig {
             drop_finish_reason_rate: 0.0,
             usage_mismatch_rate: 0.0,
             early_eos_rate: 0.0,
+            empty_reply_rate: 0.0,
             misdirect_rate: 0.0,
             unready_requests: 0,
             deny_peer: Vec::new(),
@@ -464,6 +473,7 @@ impl EchoConfig {
         check_rate("--drop-finish-reason-rate", self.drop_finish_reason_rate)?;
         check_rate("--usage-mismatch-rate", self.usage_mismatch_rate)?;
         check_rate("--early-eos-rate", self.early_eos_rate)?;
+        check_rate("--empty-reply-rate", self.empty_reply_rate)?;
         check_rate("--misdirect-rate", self.misdirect_rate)?;
         check_rate("--wrong-answer-rate", self.wrong_answer_rate)?;
         if let Some(p) = &self.answers {

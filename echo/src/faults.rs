@@ -27,6 +27,8 @@ pub(crate) struct FaultPlan {
     pub drop_finish: bool,
     pub usage_mismatch: bool,
     pub early_eos: bool,
+    /// The stream says nothing: its finish with empty text, usage 0 (`--empty-reply-rate`).
+    pub empty: bool,
     /// The reply names another request (its id: the request's x-request-id changed).
     pub misdirect: bool,
 }
@@ -44,6 +46,7 @@ const SALT_USAGE: u64 = 0x5553_4147_4500_000a;
 const SALT_EOS: u64 = 0x454f_5300_0000_000b;
 const SALT_WRONG: u64 = 0x5752_4f4e_4700_000c;
 const SALT_MISDIRECT: u64 = 0x4d49_5344_4952_000d;
+const SALT_EMPTY: u64 = 0x454d_5054_5900_000e;
 
 /// Whether question request `index` is answered wrong (`--wrong-answer-rate`).
 pub(crate) fn wrong_answer(config: &EchoConfig, index: u64) -> bool {
@@ -74,6 +77,7 @@ impl FaultPlan {
             drop_finish: hit(seed, index, SALT_FINISH, config.drop_finish_reason_rate),
             usage_mismatch: hit(seed, index, SALT_USAGE, config.usage_mismatch_rate),
             early_eos: hit(seed, index, SALT_EOS, config.early_eos_rate),
+            empty: hit(seed, index, SALT_EMPTY, config.empty_reply_rate),
             misdirect: hit(seed, index, SALT_MISDIRECT, config.misdirect_rate),
         }
     }
@@ -130,6 +134,7 @@ mod tests {
             drop_finish_reason_rate: rate,
             usage_mismatch_rate: rate,
             early_eos_rate: rate,
+            empty_reply_rate: rate,
             misdirect_rate: rate,
             ..EchoConfig::default()
         }
@@ -141,7 +146,7 @@ mod tests {
             assert_eq!(FaultPlan::for_request(&config(0.0), i), FaultPlan::default());
             let p = FaultPlan::for_request(&config(1.0), i);
             assert!(p.reset && p.error_500 && p.malformed && p.truncate);
-            assert!(p.drop_finish && p.usage_mismatch && p.early_eos);
+            assert!(p.drop_finish && p.usage_mismatch && p.early_eos && p.empty);
             assert_eq!(p.stall_ms, 5.0);
         }
     }

@@ -250,6 +250,8 @@ pub(crate) enum Injected {
     DroppedFinish,
     UsageMismatch,
     EarlyEos,
+    /// A stream with no token (`--empty-reply-rate`).
+    Empty,
     /// `--answers`: a question answered right, or wrong (`--wrong-answer-rate`).
     RightAnswer,
     WrongAnswer,
@@ -263,6 +265,7 @@ impl Injected {
             Injected::DroppedFinish => "no_finish_reason",
             Injected::UsageMismatch => "usage_mismatch",
             Injected::EarlyEos => "early_eos",
+            Injected::Empty => "no_tokens",
             Injected::RightAnswer => "right_answer",
             Injected::WrongAnswer => "wrong_answer",
             Injected::Misdirected => "misdirected",

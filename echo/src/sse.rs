@@ -226,6 +226,9 @@ pub(crate) struct SseParams {
     pub include_usage: bool,
     /// Added to the usage's completion tokens (`--usage-mismatch-rate`: 1; else 0).
     pub usage_extra: u64,
+    /// The one chunk carries no text (`--empty-reply-rate`): no token is counted, and the
+    /// usage says 0.
+    pub empty: bool,
     /// When the request arrived (time to first token counts from here).
     pub arrived: Instant,
     /// Time zero of the schedule: when the request arrived, or got its slot.
@@ -370,10 +373,12 @@ impl Body for SseBody {
                     }
                     this.k += 1;
                     this.armed = false;
-                    if k == 0 {
-                        this.p.metrics.first_token(this.p.arrived);
+                    if !this.p.empty {
+                        if k == 0 {
+                            this.p.metrics.first_token(this.p.arrived);
+                        }
+                        this.p.metrics.count_tokens(1);
                     }
-                    this.p.metrics.count_tokens(1);
                     return Poll::Ready(Some(Ok(Frame::data(data))));
                 }
                 Phase::Usage => {
@@ -382,7 +387,7 @@ impl Body for SseBody {
                         let data = this.p.chunker.usage(
                             &mut this.buf,
                             this.p.prompt_tokens,
-                            this.p.n + this.p.usage_extra,
+                            if this.p.empty { 0 } else { this.p.n + this.p.usage_extra },
                             this.p.cached_tokens,
                             this.p.tokens.reasoning_of(this.p.n),
                         );
@@ -503,6 +508,7 @@ mod tests {
             cached_tokens: None,
             include_usage,
             usage_extra,
+            empty: false,
             arrived: Instant::now(),
             start: Instant::now(),
             schedule: Schedule::new(&config, 0, 0.0),

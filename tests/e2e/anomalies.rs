@@ -86,6 +86,36 @@ fn each_fault_of_the_echo_is_counted_as_its_anomaly_exactly() {
     }
 }
 
+/// A stream that ends as it should with no token (D50): a success, counted as `no_tokens`
+/// exactly as often as the echo sent one, with no TTFT: it stays out of the TTFT
+/// percentiles (the echo's 20 ms is their floor) and meets no TTFT goodput objective.
+#[test]
+fn an_empty_reply_is_a_success_with_no_tokens_and_no_ttft() {
+    for backend in ["openai", "openai-chat"] {
+        let (_echo, base) =
+            echo("127.0.0.1", &["--ttft-ms", "20", "--output-tokens", "16", "--empty-reply-rate", "0.1"]);
+        let dir = TempDir::new("anomalies-empty");
+        let mut a = args(&base, "400", "50", backend);
+        a.extend_from_slice(&["--metric-percentiles", "1,50", "--goodput", "ttft:1000"]);
+        let r = run_saved(&dir, &a, LIMIT);
+        let n = injected(&base, "no_tokens");
+        assert!(n > 10, "{backend}: the echo sent {n} empty replies");
+        assert_eq!((r["completed"].as_u64(), r["failed"].as_u64()), (Some(400), Some(0)), "{}", r["errors_by_kind"]);
+        assert_eq!(count(&r, "no_tokens"), n, "{backend}: {:?}", kinds(&r));
+        // Asked to ignore EOS (the random dataset's default, as vLLM's), an empty reply is
+        // also short and off its length; nothing else.
+        for kind in ["short_output", "length_off"] {
+            assert_eq!(count(&r, kind), n, "{backend}: {kind} of {:?}", kinds(&r));
+        }
+        assert_eq!(kinds(&r).iter().map(|(_, v)| v).sum::<u64>(), 3 * n, "{backend}: {:?}", kinds(&r));
+        assert_eq!(r["total_output_tokens"].as_u64(), Some(16 * (400 - n)), "{backend}");
+        let p1 = r["p1_ttft_ms"].as_f64().expect("p1_ttft_ms");
+        assert!(p1 >= 20.0, "{backend}: a reply with no token has no TTFT, yet p1 TTFT is {p1} ms");
+        let good = r["request_goodput"].as_f64().unwrap() * r["duration"].as_f64().unwrap();
+        assert!((good - (400 - n) as f64).abs() < 0.5, "{backend}: goodput counts {good} of {} with a token", 400 - n);
+    }
+}
+
 #[test]
 fn a_clean_echo_gives_none_at_2000_in_flight_and_fail_on_anomaly_sets_the_exit_code() {
     let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "20", "--itl-ms", "2", "--output-tokens", "16"]);
@@ -94,7 +124,7 @@ fn a_clean_echo_gives_none_at_2000_in_flight_and_fail_on_anomaly_sets_the_exit_c
         let r = run_saved(&dir, &args(&base, "4000", "2000", backend), LIMIT);
         assert_eq!(r["completed"], 4000, "{}", r["errors_by_kind"]);
         assert_eq!(r["anomalies"]["requests"], 0, "{backend}: {:?}", kinds(&r));
-        assert!(kinds(&r).iter().all(|(_, n)| *n == 0) && kinds(&r).len() == 6, "every kind listed, at 0");
+        assert!(kinds(&r).iter().all(|(_, n)| *n == 0) && kinds(&r).len() == 7, "every kind listed, at 0");
     }
     let out = surge(&[&args(&base, "100", "10", "openai")[..], &["--fail-on-anomaly"]].concat(), LIMIT);
     assert_eq!(out.status.code(), Some(0), "clean: {}", text(&out.stderr));

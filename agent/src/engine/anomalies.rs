@@ -11,6 +11,8 @@
 //!   server ignored the request: MLPerf's TEST06 EOS check);
 //! - `length_off`: more output tokens than `max_tokens`, or with `--ignore-eos` outside
 //!   ±10 % of it (MLPerf's TEST09 bound on output lengths);
+//! - `no_tokens`: a stream that ended as it should (its end marker or its usage) without
+//!   one output token: a success with nothing in it (D50), with no TTFT;
 //! - `wrong_request`: the reply's id names another of the run's requests (a server that
 //!   names replies after `x-request-id`, as vLLM does, shows which request it answered:
 //!   a proxy or server that mixed up streams, or a conversation's turn answered with
@@ -18,11 +20,12 @@
 
 use surge_proto::{Anomaly, Row};
 
-/// What the decoder saw of a successful stream: whether any chunk carried a
-/// `finish_reason` (`None`: an API without one), the server's completion tokens, and the
-/// client's token events.
+/// What the decoder saw of a successful reply: whether it streamed, whether any chunk
+/// carried a `finish_reason` (`None`: an API without one), the server's completion
+/// tokens, and the client's token events.
 #[derive(Debug, Clone, Copy)]
 pub struct Stream {
+    pub streamed: bool,
     pub finished: Option<bool>,
     pub usage_completion: Option<u32>,
     pub events: u32,
@@ -34,6 +37,10 @@ pub(super) fn note(row: &mut Row, a: Anomaly) {
 
 /// The stream's own checks, on a successful row.
 pub fn of_stream(s: Stream, row: &mut Row) {
+    // A stream that ended as it should and said nothing (D50: not a failure).
+    if s.streamed && s.events == 0 {
+        note(row, Anomaly::NoTokens);
+    }
     if s.finished == Some(false) {
         note(row, Anomaly::NoFinishReason);
     }
@@ -92,7 +99,7 @@ mod tests {
 
     #[test]
     fn a_clean_stream_has_none_and_each_fault_its_kind() {
-        let clean = Stream { finished: Some(true), usage_completion: Some(8), events: 8 };
+        let clean = Stream { streamed: true, finished: Some(true), usage_completion: Some(8), events: 8 };
         let mut row = Row { output_tokens: 8, ..Default::default() };
         of_stream(clean, &mut row);
         of_length(8, true, &mut row);
@@ -100,11 +107,17 @@ mod tests {
         assert_eq!(row.max_tokens, 8);
 
         let mut row = Row::default();
-        of_stream(Stream { finished: Some(false), usage_completion: Some(9), events: 8 }, &mut row);
+        of_stream(Stream { streamed: true, finished: Some(false), usage_completion: Some(9), events: 8 }, &mut row);
         assert_eq!(kinds(&row), [Anomaly::NoFinishReason, Anomaly::UsageMismatch]);
         let mut row = Row::default();
-        of_stream(Stream { finished: None, usage_completion: None, events: 8 }, &mut row);
+        of_stream(Stream { streamed: true, finished: None, usage_completion: None, events: 8 }, &mut row);
         assert!(row.anomalies.is_empty(), "no finish_reason to expect, no usage to compare");
+        let mut row = Row::default();
+        of_stream(Stream { streamed: true, finished: Some(true), usage_completion: None, events: 0 }, &mut row);
+        assert_eq!(kinds(&row), [Anomaly::NoTokens]);
+        let mut row = Row::default();
+        of_stream(Stream { streamed: false, finished: None, usage_completion: None, events: 0 }, &mut row);
+        assert!(row.anomalies.is_empty(), "a whole answer has no token events to count");
     }
 
     #[test]

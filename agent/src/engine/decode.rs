@@ -278,9 +278,6 @@ impl Decoder {
             let said = String::from_utf8_lossy(&self.refusal);
             row.error_message = message(&format!("HTTP {}: {}", status.as_u16(), said.trim()));
         }
-        if self.s.error.is_none() && mode.streams() && self.s.events == 0 {
-            self.s.error = Some(ErrorKind::NoTokens);
-        }
         // A pooling answer: its usage, or the server's error in a 200.
         let mut pooled_input = None;
         if self.s.error.is_none() && ok && mode == Mode::Pooled {
@@ -314,6 +311,7 @@ impl Decoder {
         self.s.parts.write(st, self.s.usage.as_ref(), row);
         self.counts(tokenizer, row);
         let stream = anomalies::Stream {
+            streamed: mode.streams(),
             finished: (mode == Mode::Stream).then_some(self.seen.finished),
             usage_completion: self.s.usage.map(|u| u.completion_tokens),
             events: self.s.events,
@@ -429,9 +427,17 @@ mod tests {
     }
 
     #[test]
-    fn a_stream_with_no_token_fails_and_a_pooling_answer_is_read_whole() {
-        let (row, _) = decode(Mode::Stream, OK, &[("data: [DONE]\n\n", 9)]);
-        assert_eq!(row.error(), ErrorKind::NoTokens);
+    fn a_stream_with_no_token_is_an_anomaly_and_a_pooling_answer_is_read_whole() {
+        // Ended as it should, said nothing: a success with no TTFT and the anomaly (D50).
+        let empty = "data: {\"choices\":[{\"index\":0,\"text\":\"\",\"finish_reason\":\"stop\"}]}\n\n";
+        let (row, ok) = decode(Mode::Stream, OK, &[(empty, 8), ("data: [DONE]\n\n", 9)]);
+        assert!(ok);
+        assert_eq!((row.error(), row.ttft_us, row.latency_us, row.output_tokens), (ErrorKind::None, 0, 9_000, 0));
+        assert_eq!(row.anomalies().collect::<Vec<_>>(), [surge_proto::Anomaly::NoTokens]);
+        // Nothing at all, not even its end: still a failure (D38).
+        let (row, ok) = decode(Mode::Stream, OK, &[]);
+        assert!(!ok);
+        assert_eq!(row.error(), ErrorKind::Truncated);
         let answer = [("{\"data\":[{\"embedding\":[0.1,", 8), ("0.2]}],\"usage\":{\"prompt_tokens\":12}}", 11)];
         let (row, ok) = decode(Mode::Pooled, OK, &answer);
         assert!(ok);

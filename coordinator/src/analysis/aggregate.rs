@@ -21,11 +21,13 @@ use std::collections::BTreeMap;
 use surge_core::data::share::Stripe;
 
 /// Whether a successful row met every objective of `slo` (vLLM's goodput, and surge's
-/// `ttfo`: the first answer token, the first token for a reply that did not reason).
+/// `ttfo`: the first answer token, the first token for a reply that did not reason). A
+/// reply with no token meets no time-to-token objective.
 pub fn meets(slo: &Slo, r: &GlobalRow) -> bool {
     let ok = |limit: Option<f64>, v_s: f64| limit.is_none_or(|ms| v_s * 1000.0 <= ms);
-    let ttfo = r.row.ttfo_us.map_or_else(|| r.ttft_s(), |t| t as f64 / 1e6);
-    ok(slo.ttft_ms, r.ttft_s())
+    let first = r.first_token_s().unwrap_or(f64::INFINITY);
+    let ttfo = r.row.ttfo_us.map_or(first, |t| t as f64 / 1e6);
+    ok(slo.ttft_ms, first)
         && ok(slo.tpot_ms, r.tpot_s().unwrap_or(0.0))
         && ok(slo.e2el_ms, r.e2el_s())
         && ok(slo.ttfo_ms, ttfo)
@@ -149,9 +151,12 @@ impl Aggregator {
         m.total_audio_s += r.row.input_audio_s;
         m.server_usage_rows += u64::from(r.row.usage_from_server);
         m.token_sources.add(&r.row);
-        m.ttft.add(r.ttft_s());
+        if let Some(t) = r.first_token_s() {
+            m.ttft.add(t);
+            self.samples += 1;
+        }
         m.e2el.add(r.e2el_s());
-        self.samples += 2;
+        self.samples += 1;
         if let Some(t) = r.tpot_s() {
             m.tpot.add(t);
             self.samples += 1;
@@ -387,6 +392,21 @@ mod tests {
         assert_eq!(m.max_concurrent_requests, 2.0, "both successes within the first second");
         assert_eq!(m.max_output_tokens_per_s, 8.0);
         assert_eq!(m.itl.len(), 6);
+    }
+
+    #[test]
+    fn a_success_with_no_token_has_no_ttft_and_meets_no_ttft_objective() {
+        // D50: a stream that ended as it should with no token is a success (the anomaly
+        // no_tokens) whose TTFT is not 0 but absent.
+        let rows = vec![row(0.0, 50_000, 300_000, 3, vec![100_000, 150_000]), row(0.1, 0, 20_000, 0, vec![])];
+        let m = compute(&rows, &Slo { ttft_ms: Some(60.0), ..Default::default() });
+        assert_eq!((m.completed, m.failed), (2, 0));
+        assert_eq!((m.ttft.len(), m.e2el.len(), m.tpot.len()), (1, 2, 1));
+        assert!((m.ttft.percentile_ms(1.0) - 50.0).abs() < 1e-9, "{}", m.ttft.percentile_ms(1.0));
+        assert!((m.request_goodput.unwrap() * m.duration_s - 1.0).abs() < 1e-9, "only the reply with a token is good");
+        let mut three = row(0.2, 0, 20_000, 3, vec![]);
+        three.row.output_tokens = 3;
+        assert_eq!(three.tpot_s(), None, "usage without a token event gives no TPOT");
     }
 
     #[test]

@@ -19,12 +19,14 @@ pub fn name(a: Anomaly) -> &'static str {
         Anomaly::LengthOff => "length_off",
         Anomaly::Nondeterministic => "nondeterministic",
         Anomaly::WrongRequest => "wrong_request",
+        Anomaly::NoTokens => "no_tokens",
         Anomaly::Unspecified => "unspecified",
     }
 }
 
 /// Every kind, in the order results list them.
-pub const KINDS: [Anomaly; 6] = [
+pub const KINDS: [Anomaly; 7] = [
+    Anomaly::NoTokens,
     Anomaly::NoFinishReason,
     Anomaly::UsageMismatch,
     Anomaly::ShortOutput,
@@ -64,6 +66,7 @@ fn detail(a: Anomaly, r: &GlobalRow) -> String {
         Anomaly::LengthOff => format!("{} output tokens for max_tokens {}", row.output_tokens, row.max_tokens),
         Anomaly::Nondeterministic => "the same request answered with other text than its first reply".to_string(),
         Anomaly::WrongRequest => format!("the reply's id {:?} names another request", row.response_id),
+        Anomaly::NoTokens => "the stream ended as it should without an output token".to_string(),
         Anomaly::Unspecified => String::new(),
     }
 }

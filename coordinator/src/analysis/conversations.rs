@@ -75,7 +75,9 @@ impl Turn {
             self.cached_input_tokens += u64::from(r.row.input_tokens);
             self.cached_rows += 1;
         }
-        self.ttft.add(r.ttft_s());
+        if let Some(t) = r.first_token_s() {
+            self.ttft.add(t);
+        }
         self.e2el.add(r.e2el_s());
         if let Some(t) = r.tpot_s() {
             self.tpot.add(t);

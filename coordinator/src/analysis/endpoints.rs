@@ -36,6 +36,8 @@ pub struct Sliced {
     pub completed: u64,
     pub failed: u64,
     pub output_tokens: u64,
+    /// Successes with a first token (TTFT's sum and maximum are theirs).
+    pub ttft_rows: u64,
     pub ttft_sum_s: f64,
     pub ttft_max_s: f64,
 }
@@ -127,8 +129,11 @@ impl Fold for EndpointsFold {
         }
         slice.completed += 1;
         slice.output_tokens += u64::from(r.row.output_tokens);
-        slice.ttft_sum_s += r.ttft_s();
-        slice.ttft_max_s = slice.ttft_max_s.max(r.ttft_s());
+        if let Some(t) = r.first_token_s() {
+            slice.ttft_rows += 1;
+            slice.ttft_sum_s += t;
+            slice.ttft_max_s = slice.ttft_max_s.max(t);
+        }
         if let (Some(_), Some(c)) = (r.row.session, r.row.cached_tokens) {
             let t = (r.row.turn as usize).min(MAX_TURN_METRICS - 1);
             if e.turns.len() <= t {

@@ -136,7 +136,7 @@ fn put_endpoints(out: Option<EndpointsView>, m: &mut Metrics) {
             .iter()
             .map(|e| {
                 let x = e.slices.get(&i).copied().unwrap_or_default();
-                let mean = if x.completed > 0 { x.ttft_sum_s / x.completed as f64 * 1e3 } else { 0.0 };
+                let mean = if x.ttft_rows > 0 { x.ttft_sum_s / x.ttft_rows as f64 * 1e3 } else { 0.0 };
                 EndpointSlice {
                     completed: x.completed,
                     failed: x.failed,

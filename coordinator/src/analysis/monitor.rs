@@ -34,14 +34,19 @@ impl Checkpoints {
 }
 
 /// A row's value of `metric` in ms, for a success (`None` for a failure or, for TPOT, a
-/// single-token answer); ITL is per gap, so it gives several.
+/// single-token answer, for TTFT and TTFO a reply with no token); ITL is per gap, so it
+/// gives several.
 pub fn values_ms(r: &GlobalRow, metric: super::capacity::Metric, mut f: impl FnMut(f64)) {
     use super::capacity::Metric;
     if !r.ok() {
         return;
     }
     match metric {
-        Metric::Ttft => f(r.ttft_s() * 1000.0),
+        Metric::Ttft => {
+            if let Some(t) = r.first_token_s() {
+                f(t * 1000.0)
+            }
+        }
         Metric::E2el => f(r.e2el_s() * 1000.0),
         Metric::Tpot => {
             if let Some(t) = r.tpot_s() {
@@ -49,6 +54,10 @@ pub fn values_ms(r: &GlobalRow, metric: super::capacity::Metric, mut f: impl FnM
             }
         }
         Metric::Itl => r.row.itl_us.iter().for_each(|&g| f(f64::from(g) / 1000.0)),
-        Metric::Ttfo => f(r.row.ttfo_us.map_or(r.ttft_s() * 1000.0, |t| t as f64 / 1000.0)),
+        Metric::Ttfo => {
+            if let Some(t) = r.row.ttfo_us.map(|t| t as f64 / 1e6).or(r.first_token_s()) {
+                f(t * 1000.0)
+            }
+        }
     }
 }

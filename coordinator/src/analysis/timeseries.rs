@@ -235,7 +235,9 @@ impl TimeSeries {
                 open.late += 1;
             } else {
                 let h = open.hists.get_or_insert_with(|| Box::new(Hists::new()));
-                h.ttft.saturating_record(us(r.ttft_s()));
+                if let Some(t) = r.first_token_s() {
+                    h.ttft.saturating_record(us(t));
+                }
                 h.e2el.saturating_record(us(r.e2el_s()));
                 for &g in &r.row.itl_us {
                     h.itl.saturating_record(u64::from(g).max(1));

@@ -152,7 +152,9 @@ impl Monitor for Level<'_> {
                 values_ms(r, s.metric, |x| v.push(x));
             }
             if r.ok() {
-                self.trend.push((r.start_s, r.ttft_s() * 1000.0));
+                if let Some(t) = r.first_token_s() {
+                    self.trend.push((r.start_s, t * 1000.0));
+                }
                 if crate::analysis::aggregate::meets(slo, r) {
                     self.good += 1;
                 }
