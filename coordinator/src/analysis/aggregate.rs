@@ -91,6 +91,7 @@ impl Aggregator {
             ramp: plan.ramp.map(|r| (r, over_s)),
             agent_loop: plan.multi_turn.as_ref().is_some_and(|m| m.tool_loop.is_some()),
             endpoints: if plan.endpoints.several() { plan.endpoints.list.len() } else { 0 },
+            percentiles: plan.metric_percentiles.clone(),
             replicas: plan.endpoints.replica_header.is_some(),
         }
     }

@@ -31,13 +31,23 @@ pub struct Turn {
 }
 
 impl Turn {
+    /// A breakdown's distributions (one per turn, one per endpoint): lazy samples, whose
+    /// histograms exist only once the run's values no longer fit the exact budget, built
+    /// field by field (a `Default` would allocate four full histograms only to drop them).
     pub(crate) fn new() -> Self {
         Self {
-            ttft: Sample::light(),
-            tpot: Sample::light(),
-            itl: Sample::light(),
-            e2el: Sample::light(),
-            ..Default::default()
+            completed: 0,
+            failed: 0,
+            input_tokens: 0,
+            output_tokens: 0,
+            history_tokens: 0,
+            cached_tokens: 0,
+            cached_input_tokens: 0,
+            cached_rows: 0,
+            ttft: Sample::lazy(),
+            tpot: Sample::lazy(),
+            itl: Sample::lazy(),
+            e2el: Sample::lazy(),
         }
     }
 

@@ -5,6 +5,7 @@
 //! endpoint is an outlier. Memory grows with endpoints and slices, never with requests.
 
 use super::conversations::{MAX_TURN_METRICS, Turn};
+use super::dist::MetricStats;
 use super::fold::{Fold, Whole};
 use crate::fleet::outcome::{GlobalRow, kind_name};
 use std::collections::BTreeMap;
@@ -54,6 +55,10 @@ pub struct EndpointStats {
     pub turns: Vec<Hits>,
     /// By time-series slice (its index).
     pub slices: BTreeMap<i64, Sliced>,
+    /// TTFT, TPOT, ITL and E2EL at the run's percentiles (and 99), once the run is over:
+    /// read one endpoint at a time, whose kept values then go, so the end of a run never
+    /// holds every endpoint's values at once.
+    pub latency: Vec<MetricStats>,
 }
 
 impl EndpointStats {
@@ -64,6 +69,7 @@ impl EndpointStats {
             errors_by_kind: BTreeMap::new(),
             turns: Vec::new(),
             slices: BTreeMap::new(),
+            latency: Vec::new(),
         }
     }
 }
@@ -80,12 +86,15 @@ pub struct EndpointsView {
 #[derive(Debug)]
 pub struct EndpointsFold {
     view: EndpointsView,
+    /// The run's `--metric-percentiles` (99 is added for the outlier rule).
+    percentiles: Vec<f64>,
 }
 
 impl EndpointsFold {
-    pub fn new(endpoints: usize, slice_s: f64) -> Self {
+    pub fn new(endpoints: usize, slice_s: f64, percentiles: Vec<f64>) -> Self {
         let list = (0..endpoints).map(|_| EndpointStats::new()).collect();
-        Self { view: EndpointsView { list, outliers: Vec::new(), slice_s: if slice_s > 0.0 { slice_s } else { 1.0 } } }
+        let slice_s = if slice_s > 0.0 { slice_s } else { 1.0 };
+        Self { view: EndpointsView { list, outliers: Vec::new(), slice_s }, percentiles }
     }
 }
 
@@ -151,10 +160,16 @@ impl Fold for EndpointsFold {
     }
 
     fn finish(mut self, _run: &Whole) -> Self::Out {
+        let mut ps = self.percentiles.clone();
+        if !ps.contains(&99.0) {
+            ps.push(99.0);
+        }
         for e in &mut self.view.list {
             e.all.seal();
+            e.latency = crate::plan::METRICS.iter().map(|k| MetricStats::of(k, e.all.dist(k), &ps)).collect();
+            e.all.drop_exact();
         }
-        let p99: Vec<f64> = self.view.list.iter().map(|e| e.all.ttft.percentile_ms(99.0)).collect();
+        let p99: Vec<f64> = self.view.list.iter().map(|e| e.latency[0].at(99.0).unwrap_or(0.0)).collect();
         let rows: Vec<u64> = self.view.list.iter().map(|e| e.all.completed).collect();
         self.view.outliers = outliers(&p99, &rows);
         Some(self.view)
@@ -176,7 +191,7 @@ mod tests {
 
     #[test]
     fn each_endpoint_has_its_own_counts_and_distribution() {
-        let mut f = EndpointsFold::new(3, 1.0);
+        let mut f = EndpointsFold::new(3, 1.0, vec![50.0]);
         for k in 0..30 {
             f.row(&row(k % 3, 10 * u64::from(k % 3 + 1), ErrorKind::None));
         }
@@ -188,8 +203,9 @@ mod tests {
         assert_eq!(counts, [(10, 0), (10, 1), (10, 0)], "an unknown endpoint index is not counted");
         assert_eq!(v.list[2].cancelled, 1);
         assert_eq!(v.list[1].errors_by_kind.get("timeout"), Some(&1));
-        let p99: Vec<f64> = v.list.iter().map(|e| e.all.ttft.percentile_ms(99.0)).collect();
+        let p99: Vec<f64> = v.list.iter().map(|e| e.latency[0].at(99.0).unwrap()).collect();
         assert_eq!(p99, [10.0, 20.0, 30.0]);
+        assert!(v.list.iter().all(|e| !e.all.ttft.is_exact()), "each endpoint's values go once read");
         assert_eq!(v.list[0].slices.get(&0).map(|s| s.completed), Some(10), "ended at 0.52 s: slice 0");
     }
 

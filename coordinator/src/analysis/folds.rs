@@ -35,8 +35,9 @@ pub struct Wanted {
     pub ramp: Option<(RampPlan, Option<f64>)>,
     /// Agent loops (D65).
     pub agent_loop: bool,
-    /// Several endpoints (D69): how many (0: one).
+    /// Several endpoints (D69): how many (0: one), and the run's percentiles.
     pub endpoints: usize,
+    pub percentiles: Vec<f64>,
     /// Rows name the replica that served them (D69).
     pub replicas: bool,
 }
@@ -65,7 +66,7 @@ impl Folds {
         }
         f.put(Graphs::default(), |out, m| m.graphs = out);
         if wanted.endpoints > 1 {
-            f.put(EndpointsFold::new(wanted.endpoints, wanted.slice_s), put_endpoints);
+            f.put(EndpointsFold::new(wanted.endpoints, wanted.slice_s, wanted.percentiles.clone()), put_endpoints);
         }
         if wanted.replicas {
             f.put(ReplicasFold::default(), |out, m| m.replicas = out);

@@ -12,6 +12,7 @@ pub mod coalesce;
 pub mod compare;
 pub mod conversations;
 pub mod cost;
+pub mod dist;
 pub mod endpoints;
 pub mod fold;
 pub mod folds;

@@ -24,6 +24,9 @@ pub struct Sample {
     exact: Option<Spilled<f64>>,
     hist: Histogram<u64>,
     sorted: bool,
+    /// The histogram is built only when the kept values go (a breakdown with many
+    /// samples, one per endpoint: no histogram memory while the run is exact).
+    lazy: bool,
 }
 
 impl Default for Sample {
@@ -34,6 +37,17 @@ impl Default for Sample {
 
 fn us(v_s: f64) -> u64 {
     ((v_s * 1e6).round().max(1.0) as u64).min(HIGH_US)
+}
+
+/// A histogram's log-spaced buckets, empty ones left out.
+fn buckets_of(hist: &Histogram<u64>) -> Vec<(f64, u64)> {
+    if hist.is_empty() {
+        return Vec::new();
+    }
+    hist.iter_log(1, BUCKET_BASE)
+        .filter(|v| v.count_since_last_iteration() > 0)
+        .map(|v| (v.value_iterated_to() as f64 / 1000.0, v.count_since_last_iteration()))
+        .collect()
 }
 
 impl Sample {
@@ -47,9 +61,21 @@ impl Sample {
         Self::with_digits(3)
     }
 
+    /// A light sample whose histogram waits until the kept values go: for breakdowns
+    /// that only report statistics (mean, percentiles), never buckets, while exact.
+    pub fn lazy() -> Self {
+        let hist = Histogram::new_with_bounds(1, 2, 1).expect("valid histogram bounds");
+        Self { hist, lazy: true, exact: Some(Spilled::with_chunk(super::spilled::SMALL_CHUNK)), ..Self::with_digits(0) }
+    }
+
     fn with_digits(digits: u8) -> Self {
-        let hist = Histogram::new_with_bounds(1, HIGH_US, digits).expect("valid histogram bounds");
-        Self { n: 0, mean: 0.0, m2: 0.0, exact: Some(Spilled::new()), hist, sorted: true }
+        // 0: no histogram yet (`lazy`).
+        let hist = match digits {
+            0 => Histogram::new_with_bounds(1, 2, 1),
+            d => Histogram::new_with_bounds(1, HIGH_US, d),
+        }
+        .expect("valid histogram bounds");
+        Self { n: 0, mean: 0.0, m2: 0.0, exact: Some(Spilled::new()), hist, sorted: true, lazy: false }
     }
 
     /// Adds one value (seconds).
@@ -58,7 +84,9 @@ impl Sample {
         let d = v - self.mean;
         self.mean += d / self.n as f64;
         self.m2 += d * (v - self.mean);
-        self.hist.saturating_record(us(v));
+        if !(self.lazy && self.exact.is_some()) {
+            self.hist.saturating_record(us(v));
+        }
         if let Some(e) = &mut self.exact {
             e.push(v);
             self.sorted = false;
@@ -67,6 +95,16 @@ impl Sample {
 
     /// Stops keeping the values; percentiles come from the histogram from now on.
     pub fn drop_exact(&mut self) {
+        if let (true, Some(mut e)) = (self.lazy, self.exact.take()) {
+            // The histogram a light sample would have had, from the values kept so far.
+            self.lazy = false;
+            self.hist = Histogram::new_with_bounds(1, HIGH_US, 3).expect("valid histogram bounds");
+            if e.load().is_ok() {
+                for &v in e.values() {
+                    self.hist.saturating_record(us(v));
+                }
+            }
+        }
         self.exact = None;
     }
 
@@ -149,15 +187,18 @@ impl Sample {
     /// The distribution as log-spaced buckets (32 per doubling, from 1 µs), empty buckets
     /// left out: `(upper bound ms, count)` in rising order. Counts sum to [`Sample::len`]
     /// (values past the histogram's 10 h are counted in its last bucket).
+    /// A lazy sample still exact builds them from its sealed values.
     pub fn buckets(&self) -> Vec<(f64, u64)> {
-        if self.hist.is_empty() {
-            return Vec::new();
+        match (self.lazy, &self.exact) {
+            (true, Some(e)) => {
+                let mut hist = Histogram::<u64>::new_with_bounds(1, HIGH_US, 3).expect("valid histogram bounds");
+                if self.sorted {
+                    e.values().iter().for_each(|&v| hist.saturating_record(us(v)));
+                }
+                buckets_of(&hist)
+            }
+            _ => buckets_of(&self.hist),
         }
-        self.hist
-            .iter_log(1, BUCKET_BASE)
-            .filter(|v| v.count_since_last_iteration() > 0)
-            .map(|v| (v.value_iterated_to() as f64 / 1000.0, v.count_since_last_iteration()))
-            .collect()
     }
 
     /// The value of rank `k` (0-based) from the histogram, in seconds.
@@ -192,6 +233,38 @@ mod tests {
     fn numpy(values: &mut [f64], p: f64) -> f64 {
         sort(values);
         percentile_sorted(values, p) * 1000.0
+    }
+
+    #[test]
+    fn a_lazy_sample_reads_as_a_light_one_exact_and_beyond() {
+        let mut rng = SmallRng::seed_from_u64(11);
+        let values: Vec<f64> = (0..5_000).map(|_| rng.random_range(0.001..2.0)).collect();
+        let (mut light, mut lazy) = (Sample::light(), Sample::lazy());
+        for &v in &values {
+            light.add(v);
+            lazy.add(v);
+        }
+        // More than one small chunk went to disk and comes back.
+        light.seal();
+        lazy.seal();
+        for p in [1.0, 50.0, 99.0, 99.9] {
+            assert_eq!(lazy.percentile_ms(p), light.percentile_ms(p), "p{p} exact");
+        }
+        assert_eq!((lazy.mean_ms(), lazy.std_ms()), (light.mean_ms(), light.std_ms()));
+        assert_eq!(lazy.buckets(), light.buckets(), "buckets from the kept values");
+        // Past the budget: the histogram it would have had, from the values kept so far,
+        // then every later value.
+        light.drop_exact();
+        lazy.drop_exact();
+        for &v in &values[..100] {
+            light.add(v);
+            lazy.add(v);
+        }
+        for p in [1.0, 50.0, 99.0] {
+            assert_eq!(lazy.percentile_ms(p), light.percentile_ms(p), "p{p} from the histogram");
+        }
+        assert_eq!(lazy.buckets(), light.buckets());
+        assert_eq!(lazy.len(), 5_100);
     }
 
     #[test]

@@ -13,6 +13,8 @@ use std::os::unix::fs::FileExt;
 
 /// Values held in memory before a chunk goes to the file.
 const CHUNK: usize = 16 * 1024;
+/// The chunk of a small sequence (one of a breakdown's many): 16 KB of f64.
+pub const SMALL_CHUNK: usize = 2 * 1024;
 
 /// A value stored as fixed-size little-endian bytes.
 pub trait Record: Copy {
@@ -76,6 +78,8 @@ pub fn unlinked_temp(prefix: &str) -> std::io::Result<(File, std::path::PathBuf)
 pub struct Spilled<T: Record> {
     /// Values not written to the file yet (all of them once loaded).
     mem: Vec<T>,
+    /// How many values wait in memory before they are written.
+    chunk: usize,
     /// The first `on_disk` values, when some were written.
     file: Option<File>,
     on_disk: usize,
@@ -87,7 +91,7 @@ pub struct Spilled<T: Record> {
 
 impl<T: Record> Default for Spilled<T> {
     fn default() -> Self {
-        Self { mem: Vec::new(), file: None, on_disk: 0, in_memory: false, lost: false }
+        Self { mem: Vec::new(), chunk: CHUNK, file: None, on_disk: 0, in_memory: false, lost: false }
     }
 }
 
@@ -114,6 +118,11 @@ impl<T: Record> Spilled<T> {
         Self::default()
     }
 
+    /// A sequence that writes every `chunk` values (less memory, more writes).
+    pub fn with_chunk(chunk: usize) -> Self {
+        Self { chunk: chunk.max(1), ..Self::default() }
+    }
+
     pub fn len(&self) -> usize {
         self.on_disk + self.mem.len()
     }
@@ -124,7 +133,7 @@ impl<T: Record> Spilled<T> {
 
     pub fn push(&mut self, v: T) {
         self.mem.push(v);
-        if self.mem.len() >= CHUNK && !self.in_memory {
+        if self.mem.len() >= self.chunk && !self.in_memory {
             self.flush();
         }
     }

@@ -395,7 +395,7 @@ pub fn run_result(
             }
         }),
         anomalies: anomalies(o, m),
-        endpoints: super::endpoints::endpoints(plan, m, &ps),
+        endpoints: super::endpoints::endpoints(plan, m),
         endpoint_policy: plan.endpoints.several().then(|| policy_name(plan.endpoints.policy).to_string()),
         endpoint_outlier_rule: plan.endpoints.several().then(super::endpoints::outlier_rule),
         replicas: super::endpoints::replicas(plan, m),

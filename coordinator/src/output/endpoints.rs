@@ -3,11 +3,11 @@
 //! run's percentiles, and p99 always: the outlier rule reads it) and per-turn prefix
 //! cache hit rate; `replicas`, the router's balance and session affinity.
 
-use super::latencies::{Latencies, MetricStats};
+use super::latencies::Latencies;
 use crate::analysis::endpoints::{EndpointStats, OUTLIER_MIN_MS, OUTLIER_MIN_ROWS, OUTLIER_RATIO};
 use crate::analysis::metrics::Metrics;
 use crate::analysis::replicas::ReplicasView;
-use crate::plan::{EndpointPlan, METRICS, RunPlan};
+use crate::plan::{EndpointPlan, RunPlan};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -84,7 +84,7 @@ pub struct ReplicaShare {
     pub share: f64,
 }
 
-fn one(p: &EndpointPlan, e: &EndpointStats, outlier: bool, duration_s: f64, ps: &[f64]) -> EndpointResult {
+fn one(p: &EndpointPlan, e: &EndpointStats, outlier: bool, duration_s: f64) -> EndpointResult {
     let per_s = |n: u64| if duration_s > 0.0 { n as f64 / duration_s } else { 0.0 };
     let a = &e.all;
     EndpointResult {
@@ -100,22 +100,19 @@ fn one(p: &EndpointPlan, e: &EndpointStats, outlier: bool, duration_s: f64, ps: 
         total_output_tokens: a.output_tokens,
         request_throughput: per_s(a.completed),
         output_throughput: per_s(a.output_tokens),
-        latency: Latencies(METRICS.iter().map(|k| MetricStats::of(k, e.all.dist(k), ps)).collect()),
+        latency: Latencies(e.latency.clone()),
         prompt_cache_hit_rate: a.hit_rate(),
         per_turn_hit_rate: e.turns.iter().map(|h| h.rate()).collect(),
         outlier,
     }
 }
 
-/// The `endpoints` list (`None` with one endpoint).
-pub fn endpoints(plan: &RunPlan, m: &Metrics, ps: &[f64]) -> Option<Vec<EndpointResult>> {
+/// The `endpoints` list (`None` with one endpoint): latencies at the run's
+/// `--metric-percentiles` and 99.
+pub fn endpoints(plan: &RunPlan, m: &Metrics) -> Option<Vec<EndpointResult>> {
     let v = m.endpoints.as_ref()?;
-    let mut ps = ps.to_vec();
-    if !ps.contains(&99.0) {
-        ps.push(99.0);
-    }
     let list = plan.endpoints.list.iter().zip(&v.list).enumerate();
-    Some(list.map(|(i, (p, e))| one(p, e, v.outliers.get(i).copied().unwrap_or(false), m.duration_s, &ps)).collect())
+    Some(list.map(|(i, (p, e))| one(p, e, v.outliers.get(i).copied().unwrap_or(false), m.duration_s)).collect())
 }
 
 /// The `replicas` block (`None` without `--replica-header`).
