@@ -2,7 +2,7 @@
 # Several endpoints at scale (D69): the cost of spreading 2,000 requests in flight over 8
 # replicas against sending them to one, in the same runs on the same host.
 #
-#   bench/endpoints.sh                 # 2 rounds of: 1 endpoint, 8 on one echo, 8 on 8; 60 s each
+#   bench/endpoints.sh                 # 2 rounds of: 1 endpoint, 8 on one echo, 8 on 8 (even rounds reversed); 60 s each
 #   DURATION=20 ROUNDS=1 bench/endpoints.sh
 #
 # Each run: `surge run` (coordinator and its embedded agent, pinned to core 0) at
@@ -83,16 +83,30 @@ run() {
 ROWS=""
 SAME=()
 for i in $(seq 1 8); do SAME+=("${URLS[0]}"); done
+# The host's cost per request drifts over consecutive runs (+10 % over six here), so a
+# fixed order favours whatever runs first: odd rounds run 1, 8, 8x8, even rounds the
+# reverse, and the means are over the rounds.
+declare -A SUM_US SUM_MIB
+one_config() { # round kind
+    local c f us mib spread label
+    case $2 in
+        one) log "round $1: 1 endpoint"; read -r c f us mib spread <<<"$(run "one-$1" "${URLS[0]}")"; label="1" ;;
+        same) log "round $1: 8 endpoints, one echo"; read -r c f us mib spread <<<"$(run "same-$1" "${SAME[@]}")"; label="8 (one echo behind all)" ;;
+        eight) log "round $1: 8 endpoints, 8 echoes"; read -r c f us mib spread <<<"$(run "eight-$1" "${URLS[@]}")"; label="8 (8 echoes)" ;;
+    esac
+    [[ $2 == one ]] && spread="-"
+    ROWS+="| $1 | $label | $c | $f | $us | $mib | $spread |"$'\n'
+    SUM_US[$2]=$(python3 -c "print(${SUM_US[$2]:-0} + $us)")
+    SUM_MIB[$2]=$(( ${SUM_MIB[$2]:-0} + mib ))
+}
 for round in $(seq 1 "$ROUNDS"); do
-    log "round $round: 1 endpoint"
-    read -r c f us mib spread <<<"$(run "one-$round" "${URLS[0]}")"
-    ROWS+="| $round | 1 | $c | $f | $us | $mib | - |"$'\n'
-    log "round $round: 8 endpoints, one echo"
-    read -r c f us mib spread <<<"$(run "same-$round" "${SAME[@]}")"
-    ROWS+="| $round | 8 (one echo behind all) | $c | $f | $us | $mib | $spread |"$'\n'
-    log "round $round: 8 endpoints, 8 echoes"
-    read -r c f us mib spread <<<"$(run "eight-$round" "${URLS[@]}")"
-    ROWS+="| $round | 8 (8 echoes) | $c | $f | $us | $mib | $spread |"$'\n'
+    order=(one same eight)
+    ((round % 2 == 0)) && order=(eight same one)
+    for kind in "${order[@]}"; do one_config "$round" "$kind"; done
+done
+MEANS=""
+for kind in one same eight; do
+    MEANS+="| mean | $kind | | | $(python3 -c "print(round(${SUM_US[$kind]} / $ROUNDS, 1))") | $((SUM_MIB[$kind] / ROUNDS)) | |"$'\n'
 done
 
 cat <<EOF | tee "$OUT/table.md"
@@ -102,6 +116,6 @@ $INFLIGHT in flight for $DURATION s, 8-token streams (TTFT 200 ms, ITL 100 ms); 
 
 | round | endpoints | completed | failed | client CPU per request (us) | peak RSS (MiB) | requests per endpoint |
 |---|---|---|---|---|---|---|
-$ROWS
+$ROWS$MEANS
 EOF
 log "raw output in $OUT"
