@@ -336,3 +336,71 @@ fn three_agents_keep_each_graph_on_one_agent() {
     assert_eq!(used.len(), 3, "the graphs spread over the agents: {graphs:?}");
     assert_eq!(r["agent_graphs"]["graphs"], 6);
 }
+
+/// A Weka agentic-coding trace (the format AIPerf replays, D73), as written: one
+/// conversation whose first call spawns two sub-agents that its second call waits for (it
+/// starts after both ended, as recorded), and a third call 0.3 s after the second's end;
+/// every call's input as recorded, the sub-agents on their conversation's agent, the
+/// block size the file's own. The sub-agents' calls take longer here (100 tokens 5 ms
+/// apart) than recorded, so only the join keeps the second call after them.
+#[test]
+fn a_weka_trace_replays_its_sub_agents_and_their_join() {
+    let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "20", "--itl-ms", "5"]);
+    let dir = TempDir::new("weka");
+    let sub = |id: &str, t: f64| {
+        format!(
+            r#"{{"t": {t}, "type": "subagent", "agent_id": "{id}", "subagent_type": "Explore", "status": "completed",
+                "duration_ms": 400, "models": ["haiku"], "requests": [
+                {{"t": {}, "type": "n", "model": "haiku", "in": 70, "out": 100, "hash_ids": [1, 7], "api_time": 0.1}},
+                {{"t": {}, "type": "s", "model": "haiku", "in": 90, "out": 100, "hash_ids": [1, 7, 8], "api_time": 0.1}}]}}"#,
+            t + 0.05,
+            t + 0.25
+        )
+    };
+    let trace = format!(
+        r#"{{"id": "w1", "models": ["opus"], "block_size": 32, "hash_id_scope": "local", "requests": [
+            {{"t": 0.0, "type": "s", "model": "opus", "in": 100, "out": 4, "hash_ids": [1, 2, 3], "api_time": 0.1, "stop": "tool_use"}},
+            {},
+            {},
+            {{"t": 0.7, "type": "s", "model": "opus", "in": 140, "out": 4, "hash_ids": [1, 2, 3, 4], "api_time": 0.1}},
+            {{"t": 1.1, "type": "s", "model": "opus", "in": 180, "out": 4, "hash_ids": [1, 2, 3, 4, 5], "api_time": 0.1}}]}}"#,
+        sub("a", 0.15),
+        sub("b", 0.2)
+    );
+    let path = dir.path("w1.json");
+    std::fs::write(&path, trace).unwrap();
+    let rows_path = dir.path("rows.jsonl");
+    let r = run_saved(&dir, &graph_args(&base, &path, &rows_path), LIMIT);
+    assert_eq!((r["completed"].as_u64(), r["failed"].as_u64()), (Some(7), Some(0)), "{r}");
+    let g = &r["agent_graphs"];
+    assert_eq!(
+        (g["graphs"].as_u64(), g["sub_agent_sessions"].as_u64(), g["max_fan_out"].as_u64()),
+        (Some(1), Some(2), Some(2)),
+        "{g}"
+    );
+    let rows = rows(&rows_path);
+    let num = |r: &Value, k: &str| r[k].as_f64().unwrap();
+    let end = |r: &Value| num(r, "start_time") + num(r, "latency");
+    let root: Vec<&Value> = {
+        let mut v: Vec<&Value> = rows.iter().filter(|r| r.get("parent").is_none()).collect();
+        v.sort_by_key(|r| r["turn"].as_u64());
+        v
+    };
+    let inputs: Vec<u64> = root.iter().map(|r| r["input_len"].as_u64().unwrap()).collect();
+    assert_eq!(inputs, [100, 140, 180], "the conversation's calls as recorded");
+    let children: Vec<&Value> = rows.iter().filter(|r| r.get("parent").is_some()).collect();
+    assert_eq!(children.len(), 4);
+    assert!(children.iter().all(|c| c["agent"] == root[0]["agent"]));
+    let mut child_inputs: Vec<u64> = children.iter().map(|c| c["input_len"].as_u64().unwrap()).collect();
+    child_inputs.sort();
+    assert_eq!(child_inputs, [70, 70, 90, 90]);
+    assert!(children.iter().all(|c| num(c, "start_time") >= end(root[0])), "spawned after the first call");
+    let last_child = children.iter().map(|c| end(c)).fold(0.0, f64::max);
+    assert!(num(root[1], "start_time") >= last_child, "the second call joins both sub-agents");
+    // Within a sub-agent, its second call waits the recorded 0.1 s after its first ended.
+    for s in children.iter().filter(|c| c["turn"] == 1) {
+        let first = children.iter().find(|c| c["session"] == s["session"] && c["turn"] == 0).unwrap();
+        assert!(num(s, "start_time") >= end(first) + 0.1, "{s}");
+    }
+    assert!(num(root[2], "start_time") >= end(root[1]) + 0.3, "end to start, as recorded");
+}

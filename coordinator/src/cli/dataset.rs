@@ -89,8 +89,8 @@ fn dataset_path(a: &RunArgs) -> Result<Option<std::path::PathBuf>, UsageError> {
         }
         (None, false) => None,
     };
-    // custom_audio also takes a directory of audio files.
-    let dir_ok = a.dataset.dataset_name == D::CustomAudio;
+    // custom_audio also takes a directory of audio files, timed_trace one of Weka traces (D73).
+    let dir_ok = matches!(a.dataset.dataset_name, D::CustomAudio | D::TimedTrace);
     if let Some(p) = path.as_ref().filter(|p| !(p.is_file() || dir_ok && p.is_dir())) {
         return usage(format!("--dataset-path {}: no such file", p.display()));
     }
@@ -193,10 +193,12 @@ fn read(
         DatasetArg::TimedTrace => {
             let p = path.unwrap_or(Path::new(""));
             let chat = a.target.backend == BackendArg::OpenaiChat;
-            prompts = crate::dataset::trace::trace(p, tok, a.dataset.custom_output_len, chat)
+            let (items, block) = crate::dataset::trace::read(p, tok, a.dataset.custom_output_len, chat)
                 .map_err(|e| UsageError(format!("--dataset-path {e}")))?;
+            prompts = items;
             spec.set_kind(DatasetKind::TimedTrace);
-            spec.trace_block_size = a.dataset.trace_block_size;
+            // A Weka trace names its own block size (D73).
+            spec.trace_block_size = block.unwrap_or(a.dataset.trace_block_size);
             "timed_trace"
         }
         DatasetArg::Burstgpt => {

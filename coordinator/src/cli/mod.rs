@@ -543,7 +543,8 @@ pub struct DatasetArgs {
     /// pass over the file in a new seeded order (result key dataset_passes).
     #[arg(long)]
     pub no_oversample: bool,
-    /// --dataset-name timed_trace: tokens per hash_ids block (Mooncake's: 512).
+    /// --dataset-name timed_trace: tokens per hash_ids block (Mooncake's: 512; a Weka
+    /// trace's own block_size is used instead).
     #[arg(long = "trace-block-size", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..), value_name = "TOKENS")]
     pub trace_block_size: u32,
     /// vLLM's flag: surge loads no tokenizer unless --tokenizer names one; with this flag

@@ -7,3 +7,4 @@ pub mod audio_files;
 pub mod files;
 pub mod trace;
 pub mod vllm_files;
+pub mod weka;

@@ -208,9 +208,54 @@ fn sessions(items: Vec<PromptItem>, ids: Vec<String>, spawns: Vec<Vec<String>>) 
     Ok(out)
 }
 
-/// Every request of the trace, sorted by time, times from the earliest.
-pub fn trace(path: &Path, tok: Option<&Tok>, default_output: u32, chat: bool) -> Result<Vec<PromptItem>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+/// Every request of the trace at `path` (a JSONL file, a Weka trace, or a directory of
+/// Weka traces, D73), sorted by time, times from the earliest; and a Weka trace's block
+/// size (its own, which the run uses).
+pub fn read(
+    path: &Path,
+    tok: Option<&Tok>,
+    default_output: u32,
+    chat: bool,
+) -> Result<(Vec<PromptItem>, Option<u32>), String> {
+    let w = if path.is_dir() {
+        super::weka::read_dir(path, tok)?
+    } else {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        if !super::weka::looks_like(&text) {
+            return lines(path, &text, tok, default_output, chat).map(|t| (t, None));
+        }
+        super::weka::read_text(&text, path, tok)?
+    };
+    Ok((grouped(path, w.items, w.ids, w.spawns)?, Some(w.block_size)))
+}
+
+/// A session trace's turns grouped into sessions (at most [`surge_proto::MAX_TURNS`] each).
+fn grouped(
+    path: &Path,
+    items: Vec<PromptItem>,
+    ids: Vec<String>,
+    spawns: Vec<Vec<String>>,
+) -> Result<Vec<PromptItem>, String> {
+    let most = surge_proto::MAX_TURNS as usize;
+    let mut turns: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for id in &ids {
+        let n = turns.entry(id.as_str()).or_default();
+        *n += 1;
+        if *n > most {
+            return Err(format!("{}: session {id:?} has more than {most} turns", path.display()));
+        }
+    }
+    sessions(items, ids, spawns).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The requests of a JSONL trace.
+fn lines(
+    path: &Path,
+    text: &str,
+    tok: Option<&Tok>,
+    default_output: u32,
+    chat: bool,
+) -> Result<Vec<PromptItem>, String> {
     let mut out = Vec::new();
     let mut ids = Vec::new();
     // Each line's sub-agents (D68): the session ids it spawns.
@@ -238,16 +283,7 @@ pub fn trace(path: &Path, tok: Option<&Tok>, default_output: u32, chat: bool) ->
         return Err(format!("{}: no request in the trace", path.display()));
     }
     if !ids.is_empty() {
-        let most = surge_proto::MAX_TURNS as usize;
-        let mut turns: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
-        for id in &ids {
-            let n = turns.entry(id.as_str()).or_default();
-            *n += 1;
-            if *n > most {
-                return Err(format!("{}: session {id:?} has more than {most} turns", path.display()));
-            }
-        }
-        return sessions(out, ids, spawns).map_err(|e| format!("{}: {e}", path.display()));
+        return grouped(path, out, ids, spawns);
     }
     out.sort_by(|a, b| a.timestamp_ms.total_cmp(&b.timestamp_ms));
     let first = out[0].timestamp_ms;
@@ -260,6 +296,10 @@ pub fn trace(path: &Path, tok: Option<&Tok>, default_output: u32, chat: bool) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn trace(path: &Path, tok: Option<&Tok>, default_output: u32, chat: bool) -> Result<Vec<PromptItem>, String> {
+        read(path, tok, default_output, chat).map(|t| t.0)
+    }
 
     fn scratch(name: &str, text: &str) -> std::path::PathBuf {
         let p = std::env::temp_dir().join(format!("surge-trace-{}-{name}", std::process::id()));
