@@ -3,6 +3,7 @@
 //! does it carry `usage`, is it `[DONE]`, is it malformed).
 
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
 use std::borrow::Cow;
 
 /// What one SSE `data` payload of a completion stream means to the timer.
@@ -58,10 +59,19 @@ pub enum Part {
     ToolStart,
 }
 
+/// An optional string borrowed from the chunk whenever it has no escape. serde borrows a
+/// `Cow<str>` field but not one inside an `Option` (it would allocate every token's text).
+pub(super) fn borrowed<'de: 'a, 'a, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Cow<'a, str>>, D::Error> {
+    #[derive(Deserialize)]
+    struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
+    Ok(Option::<Text<'a>>::deserialize(d)?.map(|t| t.0))
+}
+
 #[derive(Deserialize)]
 struct Chunk<'a> {
+    /// One choice in place (a stream has one): a chunk's decoding allocates nothing.
     #[serde(default, borrow)]
-    choices: Vec<Choice<'a>>,
+    choices: SmallVec<[Choice<'a>; 1]>,
     #[serde(default)]
     usage: Option<Counts>,
     #[serde(default)]
@@ -70,23 +80,23 @@ struct Chunk<'a> {
 
 #[derive(Deserialize)]
 struct Choice<'a> {
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "borrowed")]
     text: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     delta: Option<Delta<'a>>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "borrowed")]
     finish_reason: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
 struct Delta<'a> {
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "borrowed")]
     role: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "borrowed")]
     content: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "borrowed")]
     reasoning: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "borrowed")]
     reasoning_content: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     tool_calls: Option<Vec<ToolCall<'a>>>,
@@ -100,7 +110,7 @@ struct ToolCall<'a> {
     #[serde(default)]
     index: Option<u32>,
     /// Present on a call's first delta (OpenAI, vLLM).
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "borrowed")]
     id: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     function: Option<Function<'a>>,
@@ -115,9 +125,9 @@ impl ToolCall<'_> {
 
 #[derive(Deserialize)]
 struct Function<'a> {
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "borrowed")]
     name: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "borrowed")]
     arguments: Option<Cow<'a, str>>,
 }
 
@@ -257,7 +267,7 @@ fn cached<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Erro
 
 #[derive(Deserialize)]
 struct Id<'a> {
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "borrowed")]
     id: Option<Cow<'a, str>>,
 }
 

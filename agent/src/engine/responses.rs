@@ -9,7 +9,7 @@
 //! `response.incomplete` end the response and carry its `usage` (`input_tokens`,
 //! `output_tokens`); `response.failed` and `error` are the server's errors.
 
-use super::openai::{Counts, Event, Part};
+use super::openai::{Counts, Event, Part, borrowed};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::borrow::Cow;
@@ -59,9 +59,9 @@ pub fn body(
 
 #[derive(Deserialize)]
 struct Typed<'a> {
-    #[serde(default, borrow, rename = "type")]
+    #[serde(default, borrow, rename = "type", deserialize_with = "borrowed")]
     kind: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "borrowed")]
     delta: Option<Cow<'a, str>>,
     #[serde(default)]
     response: Option<Response>,
