@@ -10,10 +10,7 @@
 # the requests whose usage differed from their token events.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-RT=${RT:-$HOME/.cache/surge-real-target}
-SERVER=$RT/build/llama.cpp/bin/llama-server
-MODEL=$RT/models/smollm2-135m-instruct-q4_1.gguf
-[[ -x $SERVER && -f $MODEL ]] || { log "no llama-server: run ../shared/tools/real-llm-target.sh setup"; exit 77; }
+need_llama_server
 OUT=${OUT:-$(mktemp -d /tmp/surge-anomalies-real.XXXXXX)}
 mkdir -p "$OUT"
 prepare_bins "$OUT"
@@ -21,12 +18,7 @@ prepare_bins "$OUT"
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
-port=$(free_port)
-"$SERVER" -m "$MODEL" --alias smollm2 --host 127.0.0.1 --port "$port" -np 4 -c 8192 -t 2 --metrics \
-    --no-webui >"$OUT/server.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 300); do curl -sf -o /dev/null "http://127.0.0.1:$port/health" && break; sleep 0.2; done
-BASE="http://127.0.0.1:$port"
+start_llama_server "$OUT"
 json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
 ROWS=""
 for backend in openai openai-chat; do

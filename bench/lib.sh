@@ -96,3 +96,25 @@ else:
 open(path, "w").write(text)
 EOF
 }
+
+# The real target of the *-real.sh scripts: llama.cpp's llama-server with SmolLM2-135M
+# (`../shared/tools/real-llm-target.sh setup` once, under RT). Exits 77 without it.
+need_llama_server() {
+    local rt=${RT:-$HOME/.cache/surge-real-target}
+    LLAMA_SERVER=$rt/build/llama.cpp/bin/llama-server
+    LLAMA_MODEL=$rt/models/smollm2-135m-instruct-q4_1.gguf
+    [[ -x $LLAMA_SERVER && -f $LLAMA_MODEL ]] || { log "no llama-server: run ../shared/tools/real-llm-target.sh setup"; exit 77; }
+}
+
+# Starts it (4 slots, metrics on, any extra flags given), logging to OUT/server.log, its
+# PID added to PIDS; waits for its health and sets BASE.
+start_llama_server() { # out [extra flags...]
+    local out=$1 port
+    shift
+    port=$(free_port)
+    "$LLAMA_SERVER" -m "$LLAMA_MODEL" --alias smollm2 --host 127.0.0.1 --port "$port" -np 4 -c 8192 -t 2 \
+        --metrics --no-webui "$@" >"$out/server.log" 2>&1 &
+    PIDS+=($!)
+    for _ in $(seq 300); do curl -sf -o /dev/null "http://127.0.0.1:$port/health" && break; sleep 0.2; done
+    BASE="http://127.0.0.1:$port"
+}

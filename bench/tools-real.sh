@@ -11,10 +11,7 @@
 # per request, summed) against llama-server's `llamacpp:tokens_predicted_total`.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-RT=${RT:-$HOME/.cache/surge-real-target}
-SERVER=$RT/build/llama.cpp/bin/llama-server
-MODEL=$RT/models/smollm2-135m-instruct-q4_1.gguf
-[[ -x $SERVER && -f $MODEL ]] || { log "no llama-server: run ../shared/tools/real-llm-target.sh setup"; exit 77; }
+need_llama_server
 OUT=${OUT:-$(mktemp -d /tmp/surge-tools-real.XXXXXX)}
 mkdir -p "$OUT"
 prepare_bins "$OUT"
@@ -22,12 +19,7 @@ prepare_bins "$OUT"
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
-port=$(free_port)
-"$SERVER" -m "$MODEL" --alias smollm2 --host 127.0.0.1 --port "$port" -np 4 -c 8192 -t 2 --metrics \
-    --no-webui --jinja >"$OUT/server.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 300); do curl -sf -o /dev/null "http://127.0.0.1:$port/health" && break; sleep 0.2; done
-BASE="http://127.0.0.1:$port"
+start_llama_server "$OUT" --jinja
 cat >"$OUT/tools.json" <<'EOF'
 [{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
   "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]

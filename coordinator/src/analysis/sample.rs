@@ -39,6 +39,14 @@ fn us(v_s: f64) -> u64 {
     ((v_s * 1e6).round().max(1.0) as u64).min(HIGH_US)
 }
 
+/// Significant digits of a light (and a lazy) sample's histogram.
+const LIGHT_DIGITS: u8 = 3;
+
+/// A histogram over 1 µs to [`HIGH_US`] at `digits` significant digits.
+fn histogram(digits: u8) -> Histogram<u64> {
+    Histogram::new_with_bounds(1, HIGH_US, digits).expect("valid histogram bounds")
+}
+
 /// A histogram's log-spaced buckets, empty ones left out.
 fn buckets_of(hist: &Histogram<u64>) -> Vec<(f64, u64)> {
     if hist.is_empty() {
@@ -58,24 +66,28 @@ impl Sample {
     /// A sample whose histogram keeps 3 significant digits (within 0.1 % beyond the exact
     /// budget) in a tenth of the memory: for breakdowns with many samples (per turn).
     pub fn light() -> Self {
-        Self::with_digits(3)
+        Self::with_digits(LIGHT_DIGITS)
     }
 
-    /// A light sample whose histogram waits until the kept values go: for breakdowns
-    /// that only report statistics (mean, percentiles), never buckets, while exact.
+    /// A light sample whose histogram waits until the kept values go, and whose kept
+    /// values are written in small chunks: for breakdowns (one per endpoint, one per turn).
     pub fn lazy() -> Self {
+        // A placeholder of a few counts until `drop_exact` builds the light histogram.
         let hist = Histogram::new_with_bounds(1, 2, 1).expect("valid histogram bounds");
-        Self { hist, lazy: true, exact: Some(Spilled::with_chunk(super::spilled::SMALL_CHUNK)), ..Self::with_digits(0) }
+        let exact = Some(Spilled::with_chunk(super::spilled::SMALL_CHUNK));
+        Self { n: 0, mean: 0.0, m2: 0.0, exact, hist, sorted: true, lazy: true }
     }
 
     fn with_digits(digits: u8) -> Self {
-        // 0: no histogram yet (`lazy`).
-        let hist = match digits {
-            0 => Histogram::new_with_bounds(1, 2, 1),
-            d => Histogram::new_with_bounds(1, HIGH_US, d),
+        Self {
+            n: 0,
+            mean: 0.0,
+            m2: 0.0,
+            exact: Some(Spilled::new()),
+            hist: histogram(digits),
+            sorted: true,
+            lazy: false,
         }
-        .expect("valid histogram bounds");
-        Self { n: 0, mean: 0.0, m2: 0.0, exact: Some(Spilled::new()), hist, sorted: true, lazy: false }
     }
 
     /// Adds one value (seconds).
@@ -95,14 +107,13 @@ impl Sample {
 
     /// Stops keeping the values; percentiles come from the histogram from now on.
     pub fn drop_exact(&mut self) {
-        if let (true, Some(mut e)) = (self.lazy, self.exact.take()) {
-            // The histogram a light sample would have had, from the values kept so far.
+        if let (true, Some(e)) = (self.lazy, self.exact.take()) {
+            // The histogram a light sample would have had, from the values kept so far
+            // (read back a chunk at a time: the run's memory does not jump here).
             self.lazy = false;
-            self.hist = Histogram::new_with_bounds(1, HIGH_US, 3).expect("valid histogram bounds");
-            if e.load().is_ok() {
-                for &v in e.values() {
-                    self.hist.saturating_record(us(v));
-                }
+            let mut hist = histogram(LIGHT_DIGITS);
+            if e.for_each(|v| hist.saturating_record(us(v))).is_ok() {
+                self.hist = hist;
             }
         }
         self.exact = None;
@@ -191,7 +202,7 @@ impl Sample {
     pub fn buckets(&self) -> Vec<(f64, u64)> {
         match (self.lazy, &self.exact) {
             (true, Some(e)) => {
-                let mut hist = Histogram::<u64>::new_with_bounds(1, HIGH_US, 3).expect("valid histogram bounds");
+                let mut hist = histogram(LIGHT_DIGITS);
                 if self.sorted {
                     e.values().iter().for_each(|&v| hist.saturating_record(us(v)));
                 }
@@ -265,6 +276,15 @@ mod tests {
         }
         assert_eq!(lazy.buckets(), light.buckets());
         assert_eq!(lazy.len(), 5_100);
+        // Dropped without being sealed: the kept values are read back from disk.
+        let (mut light, mut lazy) = (Sample::light(), Sample::lazy());
+        for &v in &values {
+            light.add(v);
+            lazy.add(v);
+        }
+        light.drop_exact();
+        lazy.drop_exact();
+        assert_eq!((lazy.percentile_ms(50.0), lazy.buckets()), (light.percentile_ms(50.0), light.buckets()));
     }
 
     #[test]

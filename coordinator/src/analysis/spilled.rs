@@ -175,6 +175,27 @@ impl<T: Record> Spilled<T> {
         Ok(bytes.chunks_exact(T::SIZE).map(T::get).collect())
     }
 
+    /// Every value in the order pushed, read back a chunk at a time (memory: one chunk,
+    /// whatever the count), without loading them.
+    pub fn for_each(&self, mut f: impl FnMut(T)) -> Result<(), Lost> {
+        if self.lost {
+            return Err(Lost(std::io::Error::other("kept samples were lost")));
+        }
+        if let Some(file) = &self.file {
+            let mut bytes = vec![0u8; self.chunk.min(self.on_disk).max(1) * T::SIZE];
+            let mut done = 0;
+            while done < self.on_disk {
+                let n = (self.on_disk - done).min(bytes.len() / T::SIZE);
+                let part = &mut bytes[..n * T::SIZE];
+                file.read_exact_at(part, (done * T::SIZE) as u64).map_err(Lost)?;
+                part.chunks_exact(T::SIZE).map(T::get).for_each(&mut f);
+                done += n;
+            }
+        }
+        self.mem.iter().copied().for_each(f);
+        Ok(())
+    }
+
     /// Brings every value into memory (once; the file is closed). After it,
     /// [`Spilled::values`] holds them all, in the order they were pushed.
     pub fn load(&mut self) -> Result<(), Lost> {
@@ -216,6 +237,9 @@ mod tests {
         assert!(s.file.is_some() && s.on_disk == CHUNK * 3, "chunks went to the file");
         assert!(s.mem.len() < CHUNK, "memory holds less than a chunk before load");
         let copy = s.clone();
+        let mut streamed = Vec::with_capacity(n);
+        s.for_each(|v| streamed.push(v)).expect("read back chunk by chunk");
+        assert!(streamed.len() == n && streamed.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()));
         s.load().expect("load");
         assert_eq!(s.values().len(), n);
         assert!(s.values().iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()));
