@@ -3,7 +3,7 @@
 //! `cli` (flags and configuration; `dataset` reads the files they name) → `plan` (typed
 //! plans, derived by changing fields) → `fleet` (agent sessions, clocks, the split,
 //! collection) → `analysis` (the merge, statistics, the verdict) → `output` (the typed
-//! result and its sinks), driven by `commands`. `target` is the coordinator's own I/O
+//! result and its outputs), driven by `commands`. `target` is the coordinator's own I/O
 //! with the server (readiness, scrapes, GPU pages, profiler, cache reset), `certs` issues
 //! the mutual-TLS material, `clock` is the coordinator's timeline, `exit` maps outcomes
 //! to exit codes.
@@ -12,7 +12,7 @@
 //! agent runs in-process and talks to the coordinator over in-process channels, with the
 //! same messages the gRPC stream carries and rows handed over typed, without protobuf
 //! encoding (D1; `fleet::local`). Library
-//! code prints nothing (sinks under `output` do) and never exits the process.
+//! code prints nothing (outputs under `output` do) and never exits the process.
 
 pub mod analysis;
 pub mod certs;

@@ -11,11 +11,10 @@ use crate::analysis::saturation;
 use crate::exit::{self, Failure};
 use crate::fleet::outcome::{GlobalRow, Halt, RunStatus};
 use crate::fleet::session::Session;
+use crate::output::Outputs;
 use crate::output::capacity::{AtCapacity, Bounded, CapacityLevel, CapacityResult, SloAtLevel, StoppedEarly, Totals};
-use crate::output::live::Outputs;
 use crate::output::result::{EndedBy, RunResult, SweepPosition, saved_at};
-use crate::output::terminal::Progress;
-use crate::output::{Sink, standard};
+
 use crate::plan::capacity::CapacityPlan;
 use crate::target::cache::reset_prefix_cache;
 use std::time::Instant;
@@ -179,9 +178,8 @@ impl Monitor for Level<'_> {
 struct Capacity<'a> {
     plan: &'a CapacityPlan,
     session: Session,
-    outputs: Outputs,
+    outputs: &'a mut Outputs,
     model: String,
-    sinks: &'a mut dyn Sink,
     result: CapacityResult,
     /// Each passing level's first run result, for the figures at capacity.
     passed: Vec<(f64, RunResult)>,
@@ -231,24 +229,14 @@ impl Capacity<'_> {
                 reset_prefix_cache(&p).await.map_err(|m| Failure::new(exit::FAILURE, m))?;
             }
             let label = format!("{} run {k}", sweep.level_name(level));
-            let mut progress = Progress::new((p.multi_turn.is_none()).then_some(p.num_prompts), label);
             state.start_run();
-            let (mut record, _, _) = run_watched(
-                &mut self.session,
-                &mut self.outputs,
-                &p,
-                &self.model,
-                &mut progress,
-                false,
-                Some(&mut state),
-            )
-            .await?;
-            drop(progress);
+            let (mut record, _, _) =
+                run_watched(&mut self.session, self.outputs, &p, &self.model, &label, false, Some(&mut state)).await?;
             let path = sweep.file(level, k);
             record.result.sweep =
                 Some(SweepPosition { kind: sweep.kind.key().into(), level, run: k, runs: sweep.runs });
             record.file = Some(path.clone());
-            self.sinks.run(&record).map_err(|e| Failure::run("", &e))?;
+            self.outputs.run(&record).map_err(|e| Failure::run("", &e))?;
             record.result.detailed_spill = None;
             let r = record.result;
             out.runs = k;
@@ -357,7 +345,9 @@ impl Capacity<'_> {
             self.result.levels.push(l);
             fill(&mut self.result, search, &self.passed);
             self.result.totals.wall_s = self.wall_before + self.started.elapsed().as_secs_f64();
-            self.sinks.capacity(&self.result, &self.plan.sweep.dir, false).map_err(|e| Failure::run("capacity", &e))?;
+            self.outputs
+                .capacity(&self.result, &self.plan.sweep.dir, false)
+                .map_err(|e| Failure::run("capacity", &e))?;
         }
         Ok(true)
     }
@@ -365,10 +355,10 @@ impl Capacity<'_> {
 
 /// The levels of an earlier `capacity.json` that this search would run again, in order,
 /// recorded into `search`; returns them and the time they took.
-fn resumed(plan: &CapacityPlan, search: &mut Search, sinks: &mut dyn Sink) -> (Vec<CapacityLevel>, f64) {
+fn resumed(plan: &CapacityPlan, search: &mut Search, outputs: &mut Outputs) -> (Vec<CapacityLevel>, f64) {
     let Ok(text) = std::fs::read_to_string(plan.file()) else { return (Vec::new(), 0.0) };
     let Ok(old) = serde_json::from_str::<CapacityResult>(&text) else {
-        sinks.notice(&format!("{}: not a capacity result; starting over", plan.file().display()));
+        outputs.notice(&format!("{}: not a capacity result; starting over", plan.file().display()));
         return (Vec::new(), 0.0);
     };
     let wall = old.totals.wall_s;
@@ -377,7 +367,7 @@ fn resumed(plan: &CapacityPlan, search: &mut Search, sinks: &mut dyn Sink) -> (V
         if search.next() != Some(l.level) {
             break;
         }
-        sinks.notice(&format!("level {} ({:?}) from {}, skipped", l.level, l.verdict, plan.file().display()));
+        outputs.notice(&format!("level {} ({:?}) from {}, skipped", l.level, l.verdict, plan.file().display()));
         search.record(l.level, l.verdict == Verdict::Pass);
         kept.push(l);
     }
@@ -385,25 +375,28 @@ fn resumed(plan: &CapacityPlan, search: &mut Search, sinks: &mut dyn Sink) -> (V
 }
 
 pub async fn capacity_command(plan: CapacityPlan) -> u8 {
-    let mut sinks = standard("capacity", false);
-    super::warn_ignored(&plan.sweep.base, &mut sinks);
-    match capacity(&plan, &mut sinks).await {
+    let mut outputs = Outputs::standard("capacity", false);
+    super::warn_ignored(&plan.sweep.base, &mut outputs);
+    let res = capacity(&plan, &mut outputs).await;
+    outputs.stop(None).await;
+    match res {
         Ok(code) => code,
         Err(f) => {
-            sinks.notice(&f.message);
+            outputs.notice(&f.message);
             f.code
         }
     }
 }
 
-async fn capacity(plan: &CapacityPlan, sinks: &mut dyn Sink) -> Result<u8, Failure> {
+/// The search; the caller closes `outputs` when it returns.
+async fn capacity(plan: &CapacityPlan, outputs: &mut Outputs) -> Result<u8, Failure> {
     let base = &plan.sweep.base;
     let model = resolve_model(base).await?;
     let embedded = CancellationToken::new();
     let _stop_embedded = embedded.clone().drop_guard();
-    let (session, outputs) = open_session(base, &embedded, true).await?;
+    let session = open_session(base, &embedded, true, outputs).await?;
     let mut search = Search::new(plan.lo, plan.hi, plan.integer(), plan.resolution);
-    let (kept, wall_before) = if plan.sweep.resume { resumed(plan, &mut search, sinks) } else { (Vec::new(), 0.0) };
+    let (kept, wall_before) = if plan.sweep.resume { resumed(plan, &mut search, outputs) } else { (Vec::new(), 0.0) };
     let result = CapacityResult {
         capacity: None,
         bracket: [None, None],
@@ -428,7 +421,6 @@ async fn capacity(plan: &CapacityPlan, sinks: &mut dyn Sink) -> Result<u8, Failu
         session,
         outputs,
         model,
-        sinks,
         result,
         passed: Vec::new(),
         started: Instant::now(),
@@ -436,7 +428,7 @@ async fn capacity(plan: &CapacityPlan, sinks: &mut dyn Sink) -> Result<u8, Failu
         first: true,
     };
     let res = c.search(&mut search).await;
-    let Capacity { session, outputs, mut result, sinks, started, wall_before, passed, .. } = c;
+    let Capacity { session, outputs, mut result, started, wall_before, passed, .. } = c;
     session.close();
     outputs.stop(None).await;
     let (code, ended) = match &res {
@@ -448,10 +440,10 @@ async fn capacity(plan: &CapacityPlan, sinks: &mut dyn Sink) -> Result<u8, Failu
     result.ended = ended;
     fill(&mut result, &search, &passed);
     result.totals.wall_s = wall_before + started.elapsed().as_secs_f64();
-    sinks.capacity(&result, &plan.sweep.dir, true).map_err(|e| Failure::run("capacity", &e))?;
-    sinks.notice(&format!("results in {}", plan.sweep.dir.display()));
+    outputs.capacity(&result, &plan.sweep.dir, true).map_err(|e| Failure::run("capacity", &e))?;
+    outputs.notice(&format!("results in {}", plan.sweep.dir.display()));
     if let Err(f) = res {
-        sinks.notice(&f.message);
+        outputs.notice(&f.message);
     }
     Ok(code)
 }

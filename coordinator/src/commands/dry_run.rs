@@ -4,7 +4,7 @@
 //! a run weighs them), the input and output lengths, and the first prompt.
 
 use crate::exit;
-use crate::output::Sink;
+use crate::output::Outputs;
 use crate::plan::{Agents, RunPlan, UNBOUNDED, split};
 use surge_core::data::dataset;
 
@@ -23,10 +23,10 @@ fn stats(v: &[u32]) -> String {
 }
 
 /// Prints the dry run's lines; exit 0.
-pub async fn dry_run_command(plan: &RunPlan, sinks: &mut dyn Sink) -> u8 {
+pub async fn dry_run_command(plan: &RunPlan, outputs: &mut Outputs) -> u8 {
     let bounded = plan.num_prompts != UNBOUNDED;
     let n = plan.num_prompts.min(SAMPLE);
-    sinks.notice(&format!(
+    outputs.notice(&format!(
         "dry run: nothing is sent; {} request(s) of --dataset-name {} to {}{} (--backend {}){}",
         if bounded { plan.num_prompts.to_string() } else { "no cap (a duration run)".into() },
         plan.dataset_name,
@@ -41,15 +41,14 @@ pub async fn dry_run_command(plan: &RunPlan, sinks: &mut dyn Sink) -> u8 {
         Agents::Remote { .. } => {
             // The agents' handshake only: their cores, as the run splits by them.
             let embedded = tokio_util::sync::CancellationToken::new();
-            match super::open_session(plan, &embedded, false).await {
-                Ok((session, outputs)) => {
+            match super::open_fleet(plan, &embedded, false).await {
+                Ok(session) => {
                     let w = session.agents.iter().map(|a| (a.addr.clone(), a.hello.cores.max(1))).collect();
                     session.close();
-                    outputs.stop(None).await;
                     w
                 }
                 Err(f) => {
-                    sinks.notice(&f.message);
+                    outputs.notice(&f.message);
                     return f.code;
                 }
             }
@@ -61,34 +60,34 @@ pub async fn dry_run_command(plan: &RunPlan, sinks: &mut dyn Sink) -> u8 {
     for ((a, c), s) in agents.iter().zip(&shares) {
         let count = if bounded { s.num_prompts.to_string() } else { "no cap".into() };
         let cores = if remote { format!(" ({c} cores)") } else { String::new() };
-        sinks.notice(&format!("  agent {a}{cores}: {count} requests, concurrency {}", s.max_concurrency));
+        outputs.notice(&format!("  agent {a}{cores}: {count} requests, concurrency {}", s.max_concurrency));
     }
     let tok = plan.tokenizer.as_ref().map(|t| &*t.tok);
     let mut first = None;
-    let (mut inputs, mut outputs) = (Vec::new(), Vec::new());
+    let (mut inputs, mut outs) = (Vec::new(), Vec::new());
     if plan.prompts.is_empty() {
         for i in 0..n {
             let p = dataset::build(&plan.dataset, tok, i);
             inputs.push(p.input_tokens);
-            outputs.push(p.output_tokens);
+            outs.push(p.output_tokens);
             first.get_or_insert(p.text);
         }
     } else {
         for i in 0..n {
             let p = &plan.prompts[(i % plan.prompts.len() as u64) as usize];
             inputs.push(p.input_tokens);
-            outputs.push(p.output_tokens);
+            outs.push(p.output_tokens);
             first.get_or_insert_with(|| if p.text.is_empty() { p.messages_json.clone() } else { p.text.clone() });
         }
     }
     let source = if tok.is_some() { "tokenizer" } else { "words (no --tokenizer)" };
-    sinks.notice(&format!("  input tokens ({source}): {}", stats(&inputs)));
+    outputs.notice(&format!("  input tokens ({source}): {}", stats(&inputs)));
     if !plan.pooling() {
-        sinks.notice(&format!("  output tokens (max_tokens asked): {}", stats(&outputs)));
+        outputs.notice(&format!("  output tokens (max_tokens asked): {}", stats(&outs)));
     }
     let first = first.unwrap_or_default();
     let shown: String = first.chars().take(400).collect();
     let more = if first.chars().count() > 400 { " ..." } else { "" };
-    sinks.notice(&format!("  first prompt: {shown:?}{more}"));
+    outputs.notice(&format!("  first prompt: {shown:?}{more}"));
     exit::OK
 }

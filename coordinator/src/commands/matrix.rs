@@ -5,70 +5,62 @@
 use super::{open_session, resolve_model, run_on};
 use crate::exit::{self, Failure};
 use crate::fleet::session::Session;
+use crate::output::Outputs;
 use crate::output::files::complete_result;
-use crate::output::live::Outputs;
-use crate::output::terminal::Progress;
-use crate::output::{Sink, standard};
 use crate::plan::matrix::MatrixPlan;
 use tokio_util::sync::CancellationToken;
 
 /// `surge matrix`.
 pub async fn matrix_command(plan: MatrixPlan) -> u8 {
-    let mut sinks = standard("matrix", true);
-    super::warn_ignored(&plan.base, &mut sinks);
-    let res = matrix(&plan, &mut sinks).await;
+    let mut outputs = Outputs::standard("matrix", true);
+    super::warn_ignored(&plan.base, &mut outputs);
+    let res = matrix(&plan, &mut outputs).await;
+    outputs.stop(None).await;
     match res {
         Ok(code) => code,
         Err(f) => {
-            sinks.notice(&f.message);
+            outputs.notice(&f.message);
             f.code
         }
     }
 }
 
-async fn matrix(plan: &MatrixPlan, sinks: &mut dyn Sink) -> Result<u8, Failure> {
+/// The profiles; the caller closes `outputs` when it returns.
+async fn matrix(plan: &MatrixPlan, outputs: &mut Outputs) -> Result<u8, Failure> {
     let model = resolve_model(&plan.base).await?;
     let embedded = CancellationToken::new();
     let _stop_embedded = embedded.clone().drop_guard();
-    let (mut session, mut outputs) = open_session(&plan.base, &embedded, false).await?;
-    let res = profiles(plan, sinks, &mut session, &mut outputs, &model).await;
+    let mut session = open_session(&plan.base, &embedded, false, outputs).await?;
+    let res = profiles(plan, &mut session, outputs, &model).await;
     session.close();
     outputs.stop(None).await;
     let code = res?;
-    sinks.notice(&format!("results in {}", plan.dir.display()));
+    outputs.notice(&format!("results in {}", plan.dir.display()));
     if plan.base.plot_timeline {
-        super::plot_timeline(sinks, &plan.dir, &plan.dir.join("report.html"), plan.base.cost_per_hour);
+        super::plot_timeline(outputs, &plan.dir, &plan.dir.join("report.html"), plan.base.cost_per_hour);
     }
     Ok(code)
 }
 
 /// Every profile not already complete, in order; stops at the first that does not pass.
-async fn profiles(
-    plan: &MatrixPlan,
-    sinks: &mut dyn Sink,
-    session: &mut Session,
-    outputs: &mut Outputs,
-    model: &str,
-) -> Result<u8, Failure> {
+async fn profiles(plan: &MatrixPlan, session: &mut Session, outputs: &mut Outputs, model: &str) -> Result<u8, Failure> {
     let mut code = exit::OK;
     for profile in &plan.profiles {
         let path = plan.file(profile);
         if plan.resume && complete_result(&path).is_some() {
-            sinks.notice(&format!("{} complete, skipped", path.display()));
+            outputs.notice(&format!("{} complete, skipped", path.display()));
             continue;
         }
         let p = plan.at(profile);
-        let mut progress = Progress::new(None, profile.tag.clone());
-        let res = run_on(session, outputs, &p, model, &mut progress, false).await;
-        drop(progress);
+        let res = run_on(session, outputs, &p, model, &profile.tag, false).await;
         let (mut record, _, _) = res.map_err(|f| Failure::new(f.code, format!("{}: {}", profile.tag, f.message)))?;
         record.heading = Some(format!("surge matrix: {}", profile.tag));
         record.file = Some(path);
-        sinks.run(&record).map_err(|e| Failure::run("", &e))?;
+        outputs.run(&record).map_err(|e| Failure::run("", &e))?;
         let r = &record.result;
         let (c, why) = exit::of_run(&record.status, r.completed, &r.errors_by_kind, p.max_failure_rate);
         if let (exit::FAILURE, Some(why)) = (c, why) {
-            sinks.notice(&format!("{}: {why}", profile.tag));
+            outputs.notice(&format!("{}: {why}", profile.tag));
         }
         if c != exit::OK {
             code = c;

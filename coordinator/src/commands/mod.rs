@@ -1,5 +1,5 @@
 //! The drivers: each command runs its plan on a fleet session and hands every typed
-//! result to its sinks; none prints or exits. `run` is here; `sweep`, `matrix` and
+//! result to its outputs; none prints or exits. `run` is here; `sweep`, `matrix` and
 //! `validate` have their own files; `echo` and `demo` serve and exercise the echo server.
 
 pub mod capacity;
@@ -24,13 +24,11 @@ use crate::fleet::Fleet;
 use crate::fleet::outcome::Outcome;
 use crate::fleet::session::{Observer, RunError, Session};
 use crate::output::detail_spill::DetailSpill;
-use crate::output::live::Outputs;
 use crate::output::result::{RunResult, saved_at};
-use crate::output::rows::RowFile;
 use crate::output::spill::Spill;
 use crate::output::summary::SummaryView;
-use crate::output::terminal::{self, Progress};
-use crate::output::{RunRecord, Sink, build as result_build};
+use crate::output::terminal;
+use crate::output::{LevelStart, Outputs, RunRecord, build as result_build};
 use crate::plan::{Agents, RunPlan};
 use crate::target::ready;
 use tokio_util::sync::CancellationToken;
@@ -55,20 +53,21 @@ pub async fn resolve_model(plan: &RunPlan) -> Result<String, Failure> {
     }
 }
 
-/// Sessions with the plan's agents (or an embedded one, stopped with `embedded`), and the
-/// command's live outputs (`--prometheus-listen`, `--otlp-endpoint`), which the command
-/// owns until it calls [`Outputs::stop`].
+/// Sessions with the plan's agents (or an embedded one, stopped with `embedded`), with
+/// the live outputs the plan asks for (`--prometheus-listen`, `--otlp-endpoint`) opened
+/// in `outputs`, which the command closes with [`Outputs::stop`].
 /// With remote agents and `table`, the fleet check's table is printed first (failing lines
 /// are the run's own refusals to come, so it goes on).
 pub async fn open_session(
     plan: &RunPlan,
     embedded: &CancellationToken,
     table: bool,
-) -> Result<(Session, Outputs), Failure> {
-    let outputs = Outputs::start(plan).await.map_err(|e| {
+    outputs: &mut Outputs,
+) -> Result<Session, Failure> {
+    outputs.open(plan).await.map_err(|e| {
         if e.usage { Failure::new(exit::USAGE, e.to_string()) } else { Failure::new(exit::FAILURE, e.to_string()) }
     })?;
-    Ok((open_fleet(plan, embedded, table).await?, outputs))
+    open_fleet(plan, embedded, table).await
 }
 
 /// The session with the plan's agents, without the live outputs (a command that sends no
@@ -105,13 +104,14 @@ pub fn finish(plan: &RunPlan, model: &str, outcome: &Outcome, m: &Metrics) -> Ru
     result_build::run_result(plan, model, m, outcome, client, saved_at(chrono::Utc::now()))
 }
 
-/// A run's observer: folds its rows as they arrive, streams them to `--save-rows`, and
-/// shows its progress.
+/// A run's observer: folds its rows as they arrive and hands them, its health and its
+/// progress to the command's outputs and the run's own.
 struct Watch<'a> {
     agg: Aggregator,
-    progress: &'a mut Progress,
-    /// The command's live outputs.
+    /// The command's outputs.
     outputs: &'a mut Outputs,
+    /// This run's outputs (`--save-rows`).
+    own: Outputs,
     /// Requests in flight per agent, from their health reports.
     in_flight: Vec<u32>,
     /// The run's `--duration`, for "elapsed of total".
@@ -120,12 +120,14 @@ struct Watch<'a> {
     agents: Vec<String>,
     /// The model requested, for the request spans.
     model: String,
-    rows: Option<RowFile>,
-    row_error: Option<crate::output::OutputError>,
+    /// How the terminal names the run, and how many requests it sends when known.
+    label: String,
+    total: Option<u64>,
     /// vLLM's `latencies`/`queue_times`, spilled to disk by request index.
     spill: Option<Spill>,
     /// `--save-detailed`'s arrays, spilled to disk as rows arrive.
     detail: Option<DetailSpill>,
+    detail_error: Option<crate::output::OutputError>,
     /// `--precision`: ends the run once its percentiles are precise enough.
     precision: Option<crate::analysis::precision::PrecisionMonitor>,
     /// The command's own watcher (a capacity level's).
@@ -143,6 +145,7 @@ impl Observer for Watch<'_> {
             self.agg.probe(p);
         }
         self.outputs.rows(&self.agents, &rows);
+        self.own.rows(&self.agents, &rows);
         if let Some(m) = &mut self.precision {
             m.rows(&rows);
         }
@@ -155,7 +158,7 @@ impl Observer for Watch<'_> {
                 && let Err(e) = d.write(r)
             {
                 self.detail = None;
-                self.row_error =
+                self.detail_error =
                     Some(crate::output::OutputError::Write { path: "the --save-detailed spill".into(), source: e });
             }
             if let Some(s) = &mut self.spill
@@ -163,12 +166,6 @@ impl Observer for Watch<'_> {
             {
                 tracing::warn!("latencies/queue_times left out of the result: cannot write their spill file: {e}");
                 self.spill = None;
-            }
-            if let Some(f) = &mut self.rows
-                && let Err(e) = f.write(r)
-            {
-                self.rows = None;
-                self.row_error = Some(e);
             }
         }
     }
@@ -187,14 +184,14 @@ impl Observer for Watch<'_> {
             if let Some(d) = self.duration {
                 line.push_str(&format!("  {:.0}/{d:.0} s", t_s.min(d)));
             }
-            self.progress.message(line);
+            self.outputs.status(&line);
         }
     }
     fn progress(&mut self, finished: u64) {
-        self.progress.progress(finished);
+        self.outputs.progress(finished);
     }
     fn notice(&mut self, message: &str) {
-        self.progress.notice(message);
+        self.outputs.notice(message);
     }
     fn server(&mut self, scrape: &crate::target::scrape::ServerScrape) {
         self.agg.server(scrape);
@@ -204,21 +201,31 @@ impl Observer for Watch<'_> {
     }
     fn started(&mut self, run_id: u64, start_unix_ns: i64, slices: &[(surge_core::data::share::Stripe, u64)]) {
         self.agg.started(slices);
-        self.outputs.level_start(run_id, start_unix_ns, &self.model, &self.agents);
+        let s = LevelStart {
+            run_id,
+            start_unix_ns,
+            model: &self.model,
+            agents: &self.agents,
+            label: &self.label,
+            total: self.total,
+        };
+        self.outputs.level_start(&s);
+        self.own.level_start(&s);
     }
 }
 
-/// One run of `plan` on `session`: its record for the sinks, what the fleet reported,
-/// and the merged metrics (with every row when `keep_rows`).
+/// One run of `plan` on `session`, named `label` on the terminal: its record for the
+/// outputs, what the fleet reported, and the merged metrics (with every row when
+/// `keep_rows`).
 pub async fn run_on(
     session: &mut Session,
     outputs: &mut Outputs,
     plan: &RunPlan,
     model: &str,
-    progress: &mut Progress,
+    label: &str,
     keep_rows: bool,
 ) -> Result<(RunRecord, Outcome, Metrics), Failure> {
-    run_watched(session, outputs, plan, model, progress, keep_rows, None).await
+    run_watched(session, outputs, plan, model, label, keep_rows, None).await
 }
 
 /// [`run_on`], with `monitor` seeing the load's rows as they arrive and able to end the run.
@@ -227,7 +234,7 @@ pub async fn run_watched<'w>(
     outputs: &'w mut Outputs,
     plan: &RunPlan,
     model: &str,
-    progress: &'w mut Progress,
+    label: &str,
     keep_rows: bool,
     monitor: Option<&'w mut (dyn crate::analysis::monitor::Monitor + 'w)>,
 ) -> Result<(RunRecord, Outcome, Metrics), Failure> {
@@ -238,52 +245,51 @@ pub async fn run_watched<'w>(
         .and_then(|d| d.map_err(|e| tracing::warn!("--save-detailed: no spill file, rows kept in memory: {e}")).ok());
     let wanted = Aggregator::wanted(plan);
     let agg = Aggregator::new(plan.slo.clone(), keep_rows || (plan.save_detailed && detail.is_none()), wanted);
-    let names: Vec<String> = plan.endpoints.list.iter().map(|e| e.name.clone()).collect();
-    let rows = plan
-        .save_rows
-        .as_deref()
-        .map(|p| RowFile::create(p).map(|f| if names.len() > 1 { f.with_endpoints(names) } else { f }))
-        .transpose()
-        .map_err(|e| Failure::run("--save-rows", &e))?;
-    let duration = plan.duration.map(|d| d.as_secs_f64());
-    let agents = session.agents.iter().map(|a| a.addr.clone()).collect();
-    let model_name = model.to_string();
+    let own = Outputs::of_run(plan).map_err(|(flag, e)| Failure::run(flag, &e))?;
     // vLLM's per-request arrays for a run of N prompts (D3; a --duration run has them in
     // --save-detailed's rows instead).
     // Not for conversations: their rows are turns, indexed by session and turn (D41).
-    let spill = (plan.num_prompts != crate::plan::UNBOUNDED && plan.multi_turn.is_none())
+    let counted = plan.num_prompts != crate::plan::UNBOUNDED && plan.multi_turn.is_none();
+    let spill = counted
         .then(|| Spill::create(plan.num_prompts))
         .and_then(|s| s.map_err(|e| tracing::warn!("latencies/queue_times left out: no spill file: {e}")).ok());
     let mut watch = Watch {
         agg,
-        progress,
         outputs,
+        own,
         in_flight: Vec::new(),
-        duration,
-        agents,
-        model: model_name,
-        rows,
-        row_error: None,
+        duration: plan.duration.map(|d| d.as_secs_f64()),
+        agents: session.agents.iter().map(|a| a.addr.clone()).collect(),
+        model: model.to_string(),
+        label: label.to_string(),
+        total: counted.then_some(plan.num_prompts),
         spill,
         detail,
+        detail_error: None,
         precision: crate::analysis::precision::PrecisionMonitor::new(&plan.precision, plan.confidence),
         monitor,
     };
     let outcome = session.run(plan, model, &mut watch).await.map_err(|e| run_failure(plan, &e))?;
-    if let Some(e) = watch.row_error.take() {
-        return Err(Failure::run("--save-rows", &e));
-    }
-    if let Some(f) = watch.rows.take() {
-        f.finish().map_err(|e| Failure::run("--save-rows", &e))?;
-    }
     let m = watch.agg.finish();
     let mut result = finish(plan, model, &outcome, &m);
+    // The run's own outputs end first: a rows file that cannot be finished fails the run.
+    let mut own = watch.own;
+    own.level_end(&result);
+    let failed = own.take_failure();
+    // A compressed rows file ends its frame when it closes.
+    drop(own);
+    if let Some((flag, e)) = failed {
+        watch.outputs.level_end(&result);
+        return Err(Failure::run(flag, &e));
+    }
     if let Some(d) = watch.detail.take() {
         let arrays = d.arrays(plan.num_prompts == crate::plan::UNBOUNDED).map_err(|e| {
             Failure::run("--save-detailed", &crate::output::OutputError::Write { path: "its spill".into(), source: e })
         })?;
         result.detailed = None;
         result.detailed_spill = Some(arrays);
+    } else if let Some(e) = watch.detail_error.take() {
+        return Err(Failure::run("--save-detailed", &e));
     }
     result.vllm_arrays = watch.spill.take().and_then(|s| {
         s.arrays()
@@ -304,57 +310,51 @@ pub async fn run_watched<'w>(
 
 /// One `warning: --X has no effect with --Y` line per flag the run will not read (D44),
 /// before any load.
-pub(crate) fn warn_ignored(plan: &RunPlan, sinks: &mut dyn Sink) {
+pub(crate) fn warn_ignored(plan: &RunPlan, outputs: &mut Outputs) {
     for w in &plan.ignored_flags {
-        sinks.notice(&format!("warning: {w}"));
+        outputs.notice(&format!("warning: {w}"));
     }
 }
 
 /// `surge run`: returns the process exit code.
 pub async fn run_command(plan: RunPlan) -> u8 {
-    let mut sinks = crate::output::standard("", true);
-    warn_ignored(&plan, &mut sinks);
+    let mut outputs = Outputs::standard("", true);
+    warn_ignored(&plan, &mut outputs);
     if plan.dry_run {
-        return dry_run::dry_run_command(&plan, &mut sinks).await;
+        return dry_run::dry_run_command(&plan, &mut outputs).await;
     }
-    match run_once(plan, &mut sinks).await {
+    let res = run_once(plan, &mut outputs).await;
+    outputs.stop(None).await;
+    match res {
         Ok(code) => code,
         Err(f) => {
-            sinks.notice(&f.message);
+            outputs.notice(&f.message);
             f.code
         }
     }
 }
 
-async fn run_once(plan: RunPlan, sinks: &mut dyn Sink) -> Result<u8, Failure> {
+/// The run; the caller closes `outputs` when it returns.
+async fn run_once(plan: RunPlan, outputs: &mut Outputs) -> Result<u8, Failure> {
     let model = resolve_model(&plan).await?;
     let embedded = CancellationToken::new();
     let _stop_embedded = embedded.clone().drop_guard();
-    let (mut session, mut outputs) = open_session(&plan, &embedded, true).await?;
-    let mut progress = Progress::new(None, String::new());
-    let res = run_on(&mut session, &mut outputs, &plan, &model, &mut progress, false).await;
+    let mut session = open_session(&plan, &embedded, true, outputs).await?;
+    let res = run_on(&mut session, outputs, &plan, &model, "", false).await;
     session.close();
-    drop(progress);
-    let (mut record, outcome, _) = match res {
-        Ok(r) => r,
-        Err(f) => {
-            outputs.stop(None).await;
-            return Err(f);
-        }
-    };
+    let (mut record, outcome, _) = res?;
     if plan.save_result {
         record.file = Some(crate::output::files::result_path(&plan, &model, outcome.started_at));
     }
-    let saved = sinks.run(&record).map_err(|e| Failure::run("", &e));
-    // The summary and the file first: the live endpoint then lingers with the final values.
-    outputs.stop(Some(&record.result)).await;
-    saved?;
+    outputs.run(&record).map_err(|e| Failure::run("", &e))?;
     if let Some(path) = &record.file {
-        sinks.notice(&format!("result saved to {}", path.display()));
+        outputs.notice(&format!("result saved to {}", path.display()));
         if plan.plot_timeline {
-            plot_timeline(sinks, path, &path.with_extension("timeline.html"), plan.cost_per_hour);
+            plot_timeline(outputs, path, &path.with_extension("timeline.html"), plan.cost_per_hour);
         }
     }
+    // The summary and the file first: the live endpoint then lingers with the final values.
+    outputs.stop(Some(&record.result)).await;
     // The reason for a non-zero code is the summary's last line.
     let r = &record.result;
     match exit::of_run(&record.status, r.completed, &r.errors_by_kind, plan.max_failure_rate).0 {
@@ -365,13 +365,13 @@ async fn run_once(plan: RunPlan, sinks: &mut dyn Sink) -> Result<u8, Failure> {
 
 /// vLLM's `--plot-timeline`: surge's HTML report of `input` (a result file, or a sweep or
 /// matrix directory) written at `out`; a failure is a warning, not the run's.
-fn plot_timeline(sinks: &mut dyn Sink, input: &std::path::Path, out: &std::path::Path, cost_per_hour: Option<f64>) {
+fn plot_timeline(outputs: &mut Outputs, input: &std::path::Path, out: &std::path::Path, cost_per_hour: Option<f64>) {
     let opts = crate::output::report::Options { cost_per_hour };
     let written = report::load_all(&[input.to_path_buf()])
         .and_then(|inputs| report::write(&report::build(&inputs, opts, Vec::new()), out, None));
     match written {
-        Ok(_) => sinks.notice(&format!("report saved to {}", out.display())),
-        Err(e) => sinks.notice(&format!("--plot-timeline: no report: {e}")),
+        Ok(_) => outputs.notice(&format!("report saved to {}", out.display())),
+        Err(e) => outputs.notice(&format!("--plot-timeline: no report: {e}")),
     }
 }
 

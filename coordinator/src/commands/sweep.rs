@@ -1,6 +1,6 @@
 //! `surge sweep`: the same run at several concurrency or request-rate levels, each
 //! repeated `--runs` times, with per-level statistics (mean, std, t-based 95% CI, CV),
-//! an optional knee search, and results handed to the sinks as each level-run finishes:
+//! an optional knee search, and results handed to the outputs as each level-run finishes:
 //! `DIR/TAG-c16-run2.json`, then `DIR/summary.csv` and `DIR/summary.json` after every
 //! level. `--resume` skips level-runs whose files are complete, so a crash loses at most
 //! the level-run in flight.
@@ -11,14 +11,12 @@ use crate::analysis::repeat::summarize;
 use crate::exit::{self, Failure};
 use crate::fleet::outcome::RunStatus;
 use crate::fleet::session::Session;
+use crate::output::Outputs;
 use crate::output::files::complete_result;
-use crate::output::live::Outputs;
 use crate::output::result::{
     KneeEntry, KneeRuleEntry, LevelKey, LevelSummary, RunResult, SweepPosition, SweepSummary, saved_at,
 };
 use crate::output::tables::{ACCURACY_STATS, COST_STATS, ENERGY_STATS, SWEEP_STATS, sweep_stat};
-use crate::output::terminal::Progress;
-use crate::output::{Sink, standard};
 use crate::plan::sweep::{Kind, SweepPlan};
 use tokio_util::sync::CancellationToken;
 
@@ -101,11 +99,10 @@ impl Results {
 struct Sweep<'a> {
     plan: &'a SweepPlan,
     session: Session,
-    outputs: Outputs,
+    outputs: &'a mut Outputs,
     model: String,
     results: Results,
     first: bool,
-    sinks: &'a mut dyn Sink,
 }
 
 impl Sweep<'_> {
@@ -118,7 +115,7 @@ impl Sweep<'_> {
                 if plan.resume
                     && let Some(r) = complete_result(&path)
                 {
-                    self.sinks.notice(&format!("{} complete, skipped", path.display()));
+                    self.outputs.notice(&format!("{} complete, skipped", path.display()));
                     self.results.push(level, r);
                     continue;
                 }
@@ -131,17 +128,12 @@ impl Sweep<'_> {
                     crate::target::cache::reset_prefix_cache(&p).await.map_err(|m| Failure::new(exit::FAILURE, m))?;
                 }
                 let label = format!("{} run {k}/{}", plan.level_name(level), plan.runs);
-                let mut progress = Progress::new(
-                    (p.num_prompts != crate::plan::UNBOUNDED && p.multi_turn.is_none()).then_some(p.num_prompts),
-                    label,
-                );
                 let (mut record, _, _) =
-                    run_on(&mut self.session, &mut self.outputs, &p, &self.model, &mut progress, false).await?;
-                drop(progress);
+                    run_on(&mut self.session, self.outputs, &p, &self.model, &label, false).await?;
                 record.result.sweep =
                     Some(SweepPosition { kind: plan.kind.key().into(), level, run: k, runs: plan.runs });
                 record.file = Some(path);
-                self.sinks.run(&record).map_err(|e| Failure::run("", &e))?;
+                self.outputs.run(&record).map_err(|e| Failure::run("", &e))?;
                 if record.status != RunStatus::Complete {
                     return Err(Failure::new(
                         exit::of_status(&record.status),
@@ -153,7 +145,7 @@ impl Sweep<'_> {
                 self.results.push(level, record.result);
             }
             let s = self.results.summary(plan, None);
-            self.sinks.sweep(&s, &plan.dir, false).map_err(|e| Failure::run("summary", &e))?;
+            self.outputs.sweep(&s, &plan.dir, false).map_err(|e| Failure::run("summary", &e))?;
         }
         Ok(())
     }
@@ -168,7 +160,7 @@ impl Sweep<'_> {
                 Some(i) => {
                     let integer = plan.kind != Kind::RequestRate;
                     let fine = grid(points[i].level, points[i + 1].level, plan.knee_steps, integer);
-                    self.sinks.notice(&format!(
+                    self.outputs.notice(&format!(
                         "scaling stops between {} and {}; refining at {:?}",
                         points[i].level,
                         points[i + 1].level,
@@ -176,7 +168,7 @@ impl Sweep<'_> {
                     ));
                     self.levels(&fine).await?;
                 }
-                None => self.sinks.notice("still scaling at the highest level; no knee below it"),
+                None => self.outputs.notice("still scaling at the highest level; no knee below it"),
             }
         }
         Ok(())
@@ -185,35 +177,37 @@ impl Sweep<'_> {
 
 /// `surge sweep`.
 pub async fn sweep_command(plan: SweepPlan) -> u8 {
-    let mut sinks = standard("sweep", false);
-    super::warn_ignored(&plan.base, &mut sinks);
-    let res = sweep(&plan, &mut sinks).await;
+    let mut outputs = Outputs::standard("sweep", false);
+    super::warn_ignored(&plan.base, &mut outputs);
+    let res = sweep(&plan, &mut outputs).await;
+    outputs.stop(None).await;
     match res {
         Ok(code) => code,
         Err(f) => {
-            sinks.notice(&f.message);
+            outputs.notice(&f.message);
             f.code
         }
     }
 }
 
-async fn sweep(plan: &SweepPlan, sinks: &mut dyn Sink) -> Result<u8, Failure> {
+/// The sweep; the caller closes `outputs` when it returns.
+async fn sweep(plan: &SweepPlan, outputs: &mut Outputs) -> Result<u8, Failure> {
     let model = resolve_model(&plan.base).await?;
     let embedded = CancellationToken::new();
     let _stop_embedded = embedded.clone().drop_guard();
-    let (session, outputs) = open_session(&plan.base, &embedded, true).await?;
-    let mut s = Sweep { plan, session, outputs, model, results: Results::default(), first: true, sinks };
+    let session = open_session(&plan.base, &embedded, true, outputs).await?;
+    let mut s = Sweep { plan, session, outputs, model, results: Results::default(), first: true };
     let res = s.all().await;
-    let Sweep { session, outputs, results, sinks, .. } = s;
+    let Sweep { session, outputs, results, .. } = s;
     session.close();
     // The levels' spans are out; the sweep's span carries no level's numbers.
     outputs.stop(None).await;
     let knee = if plan.find_knee { plan.rule.knee(&results.points()) } else { None };
     let summary = results.summary(plan, knee);
-    sinks.sweep(&summary, &plan.dir, true).map_err(|e| Failure::run("summary", &e))?;
-    sinks.notice(&format!("results in {}", plan.dir.display()));
+    outputs.sweep(&summary, &plan.dir, true).map_err(|e| Failure::run("summary", &e))?;
+    outputs.notice(&format!("results in {}", plan.dir.display()));
     if plan.base.plot_timeline {
-        super::plot_timeline(sinks, &plan.dir, &plan.dir.join("report.html"), plan.base.cost_per_hour);
+        super::plot_timeline(outputs, &plan.dir, &plan.dir.join("report.html"), plan.base.cost_per_hour);
     }
     res.map(|()| exit::OK)
 }

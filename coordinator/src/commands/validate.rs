@@ -13,9 +13,8 @@ use super::{open_session, run_on};
 use crate::analysis::metrics::Metrics;
 use crate::exit::{self, Failure};
 use crate::fleet::outcome::RunStatus;
+use crate::output::Outputs;
 use crate::output::result::{Headroom, JudgedRun, RunResult, ValidationResult, ValidationRow, saved_at};
-use crate::output::terminal::Progress;
-use crate::output::{Sink, standard};
 use crate::plan::RunPlan;
 use crate::plan::validate::{BYTES_PER_TOKEN, DEFAULT_LEVELS, ValidatePlan};
 use std::path::Path;
@@ -61,17 +60,20 @@ fn row(plan: &ValidatePlan, p: &RunPlan, level: u32, r: &RunResult, m: &Metrics)
 
 /// `surge validate`.
 pub async fn validate_command(plan: ValidatePlan) -> u8 {
-    let mut sinks = standard("validate", false);
-    match validate(&plan, &mut sinks).await {
+    let mut outputs = Outputs::standard("validate", false);
+    let res = validate(&plan, &mut outputs).await;
+    outputs.stop(None).await;
+    match res {
         Ok(code) => code,
         Err(f) => {
-            sinks.notice(&f.message);
+            outputs.notice(&f.message);
             f.code
         }
     }
 }
 
-async fn validate(plan: &ValidatePlan, sinks: &mut dyn Sink) -> Result<u8, Failure> {
+/// The levels; the caller closes `outputs` when it returns.
+async fn validate(plan: &ValidatePlan, outputs: &mut Outputs) -> Result<u8, Failure> {
     let against = plan.against.as_deref().map(read_against).transpose()?;
     let levels: Vec<u32> = match (&plan.levels, &against) {
         (Some(l), _) => l.clone(),
@@ -100,19 +102,17 @@ async fn validate(plan: &ValidatePlan, sinks: &mut dyn Sink) -> Result<u8, Failu
     };
     let embedded = CancellationToken::new();
     let _stop_embedded = embedded.clone().drop_guard();
-    let (mut session, mut outputs) = open_session(&plan.at(&base, levels[0]), &embedded, false).await?;
+    let mut session = open_session(&plan.at(&base, levels[0]), &embedded, false, outputs).await?;
     let mut rows = Vec::new();
     let mut stopped = None;
     for &level in &levels {
         let p = plan.at(&base, level);
-        let mut progress = Progress::new(None, format!("level {level}"));
-        let res = run_on(&mut session, &mut outputs, &p, "surge-echo", &mut progress, !plan.streaming).await;
-        drop(progress);
+        let label = format!("level {level}");
+        let res = run_on(&mut session, outputs, &p, "surge-echo", &label, !plan.streaming).await;
         let (record, _, m) = match res {
             Ok(r) => r,
             Err(f) => {
                 session.close();
-                outputs.stop(None).await;
                 return Err(Failure::new(f.code, format!("level {level}: {}", f.message)));
             }
         };
@@ -120,7 +120,8 @@ async fn validate(plan: &ValidatePlan, sinks: &mut dyn Sink) -> Result<u8, Failu
         // Ctrl-C / SIGTERM (or a lost agent): keep what was measured, run no further level.
         if record.status != RunStatus::Complete {
             stopped = Some(record.status.clone());
-            sinks.notice(&format!("level {level} ended {}; the levels after it were not run", record.status.as_str()));
+            outputs
+                .notice(&format!("level {level} ended {}; the levels after it were not run", record.status.as_str()));
             break;
         }
     }
@@ -159,7 +160,7 @@ async fn validate(plan: &ValidatePlan, sinks: &mut dyn Sink) -> Result<u8, Failu
         against,
         stopped: stopped.as_ref().map(|s| s.as_str().to_string()),
     };
-    sinks.validation(&v, &plan.result_dir).map_err(|e| Failure::run("", &e))?;
-    sinks.notice(&format!("saved {}/validate.json and validate.md", plan.result_dir.display()));
+    outputs.validation(&v, &plan.result_dir).map_err(|e| Failure::run("", &e))?;
+    outputs.notice(&format!("saved {}/validate.json and validate.md", plan.result_dir.display()));
     Ok(code)
 }

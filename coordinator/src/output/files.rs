@@ -3,7 +3,7 @@
 //! `validate.json` with `validate.md`.
 
 use super::result::{RunResult, SweepSummary, ValidationResult};
-use super::{OutputError, RunRecord, Sink, tables};
+use super::{Output, OutputError, RunRecord, tables};
 use crate::plan::RunPlan;
 use std::path::{Path, PathBuf};
 
@@ -71,10 +71,13 @@ pub fn result_path(plan: &RunPlan, model: &str, started_at: chrono::DateTime<chr
     plan.result_dir.clone().unwrap_or_else(|| PathBuf::from(".")).join(name)
 }
 
-/// The file sink.
+/// The result files: a run's JSON and time-series CSV, a sweep's, a search's, a validation's.
 pub struct Files;
 
-impl Sink for Files {
+impl Output for Files {
+    fn name(&self) -> &'static str {
+        "--save-result"
+    }
     fn run(&mut self, r: &RunRecord) -> Result<(), OutputError> {
         let Some(path) = &r.file else { return Ok(()) };
         if r.append {

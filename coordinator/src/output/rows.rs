@@ -237,8 +237,21 @@ impl RowFile {
     }
 
     /// Flushes everything to disk.
-    pub fn finish(mut self) -> Result<u64, OutputError> {
+    pub fn finish(&mut self) -> Result<u64, OutputError> {
         self.out.flush().map_err(|source| OutputError::Write { path: self.path.clone(), source })?;
         Ok(self.written)
+    }
+}
+
+/// `--save-rows`, an output of one run: every row as it arrives, flushed at the run's end.
+impl super::Output for RowFile {
+    fn name(&self) -> &'static str {
+        "--save-rows"
+    }
+    fn rows(&mut self, _agents: &[String], rows: &[&GlobalRow]) -> Result<(), OutputError> {
+        rows.iter().try_for_each(|r| self.write(r))
+    }
+    fn level_end(&mut self, _result: &super::result::RunResult) -> Result<(), OutputError> {
+        self.finish().map(drop)
     }
 }

@@ -1,11 +1,10 @@
 //! The terminal: summaries and tables on stdout (users paste and parse them), notices
-//! on stderr prefixed with the command (`surge sweep: ...`), and a progress bar on stderr
-//! when it is a terminal.
+//! on stderr prefixed with the command (`surge sweep: ...`), and each run's progress bar
+//! on stderr when it is a terminal.
 
 use super::result::{SweepSummary, ValidationResult};
-use super::{OutputError, RunRecord, Sink, summary, tables};
+use super::{Output, OutputError, RunRecord, summary, tables};
 use crate::fleet::outcome::RunStatus;
-use crate::fleet::session::Observer;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::{IsTerminal, Write};
 
@@ -25,20 +24,47 @@ pub fn say(command: &str, message: &str) {
     eprintln!("{}: {message}", prefix(command));
 }
 
-/// The terminal sink.
+/// The terminal output.
 pub struct Terminal {
     command: &'static str,
     /// Print each run's summary block (`surge run`, `surge matrix`), not a sweep's.
     summaries: bool,
+    /// The run's progress on stderr, while one goes and stderr is a terminal.
+    bar: Option<ProgressBar>,
 }
 
 impl Terminal {
     pub fn new(command: &'static str, summaries: bool) -> Self {
-        Self { command, summaries }
+        Self { command, summaries, bar: None }
     }
 }
 
-impl Sink for Terminal {
+/// A bar of `total` requests when it is known, else a line; both followed by the last
+/// slice's numbers.
+fn bar(total: Option<u64>, label: &str) -> ProgressBar {
+    let (bar, template) = match total {
+        Some(n) => (ProgressBar::new(n), "{prefix} [{bar:30}] {pos}/{len} req  ETA {eta}  {msg}"),
+        None => (ProgressBar::new_spinner(), "{prefix} {spinner} {pos} req  {msg}"),
+    };
+    if let Ok(style) = ProgressStyle::with_template(template) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_prefix(label.to_string());
+    bar
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+    }
+}
+
+impl Output for Terminal {
+    fn name(&self) -> &'static str {
+        "terminal"
+    }
     fn run(&mut self, r: &RunRecord) -> Result<(), OutputError> {
         if self.summaries {
             let mut text = r.heading.as_ref().map(|h| format!("{h}\n")).unwrap_or_default();
@@ -100,51 +126,38 @@ impl Sink for Terminal {
         Ok(())
     }
 
-    fn notice(&mut self, message: &str) {
-        say(self.command, message);
-    }
-}
-
-/// Progress of one run on stderr, and the fleet's notices (an agent lost, an interrupt).
-pub struct Progress {
-    bar: ProgressBar,
-}
-
-impl Progress {
-    /// When stderr is a terminal: a bar of `total` requests when it is known, else a
-    /// line; both followed by the last slice's numbers.
-    pub fn new(total: Option<u64>, label: String) -> Self {
-        if !std::io::stderr().is_terminal() {
-            return Self { bar: ProgressBar::hidden() };
+    fn level_start(&mut self, s: &super::LevelStart<'_>) {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
         }
-        let (bar, template) = match total {
-            Some(n) => (ProgressBar::new(n), "{prefix} [{bar:30}] {pos}/{len} req  ETA {eta}  {msg}"),
-            None => (ProgressBar::new_spinner(), "{prefix} {spinner} {pos} req  {msg}"),
-        };
-        if let Ok(style) = ProgressStyle::with_template(template) {
-            bar.set_style(style.progress_chars("=> "));
+        if std::io::stderr().is_terminal() {
+            self.bar = Some(bar(s.total, s.label));
         }
-        bar.set_prefix(label);
-        Self { bar }
     }
 
-    /// The live line after the bar (the last slice's numbers).
-    pub fn message(&mut self, line: String) {
-        self.bar.set_message(line);
-    }
-}
-
-impl Observer for Progress {
     fn progress(&mut self, finished: u64) {
-        self.bar.set_position(finished);
+        if let Some(b) = &self.bar {
+            b.set_position(finished);
+        }
     }
-    fn notice(&mut self, message: &str) {
-        self.bar.suspend(|| say("", message));
-    }
-}
 
-impl Drop for Progress {
-    fn drop(&mut self) {
-        self.bar.finish_and_clear();
+    fn status(&mut self, line: &str) {
+        if let Some(b) = &self.bar {
+            b.set_message(line.to_string());
+        }
+    }
+
+    fn level_end(&mut self, _result: &super::result::RunResult) -> Result<(), OutputError> {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+        Ok(())
+    }
+
+    fn notice(&mut self, message: &str) {
+        match &self.bar {
+            Some(b) => b.suspend(|| say(self.command, message)),
+            None => say(self.command, message),
+        }
     }
 }

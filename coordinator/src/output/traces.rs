@@ -7,6 +7,7 @@
 
 use crate::fleet::outcome::{GlobalRow, kind_name};
 use crate::output::result::RunResult;
+use crate::output::{LevelStart, Output, OutputError};
 use crate::plan::{OtlpPlan, OtlpProtocol};
 use opentelemetry::trace::{
     Link, SpanBuilder, SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceFlags, TraceId, TraceState, Tracer,
@@ -37,6 +38,8 @@ pub struct Traces {
     started: SystemTime,
     level: Option<Level>,
     levels: u32,
+    /// The command's span is out and the exporter shut down.
+    finished: bool,
 }
 
 fn at(unix_ns: i64) -> SystemTime {
@@ -94,6 +97,7 @@ impl Traces {
             started: SystemTime::now(),
             level: None,
             levels: 0,
+            finished: false,
         })
     }
 
@@ -179,7 +183,10 @@ impl Traces {
 
     /// The command's span (with the last level's metadata and numbers), then every span
     /// out; call from a blocking context.
-    pub fn finish(self, last: Option<&RunResult>) {
+    pub fn finish(&mut self, last: Option<&RunResult>) {
+        if std::mem::replace(&mut self.finished, true) {
+            return;
+        }
         let mut attrs = last.map(headline).unwrap_or_default();
         if let Some(r) = last {
             let m = &r.run_metadata;
@@ -205,6 +212,26 @@ impl Traces {
         drop(self.tracer.build_with_context(b, &Context::new()));
         let _ = self.provider.force_flush();
         let _ = self.provider.shutdown();
+    }
+}
+
+impl Output for Traces {
+    fn name(&self) -> &'static str {
+        "--otlp-endpoint"
+    }
+    fn level_start(&mut self, s: &LevelStart<'_>) {
+        Traces::level_start(self, s.run_id, s.start_unix_ns, s.model, s.agents.to_vec());
+    }
+    fn rows(&mut self, _agents: &[String], rows: &[&GlobalRow]) -> Result<(), OutputError> {
+        Traces::rows(self, rows.iter().copied());
+        Ok(())
+    }
+    fn level_end(&mut self, result: &RunResult) -> Result<(), OutputError> {
+        Traces::level_end(self, result);
+        Ok(())
+    }
+    fn stop(&mut self, last: Option<&RunResult>) {
+        self.finish(last);
     }
 }
 
