@@ -5,7 +5,7 @@ use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use std::hint::black_box;
 use std::path::Path;
 use surge_agent::engine::api::Api;
-use surge_agent::engine::jobs::Jobs;
+use surge_agent::engine::workload::Jobs;
 use surge_agent::tokenizer;
 use surge_proto::{Backend, DatasetKind, DatasetSpec, Workload};
 

@@ -2,8 +2,8 @@
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
-use surge_agent::engine::openai::{Event, classify};
-use surge_agent::engine::sse::SseParser;
+use surge_agent::engine::api::openai::{Event, classify};
+use surge_agent::engine::api::sse::SseParser;
 
 fn stream(events: usize) -> Vec<u8> {
     let mut s = Vec::new();

@@ -2,8 +2,8 @@
 //! on stable: each takes untrusted bytes as they reach the agent and must never panic.
 //! Not an API; each function is what one fuzz target calls.
 
-use crate::engine::openai;
-use crate::engine::sse::SseParser;
+use crate::engine::api::openai;
+use crate::engine::api::sse::SseParser;
 use crate::service::session::{Event, Now, Session};
 use crate::service::{AgentSettings, Allowlist};
 use prost::Message;

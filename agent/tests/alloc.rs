@@ -11,7 +11,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use surge_agent::engine::api::Mode;
-use surge_agent::engine::decode::{Decoder, Flow};
+use surge_agent::engine::api::decode::{Decoder, Flow};
 
 struct Counting;
 

@@ -77,6 +77,22 @@ fn no_crate_has_a_file_cycle() {
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
+/// The engine's layers (D75): the API layer imports neither the workload nor the run
+/// loops; the workload does not import the run loops.
+#[test]
+fn the_engines_layers_import_only_those_below() {
+    let g = files::file_graph("agent", &rules::analyze(&sources("agent")));
+    let layer = |p: &str| ["engine/api/", "engine/workload/", "engine/load/"].iter().position(|l| p.starts_with(l));
+    let wrong: Vec<String> = g
+        .edges
+        .iter()
+        .filter(|((from, to), _)| matches!((layer(from), layer(to)), (Some(a), Some(b)) if b > a))
+        .map(|((from, to), at)| format!("{from} -> {to} at {at}"))
+        .collect();
+    assert!(g.modules.iter().any(|m| m.starts_with("engine/api/")), "the layers' folders are read");
+    assert!(wrong.is_empty(), "an engine layer imports one that builds on it:\n{}", wrong.join("\n"));
+}
+
 #[test]
 fn coordinator_has_no_module_cycle() {
     assert_no_cycles("coordinator");

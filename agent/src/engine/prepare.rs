@@ -2,17 +2,18 @@
 //! template, the tokenizer, the job source, each endpoint's connections opened ahead and
 //! its initial test request (D69), and the warm-ups; what [`super::run`] then starts.
 
-use super::connector::Connector;
-use super::endpoints::{self, Endpoints};
-use super::jobs::Jobs;
-use super::pacing::Schedule;
-use super::pool::Pool;
-use super::request::{self, Job, RequestTemplate};
-use super::stats::Stats;
-use super::target::Target;
-use super::tls::TargetTls;
-use super::{EngineError, Prepared, api, jobs, spec};
+use super::workload::{self as jobs, spec};
+use super::{EngineError, Prepared, api};
 use crate::data::tokenizer::{self, Tok};
+use crate::engine::connector::Connector;
+use crate::engine::load::endpoints::{self, Endpoints};
+use crate::engine::load::pacing::Schedule;
+use crate::engine::load::pool::Pool;
+use crate::engine::load::request::{self, Job, RequestTemplate};
+use crate::engine::stats::Stats;
+use crate::engine::target::Target;
+use crate::engine::tls::TargetTls;
+use crate::engine::workload::Jobs;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use surge_proto::{ErrorKind, Workload};
@@ -93,7 +94,7 @@ pub async fn prepare_on(mut workload: Workload, local: Option<std::net::IpAddr>)
     let tok = load_tokenizer(&mut workload).await?;
     let api = api::Api::of(workload.backend()).ok_or(EngineError::Spec(spec::SpecError::Unset { field: "backend" }))?;
     let jobs = Jobs::new(&mut workload, api, tok.clone())?;
-    let questions = super::questions::Questions::of(&workload)?.map(Arc::new);
+    let questions = crate::engine::workload::questions::Questions::of(&workload)?.map(Arc::new);
     let stats = Arc::new(Stats::default());
     // Connections opened before the start: one per concurrency slot, but never more than
     // the requests to send, nor than WARM_MAX (a huge cap is a limit, not a plan).

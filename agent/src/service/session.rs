@@ -430,7 +430,7 @@ impl Session {
                     };
                     match read
                         .map_err(|e| e.to_string())
-                        .and_then(|()| crate::engine::spec::check(&workload).map_err(|e| e.to_string()))
+                        .and_then(|()| crate::engine::workload::spec::check(&workload).map_err(|e| e.to_string()))
                     {
                         Ok(_) => {
                             self.preparing = Some(p.run_id);

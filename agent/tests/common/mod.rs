@@ -2,7 +2,7 @@
 //! target.
 
 use std::time::Duration;
-use surge_agent::engine::request::{Mode, RequestTemplate};
+use surge_agent::engine::load::request::{Mode, RequestTemplate};
 use surge_agent::engine::target::Target;
 
 /// A streamed `/v1/completions` request to `target`, nothing else set but `read_timeout`.

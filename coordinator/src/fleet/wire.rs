@@ -1,5 +1,5 @@
 //! The wire edge (D46): a plan becomes each agent's [`Workload`] here, and nowhere else —
-//! the mirror of the agent's `engine/spec.rs`, which reads it. Every Workload feature
+//! the mirror of the agent's `engine/workload/spec.rs`, which reads it. Every Workload feature
 //! added after protocol 9 has a line in [`FEATURES`] with the protocol version that first
 //! carries it: a feature an agent's version lacks is refused before any load, naming the
 //! agent, the feature, the version it needs and the upgrade. A feature an older agent can

@@ -3,9 +3,8 @@
 //! run the endpoint keeps serving the final values for the linger, so a scraper's last
 //! look sees the whole run, then closes.
 
-use super::outputs::StartError;
 use super::result::RunResult;
-use super::{Output, OutputError};
+use super::{Output, OutputError, StartError};
 use crate::fleet::outcome::GlobalRow;
 use std::sync::Arc;
 use surge_core::live::LiveMetrics;

@@ -41,6 +41,16 @@ pub enum OutputError {
     },
 }
 
+/// Why an output could not open: the flag and what went wrong.
+#[derive(Debug, thiserror::Error)]
+#[error("{flag}: {message}")]
+pub struct StartError {
+    pub flag: &'static str,
+    pub message: String,
+    /// A usage error (a bad header or endpoint), not a failure to run.
+    pub usage: bool,
+}
+
 /// One finished run, with what its outputs need to show and file it.
 #[derive(Debug, Clone)]
 pub struct RunRecord {

@@ -9,20 +9,10 @@ use super::live::Live;
 use super::result::{RunResult, SweepSummary, ValidationResult};
 use super::rows::RowFile;
 use super::traces::Traces;
-use super::{LevelStart, Output, OutputError, RunRecord, capacity, files, terminal};
+use super::{LevelStart, Output, OutputError, RunRecord, StartError, capacity, files, terminal};
 use crate::fleet::outcome::GlobalRow;
 use crate::plan::RunPlan;
 use std::path::Path;
-
-/// Why an output could not open: the flag and what went wrong.
-#[derive(Debug, thiserror::Error)]
-#[error("{flag}: {message}")]
-pub struct StartError {
-    pub flag: &'static str,
-    pub message: String,
-    /// A usage error (a bad header or endpoint), not a failure to run.
-    pub usage: bool,
-}
 
 /// Outputs in order. A run's output that fails to write is closed and its error kept
 /// ([`Outputs::take_failure`]); the others go on.

@@ -3,7 +3,7 @@
 //! the answer began (`ttfo_us`), how many deltas and how long the reasoning took, and when
 //! the first tool-call delta came, for the row. A few comparisons per event, no allocation.
 
-use super::openai::{Counts, Part};
+use crate::engine::api::openai::{Counts, Part};
 use std::time::Instant;
 use surge_proto::Row;
 

@@ -10,11 +10,11 @@
 //! session starts and no further turn is sent; turns in flight finish. A finished
 //! session's history is dropped with its task: memory holds open sessions only.
 
-use super::history::History;
-use super::jobs::{SessionPlan, Wait};
-use super::pacing::Schedule;
-use super::request::{Job, us};
 use super::{RunCtx, StopReason, pacer};
+use crate::engine::load::pacing::Schedule;
+use crate::engine::load::request::{Job, us};
+use crate::engine::workload::history::History;
+use crate::engine::workload::{SessionPlan, Sessions, Wait};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -22,8 +22,10 @@ use surge_proto::{ErrorKind, Row, SessionEnd};
 use tokio::sync::Semaphore;
 use tokio_util::task::TaskTracker;
 
-/// How sessions are bounded and when issuing stops.
+/// The slice's sessions, how they are bounded and when issuing stops.
 pub(super) struct Limits {
+    /// How each session's turns are made.
+    pub script: Arc<Sessions>,
     /// Sessions open at once (0: no limit).
     pub sessions: u32,
     /// Requests in flight across sessions (0: no limit).
@@ -63,7 +65,7 @@ pub(super) async fn run(
         let (ctx, requests, limits) = (Arc::clone(ctx), requests.clone(), Arc::clone(&limits));
         tracker.spawn(async move {
             let _slot = slot;
-            let plan = ctx.jobs.session(k);
+            let plan = limits.script.session(ctx.jobs.index(k));
             tokio::select! {
                 _ = session(Arc::clone(&ctx), plan, requests, limits, None) => {}
                 // Dropping the session (and its sub-agents) reports the turns in flight
@@ -76,7 +78,7 @@ pub(super) async fn run(
 }
 
 /// Counts an open session until dropped.
-struct Open<'a>(&'a super::stats::Stats);
+struct Open<'a>(&'a crate::engine::stats::Stats);
 
 impl Drop for Open<'_> {
     fn drop(&mut self) {
@@ -156,14 +158,14 @@ async fn turns(
 ) -> Option<Row> {
     ctx.stats.active_sessions.fetch_add(1, Ordering::Relaxed);
     let _open = Open(&ctx.stats);
-    let mut history = ctx.jobs.history();
+    let mut history = limits.script.history();
     let mut began: Option<Duration> = None;
     let mut previous_end = Instant::now();
     let mut completed = 0u32;
     // An agent loop's totals over the session (its last row carries them).
     let mut tally = Tally::default();
     for t in 0..plan.turns {
-        if t > 0 && ctx.jobs.joins(&plan, t) {
+        if t > 0 && limits.script.joins(&plan, t) {
             // A join: the turn waits for every sub-agent spawned so far; its delay counts
             // from their end.
             join_all(children, g).await;
@@ -172,7 +174,7 @@ async fn turns(
         if t > 0 {
             // The turn's due time: after its think time (or a trace's delay), or at its
             // trace timestamp, never before the previous turn finished.
-            let due = match ctx.jobs.wait(&plan, t) {
+            let due = match limits.script.wait(&plan, t) {
                 Wait::After(d) => previous_end + d,
                 Wait::At(off) => (ctx.t0 + off).max(previous_end),
             };
@@ -194,15 +196,15 @@ async fn turns(
             Some(sem) => Some(Arc::clone(sem).acquire_owned().await.expect("semaphore never closed")),
             None => None,
         };
-        let turn = if ctx.jobs.costly() {
+        let turn = if limits.script.costly() {
             // A tokenizer counts every message: off the workers that read responses.
-            let (jobs, h) = (Arc::clone(&ctx.jobs), history.clone());
-            match tokio::task::spawn_blocking(move || jobs.turn(&plan, t, &h)).await {
+            let (script, h) = (Arc::clone(&limits.script), history.clone());
+            match tokio::task::spawn_blocking(move || script.turn(&plan, t, &h)).await {
                 Ok(turn) => turn,
-                Err(_) => ctx.jobs.turn(&plan, t, &history),
+                Err(_) => limits.script.turn(&plan, t, &history),
             }
         } else {
-            ctx.jobs.turn(&plan, t, &history)
+            limits.script.turn(&plan, t, &history)
         };
         let mut row = ctx.send(turn_job(&plan, t, turn.planned), Some((plan.index, t))).await;
         drop(_permit);
@@ -212,19 +214,20 @@ async fn turns(
         let began = *began.get_or_insert(Duration::from_micros(row.start_us.max(0) as u64));
         let mut cut = false;
         let model_before = tally.model_us;
-        if let Some(tl) = ctx.jobs.tool_loop().filter(|_| row.error() == ErrorKind::None && !row.calls.is_empty()) {
+        if let Some(tl) = limits.script.tool_loop().filter(|_| row.error() == ErrorKind::None && !row.calls.is_empty())
+        {
             history.push_user(&turn.user, turn.user_tokens);
             let steps = Steps { tl, plan: &plan, t, output_tokens: turn.output_tokens, requests, limits };
             (row, cut) = steps.run(ctx, &mut history, row, &mut tally).await;
         } else {
             let reply =
                 if limits.keep_text { row.generated_text.clone() } else { std::mem::take(&mut row.generated_text) };
-            if row.error() == ErrorKind::None && ctx.jobs.keeps_history() {
+            if row.error() == ErrorKind::None && limits.script.keeps_history() {
                 history.push(&turn.user, turn.user_tokens, &reply, row.output_tokens);
             }
         }
         previous_end = Instant::now();
-        if ctx.jobs.tool_loop().is_some() {
+        if limits.script.tool_loop().is_some() {
             tally.model_us += row.latency_us;
         }
         // The chain this session extends: its turns' request time (with a tool loop's
@@ -247,7 +250,7 @@ async fn turns(
             });
         }
         row.calls.clear();
-        let spawned = if ok { ctx.jobs.spawns(&plan, t) } else { Vec::new() };
+        let spawned = if ok { limits.script.spawns(&plan, t) } else { Vec::new() };
         if !spawned.is_empty() {
             g.fan_out = g.fan_out.max(spawned.len() as u32);
             let base = g.critical_us;
@@ -274,7 +277,7 @@ async fn turns(
 
 /// The request of turn `t` of `plan` (or of one of its tool steps): indexed by session and
 /// turn, keeping its reply for the history.
-fn turn_job(plan: &SessionPlan, t: u32, planned: super::jobs::Planned) -> Job {
+fn turn_job(plan: &SessionPlan, t: u32, planned: crate::engine::workload::Planned) -> Job {
     Job {
         index: plan.index * surge_proto::TURN_STRIDE + u64::from(t),
         body: planned.body,
@@ -320,10 +323,10 @@ impl Steps<'_> {
             let calls = std::mem::take(&mut row.calls);
             history.push_calls(&calls, row.output_tokens);
             for (i, c) in calls.iter().enumerate() {
-                let (text, tokens) = ctx.jobs.tool_result(self.tl, plan, t, step, i as u32);
+                let (text, tokens) = self.limits.script.tool_result(self.tl, plan, t, step, i as u32);
                 history.push_tool_result(&c.id, &text, tokens);
             }
-            let wait = ctx.jobs.tool_latency(self.tl, plan, t, step);
+            let wait = self.limits.script.tool_latency(self.tl, plan, t, step);
             let due = Instant::now() + wait;
             // A step due past --duration is not sent: this reply ends the session.
             if self.limits.duration.is_some_and(|d| due >= ctx.t0 + d) {
@@ -338,7 +341,7 @@ impl Steps<'_> {
                 Some(sem) => Some(Arc::clone(sem).acquire_owned().await.expect("semaphore never closed")),
                 None => None,
             };
-            let planned = ctx.jobs.step(plan, history, self.output_tokens);
+            let planned = self.limits.script.step(plan, history, self.output_tokens);
             let history_tokens = history.tokens();
             row = ctx.send(turn_job(plan, t, planned), Some((plan.index, t))).await;
             (row.session, row.turn, row.step, row.history_tokens) = (Some(plan.index), t, step, history_tokens);
@@ -356,7 +359,7 @@ impl Steps<'_> {
         } else if row.error() == ErrorKind::None {
             history.push_calls(&calls, row.output_tokens);
             for (i, c) in calls.iter().enumerate() {
-                let (text, tokens) = ctx.jobs.tool_result(self.tl, plan, t, self.tl.max_steps + 1, i as u32);
+                let (text, tokens) = self.limits.script.tool_result(self.tl, plan, t, self.tl.max_steps + 1, i as u32);
                 history.push_tool_result(&c.id, &text, tokens);
             }
         }

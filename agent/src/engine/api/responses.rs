@@ -9,7 +9,7 @@
 //! `response.incomplete` end the response and carry its `usage` (`input_tokens`,
 //! `output_tokens`); `response.failed` and `error` are the server's errors.
 
-use super::openai::{Counts, Event, Part, borrowed};
+use crate::engine::api::openai::{Counts, Event, Part, borrowed};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::borrow::Cow;

@@ -1,5 +1,19 @@
-//! Which API a run speaks (vLLM's backends, D44), read once from the workload's backend:
-//! what a request body holds and how its response is read.
+//! The API layer: which API a run speaks (vLLM's backends, D44), read once from the
+//! workload's backend, what a request body holds and how its response is read, without
+//! I/O: [`decode`] turns a response's bytes into a row (D67) by each API's event meaning
+//! ([`openai`] for completions and chat, [`responses`], [`pooling`], [`audio`]'s
+//! request) over [`sse`]; `parts` says which part of a reply a token was, `anomalies`
+//! checks every reply (D70).
+
+pub(crate) mod anomalies;
+pub mod audio;
+pub mod decode;
+pub(crate) mod micros;
+pub mod openai;
+pub(crate) mod parts;
+pub mod pooling;
+pub mod responses;
+pub mod sse;
 
 use surge_proto::Backend;
 
@@ -72,7 +86,7 @@ impl Api {
     pub fn content_type(self) -> &'static str {
         match self {
             Api::Plain => "text/plain",
-            Api::Audio => super::audio::CONTENT_TYPE,
+            Api::Audio => crate::engine::api::audio::CONTENT_TYPE,
             _ => "application/json",
         }
     }

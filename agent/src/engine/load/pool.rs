@@ -2,10 +2,10 @@
 //! its own or a share of a multiplexed one (HTTP/2, HTTP/3); a connection the server
 //! closed while idle is dropped and a new one opened (a reconnect, not a failure).
 
-use super::conn::{Conn, Version};
-use super::connector::{ConnectError, Connector};
-use super::h3;
-use super::stats::Stats;
+use crate::engine::conn::{Conn, Version};
+use crate::engine::connector::{ConnectError, Connector};
+use crate::engine::h3;
+use crate::engine::stats::Stats;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 

@@ -4,8 +4,8 @@
 //! so every agent asks the same questions of the same indices.
 
 use super::EngineError;
-use super::jobs::Planned;
-use super::openai::{self, BodyParams};
+use crate::engine::api::openai::{self, BodyParams};
+use crate::engine::workload::Planned;
 use bytes::Bytes;
 use surge_core::data::answers::Scorer;
 use surge_core::data::dataset::mix;
@@ -31,7 +31,9 @@ impl Questions {
         if w.accuracy.is_empty() {
             return Ok(None);
         }
-        let bad = |m: String| EngineError::Spec(super::spec::SpecError::Contradiction(format!("accuracy: {m}")));
+        let bad = |m: String| {
+            EngineError::Spec(crate::engine::workload::spec::SpecError::Contradiction(format!("accuracy: {m}")))
+        };
         if !matches!(w.backend(), Backend::Openai | Backend::OpenaiChat) {
             return Err(bad("questions need a completions or chat backend".into()));
         }

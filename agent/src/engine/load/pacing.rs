@@ -34,7 +34,8 @@ impl Ramp {
             surge_proto::RampStrategy::Exponential => true,
             surge_proto::RampStrategy::None | surge_proto::RampStrategy::Unspecified => return None,
         };
-        let over_s = if w.slice_len == super::jobs::UNBOUNDED { w.duration_ms as f64 / 1000.0 } else { 0.0 };
+        let over_s =
+            if w.slice_len == crate::engine::workload::UNBOUNDED { w.duration_ms as f64 / 1000.0 } else { 0.0 };
         Some(Self { exponential, start: w.ramp_start_rps, end: w.ramp_end_rps, n: w.slice_len, over_s })
     }
 

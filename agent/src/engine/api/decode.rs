@@ -1,22 +1,22 @@
 //! One response's body, decoded without I/O (in quinn-proto's manner): bytes in, with the
 //! time they arrived; the row's timing, counts and outcome out. The caller reads the
-//! socket ([`super::request`]) and hands each chunk to [`Decoder::feed`]; a body that
+//! socket (`crate::engine::load::request`) and hands each chunk to [`Decoder::feed`]; a body that
 //! broke off is [`Decoder::broke`]; [`Decoder::finish`] writes the row. Which API the
 //! bytes speak is the template's [`Mode`]: an SSE token stream (completions and chat,
 //! classified by [`super::openai`]; the Responses API by [`super::responses`]), one pooling
 //! answer read whole ([`super::pooling`]), or a plain body whose first and last bytes are
 //! its times. Tested here on bytes alone.
 
-use super::anomalies;
-use super::api::Mode;
-use super::ending::{self, Tally};
-use super::micros::{gap_us, us};
-use super::openai::{Counts, Event, Seen, classify_seen, response_id};
-use super::parts::Parts;
-use super::pooling::{self, Answered};
-use super::responses;
-use super::sse::SseParser;
 use crate::data::tokenizer::Tok;
+use crate::engine::api::Mode;
+use crate::engine::api::anomalies;
+use crate::engine::api::micros::{gap_us, us};
+use crate::engine::api::openai::{Counts, Event, Seen, classify_seen, response_id};
+use crate::engine::api::parts::Parts;
+use crate::engine::api::pooling::{self, Answered};
+use crate::engine::api::responses;
+use crate::engine::api::sse::SseParser;
+use crate::engine::ending::{self, Tally};
 use std::time::Instant;
 use surge_proto::{ErrorKind, Row, StreamEnd, TokenSource};
 

@@ -2,7 +2,7 @@
 //! `vllm-pooling`, `vllm-rerank`): one JSON body, one JSON answer, no stream. The answer
 //! is read whole; its `usage.prompt_tokens` is the request's input count.
 
-use super::api::Api;
+use crate::engine::api::Api;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 

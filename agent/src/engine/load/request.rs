@@ -14,13 +14,13 @@
 //! run's tokenizer (the text is kept only when there is one), else the number of
 //! token-bearing events. The row says which source each count came from.
 
-pub use super::api::Mode;
-use super::conn::{Body, Conn, Head};
-use super::decode::{Decoder, Flow};
-use super::ending::ReadError;
-use super::openai::Seen;
-use super::pool::Pool;
 use crate::data::tokenizer::Tok;
+pub use crate::engine::api::Mode;
+use crate::engine::api::decode::{Decoder, Flow};
+use crate::engine::api::openai::Seen;
+use crate::engine::conn::{Body, Conn, Head};
+use crate::engine::ending::ReadError;
+use crate::engine::load::pool::Pool;
 use bytes::Bytes;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -126,7 +126,7 @@ pub struct Job {
 
 impl Job {
     /// Request `index`, planned, sent at `intended` (open loop) or at once.
-    pub fn of(index: u64, p: super::jobs::Planned, intended: Option<Duration>) -> Self {
+    pub fn of(index: u64, p: crate::engine::workload::Planned, intended: Option<Duration>) -> Self {
         Job {
             index,
             body: p.body,
@@ -143,8 +143,8 @@ impl Job {
     }
 }
 
-pub use super::decode::{MESSAGE_MAX, message};
-pub(crate) use super::micros::{signed_us, us};
+pub use crate::engine::api::decode::{MESSAGE_MAX, message};
+pub(crate) use crate::engine::api::micros::{signed_us, us};
 
 /// Runs one job on a pooled connection and returns its row (never panics, never errors:
 /// failures are rows with an error kind).
@@ -248,14 +248,14 @@ pub async fn execute(pool: &Arc<Pool>, tpl: &RequestTemplate, job: Job, t0: Inst
         // re-count of the text may differ by a token at the edges).
         let counted = row.usage_from_server || row.output_source() == TokenSource::EventCount;
         if row.error() == ErrorKind::None && counted && tpl.mode.streams() {
-            super::anomalies::of_length(job.max_tokens, tpl.ignore_eos && !job.honours_eos, &mut row);
+            crate::engine::api::anomalies::of_length(job.max_tokens, tpl.ignore_eos && !job.honours_eos, &mut row);
         }
         // A server that names its replies after x-request-id (vLLM) shows which request
         // a reply answers: one of the run's others is an anomaly.
         if let Some(p) = tpl.request_id_prefix.as_deref()
             && row.error() == ErrorKind::None
         {
-            super::anomalies::of_id(p, job.index, job.session, &mut row);
+            crate::engine::api::anomalies::of_id(p, job.index, job.session, &mut row);
         }
         return row;
     }

@@ -12,9 +12,9 @@
 //!   of its index), so a conversation's turns all go to one endpoint, the same on every
 //!   agent, and a changed list moves only the sessions of the endpoints that changed.
 
-use super::pool::Pool;
-use super::request::RequestTemplate;
-use super::spec::SpecError;
+use crate::engine::load::pool::Pool;
+use crate::engine::load::request::RequestTemplate;
+use crate::engine::workload::spec::SpecError;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use surge_proto::{EndpointPolicy, Workload};
@@ -230,18 +230,18 @@ mod tests {
     }
 
     fn endpoints(weights: &[u32], policy: Policy) -> Endpoints {
-        use super::super::connector::Connector;
-        use super::super::target::Target;
+        use crate::engine::connector::Connector;
+        use crate::engine::target::Target;
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
         let target = rt.block_on(Target::resolve("http://127.0.0.1:9")).expect("a target");
         let list = weights
             .iter()
             .map(|&w| {
                 let connector =
-                    Connector::with_tls(target.clone(), super::super::conn::Version::Http1, &Default::default())
+                    Connector::with_tls(target.clone(), crate::engine::conn::Version::Http1, &Default::default())
                         .expect("a connector");
                 let pool = Arc::new(Pool::with_connections(connector, Arc::default(), 1, 0));
-                let tpl = Arc::new(super::super::request::tests_template());
+                let tpl = Arc::new(crate::engine::load::request::tests_template());
                 (pool, tpl, w)
             })
             .collect();

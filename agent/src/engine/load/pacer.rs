@@ -7,8 +7,8 @@
 //! channel fills and the thread waits: the lateness then shows as send lag, which is the
 //! honest signal that the client, not the server, was the bottleneck.
 
-use super::pacing::Schedule;
-use super::stats::Stats;
+use crate::engine::load::pacing::Schedule;
+use crate::engine::stats::Stats;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -48,7 +48,7 @@ impl Pacer {
                     }
                     let now = Instant::now();
                     if now >= target {
-                        stats.record_wake(super::request::us(now.duration_since(target)));
+                        stats.record_wake(crate::engine::load::request::us(now.duration_since(target)));
                         break;
                     }
                     std::thread::sleep((target - now).min(MAX_NAP));

@@ -31,7 +31,7 @@ pub struct Stream {
     pub events: u32,
 }
 
-pub(super) fn note(row: &mut Row, a: Anomaly) {
+pub(crate) fn note(row: &mut Row, a: Anomaly) {
     row.anomalies.push(a as i32);
 }
 

@@ -1,4 +1,4 @@
-//! The requests of an agent's slice, made when they are sent (D20).
+//! The workload layer: the requests of an agent's slice, made when they are sent (D20).
 //!
 //! Request `k` of the slice (its global index given by the share's [`Stripe`]) is a pure
 //! function of the workload and `k`, so nothing is built for the whole slice: preparing
@@ -17,20 +17,27 @@
 //!   the file): their bodies are built once at prepare and request `k` takes body
 //!   `k % n` (a reference-counted [`Bytes`], no copy).
 
+pub mod history;
+pub mod questions;
+mod sessions;
+pub mod spec;
+
+use sessions::Script;
+pub use sessions::{CHILD_INDEX, SessionPlan, Sessions, TurnPlan, Wait};
+
 use super::EngineError;
-use super::api::Api;
-use super::audio;
-use super::history::History;
-use super::openai::{self, BodyParams};
-use super::pooling::{self, Input};
-use super::responses;
 use crate::data::dataset::{self, Prompt};
 use crate::data::share::Stripe;
 use crate::data::tokenizer::Tok;
 use crate::data::turns;
+use crate::engine::api::Api;
+use crate::engine::api::audio;
+use crate::engine::api::openai::{self, BodyParams};
+use crate::engine::api::pooling::{self, Input};
+use crate::engine::api::responses;
 use bytes::Bytes;
 use std::sync::Arc;
-use surge_proto::{DatasetKind, DatasetSpec, MultiTurn, TokenSource, Workload};
+use surge_proto::{DatasetKind, DatasetSpec, TokenSource, Workload};
 
 /// `Workload.slice_len` meaning "no request cap": a `--duration` run without
 /// `--num-prompts`, which ends at the duration, a Stop or the deadline.
@@ -63,12 +70,13 @@ pub struct Jobs {
     pick: ModelPick,
     /// vLLM's probe request: "Hi", one output token, the base model.
     probe: Planned,
-    source: Source,
+    form: Form,
     /// The shipped prompts are the whole file (`Workload.prompts_whole_file`): request i
     /// takes its entry by [`dataset::pass_entry`] with this seed. `None`: entry `k % n`.
     passes: Option<u64>,
 }
 
+/// Where a single request's prompt comes from.
 #[derive(Debug)]
 enum Source {
     /// Bodies made once (shipped prompts, the fixed prompt), cycled; never empty. One
@@ -79,68 +87,24 @@ enum Source {
     /// A timed trace's or BurstGPT's shipped items (lengths, hash ids, send times;
     /// bounded by the file), each prompt made when it is sent.
     Trace { items: Vec<surge_proto::PromptItem>, spec: DatasetSpec, tok: Option<Arc<Tok>>, shape: Shape },
-    /// Conversations (`Workload.multi_turn`): request `k` of the slice is session `k`.
-    Sessions { script: Script, spec: DatasetSpec, tok: Option<Arc<Tok>>, shape: Shape },
 }
 
-/// What makes the turns of a session.
+/// Single requests, made from their source.
 #[derive(Debug)]
-enum Script {
-    /// Generated turns ([`turns`]), the live history resent by each.
-    Generated { mt: MultiTurn, system: Option<Prompt> },
-    /// A session trace: every session's recorded turns in file order (the whole file,
-    /// bounded by it); each turn's prompt is the trace's, history included.
-    /// `--trace-speedup` divides its timestamps and delays.
-    /// `roots`: the sessions no turn spawns (D68), the ones the slice's indices pick.
-    Trace { sessions: Vec<Vec<surge_proto::PromptItem>>, speedup: f64, roots: Vec<usize> },
-    /// A file's conversations (ShareGPT): each turn's user message and output length as
-    /// recorded, the live history resent by each.
-    Recorded { mt: MultiTurn, sessions: Vec<Vec<surge_proto::PromptItem>> },
-}
+pub struct Requests(Source);
 
-/// One session of the slice.
-#[derive(Debug, Clone, Copy)]
-pub struct SessionPlan {
-    /// Its global index (rows' `session`, the session header).
-    pub index: u64,
-    pub turns: u32,
-    /// Which model every turn names (`--lora-modules`: chosen per session).
-    model: usize,
-    /// Position in a session trace.
-    entry: usize,
-    /// The index of the session whose graph this is (its own for a root, D68).
-    root: u64,
-}
-
-/// Sub-agents' session indices have this bit: they never meet a root's (D68).
-pub const CHILD_INDEX: u64 = 1 << 47;
-
-/// When a turn after the first is sent.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Wait {
-    /// This long after the previous turn finished (think time, a trace's `delay`).
-    After(std::time::Duration),
-    /// At this offset from the run's start (a trace's `timestamp`), once the previous
-    /// turn finished.
-    At(std::time::Duration),
-}
-
-/// One turn, ready to send.
-#[derive(Debug, Clone)]
-pub struct TurnPlan {
-    pub planned: Planned,
-    /// The new user message and its tokens (what the history gains with the reply).
-    pub user: String,
-    pub user_tokens: u32,
-    /// History tokens this turn resends.
-    pub history_tokens: u32,
-    /// The output the turn asks for (an agent loop's steps ask for as much).
-    pub output_tokens: u32,
+/// The two types of workload.
+#[derive(Debug)]
+pub enum Form {
+    /// Single requests: request `k` of the slice is one request of its source.
+    Requests(Box<Requests>),
+    /// Conversations (`Workload.multi_turn`): request `k` of the slice is session `k`.
+    Sessions(Arc<Sessions>),
 }
 
 /// What a body holds besides its prompt, owned so that jobs outlive the workload.
 #[derive(Debug)]
-struct Shape {
+pub(super) struct Shape {
     api: Api,
     model: String,
     chat: bool,
@@ -156,7 +120,7 @@ struct Shape {
 
 /// Which model each request names (`--lora-modules`, `--lora-assignment`).
 #[derive(Debug, Clone, Copy)]
-struct ModelPick {
+pub(super) struct ModelPick {
     /// LoRA modules (0: every request names the base model).
     modules: u64,
     /// A seeded draw per index (vLLM's `random`), else round-robin by index.
@@ -167,7 +131,7 @@ struct ModelPick {
 impl ModelPick {
     /// The model of request `index`: 0 = the base model, m = LoRA module m - 1. A pure
     /// function of the index, so every agent draws the same for the same request.
-    fn of(self, index: u64, lora: bool) -> usize {
+    pub(super) fn of(self, index: u64, lora: bool) -> usize {
         if !lora || self.modules == 0 {
             return 0;
         }
@@ -180,7 +144,7 @@ impl ModelPick {
 const LORA_STREAM: u64 = 0x4c6f_5241_0000_0001;
 
 impl Shape {
-    fn params(&self, model: usize) -> BodyParams<'_> {
+    pub(super) fn params(&self, model: usize) -> BodyParams<'_> {
         BodyParams {
             model: if model == 0 { &self.model } else { &self.lora[model - 1] },
             chat: self.chat,
@@ -192,7 +156,7 @@ impl Shape {
 
     /// The body of one prompt naming `model` (see [`model_of`](Self::model_of)); fails
     /// only on a shipped chat prompt whose messages do not parse.
-    fn planned(&self, p: Prompt, model: usize) -> Result<Planned, EngineError> {
+    pub(super) fn planned(&self, p: Prompt, model: usize) -> Result<Planned, EngineError> {
         let params = self.params(model);
         let messages = || serde_json::from_str::<serde_json::Value>(&p.messages_json).map_err(EngineError::Messages);
         let body = match self.api {
@@ -341,15 +305,9 @@ impl Jobs {
                 Script::Trace { roots, .. } => len.min(roots.len() as u64),
                 Script::Recorded { .. } | Script::Generated { .. } => len,
             };
-            return Ok(Self {
-                len,
-                indices,
-                pick,
-                probe,
-                costly: tok.is_some(),
-                source: Source::Sessions { script, spec, tok, shape },
-                passes: None,
-            });
+            let costly = tok.is_some();
+            let sessions = Arc::new(Sessions { script, spec, tok, shape, pick });
+            return Ok(Self { len, indices, pick, probe, costly, form: Form::Sessions(sessions), passes: None });
         }
         if api == Api::Audio {
             // Audio files, shipped whole (bounded by the dataset): each body made once.
@@ -361,7 +319,15 @@ impl Jobs {
                 .collect();
             let probe = built[0][0].clone();
             let len = if shipped.is_empty() { 0 } else { len };
-            return Ok(Self { len, indices, pick, probe, costly: false, source: Source::Built(built), passes });
+            return Ok(Self {
+                len,
+                indices,
+                pick,
+                probe,
+                costly: false,
+                form: Form::Requests(Box::new(Requests(Source::Built(built)))),
+                passes,
+            });
         }
         if matches!(spec.kind(), DatasetKind::TimedTrace | DatasetKind::Burstgpt) {
             if shipped.is_empty() && len > 0 {
@@ -375,7 +341,7 @@ impl Jobs {
                 pick,
                 probe,
                 costly: true,
-                source: Source::Trace { items: shipped, spec, tok, shape },
+                form: Form::Requests(Box::new(Requests(Source::Trace { items: shipped, spec, tok, shape }))),
                 passes,
             });
         }
@@ -407,7 +373,7 @@ impl Jobs {
                         pick,
                         probe,
                         costly,
-                        source: Source::Generated { spec, tok, shape },
+                        form: Form::Requests(Box::new(Requests(Source::Generated { spec, tok, shape }))),
                         passes: None,
                     });
                 }
@@ -417,7 +383,15 @@ impl Jobs {
         let built = (0..=shape.lora.len())
             .map(|model| prompts.iter().map(|p| shape.planned(p.clone(), model)).collect::<Result<Vec<_>, _>>())
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Self { len, indices, pick, probe, costly: false, source: Source::Built(built), passes })
+        Ok(Self {
+            len,
+            indices,
+            pick,
+            probe,
+            costly: false,
+            form: Form::Requests(Box::new(Requests(Source::Built(built)))),
+            passes,
+        })
     }
 
     /// Whether [`get`](Self::get) is expensive (a tokenizer re-encodes every prompt, or
@@ -476,7 +450,12 @@ impl Jobs {
 
     fn make(&self, k: u64, lora: bool) -> Planned {
         let index = self.index(k);
-        match &self.source {
+        let source = match &self.form {
+            Form::Requests(r) => &r.0,
+            // Turn 0 of session k, alone (the initial test, warm-ups).
+            Form::Sessions(s) => return s.first_turn(index, lora),
+        };
+        match source {
             Source::Built(bodies) => {
                 let of = &bodies[self.pick.of(index, lora)];
                 of[self.entry(k, of.len())].clone()
@@ -507,12 +486,6 @@ impl Jobs {
                 // A generated prompt has no messages to parse: serializing cannot fail.
                 shape.planned(prompt, self.pick.of(index, lora)).expect("a generated prompt has no messages")
             }
-            Source::Sessions { .. } => {
-                // Turn 0 of session k, alone (the initial test, warm-ups).
-                let session = self.session(k);
-                let session = SessionPlan { model: if lora { session.model } else { 0 }, ..session };
-                self.turn(&session, 0, &self.history()).planned
-            }
             Source::Trace { items, spec, tok, shape } => {
                 let item = &items[self.entry(k, items.len())];
                 let prompt = dataset::trace(spec, tok.as_deref(), item, index);
@@ -527,229 +500,9 @@ impl Jobs {
         }
     }
 
-    /// Whether request `k` of the slice is a session ([`Jobs::session`]).
-    pub fn is_sessions(&self) -> bool {
-        matches!(self.source, Source::Sessions { .. })
-    }
-
-    /// Session `k` of the slice (a conversations workload).
-    pub fn session(&self, k: u64) -> SessionPlan {
-        let index = self.index(k);
-        let model = self.pick.of(index, true);
-        match &self.source {
-            Source::Sessions { script: Script::Generated { mt, .. }, spec, .. } => {
-                SessionPlan { index, turns: turns::turns(spec, mt, index), model, entry: 0, root: index }
-            }
-            Source::Sessions { script: Script::Trace { sessions, roots, .. }, .. } => {
-                let entry = roots.get((index % roots.len().max(1) as u64) as usize).copied().unwrap_or(0);
-                let turns = sessions.get(entry).map_or(0, |s| s.len() as u32);
-                SessionPlan { index, turns, model, entry, root: index }
-            }
-            Source::Sessions { script: Script::Recorded { sessions, .. }, .. } => {
-                let entry = (index % sessions.len().max(1) as u64) as usize;
-                let turns = sessions.get(entry).map_or(0, |s| s.len() as u32);
-                SessionPlan { index, turns, model, entry, root: index }
-            }
-            _ => SessionPlan { index, turns: 1, model, entry: 0, root: index },
-        }
-    }
-
-    /// The sessions turn `t` of `s` spawns once it ends (a session trace's sub-agents, D68).
-    pub fn spawns(&self, s: &SessionPlan, t: u32) -> Vec<SessionPlan> {
-        let Source::Sessions { script: Script::Trace { sessions, .. }, .. } = &self.source else { return Vec::new() };
-        let Some(item) = sessions.get(s.entry).and_then(|turns| turns.get(t as usize)) else { return Vec::new() };
-        item.spawn
-            .iter()
-            .filter_map(|&n| {
-                let entry = usize::try_from(n).ok().filter(|e| *e < sessions.len())?;
-                // A sub-agent's index: above every root's, its root's and its own entry in it.
-                let index = CHILD_INDEX | (s.root.wrapping_mul(1 << 16) + n + 1);
-                Some(SessionPlan { index, turns: sessions[entry].len() as u32, model: s.model, entry, root: s.root })
-            })
-            .collect()
-    }
-
-    /// Whether turn `t` of `s` waits, before it is sent, for every session `s` spawned.
-    pub fn joins(&self, s: &SessionPlan, t: u32) -> bool {
-        let Source::Sessions { script: Script::Trace { sessions, .. }, .. } = &self.source else { return false };
-        sessions.get(s.entry).and_then(|turns| turns.get(t as usize)).is_some_and(|item| item.join)
-    }
-
-    /// Whether a session's turns resend its history (generated turns without prefix
-    /// ratios, a file's conversations); a trace's turns carry their own.
-    pub fn keeps_history(&self) -> bool {
-        match &self.source {
-            Source::Sessions { script: Script::Generated { mt, .. }, .. } => !turns::without_history(mt),
-            Source::Sessions { script: Script::Recorded { .. }, .. } => true,
-            _ => false,
-        }
-    }
-
-    /// The agent loop of a chat conversation whose turns keep their history, if asked.
-    pub fn tool_loop(&self) -> Option<&surge_proto::ToolLoop> {
-        match &self.source {
-            Source::Sessions { script: Script::Generated { mt, .. } | Script::Recorded { mt, .. }, shape, .. }
-                if shape.chat && self.keeps_history() =>
-            {
-                mt.tool_loop.as_ref()
-            }
-            _ => None,
-        }
-    }
-
-    /// The tool latency before step `step` of turn `t` of session `s`.
-    pub fn tool_latency(&self, tl: &surge_proto::ToolLoop, s: &SessionPlan, t: u32, step: u32) -> std::time::Duration {
-        match &self.source {
-            Source::Sessions { spec, .. } => turns::tool_latency(spec, tl, s.index, t, step),
-            _ => std::time::Duration::ZERO,
-        }
-    }
-
-    /// The result of call `call` of step `step` (text, tokens).
-    pub fn tool_result(
-        &self,
-        tl: &surge_proto::ToolLoop,
-        s: &SessionPlan,
-        t: u32,
-        step: u32,
-        call: u32,
-    ) -> (String, u32) {
-        match &self.source {
-            Source::Sessions { spec, tok, .. } => {
-                let p = turns::tool_result(spec, tl, tok.as_deref(), s.index, t, step, call);
-                (p.text, p.input_tokens)
-            }
-            _ => (String::new(), 0),
-        }
-    }
-
-    /// A step of an agent loop: the history as it stands (the calls and their results
-    /// last), asking for `output_tokens`.
-    pub fn step(&self, s: &SessionPlan, history: &History, output_tokens: u32) -> Planned {
-        let body = match &self.source {
-            Source::Sessions { shape, .. } => {
-                openai::chat_body_raw(&shape.params(s.model), &history.messages_now(), output_tokens)
-            }
-            _ => Vec::new(),
-        };
-        Planned {
-            body: Bytes::from(body),
-            input_tokens: history.tokens(),
-            input_source: TokenSource::ClientEstimate,
-            input_sequences: 0,
-            audio_s: 0.0,
-            max_tokens: output_tokens,
-        }
-    }
-
-    /// A new conversation's history (its system prompt, if any).
-    pub fn history(&self) -> History {
-        match &self.source {
-            Source::Sessions { script: Script::Generated { system, .. }, shape, .. } => {
-                History::new(shape.chat, system.as_ref().map(|p| (p.text.as_str(), p.input_tokens)))
-            }
-            Source::Sessions { shape, .. } => History::new(shape.chat, None),
-            _ => History::new(false, None),
-        }
-    }
-
-    /// When turn `t` (> 0) of session `s` is sent.
-    pub fn wait(&self, s: &SessionPlan, t: u32) -> Wait {
-        match &self.source {
-            Source::Sessions { script: Script::Generated { mt, .. } | Script::Recorded { mt, .. }, spec, .. } => {
-                Wait::After(turns::think(spec, mt, s.index, t))
-            }
-            Source::Sessions { script: Script::Trace { sessions, speedup, .. }, .. } => {
-                let item = &sessions[s.entry][t as usize];
-                let ms = |v: f64| std::time::Duration::try_from_secs_f64(v / 1e3 / speedup).unwrap_or_default();
-                if item.delay_ms >= 0.0 { Wait::After(ms(item.delay_ms)) } else { Wait::At(ms(item.timestamp_ms)) }
-            }
-            _ => Wait::After(std::time::Duration::ZERO),
-        }
-    }
-
-    /// Turn `t` of session `s`, after `history` (a generated session resends it; a trace's
-    /// turn carries its own).
-    pub fn turn(&self, s: &SessionPlan, t: u32, history: &History) -> TurnPlan {
-        let Source::Sessions { script, spec, tok, shape } = &self.source else {
-            let planned = self.make(0, false);
-            let user_tokens = planned.input_tokens;
-            return TurnPlan { planned, user: String::new(), user_tokens, history_tokens: 0, output_tokens: 0 };
-        };
-        match script {
-            Script::Generated { mt, system } => {
-                let user = turns::user_message(spec, mt, tok.as_deref(), s.index, t);
-                let alone;
-                let h = if turns::without_history(mt) {
-                    alone = History::new(shape.chat, system.as_ref().map(|p| (p.text.as_str(), p.input_tokens)));
-                    &alone
-                } else {
-                    history
-                };
-                let params = shape.params(s.model);
-                let body = if shape.chat {
-                    openai::chat_body_raw(&params, &h.messages(&user.text), user.output_tokens)
-                } else {
-                    openai::body(&params, &h.prompt(&user.text), user.output_tokens)
-                };
-                let planned = Planned {
-                    body: Bytes::from(body),
-                    input_tokens: h.tokens().saturating_add(user.input_tokens),
-                    input_source: user.input_source,
-                    input_sequences: 0,
-                    audio_s: 0.0,
-                    max_tokens: user.output_tokens,
-                };
-                TurnPlan {
-                    planned,
-                    user_tokens: user.input_tokens,
-                    history_tokens: h.tokens(),
-                    user: user.text,
-                    output_tokens: user.output_tokens,
-                }
-            }
-            Script::Recorded { sessions, .. } => {
-                let item = &sessions[s.entry][t as usize];
-                let params = shape.params(s.model);
-                let body = if shape.chat {
-                    openai::chat_body_raw(&params, &history.messages(&item.text), item.output_tokens)
-                } else {
-                    openai::body(&params, &history.prompt(&item.text), item.output_tokens)
-                };
-                let planned = Planned {
-                    body: Bytes::from(body),
-                    input_tokens: history.tokens().saturating_add(item.input_tokens),
-                    input_source: item.input_source(),
-                    input_sequences: 0,
-                    audio_s: 0.0,
-                    max_tokens: item.output_tokens,
-                };
-                TurnPlan {
-                    planned,
-                    user_tokens: item.input_tokens,
-                    history_tokens: history.tokens(),
-                    user: item.text.clone(),
-                    output_tokens: item.output_tokens,
-                }
-            }
-            Script::Trace { sessions, .. } => {
-                let item = &sessions[s.entry][t as usize];
-                let prompt =
-                    dataset::trace(spec, tok.as_deref(), item, s.index * surge_proto::TURN_STRIDE + u64::from(t));
-                let planned = shape.planned(prompt.clone(), s.model).unwrap_or_else(|_| {
-                    let plain = Prompt { messages_json: String::new(), ..prompt };
-                    shape.planned(plain, s.model).expect("a plain prompt serializes")
-                });
-                let user_tokens = planned.input_tokens;
-                TurnPlan {
-                    planned,
-                    user: String::new(),
-                    user_tokens,
-                    history_tokens: 0,
-                    output_tokens: item.output_tokens,
-                }
-            }
-        }
+    /// The slice's type: single requests or sessions.
+    pub fn form(&self) -> &Form {
+        &self.form
     }
 
     /// A timed trace's send times, seconds from the start divided by `speedup`, one per
@@ -757,13 +510,11 @@ impl Jobs {
     /// session of the slice (its first turn's).
     pub fn trace_offsets(&self, speedup: f64) -> Option<Arc<[f64]>> {
         let speedup = if speedup > 0.0 { speedup } else { 1.0 };
-        if let Source::Sessions { script: Script::Trace { sessions, roots, .. }, .. } = &self.source {
-            let len = self.len.min(roots.len() as u64);
-            return Some(
-                (0..len).map(|k| sessions[self.session(k).entry][0].timestamp_ms / 1000.0 / speedup).collect(),
-            );
-        }
-        let Source::Trace { items, spec, .. } = &self.source else { return None };
+        let source = match &self.form {
+            Form::Sessions(s) => return s.trace_offsets(self.len, |k| self.index(k), speedup),
+            Form::Requests(r) => &r.0,
+        };
+        let Source::Trace { items, spec, .. } = source else { return None };
         if spec.kind() != DatasetKind::TimedTrace {
             return None;
         }
@@ -906,9 +657,9 @@ mod tests {
             delay_ms: 250.0,
             ..Default::default()
         });
-        let jobs = new_jobs(&mut w, None).unwrap();
-        assert!(jobs.is_sessions());
-        let s = jobs.session(2);
+        let all = new_jobs(&mut w, None).unwrap();
+        let Form::Sessions(jobs) = all.form() else { panic!("a conversations workload is sessions") };
+        let s = jobs.session(all.index(2));
         assert_eq!((s.index, s.turns), (1_002, 3));
         let mut h = jobs.history();
         let first = jobs.turn(&s, 0, &h);

@@ -5,7 +5,7 @@
 //! left unset, or a contradiction is refused with the field and the value named, before
 //! any connection or request: an agent never runs a load other than the one asked for.
 
-use super::conn::Version;
+use crate::engine::conn::Version;
 use std::num::NonZeroU32;
 use std::time::Duration;
 use surge_proto::{HttpChoice, LoraPick, RampStrategy, Workload};
