@@ -233,8 +233,7 @@ impl Capacity<'_> {
             let (mut record, _, _) =
                 run_watched(&mut self.session, self.outputs, &p, &self.model, &label, false, Some(&mut state)).await?;
             let path = sweep.file(level, k);
-            record.result.sweep =
-                Some(SweepPosition { kind: sweep.kind.key().into(), level, run: k, runs: sweep.runs });
+            record.result.sweep = Some(SweepPosition { kind: sweep.kind, level, run: k, runs: sweep.runs });
             record.file = Some(path.clone());
             self.outputs.run(&record).map_err(|e| Failure::run("", &e))?;
             record.result.detailed_spill = None;

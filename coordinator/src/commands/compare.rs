@@ -5,8 +5,10 @@
 use super::report;
 use crate::analysis::compare::{Line, Rule, compare, parse_rule};
 use crate::exit;
+use crate::output::keys::Key;
 use crate::output::read::{self, level};
 use crate::output::report::{Options, Section, Table};
+use crate::output::result::RunResult;
 use crate::output::tables::compare_table;
 use crate::output::terminal;
 use std::collections::BTreeMap;
@@ -28,7 +30,7 @@ const SHOWN: [&str; 8] = [
 struct Input {
     name: String,
     schema: u64,
-    levels: BTreeMap<String, Vec<serde_json::Value>>,
+    levels: BTreeMap<String, Vec<RunResult>>,
 }
 
 fn usage(m: String) -> (u8, String) {
@@ -37,18 +39,18 @@ fn usage(m: String) -> (u8, String) {
 
 fn load(path: &Path) -> Result<Input, (u8, String)> {
     let l = read::load(path).map_err(usage)?;
-    let mut levels: BTreeMap<String, Vec<serde_json::Value>> = BTreeMap::new();
-    for (_, v) in l.results {
-        let key = if l.is_dir { level(&v) } else { "run".to_string() };
-        levels.entry(key).or_default().push(v);
+    let mut levels: BTreeMap<String, Vec<RunResult>> = BTreeMap::new();
+    for (_, r) in l.results {
+        let key = if l.is_dir { level(&r) } else { "run".to_string() };
+        levels.entry(key).or_default().push(r);
     }
     Ok(Input { name: l.name, schema: l.schema, levels })
 }
 
-/// The values of `metric` over the runs of a level; an error names what is missing.
-fn values(runs: &[serde_json::Value], metric: &str, input: &str) -> Result<Vec<f64>, (u8, String)> {
+/// The values of `metric` (`key`) over the runs of a level; an error names what is missing.
+fn values(runs: &[RunResult], (metric, key): &(String, Key), input: &str) -> Result<Vec<f64>, (u8, String)> {
     runs.iter()
-        .map(|v| v.get(metric).and_then(|x| x.as_f64()))
+        .map(|r| key.of(r))
         .collect::<Option<Vec<f64>>>()
         .ok_or_else(|| usage(format!("{input}: no metric {metric:?} in its results")))
 }
@@ -62,13 +64,13 @@ fn run(paths: &[PathBuf], rules: &[String]) -> Result<Compared, (u8, String)> {
     if candidates.is_empty() {
         return Err(usage("compare: a CANDIDATE to compare with BASE is needed".into()));
     }
-    let base = load(base)?;
-    let mut metrics: Vec<String> = SHOWN.iter().map(|s| s.to_string()).collect();
-    for r in &rules {
-        if !metrics.contains(&r.metric) {
-            metrics.push(r.metric.clone());
+    let mut metrics: Vec<(String, Key)> = Vec::new();
+    for name in SHOWN.iter().copied().chain(rules.iter().map(|r| r.metric.as_str())) {
+        if !metrics.iter().any(|(m, _)| m == name) {
+            metrics.push((name.to_string(), Key::parse(name).map_err(|e| usage(format!("--fail-if: {e}")))?));
         }
     }
+    let base = load(base)?;
     let (mut lines, mut breached) = (Vec::new(), Vec::new());
     for path in candidates {
         let cand = load(path)?;
@@ -79,7 +81,7 @@ fn run(paths: &[PathBuf], rules: &[String]) -> Result<Compared, (u8, String)> {
             )));
         }
         // Lone results compare with each other whatever their levels.
-        let pairs: Vec<(&String, &Vec<serde_json::Value>, &Vec<serde_json::Value>)> =
+        let pairs: Vec<(&String, &Vec<RunResult>, &Vec<RunResult>)> =
             if base.levels.len() == 1 && cand.levels.len() == 1 {
                 let (k, b) = base.levels.iter().next().expect("one level");
                 vec![(k, b, cand.levels.values().next().expect("one level"))]
@@ -90,9 +92,10 @@ fn run(paths: &[PathBuf], rules: &[String]) -> Result<Compared, (u8, String)> {
             return Err(usage(format!("{} and {} have no level in common", base.name, cand.name)));
         }
         for (level, b, c) in pairs {
-            for m in &metrics {
+            for metric in &metrics {
+                let m = &metric.0;
                 let shown = SHOWN.contains(&m.as_str());
-                let (bv, cv) = match (values(b, m, &base.name), values(c, m, &cand.name)) {
+                let (bv, cv) = match (values(b, metric, &base.name), values(c, metric, &cand.name)) {
                     (Ok(bv), Ok(cv)) => (bv, cv),
                     // A shown metric a run lacks (not in --percentile-metrics) is skipped;
                     // a rule's metric must be there.

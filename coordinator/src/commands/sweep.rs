@@ -82,7 +82,7 @@ impl Results {
             })
             .collect();
         SweepSummary {
-            kind: plan.kind.key().into(),
+            kind: plan.kind,
             tag: plan.tag.clone(),
             runs_per_level: plan.runs,
             levels,
@@ -130,8 +130,7 @@ impl Sweep<'_> {
                 let label = format!("{} run {k}/{}", plan.level_name(level), plan.runs);
                 let (mut record, _, _) =
                     run_on(&mut self.session, self.outputs, &p, &self.model, &label, false).await?;
-                record.result.sweep =
-                    Some(SweepPosition { kind: plan.kind.key().into(), level, run: k, runs: plan.runs });
+                record.result.sweep = Some(SweepPosition { kind: plan.kind, level, run: k, runs: plan.runs });
                 record.file = Some(path);
                 self.outputs.run(&record).map_err(|e| Failure::run("", &e))?;
                 if record.status != RunStatus::Complete {

@@ -34,15 +34,17 @@ impl Serialize for Latencies {
     }
 }
 
+/// A sub-agent graph's statistics (D68), keyed as the latencies are.
+const GRAPH_METRICS: [&str; 2] = ["graph_duration", "critical_path"];
+
 /// `(stat, metric)` of a key such as `p99.9_ttft_ms` or `mean_itl_ms`.
-fn latency_key(key: &str) -> Option<(&str, &str)> {
+pub(crate) fn latency_key(key: &str) -> Option<(&str, &'static str)> {
     let rest = key.strip_suffix("_ms")?;
-    crate::plan::REASONING_METRICS.iter().chain(&crate::plan::QUEUE_METRICS).chain(&crate::plan::METRICS).find_map(
-        |&metric| {
-            let stat = rest.strip_suffix(metric)?.strip_suffix('_')?;
-            (!stat.contains('_') || stat.starts_with('p')).then_some((stat, metric))
-        },
-    )
+    let metrics = crate::plan::REASONING_METRICS.iter().chain(&crate::plan::QUEUE_METRICS).chain(&GRAPH_METRICS);
+    metrics.chain(&crate::plan::METRICS).find_map(|&metric| {
+        let stat = rest.strip_suffix(metric)?.strip_suffix('_')?;
+        (!stat.contains('_') || stat.starts_with('p')).then_some((stat, metric))
+    })
 }
 
 impl<'de> Deserialize<'de> for Latencies {
@@ -94,6 +96,7 @@ impl<'de> Deserialize<'de> for Latencies {
                         .iter()
                         .chain(&crate::plan::QUEUE_METRICS)
                         .chain(&crate::plan::REASONING_METRICS)
+                        .chain(&GRAPH_METRICS)
                         .position(|m| *m == n)
                 };
                 out.sort_by_key(|m| rank(&m.name));

@@ -11,6 +11,7 @@ pub mod detail_spill;
 pub mod endpoints;
 pub mod files;
 pub mod fleet;
+pub mod keys;
 pub mod latencies;
 pub mod live;
 pub mod multi_turn;

@@ -663,6 +663,21 @@ pub enum AgentStop {
 }
 
 impl AgentStop {
+    /// As the result names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Finished => "finished",
+            Self::Duration => "duration",
+            Self::Stopped => "stopped",
+            Self::Deadline => "deadline",
+            Self::Lease => "lease",
+            Self::Signal => "signal",
+            Self::CoordinatorGone => "coordinator gone",
+            Self::Lost => "lost",
+            Self::Unknown => "",
+        }
+    }
+
     /// The agent's `Done.stop`.
     pub fn of(s: surge_proto::StopReason) -> Self {
         use surge_proto::StopReason as S;
@@ -726,7 +741,7 @@ pub struct Lateness {
 /// A level-run's place in its sweep.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SweepPosition {
-    pub kind: String,
+    pub kind: crate::plan::sweep::Kind,
     pub level: f64,
     pub run: u32,
     pub runs: u32,
@@ -776,7 +791,7 @@ pub enum LevelKey {
 /// `summary.json` of a sweep directory.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SweepSummary {
-    pub kind: String,
+    pub kind: crate::plan::sweep::Kind,
     pub tag: String,
     pub runs_per_level: u32,
     pub levels: Vec<LevelSummary>,

@@ -72,7 +72,7 @@ pub fn sweep_table(s: &SweepSummary) -> String {
     let cost = has_cost(s);
     let mut out = format!(
         "{:>10} {:>4} {:>22} {:>12} {:>10} {:>10} {:>10}{}\n",
-        s.kind,
+        s.kind.key(),
         "runs",
         "req/s (95% CI)",
         "out tok/s",
@@ -123,7 +123,7 @@ fn columns(s: &SweepSummary) -> Vec<&'static str> {
 /// `summary.csv`: a row per level, mean/std/CI/CV per statistic, the knee flag.
 pub fn sweep_csv(s: &SweepSummary) -> String {
     let mut w = csv::Writer::from_writer(Vec::new());
-    let mut header = vec![s.kind.clone(), "runs".to_string()];
+    let mut header = vec![s.kind.key().to_string(), "runs".to_string()];
     let cols = columns(s);
     for name in &cols {
         for part in ["mean", "std", "ci95_low", "ci95_high", "cv"] {

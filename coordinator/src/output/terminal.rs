@@ -88,7 +88,11 @@ impl Output for Terminal {
         if done {
             let mut text = tables::sweep_table(s);
             if let (true, Some(l)) = (s.knee.searched, s.levels.iter().find(|l| l.knee)) {
-                text.push_str(&format!("knee: {} = {}\n", s.kind, crate::plan::percentile_word(tables::level_of(l))));
+                text.push_str(&format!(
+                    "knee: {} = {}\n",
+                    s.kind.key(),
+                    crate::plan::percentile_word(tables::level_of(l))
+                ));
             }
             out(&text);
         }

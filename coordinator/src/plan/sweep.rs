@@ -5,12 +5,15 @@ use super::RunPlan;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// What the levels vary.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What the levels vary; a result names it by its [`key`](Kind::key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Kind {
+    #[serde(rename = "concurrency")]
     Concurrency,
+    #[serde(rename = "request_rate")]
     RequestRate,
     /// Conversations open at once (`--multi-turn-concurrency`).
+    #[serde(rename = "multi_turn_concurrency")]
     Sessions,
 }
 

@@ -3,48 +3,40 @@
 //! throughput over time, one series per endpoint of each run.
 
 use super::chart::{Chart, Kind, Point};
-use super::{Run, Section, Table, cell, num};
-use serde_json::Value;
+use super::{Run, Section, Table, fmt_num, num_cell};
+use crate::analysis::timeseries::EndpointSlice;
+use crate::output::endpoints::EndpointResult;
+use crate::output::keys::{Stat, latency};
 
-/// The columns of the table: a label and a key of an `endpoints` entry.
-const COLUMNS: [(&str, &str); 7] = [
-    ("requests", "requests"),
-    ("failed", "failed"),
-    ("req/s", "request_throughput"),
-    ("TTFT p50 (ms)", "median_ttft_ms"),
-    ("TTFT p99 (ms)", "p99_ttft_ms"),
-    ("cache hit rate", "prompt_cache_hit_rate"),
-    ("outlier", "outlier"),
+/// The columns of the table: a label and an entry's value.
+type Column = (&'static str, fn(&EndpointResult) -> String);
+
+const COLUMNS: [Column; 7] = [
+    ("requests", |e| e.requests.to_string()),
+    ("failed", |e| e.failed.to_string()),
+    ("req/s", |e| fmt_num(e.request_throughput)),
+    ("TTFT p50 (ms)", |e| num_cell(latency(&e.latency, Stat::Median, "ttft"))),
+    ("TTFT p99 (ms)", |e| num_cell(latency(&e.latency, Stat::P(99.0), "ttft"))),
+    ("cache hit rate", |e| num_cell(e.prompt_cache_hit_rate)),
+    ("outlier", |e| if e.outlier { "yes" } else { "no" }.into()),
 ];
 
 /// Whether any run had several endpoints or read the replicas.
 pub fn any(runs: &[Run]) -> bool {
-    runs.iter().any(|r| r.v.get("endpoints").is_some() || r.v.get("replicas").is_some())
+    runs.iter().any(|r| r.v.endpoints.is_some() || r.v.replicas.is_some())
 }
 
-fn list<'a>(r: &Run<'a>) -> &'a [Value] {
-    r.v.get("endpoints").and_then(Value::as_array).map_or(&[], Vec::as_slice)
+fn list<'a>(r: &Run<'a>) -> &'a [EndpointResult] {
+    r.v.endpoints.as_deref().unwrap_or(&[])
 }
 
-fn slices<'a>(r: &Run<'a>) -> &'a [Value] {
-    r.v.get("time_series").and_then(Value::as_array).map_or(&[], Vec::as_slice)
-}
-
-/// One series per endpoint of each run: `key` of its part of each slice.
-fn per_endpoint(runs: &[Run], chart: Chart, key: &str) -> Chart {
+/// One series per endpoint of each run: `value` of its part of each slice.
+fn per_endpoint(runs: &[Run], chart: Chart, value: fn(&EndpointSlice) -> Option<f64>) -> Chart {
     runs.iter().fold(chart, |c, r| {
         list(r).iter().enumerate().fold(c, |c, (i, e)| {
-            let points = slices(r)
-                .iter()
-                .filter_map(|s| {
-                    let part = s.get("endpoints")?.get(i)?;
-                    // A slice where the endpoint completed nothing has no TTFT to draw.
-                    (key != "mean_ttft_ms" || num(part, "completed")? > 0.0)
-                        .then(|| Some(Point::new(num(s, "t")?, num(part, key)?)))?
-                })
-                .collect();
-            let name = e.get("name").and_then(Value::as_str).unwrap_or("?");
-            c.with(&format!("{} {name}", r.name), points)
+            let points =
+                r.v.time_series.iter().filter_map(|s| Some(Point::new(s.t, value(s.endpoints.get(i)?)?))).collect();
+            c.with(&format!("{} {}", r.name, e.name), points)
         })
     })
 }
@@ -57,8 +49,8 @@ pub fn section(runs: &[Run]) -> Section {
         .iter()
         .flat_map(|r| {
             list(r).iter().map(|e| {
-                let mut row = vec![r.name.clone(), cell(e.get("name"))];
-                row.extend(COLUMNS.iter().map(|(_, key)| cell(e.get(*key))));
+                let mut row = vec![r.name.clone(), e.name.clone()];
+                row.extend(COLUMNS.iter().map(|(_, value)| value(e)));
                 row
             })
         })
@@ -72,15 +64,22 @@ pub fn section(runs: &[Run]) -> Section {
     let rows = runs
         .iter()
         .filter_map(|r| {
-            let rep = r.v.get("replicas")?;
-            let keys = ["replicas_seen", "balance", "session_affinity", "stayed_hit_rate", "moved_hit_rate"];
-            Some(std::iter::once(r.name.clone()).chain(keys.iter().map(|k| cell(rep.get(*k)))).collect())
+            let rep = r.v.replicas.as_ref()?;
+            Some(vec![
+                r.name.clone(),
+                rep.replicas_seen.to_string(),
+                fmt_num(rep.balance),
+                num_cell(rep.session_affinity),
+                num_cell(rep.stayed_hit_rate),
+                num_cell(rep.moved_hit_rate),
+            ])
         })
         .collect();
     s.tables.push(Table { caption: "replicas behind the router".into(), head: head.map(String::from).to_vec(), rows });
     let ttft =
         Chart::new("endpoint-ttft", "Mean TTFT per slice, by endpoint", "time from the start (s)", "ms", Kind::Line);
-    s.chart(per_endpoint(runs, ttft, "mean_ttft_ms"));
+    // A slice where the endpoint completed nothing has no TTFT to draw.
+    s.chart(per_endpoint(runs, ttft, |e| (e.completed > 0).then_some(e.mean_ttft_ms)));
     let rate = Chart::new(
         "endpoint-throughput",
         "Request throughput per slice, by endpoint",
@@ -88,6 +87,6 @@ pub fn section(runs: &[Run]) -> Section {
         "req/s",
         Kind::Line,
     );
-    s.chart(per_endpoint(runs, rate, "request_throughput"));
+    s.chart(per_endpoint(runs, rate, |e| Some(e.request_throughput)));
     s
 }

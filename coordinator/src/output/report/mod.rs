@@ -15,6 +15,7 @@ pub mod sweeps;
 pub mod turns;
 
 use super::read::Loaded;
+use super::result::{RunResult, SweepSummary};
 use chart::Chart;
 
 /// A table as it is shown: a caption, a header row, rows of cells.
@@ -59,13 +60,13 @@ pub struct Report {
 /// One run result and the name it is shown under.
 pub struct Run<'a> {
     pub name: String,
-    pub v: &'a serde_json::Value,
+    pub v: &'a RunResult,
 }
 
 /// One sweep directory.
 pub struct Sweep<'a> {
     pub name: String,
-    pub summary: &'a serde_json::Value,
+    pub summary: &'a SweepSummary,
     pub runs: Vec<Run<'a>>,
 }
 
@@ -123,16 +124,11 @@ pub(crate) fn short_name(path: &str) -> String {
 }
 
 /// A lone run is shown under its `--label` when it has one, else its file stem.
-fn run_name(stem: &str, v: &serde_json::Value, in_dir: bool) -> String {
-    match v.get("label").and_then(|l| l.as_str()) {
-        Some(label) if !in_dir => label.to_string(),
+fn run_name(stem: &str, r: &RunResult, in_dir: bool) -> String {
+    match &r.label {
+        Some(label) if !in_dir => label.clone(),
         _ => stem.to_string(),
     }
-}
-
-/// `v`'s number at a dotted path (`client.verdict.achieved_rate`).
-pub fn num(v: &serde_json::Value, path: &str) -> Option<f64> {
-    path.split('.').try_fold(v, |v, k| v.get(k))?.as_f64()
 }
 
 /// A number as tables show it: integers plain, others with up to 3 decimals.
@@ -146,7 +142,13 @@ pub fn fmt_num(x: f64) -> String {
     }
 }
 
-/// Any JSON value as one table cell.
+/// A number as one table cell (`—` when absent).
+pub fn num_cell(x: Option<f64>) -> String {
+    x.filter(|x| x.is_finite()).map_or_else(|| "—".into(), fmt_num)
+}
+
+/// Any JSON value as one table cell (a block shown key by key: `run_metadata`, a server
+/// check).
 pub fn cell(v: Option<&serde_json::Value>) -> String {
     match v {
         None | Some(serde_json::Value::Null) => "—".into(),

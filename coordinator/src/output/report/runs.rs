@@ -3,8 +3,10 @@
 //! errors, the server's metrics and cost.
 
 use super::chart::{Chart, Kind, Mark, Point};
-use super::{Options, Run, Section, Table, cell, cost_at, fmt_num, num};
-use serde_json::Value;
+use super::{Options, Run, Section, Table, cell, cost_at, fmt_num, num_cell};
+use crate::analysis::timeseries::Slice;
+use crate::output::keys::{Key, Stat, latency};
+use crate::output::result::{Distribution, EndedBy};
 
 /// The growth from one distribution bucket to the next (32 per doubling, as results hold).
 pub const BUCKET_BASE: f64 = 1.021_897_148_654_116_7;
@@ -12,11 +14,9 @@ pub const BUCKET_BASE: f64 = 1.021_897_148_654_116_7;
 /// The distributions charted, with their names.
 const DISTRIBUTIONS: [(&str, &str); 3] = [("ttft", "TTFT"), ("itl", "ITL"), ("e2el", "E2E latency")];
 
-/// The summary's rows: label and result key, in the order `vllm bench serve` prints them.
-const SUMMARY: [(&str, &str); 16] = [
-    ("Successful requests", "completed"),
-    ("Failed requests", "failed"),
-    ("Requests with anomalies", "anomalies.requests"),
+/// The summary's rows: label and result key, in the order `vllm bench serve` prints them
+/// (after the counts: the requests with anomalies).
+const SUMMARY: [(&str, &str); 12] = [
     ("Benchmark duration (s)", "duration"),
     ("Total input tokens", "total_input_tokens"),
     ("Total generated tokens", "total_output_tokens"),
@@ -29,7 +29,6 @@ const SUMMARY: [(&str, &str); 16] = [
     ("Request goodput (req/s)", "request_goodput"),
     ("Cost per 1M output tokens (USD)", "cost_per_million_output_tokens"),
     ("Cost per 1M total tokens (USD)", "cost_per_million_total_tokens"),
-    ("Ended by", "ended_by"),
 ];
 
 pub fn sections(runs: &[Run], opts: Options) -> Vec<Section> {
@@ -44,10 +43,10 @@ pub fn sections(runs: &[Run], opts: Options) -> Vec<Section> {
         out.push(super::endpoints::section(runs));
     }
     out.push(errors(runs));
-    if runs.iter().any(|r| r.v.get("server_metrics").is_some_and(Value::is_object)) {
+    if runs.iter().any(|r| r.v.server_metrics.is_some()) {
         out.push(server(runs));
     }
-    if runs.iter().any(|r| r.v.get("gpu_metrics").is_some_and(Value::is_object)) {
+    if runs.iter().any(|r| r.v.gpu_metrics.is_some()) {
         out.push(gpu(runs));
     }
     if runs.iter().any(|r| cost(r, opts).is_some()) {
@@ -59,30 +58,22 @@ pub fn sections(runs: &[Run], opts: Options) -> Vec<Section> {
 /// GPU telemetry over time beside the throughput: power, utilization, energy per token.
 fn gpu(runs: &[Run]) -> Section {
     let mut s = Section::new("gpu", "GPU and energy");
-    s.chart(over_time(runs, "gpu-power", "GPU power per slice (all GPUs)", "W", "gpu_power_w"));
-    s.chart(over_time(
-        runs,
-        "gpu-utilization",
-        "GPU utilization per slice (mean of the GPUs)",
-        "%",
-        "gpu_utilization_pct",
-    ));
-    s.chart(over_time(runs, "gpu-throughput", "Output throughput per slice", "tok/s", "output_throughput"));
-    s.chart(over_time(
-        runs,
-        "gpu-energy-per-token",
-        "Energy per output token per slice",
-        "J",
-        "energy_per_output_token_j",
-    ));
+    s.chart(over_time(runs, "gpu-power", "GPU power per slice (all GPUs)", "W", |x| x.gpu_power_w));
+    s.chart(over_time(runs, "gpu-utilization", "GPU utilization per slice (mean of the GPUs)", "%", |x| {
+        x.gpu_utilization_pct
+    }));
+    s.chart(over_time(runs, "gpu-throughput", "Output throughput per slice", "tok/s", |x| Some(x.output_throughput)));
+    s.chart(over_time(runs, "gpu-energy-per-token", "Energy per output token per slice", "J", |x| {
+        x.energy_per_output_token_j
+    }));
     for r in runs {
-        if let Some(j) = num(r.v, "energy_per_output_token_j") {
+        if let Some(j) = r.v.energy_per_output_token_j {
             s.notes.push(format!(
                 "{}: {} J per output token, {} output tokens per joule, {} W on average.",
                 r.name,
                 fmt_num(j),
-                num(r.v, "output_tokens_per_joule").map_or("—".into(), fmt_num),
-                num(r.v, "average_gpu_power_w").map_or("—".into(), fmt_num)
+                num_cell(r.v.output_tokens_per_joule),
+                num_cell(r.v.average_gpu_power_w)
             ));
         }
     }
@@ -93,24 +84,24 @@ fn head(first: &str, runs: &[Run]) -> Vec<String> {
     std::iter::once(first.to_string()).chain(runs.iter().map(|r| r.name.clone())).collect()
 }
 
+/// The `run_metadata` block key by key, as its file shows it.
 fn metadata(runs: &[Run]) -> Section {
-    let mut keys: Vec<String> = Vec::new();
-    for r in runs {
-        if let Some(m) = r.v.get("run_metadata").and_then(Value::as_object) {
-            for k in m.keys() {
-                if !keys.contains(k) {
-                    keys.push(k.clone());
-                }
-            }
+    let blocks: Vec<serde_json::Map<String, serde_json::Value>> = runs
+        .iter()
+        .map(|r| match serde_json::to_value(&r.v.run_metadata) {
+            Ok(serde_json::Value::Object(m)) => m,
+            _ => serde_json::Map::new(),
+        })
+        .collect();
+    let mut keys: Vec<&String> = Vec::new();
+    for k in blocks.iter().flat_map(|m| m.keys()) {
+        if !keys.contains(&k) {
+            keys.push(k);
         }
     }
     let rows = keys
         .iter()
-        .map(|k| {
-            std::iter::once(k.clone())
-                .chain(runs.iter().map(|r| cell(r.v.get("run_metadata").and_then(|m| m.get(k)))))
-                .collect()
-        })
+        .map(|k| std::iter::once(k.to_string()).chain(blocks.iter().map(|m| cell(m.get(*k)))).collect())
         .collect();
     let mut s = Section::new("run-metadata", "Run metadata");
     s.tables.push(Table { caption: "run_metadata".into(), head: head("key", runs), rows });
@@ -119,21 +110,28 @@ fn metadata(runs: &[Run]) -> Section {
 
 /// The cost per million output tokens: the result's, else from `--cost-per-hour`.
 fn cost(r: &Run, opts: Options) -> Option<f64> {
-    num(r.v, "cost_per_million_output_tokens")
-        .or_else(|| opts.cost_per_hour.and_then(|c| cost_at(c, num(r.v, "output_throughput")?)))
+    r.v.cost_per_million_output_tokens.or_else(|| opts.cost_per_hour.and_then(|c| cost_at(c, r.v.output_throughput)))
 }
 
 fn summary(runs: &[Run], opts: Options) -> Section {
-    // A key may be a path into the result (`anomalies.requests`).
-    let at = |v: &'_ Value, key: &str| key.split('.').try_fold(v, |v, k| v.get(k)).cloned();
-    let mut rows: Vec<Vec<String>> = SUMMARY
-        .iter()
-        .filter(|(_, key)| runs.iter().any(|r| at(r.v, key).is_some_and(|x| !x.is_null())))
-        .map(|(label, key)| {
-            std::iter::once(label.to_string()).chain(runs.iter().map(|r| cell(at(r.v, key).as_ref()))).collect()
-        })
-        .collect();
-    if opts.cost_per_hour.is_some() && runs.iter().all(|r| num(r.v, "cost_per_million_output_tokens").is_none()) {
+    let row = |label: &str, f: &dyn Fn(&Run) -> String| -> Vec<String> {
+        std::iter::once(label.to_string()).chain(runs.iter().map(f)).collect()
+    };
+    let mut rows: Vec<Vec<String>> = vec![
+        row("Successful requests", &|r| r.v.completed.to_string()),
+        row("Failed requests", &|r| r.v.failed.to_string()),
+        row("Requests with anomalies", &|r| r.v.anomalies.requests.to_string()),
+    ];
+    for (label, name) in SUMMARY {
+        let Ok(key) = Key::parse(name) else { continue };
+        if runs.iter().any(|r| key.of(r.v).is_some()) {
+            rows.push(row(label, &|r| num_cell(key.of(r.v))));
+        }
+    }
+    if runs.iter().any(|r| r.v.ended_by != EndedBy::Unknown) {
+        rows.push(row("Ended by", &|r| r.v.ended_by.as_str().to_string()));
+    }
+    if opts.cost_per_hour.is_some() && runs.iter().all(|r| r.v.cost_per_million_output_tokens.is_none()) {
         rows.push(
             std::iter::once(format!(
                 "Cost per 1M output tokens (USD, at {} USD/h)",
@@ -145,50 +143,36 @@ fn summary(runs: &[Run], opts: Options) -> Section {
     }
     for (metric, name) in [("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2EL")] {
         let Some(first) = runs.first() else { break };
-        let mut keys = vec![format!("mean_{metric}_ms"), format!("median_{metric}_ms")];
-        if let Some(obj) = first.v.as_object() {
-            let prefix = "p";
-            let suffix = format!("_{metric}_ms");
-            keys.extend(
-                obj.keys()
-                    .filter(|k| k.starts_with(prefix) && k.ends_with(&suffix) && !k.starts_with("percentiles"))
-                    .cloned(),
+        // Mean, median, then the first run's percentiles in its order.
+        let mut stats = vec![(Stat::Mean, "Mean".to_string()), (Stat::Median, "Median".to_string())];
+        if let Some(m) = first.v.latency.get(metric) {
+            stats.extend(
+                m.percentiles.iter().map(|&(p, _)| (Stat::P(p), format!("p{}", crate::plan::percentile_word(p)))),
             );
         }
-        for k in keys.iter().filter(|k| runs.iter().any(|r| r.v.get(k.as_str()).is_some())) {
-            let label = format!(
-                "{} {name} (ms)",
-                k.split('_').next().unwrap_or("").replace("median", "Median").replace("mean", "Mean")
-            );
-            rows.push(std::iter::once(label).chain(runs.iter().map(|r| cell(r.v.get(k.as_str())))).collect());
+        for (stat, word) in stats {
+            if runs.iter().any(|r| r.v.latency.get(metric).is_some()) {
+                let label = format!("{word} {name} (ms)");
+                rows.push(row(&label, &|r| num_cell(latency(&r.v.latency, stat, metric))));
+            }
         }
     }
-    rows.push(
-        std::iter::once("Client-bound".to_string())
-            .chain(runs.iter().map(|r| {
-                let v = r.v.get("client").and_then(|c| c.get("verdict"));
-                match v.and_then(|v| v.get("client_bound")).and_then(Value::as_bool) {
-                    Some(true) => format!("yes: {}", cell(v.and_then(|v| v.get("reasons")))),
-                    Some(false) => "no".into(),
-                    None => "—".into(),
-                }
-            }))
-            .collect(),
-    );
+    rows.push(row("Client-bound", &|r| {
+        let v = &r.v.client.verdict;
+        if v.client_bound { format!("yes: {}", v.reasons.join(", ")) } else { "no".into() }
+    }));
     let mut s = Section::new("summary", "Summary");
     s.tables.push(Table { caption: "the summary block's values".into(), head: head("metric", runs), rows });
     s
 }
 
 /// A run's distribution of `metric`: bucket bounds and counts, and its quantiles.
-fn dist<'a>(r: &Run<'a>, metric: &str) -> Option<&'a Value> {
-    r.v.get("distributions")?.get(metric).filter(|d| d.get("le_ms").is_some_and(Value::is_array))
+fn dist<'a>(r: &Run<'a>, metric: &str) -> Option<&'a Distribution> {
+    r.v.distributions.get(metric)
 }
 
-fn buckets(d: &Value) -> Vec<(f64, f64)> {
-    let le = d["le_ms"].as_array().into_iter().flatten().filter_map(Value::as_f64);
-    let counts = d["counts"].as_array().into_iter().flatten().filter_map(Value::as_f64);
-    le.zip(counts).collect()
+fn buckets(d: &Distribution) -> Vec<(f64, f64)> {
+    d.le_ms.iter().zip(&d.counts).map(|(&le, &c)| (le, c as f64)).collect()
 }
 
 fn distributions(runs: &[Run]) -> Section {
@@ -230,11 +214,9 @@ fn distributions(runs: &[Run]) -> Section {
                 .collect();
             cdf = cdf.with(&r.name, points);
             let series = cdf.series.len().saturating_sub(1);
-            for q in ["p50", "p90", "p99"] {
-                if let Some(x) = num(d, &format!("{q}_ms")) {
-                    let label = if runs.len() > 1 { format!("{} {q}", r.name) } else { q.to_string() };
-                    cdf.marks.push(Mark { x, label, series });
-                }
+            for (q, x) in [("p50", d.p50_ms), ("p90", d.p90_ms), ("p99", d.p99_ms)] {
+                let label = if runs.len() > 1 { format!("{} {q}", r.name) } else { q.to_string() };
+                cdf.marks.push(Mark { x, label, series });
             }
         }
         s.chart(hist);
@@ -248,32 +230,29 @@ fn distributions(runs: &[Run]) -> Section {
     s
 }
 
-fn slices<'a>(r: &Run<'a>) -> &'a [Value] {
-    r.v.get("time_series").and_then(Value::as_array).map_or(&[], Vec::as_slice)
-}
-
-/// One series per run: `key` of each slice against the slice's start.
-fn over_time(runs: &[Run], id: &str, title: &str, y: &str, key: &str) -> Chart {
+/// One series per run: `value` of each slice against the slice's start.
+fn over_time(runs: &[Run], id: &str, title: &str, y: &str, value: impl Fn(&Slice) -> Option<f64>) -> Chart {
     runs.iter().fold(Chart::new(id, title, "time from the start (s)", y, Kind::Line), |c, r| {
-        let points = slices(r).iter().filter_map(|s| Some(Point::new(num(s, "t")?, num(s, key)?))).collect();
+        let points = r.v.time_series.iter().filter_map(|s| Some(Point::new(s.t, value(s)?))).collect();
         c.with(&r.name, points)
     })
 }
 
 fn time_series(runs: &[Run]) -> Section {
     let mut s = Section::new("time-series", "Over time");
-    s.chart(over_time(runs, "ts-output-throughput", "Output throughput per slice", "tok/s", "output_throughput"));
+    s.chart(over_time(runs, "ts-output-throughput", "Output throughput per slice", "tok/s", |x| {
+        Some(x.output_throughput)
+    }));
     // The steady-state window (D45): its rate drawn across the slices it covers.
     let steady = runs.iter().fold(
-        over_time(runs, "ts-request-throughput", "Request throughput per slice", "req/s", "request_throughput"),
+        over_time(runs, "ts-request-throughput", "Request throughput per slice", "req/s", |x| {
+            Some(x.request_throughput)
+        }),
         |c, r| {
-            let marked: Vec<f64> = slices(r)
-                .iter()
-                .filter(|x| x.get("steady") == Some(&Value::Bool(true)))
-                .filter_map(|x| num(x, "t"))
-                .collect();
-            let width = slices(r).get(1).and_then(|x| num(x, "t")).unwrap_or(1.0);
-            match (marked.first(), marked.last(), num(r.v, "steady_state.request_throughput")) {
+            let slices = &r.v.time_series;
+            let marked: Vec<f64> = slices.iter().filter(|x| x.steady).map(|x| x.t).collect();
+            let width = slices.get(1).map_or(1.0, |x| x.t);
+            match (marked.first(), marked.last(), r.v.steady_state.as_ref().map(|s| s.request_throughput)) {
                 (Some(&a), Some(&b), Some(rate)) => {
                     c.with(&format!("{} steady state", r.name), vec![Point::new(a, rate), Point::new(b + width, rate)])
                 }
@@ -283,20 +262,23 @@ fn time_series(runs: &[Run]) -> Section {
     );
     s.chart(steady);
     for r in runs {
-        if let (Some(a), Some(b)) = (num(r.v, "steady_state.window.start_s"), num(r.v, "steady_state.window.end_s")) {
+        if let Some(w) = r.v.steady_state.as_ref().map(|s| &s.window) {
+            let (a, b) = (w.start_s, w.end_s);
             s.notes.push(format!("{}: steady state from {a:.1} s to {b:.1} s after the first start (the flat line on the request throughput chart).", r.name));
         }
     }
-    s.chart(over_time(runs, "ts-in-flight", "Requests in flight at each slice's end", "requests", "in_flight"));
-    s.chart(over_time(runs, "ts-ttft-p99", "TTFT p99 per slice", "ms", "p99_ttft_ms"));
+    s.chart(over_time(runs, "ts-in-flight", "Requests in flight at each slice's end", "requests", |x| {
+        Some(x.in_flight as f64)
+    }));
+    s.chart(over_time(runs, "ts-ttft-p99", "TTFT p99 per slice", "ms", |x| Some(x.p99_ttft_ms)));
     s.chart(over_time(
         runs,
         "ts-ttfo-p99",
         "Time to first output (TTFO) p99 per slice, replies that reasoned",
         "ms",
-        "p99_ttfo_ms",
+        |x| x.p99_ttfo_ms,
     ));
-    s.chart(over_time(runs, "ts-errors", "Failed requests per slice", "requests", "failed"));
+    s.chart(over_time(runs, "ts-errors", "Failed requests per slice", "requests", |x| Some(x.failed as f64)));
     if s.charts.is_empty() {
         s.notes.push("No time series in these results.".into());
     }
@@ -306,25 +288,20 @@ fn time_series(runs: &[Run]) -> Section {
 fn agents(runs: &[Run]) -> Section {
     let mut rows = Vec::new();
     for r in runs {
-        let client = r.v.get("client");
-        for a in client.and_then(|c| c.get("agents")).and_then(Value::as_array).into_iter().flatten() {
-            let offset = match (num(a, "clock_offset_ms"), num(a, "clock_offset_bound_ms")) {
-                (Some(o), Some(b)) => format!("{o:.3} ± {b:.3}"),
-                _ => "—".into(),
-            };
+        for a in &r.v.client.agents {
             rows.push(vec![
                 r.name.clone(),
-                cell(a.get("address")),
-                cell(a.get("hostname")),
-                cell(a.get("cores")),
-                cell(a.get("completed")),
-                cell(a.get("failed")),
-                offset,
-                num(a, "cpu_percent").map_or("—".into(), |c| format!("{c:.1}")),
-                num(a, "scheduling_lag_us.p99").map_or("—".into(), |l| format!("{:.3}", l / 1000.0)),
-                num(a, "host_busy_pct").map_or("—".into(), |c| format!("{c:.1}")),
-                cell(a.get("health")),
-                cell(a.get("stop_reason")),
+                a.address.clone(),
+                a.hostname.clone(),
+                a.cores.to_string(),
+                a.completed.to_string(),
+                a.failed.to_string(),
+                format!("{:.3} ± {:.3}", a.clock_offset_ms, a.clock_offset_bound_ms),
+                format!("{:.1}", a.cpu_percent),
+                format!("{:.3}", a.scheduling_lag_us.p99 as f64 / 1000.0),
+                format!("{:.1}", a.host_busy_pct),
+                a.health.clone(),
+                a.stop_reason.as_str().to_string(),
             ]);
         }
     }
@@ -347,13 +324,13 @@ fn agents(runs: &[Run]) -> Section {
     let verdicts = runs
         .iter()
         .map(|r| {
-            let v = r.v.get("client").and_then(|c| c.get("verdict"));
+            let v = &r.v.client.verdict;
             vec![
                 r.name.clone(),
-                cell(v.and_then(|v| v.get("client_bound"))),
-                cell(v.and_then(|v| v.get("reasons"))),
-                cell(v.and_then(|v| v.get("achieved_rate"))),
-                cell(v.and_then(|v| v.get("socket_errors"))),
+                if v.client_bound { "yes" } else { "no" }.into(),
+                if v.reasons.is_empty() { "—".into() } else { v.reasons.join(", ") },
+                fmt_num(v.achieved_rate),
+                v.socket_errors.to_string(),
             ]
         })
         .collect();
@@ -368,14 +345,12 @@ fn agents(runs: &[Run]) -> Section {
 
 fn errors(runs: &[Run]) -> Section {
     let mut kinds: Vec<String> = Vec::new();
-    for r in runs {
-        for k in r.v.get("errors_by_kind").and_then(Value::as_object).into_iter().flat_map(|m| m.keys()) {
-            if !kinds.contains(k) {
-                kinds.push(k.clone());
-            }
+    for k in runs.iter().flat_map(|r| r.v.errors_by_kind.keys()) {
+        if !kinds.contains(k) {
+            kinds.push(k.clone());
         }
     }
-    let count = |r: &Run, k: &str| num(r.v, &format!("errors_by_kind.{k}")).unwrap_or(0.0);
+    let count = |r: &Run, k: &str| r.v.errors_by_kind.get(k).copied().unwrap_or(0) as f64;
     let mut s = Section::new("errors", "Errors by kind");
     if kinds.is_empty() {
         s.notes.push("No request failed.".into());
@@ -398,15 +373,15 @@ fn errors(runs: &[Run]) -> Section {
     s.chart(chart);
     let mut examples = Vec::new();
     for r in runs {
-        for (kind, list) in r.v.get("error_examples").and_then(Value::as_object).into_iter().flatten() {
-            for e in list.as_array().into_iter().flatten() {
+        for (kind, list) in &r.v.error_examples {
+            for e in list {
                 examples.push(vec![
                     r.name.clone(),
                     kind.clone(),
-                    cell(e.get("http_status")),
-                    cell(e.get("count")),
-                    cell(e.get("agent")),
-                    cell(e.get("message")),
+                    e.http_status.to_string(),
+                    e.count.to_string(),
+                    e.agent.clone(),
+                    e.message.clone(),
                 ]);
             }
         }
@@ -430,64 +405,49 @@ fn slug(name: &str) -> String {
 fn server(runs: &[Run]) -> Section {
     let mut s = Section::new("server-metrics", "Server metrics");
     let mut families: Vec<String> = Vec::new();
-    for r in runs {
-        for k in
-            r.v.get("server_metrics")
-                .and_then(|m| m.get("series"))
-                .and_then(Value::as_object)
-                .into_iter()
-                .flat_map(|m| m.keys())
-        {
-            if !families.contains(k) {
-                families.push(k.clone());
-            }
+    for k in runs.iter().filter_map(|r| r.v.server_metrics.as_ref()).flat_map(|m| m.series.keys()) {
+        if !families.contains(k) {
+            families.push(k.clone());
         }
     }
     for f in &families {
         let mut chart =
             Chart::new(&format!("server-{}", slug(f)), f, "time from the start (s)", "per slice", Kind::Line);
         for r in runs {
-            let Some(values) =
-                r.v.get("server_metrics")
-                    .and_then(|m| m.get("series"))
-                    .and_then(|m| m.get(f))
-                    .and_then(Value::as_array)
-            else {
-                continue;
-            };
-            let points = slices(r)
-                .iter()
-                .zip(values)
-                .filter_map(|(sl, v)| Some(Point::new(num(sl, "t")?, v.as_f64()?)))
-                .collect();
+            let Some(values) = r.v.server_metrics.as_ref().and_then(|m| m.series.get(f)) else { continue };
+            let points =
+                r.v.time_series.iter().zip(values).filter_map(|(sl, v)| Some(Point::new(sl.t, (*v)?))).collect();
             chart = chart.with(&r.name, points);
         }
         s.chart(chart);
     }
     let mut rows = Vec::new();
     for r in runs {
-        let Some(m) = r.v.get("server_metrics") else { continue };
-        for (k, v) in m.get("checks").and_then(Value::as_object).into_iter().flatten() {
-            rows.push(vec![r.name.clone(), "check".into(), k.clone(), cell(Some(v))]);
+        let Some(m) = &r.v.server_metrics else { continue };
+        // The checks block key by key, as its file shows it.
+        if let Ok(serde_json::Value::Object(checks)) = serde_json::to_value(&m.checks) {
+            for (k, v) in &checks {
+                rows.push(vec![r.name.clone(), "check".into(), k.clone(), cell(Some(v))]);
+            }
         }
-        for (k, v) in m.get("deltas").and_then(Value::as_object).into_iter().flatten() {
-            rows.push(vec![r.name.clone(), "increase".into(), k.clone(), cell(Some(v))]);
+        for (k, v) in &m.deltas {
+            rows.push(vec![r.name.clone(), "increase".into(), k.clone(), fmt_num(*v)]);
         }
-        for (k, g) in m.get("gauges").and_then(Value::as_object).into_iter().flatten() {
-            let v = format!("mean {} · max {}", cell(g.get("mean")), cell(g.get("max")));
+        for (k, g) in &m.gauges {
+            let v = format!("mean {} · max {}", fmt_num(g.mean), fmt_num(g.max));
             rows.push(vec![r.name.clone(), "gauge".into(), k.clone(), v]);
         }
-        for (k, h) in m.get("histograms").and_then(Value::as_object).into_iter().flatten() {
+        for (k, h) in &m.histograms {
             let v = format!(
                 "count {} · mean {} · p50 {} · p99 {}",
-                cell(h.get("count")),
-                cell(h.get("mean")),
-                cell(h.get("p50")),
-                cell(h.get("p99"))
+                fmt_num(h.count),
+                fmt_num(h.mean),
+                fmt_num(h.p50),
+                fmt_num(h.p99)
             );
             rows.push(vec![r.name.clone(), "histogram".into(), k.clone(), v]);
         }
-        let scrapes = format!("{} scrapes, {} failed", cell(m.get("scrapes")), cell(m.get("failed_scrapes")));
+        let scrapes = format!("{} scrapes, {} failed", m.scrapes, m.failed_scrapes);
         rows.push(vec![r.name.clone(), "scrapes".into(), String::new(), scrapes]);
     }
     let head = ["run", "what", "family", "value"];
@@ -505,7 +465,7 @@ fn cost_section(runs: &[Run], opts: Options) -> Section {
         Kind::Points,
     );
     for r in runs {
-        if let (Some(c), Some(l)) = (cost(r, opts), num(r.v, "median_e2el_ms")) {
+        if let (Some(c), Some(l)) = (cost(r, opts), latency(&r.v.latency, Stat::Median, "e2el")) {
             chart = chart.with(&r.name, vec![Point { label: Some(r.name.clone()), ..Point::new(l, c) }]);
         }
     }

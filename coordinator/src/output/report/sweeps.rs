@@ -3,22 +3,25 @@
 //! level, the latency–throughput trade-off and cost.
 
 use super::chart::{Chart, Kind, Mark, Point};
-use super::{Options, Section, Sweep, Table, cost_at, fmt_num, num};
-use serde_json::Value;
+use super::{Options, Section, Sweep, Table, cost_at, fmt_num};
+use crate::output::result::{LevelKey, LevelSummary};
 
-/// The level's value and what the sweep varies (`concurrency` or `request_rate`).
-fn level_of(l: &Value) -> Option<(f64, &'static str)> {
-    ["concurrency", "request_rate"].into_iter().find_map(|k| Some((l.get(k)?.as_f64()?, k)))
+/// The level's value and whether the sweep varies the request rate.
+fn level_of(l: &LevelKey) -> Option<(f64, bool)> {
+    match *l {
+        LevelKey::Concurrency(v) | LevelKey::MultiTurnConcurrency(v) => Some((v?, false)),
+        LevelKey::RequestRate(v) => Some((v?, true)),
+    }
 }
 
-fn levels<'a>(s: &Sweep<'a>) -> &'a [Value] {
-    s.summary.get("levels").and_then(Value::as_array).map_or(&[], Vec::as_slice)
+fn levels<'a>(s: &Sweep<'a>) -> &'a [LevelSummary] {
+    &s.summary.levels
 }
 
 /// `stat`'s mean and 95 % interval at one level.
-fn stat(l: &Value, name: &str) -> Option<(f64, f64, f64)> {
-    let s = l.get("stats")?.get(name)?;
-    Some((num(s, "mean")?, num(s, "ci95_low")?, num(s, "ci95_high")?))
+fn stat(l: &LevelSummary, name: &str) -> Option<(f64, f64, f64)> {
+    let s = l.stats.get(name)?;
+    Some((s.mean, s.ci95_low, s.ci95_high))
 }
 
 /// One series per sweep: `stat` against the level, with its interval.
@@ -26,7 +29,7 @@ fn points(s: &Sweep, name: &str) -> Vec<Point> {
     levels(s)
         .iter()
         .filter_map(|l| {
-            let (x, _) = level_of(l)?;
+            let (x, _) = level_of(&l.level)?;
             let (mean, lo, hi) = stat(l, name)?;
             let range = (lo.is_finite() && hi.is_finite()).then_some((lo, hi));
             Some(Point { range, ..Point::new(x, mean) })
@@ -35,19 +38,15 @@ fn points(s: &Sweep, name: &str) -> Vec<Point> {
 }
 
 fn axis(sweeps: &[Sweep]) -> &'static str {
-    let varied = sweeps.iter().flat_map(levels).find_map(level_of).map_or("concurrency", |(_, k)| k);
-    if varied == "request_rate" { "request rate (req/s)" } else { "concurrency (requests in flight)" }
+    let rate = sweeps.iter().flat_map(levels).find_map(|l| level_of(&l.level)).is_some_and(|(_, rate)| rate);
+    if rate { "request rate (req/s)" } else { "concurrency (requests in flight)" }
 }
 
 /// The knee's level of one sweep, when one was found.
 fn knee(s: &Sweep) -> Option<f64> {
-    level_of(s.summary.get("knee")?).map(|(x, _)| x).or_else(|| {
-        levels(s)
-            .iter()
-            .find(|l| l.get("knee").and_then(Value::as_bool) == Some(true))
-            .and_then(level_of)
-            .map(|(x, _)| x)
-    })
+    level_of(&s.summary.knee.level)
+        .map(|(x, _)| x)
+        .or_else(|| levels(s).iter().find(|l| l.knee).and_then(|l| level_of(&l.level)).map(|(x, _)| x))
 }
 
 fn series_name(sweeps: &[Sweep], s: &Sweep, what: &str) -> String {
@@ -126,7 +125,7 @@ fn table(s: &Sweep) -> Table {
     let rows = levels(s)
         .iter()
         .map(|l| {
-            let mut row = vec![level_of(l).map_or("—".into(), |(x, _)| fmt_num(x)), super::cell(l.get("runs"))];
+            let mut row = vec![level_of(&l.level).map_or("—".into(), |(x, _)| fmt_num(x)), l.runs.to_string()];
             row.extend(names.iter().map(|n| match stat(l, n) {
                 Some((m, lo, hi)) if hi.is_finite() && lo.is_finite() => {
                     format!("{} ± {}", fmt_num(m), fmt_num((hi - lo) / 2.0))
@@ -134,11 +133,7 @@ fn table(s: &Sweep) -> Table {
                 Some((m, _, _)) => fmt_num(m),
                 None => "—".into(),
             }));
-            row.push(if l.get("knee").and_then(Value::as_bool) == Some(true) {
-                "← knee".into()
-            } else {
-                String::new()
-            });
+            row.push(if l.knee { "← knee".into() } else { String::new() });
             row
         })
         .collect();
@@ -158,7 +153,7 @@ fn tradeoff(sweeps: &[Sweep]) -> Chart {
         let points = levels(s)
             .iter()
             .filter_map(|l| {
-                let (level, _) = level_of(l)?;
+                let (level, _) = level_of(&l.level)?;
                 let (total, _, _) = stat(l, "output_throughput")?;
                 let (tpot, _, _) = stat(l, "p50_tpot_ms")?;
                 (tpot > 0.0).then(|| Point { label: Some(fmt_num(level)), ..Point::new(total, 1000.0 / tpot) })
@@ -177,7 +172,7 @@ fn efficiency(sweeps: &[Sweep]) -> Chart {
         let points = levels(s)
             .iter()
             .filter_map(|l| {
-                let (level, _) = level_of(l)?;
+                let (level, _) = level_of(&l.level)?;
                 let (ttft, _, _) = stat(l, "p99_ttft_ms")?;
                 let (tpj, _, _) = stat(l, "output_tokens_per_joule")?;
                 Some(Point { label: Some(fmt_num(level)), ..Point::new(ttft, tpj) })
@@ -208,7 +203,7 @@ fn cost_chart(sweeps: &[Sweep], opts: Options) -> Chart {
         let points = levels(s)
             .iter()
             .filter_map(|l| {
-                let (level, _) = level_of(l)?;
+                let (level, _) = level_of(&l.level)?;
                 let (latency, _, _) = stat(l, "p50_e2el_ms")?;
                 let cost = stat(l, "cost_per_million_output_tokens")
                     .map(|(m, _, _)| m)

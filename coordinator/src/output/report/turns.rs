@@ -3,11 +3,12 @@
 //! run, from the result's `per_turn_metrics`.
 
 use super::chart::{Chart, Kind, Point};
-use super::{Run, Section, num};
-use serde_json::Value;
+use super::{Run, Section};
+use crate::output::keys::{Stat, latency};
+use crate::output::multi_turn::PerTurn;
 
-fn turns<'a>(r: &Run<'a>) -> &'a [Value] {
-    r.v.get("per_turn_metrics").and_then(Value::as_array).map_or(&[], Vec::as_slice)
+fn turns<'a>(r: &Run<'a>) -> &'a [PerTurn] {
+    r.v.multi_turn.as_ref().map_or(&[], |m| m.per_turn_metrics.as_slice())
 }
 
 /// Whether any run is a multi-turn run.
@@ -15,13 +16,13 @@ pub fn any(runs: &[Run]) -> bool {
     runs.iter().any(|r| !turns(r).is_empty())
 }
 
-/// One series per run: `key` of each turn (1-based on the axis, as the summary prints it),
-/// times `scale`.
-fn by_turn(runs: &[Run], chart: Chart, key: &str, suffix: &str, scale: f64) -> Chart {
+/// One series per run: `value` of each turn (1-based on the axis, as the summary prints
+/// it), times `scale`.
+fn by_turn(runs: &[Run], chart: Chart, value: fn(&PerTurn) -> Option<f64>, suffix: &str, scale: f64) -> Chart {
     runs.iter().fold(chart, |c, r| {
         let points = turns(r)
             .iter()
-            .filter_map(|t| Some(Point::new(num(t, "turn_index")? + 1.0, num(t, key)? * scale)))
+            .filter_map(|t| Some(Point::new(f64::from(t.turn_index) + 1.0, value(t)? * scale)))
             .collect();
         c.with(&format!("{}{suffix}", r.name), points)
     })
@@ -30,12 +31,12 @@ fn by_turn(runs: &[Run], chart: Chart, key: &str, suffix: &str, scale: f64) -> C
 pub fn section(runs: &[Run]) -> Section {
     let mut s = Section::new("conversations", "Conversations");
     let ttft = Chart::new("turn-ttft", "TTFT by turn", "turn", "ms", Kind::Line);
-    let ttft = by_turn(runs, ttft, "median_ttft_ms", " p50", 1.0);
-    s.chart(by_turn(runs, ttft, "p99_ttft_ms", " p99", 1.0));
+    let ttft = by_turn(runs, ttft, |t| latency(&t.latency, Stat::Median, "ttft"), " p50", 1.0);
+    s.chart(by_turn(runs, ttft, |t| latency(&t.latency, Stat::P(99.0), "ttft"), " p99", 1.0));
     let cache = Chart::new("turn-cache", "Prefix cache hit rate by turn", "turn", "% of input tokens", Kind::Line);
-    let cache = by_turn(runs, cache, "prompt_cache_hit_rate", " cached", 100.0);
-    s.chart(by_turn(runs, cache, "history_token_fraction", " history (the most a cache could reuse)", 100.0));
-    if runs.iter().any(|r| r.v.get("total_cached_tokens").is_some_and(Value::is_null)) {
+    let cache = by_turn(runs, cache, |t| t.prompt_cache_hit_rate, " cached", 100.0);
+    s.chart(by_turn(runs, cache, |t| t.history_token_fraction, " history (the most a cache could reuse)", 100.0));
+    if runs.iter().any(|r| r.v.multi_turn.as_ref().is_some_and(|m| m.total_cached_tokens.is_none())) {
         s.notes.push(
             "A run's server reported no cached tokens (usage.prompt_tokens_details): its hit rate is not drawn.".into(),
         );
