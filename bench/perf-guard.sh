@@ -1,0 +1,221 @@
+#!/usr/bin/env bash
+# The performance guard (issue 49): the four figures of the client's cost in one table,
+# each beside its reference. Timing, so not in CI; bench/RESULTS.md keeps its history.
+#
+#   SURGE_BIN_DIR=$PWD/target/release bench/perf-guard.sh     # binaries already built
+#   BIN=debug ROUNDS=2 AGENTS=256 bench/perf-guard.sh
+#
+# 1. Token event: `surge run --backend openai-chat` (embedded agent) on core 0 against
+#    `surge echo --ttft-ms 5 --itl-ms 1` on core 1, 8 and then 64 output tokens, 200 in
+#    flight, REQUESTS [16000] each; the engine's CPU per request (the result's
+#    client.agents[].cpu_seconds over completed) and the marginal cost of one token
+#    event, (cpu64 - cpu8) / 56. Rounds alternate the order (this host's cost per
+#    request drifts over consecutive runs).
+# 2. Request path: the same 8-token load from a `surge-agent` process counted by
+#    `perf stat -e raw_syscalls:sys_enter` (no tracer slowdown): syscalls per request
+#    and per token event, against the floor of one write and one read per arriving
+#    segment; then the same under `strace -f -c` for the split by syscall.
+# 3. Ingest: 3 `surge-agent` processes over mutual TLS, `surge run --backend http` on
+#    the echo's /echo, ROWS [150000] rows: the coordinator's CPU per row and peak RSS.
+# 4. Control plane: AGENTS [256] `surge-agent` processes on 127.0.1.x (plaintext,
+#    loopback), one `surge run` of IDLE_S [20] s at 2 requests/s (8-token completions):
+#    setup (launch to the echo's first request), the coordinator's CPU per agent-second,
+#    peak RSS; and the
+#    coordinator's CPU per row with AGENTS agents against 3 agents (30 rows per agent).
+#
+# Prints the table and writes it to OUT/table.md; with RECORD=1 it replaces the
+# perf-guard section of bench/RESULTS.md.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+case "${1:-}" in
+    "") ;;
+    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown argument: $1" ;;
+esac
+ROUNDS=${ROUNDS:-1}
+REQUESTS=${REQUESTS:-16000}
+ROWS=${ROWS:-150000}
+AGENTS=${AGENTS:-256}
+IDLE_S=${IDLE_S:-20}
+OUT=${OUT:-$(mktemp -d /tmp/surge-perf-guard.XXXXXX)}
+mkdir -p "$OUT"
+ulimit -n 65536 2>/dev/null || true
+prepare_bins "$OUT"
+command -v perf >/dev/null || die "perf is needed (apt-get install linux-perf or linux-tools)"
+
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+# The echo on core 1 (the client gets core 0), counting what it served.
+port=$(free_port)
+taskset -c 1 "$SURGE" echo --listen "127.0.0.1:$port" --ttft-ms 5 --itl-ms 1 >"$OUT/echo.log" 2>&1 &
+PIDS+=($!)
+wait_http "$port" || die "echo did not start"
+BASE="http://127.0.0.1:$port"
+
+# mean of the numbers on stdin, 2 decimals
+mean() { awk '{s += $1; n++} END {if (n) printf "%.2f", s / n; else print "?"}'; }
+# the field of a result file: python expression over r
+field() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print($2)" "$1"; }
+
+# --- 1. token event --------------------------------------------------------------
+engine_cpu_per_request() { # tokens file
+    taskset -c 0 "$SURGE" run --base-url "$BASE" --model m --backend openai-chat --no-initial-test \
+        --random-input-len 16 --random-output-len "$1" --ignore-eos --num-prompts "$REQUESTS" \
+        --max-concurrency 200 --save-result --result-dir "$OUT" --result-filename "$2" >/dev/null 2>&1 \
+        || die "surge run failed (tokens $1)"
+    field "$OUT/$2" 'sum(a["cpu_seconds"] for a in r["client"]["agents"]) / max(r["completed"], 1) * 1e6'
+}
+: >"$OUT/tok8" ; : >"$OUT/tok64"
+for round in $(seq 1 "$ROUNDS"); do
+    if ((round % 2)); then order="8 64"; else order="64 8"; fi
+    for n in $order; do
+        c=$(engine_cpu_per_request "$n" "tok$n-$round.json")
+        echo "$c" >>"$OUT/tok$n"
+        log "token event: round $round, $n tokens: $c us per request"
+    done
+done
+cpu8=$(mean <"$OUT/tok8"); cpu64=$(mean <"$OUT/tok64")
+per_event=$(python3 -c "print(round(($cpu64 - $cpu8) / 56, 2))")
+
+# --- 2. request path: syscalls ------------------------------------------------------
+agent_run() { # wrapper-command... ; runs one 8-token load through a surge-agent under it
+    local log=$OUT/agent-sys.log
+    rm -f "$log"
+    "$@" taskset -c 0 "$SURGE_AGENT" --listen 127.0.0.2:0 --plaintext --allowed-targets 127.0.0.1 >"$log" 2>&1 &
+    local wrapper=$!
+    local a=""
+    for _ in $(seq 1 200); do
+        a=$(sed -n 's/.*listening on \([0-9.:]*\).*/\1/p' "$log" | head -1)
+        [[ -n $a ]] && break
+        sleep 0.05
+    done
+    [[ -n $a ]] || die "agent did not start under $1"
+    "$SURGE" run --base-url "$BASE" --model m --backend openai-chat --no-initial-test --agents "$a" \
+        --agents-plaintext --random-input-len 16 --random-output-len 8 --ignore-eos --num-prompts "$REQUESTS" \
+        --max-concurrency 200 --save-result --result-dir "$OUT" --result-filename sys.json >/dev/null 2>&1 \
+        || die "surge run through the agent failed"
+    pkill -INT -f "^$SURGE_AGENT --listen 127.0.0.2:0" 2>/dev/null || true
+    wait "$wrapper" 2>/dev/null || true
+}
+agent_run perf stat -x, -e raw_syscalls:sys_enter -o "$OUT/perf-stat.csv" --
+completed=$(field "$OUT/sys.json" 'r["completed"]')
+events=$(field "$OUT/sys.json" 'r["total_output_tokens"]')
+syscalls=$(awk -F, '/raw_syscalls:sys_enter/ {print $1}' "$OUT/perf-stat.csv")
+per_request=$(python3 -c "print(round($syscalls / max($completed, 1), 1))")
+per_token=$(python3 -c "print(round($syscalls / max($events, 1), 2))")
+agent_run strace -f -c -o "$OUT/strace.txt" --
+split=$(awk -v n="$completed" '$NF ~ /^[a-z_0-9]+$/ && $4 ~ /^[0-9]+$/ && $NF != "syscall" && $NF != "total" {printf "%s %.1f\n", $NF, $4 / n}' \
+    "$OUT/strace.txt" | sort -k2 -rn | head -6 | awk '{printf "%s%s %s", (NR > 1 ? ", " : ""), $1, $2}')
+
+# --- 3. ingest ------------------------------------------------------------------
+PKI=$OUT/pki
+"$SURGE" certs init --out "$PKI" >/dev/null
+"$SURGE" certs issue --ca "$PKI" --name agent --san 127.0.0.2 --san 127.0.0.3 --san 127.0.0.4 --out "$PKI" >/dev/null
+"$SURGE" certs issue --ca "$PKI" --name coordinator --out "$PKI" >/dev/null
+addrs=()
+for i in 2 3 4; do
+    "$SURGE_AGENT" --listen "127.0.0.$i:0" --tls-ca "$PKI/ca.pem" --tls-cert "$PKI/agent.pem" \
+        --tls-key "$PKI/agent.key" --allowed-targets 127.0.0.1 >"$OUT/tls-agent.$i.log" 2>&1 &
+    PIDS+=($!)
+done
+for i in 2 3 4; do
+    a=""
+    for _ in $(seq 1 200); do
+        a=$(sed -n 's/.*listening on \([0-9.:]*\).*/\1/p' "$OUT/tls-agent.$i.log" | head -1)
+        [[ -n $a ]] && break
+        sleep 0.05
+    done
+    [[ -n $a ]] || die "TLS agent $i did not start"
+    addrs+=("$a")
+done
+tls_list=$(IFS=,; echo "${addrs[*]}")
+# coordinator CPU (s) and peak RSS (KiB) of one `surge run`, its arguments after --
+timed_run() {
+    /usr/bin/time -f '%U %S %M' -o "$OUT/time.txt" "$SURGE" run "$@" >"$OUT/run.out" 2>&1 || die "surge run failed: $(tail -3 "$OUT/run.out")"
+    awk '{printf "%.3f %d\n", $1 + $2, $3}' "$OUT/time.txt"
+}
+read -r ingest_cpu ingest_rss < <(timed_run --base-url "$BASE" --model m --backend http --no-initial-test \
+    --agents "$tls_list" --tls-ca "$PKI/ca.pem" --tls-cert "$PKI/coordinator.pem" --tls-key "$PKI/coordinator.key" \
+    --random-input-len 16 --num-prompts "$ROWS" --max-concurrency 300 --save-result --result-dir "$OUT" \
+    --result-filename ingest.json)
+ingest_rows=$(field "$OUT/ingest.json" 'r["completed"] + r["failed"]')
+per_row=$(python3 -c "print(round($ingest_cpu / max($ingest_rows, 1) * 1e6, 2))")
+log "ingest: $ingest_rows rows, coordinator $ingest_cpu s CPU, $per_row us per row"
+
+# --- 4. control plane -----------------------------------------------------------------
+fleet=()
+for i in $(seq 1 "$AGENTS"); do
+    ip="127.0.$((1 + (i - 1) / 250)).$((2 + (i - 1) % 250))"
+    "$SURGE_AGENT" --listen "$ip:0" --plaintext --allowed-targets 127.0.0.1 >"$OUT/fleet.$i.log" 2>&1 &
+    PIDS+=($!)
+done
+for i in $(seq 1 "$AGENTS"); do
+    a=""
+    for _ in $(seq 1 400); do
+        a=$(sed -n 's/.*listening on \([0-9.:]*\).*/\1/p' "$OUT/fleet.$i.log" | head -1)
+        [[ -n $a ]] && break
+        sleep 0.05
+    done
+    [[ -n $a ]] || die "fleet agent $i did not start"
+    fleet+=("$a")
+done
+fleet_list=$(IFS=,; echo "${fleet[*]}")
+log "$AGENTS agents up"
+# prompt tokens the echo received (its request counter counts these polls too)
+served() { curl -fsS "$BASE/metrics" | awk '/^surge_echo_prompt_tokens_total / {print $2 + 0}'; }
+before=$(served)
+t0=$(date +%s.%N)
+/usr/bin/time -f '%U %S %M' -o "$OUT/idle-time.txt" "$SURGE" run --base-url "$BASE" --model m \
+    --random-input-len 16 --random-output-len 8 --no-initial-test --agents "$fleet_list" --agents-plaintext \
+    --request-rate 2 --duration "$IDLE_S" \
+    --max-concurrency "$AGENTS" --save-result --result-dir "$OUT" --result-filename idle.json >"$OUT/idle.out" 2>&1 &
+RUN=$!
+first=""
+while kill -0 "$RUN" 2>/dev/null; do
+    if [[ -z $first ]] && python3 -c "import sys; sys.exit(not float('$(served)') > float('$before'))"; then
+        first=$(date +%s.%N)
+    fi
+    sleep 0.05
+done
+wait "$RUN" || die "the idle run failed: $(tail -3 "$OUT/idle.out")"
+setup=$(python3 -c "print(round(${first:-0} - $t0, 2))")
+read -r idle_cpu idle_rss < <(awk '{printf "%.3f %d\n", $1 + $2, $3}' "$OUT/idle-time.txt")
+idle_dur=$(field "$OUT/idle.json" 'r["duration"]')
+per_agent_s=$(python3 -c "print(round($idle_cpu / ($AGENTS * $idle_dur) * 1e6, 1))")
+log "control plane: setup $setup s, idle $per_agent_s us per agent-second"
+# CPU per row at AGENTS agents and at 3 (the TLS fleet): 30 rows an agent, the same load shape.
+n_rows=$((AGENTS * 30))
+read -r many_cpu _ < <(timed_run --base-url "$BASE" --model m --backend http --no-initial-test \
+    --agents "$fleet_list" --agents-plaintext --num-prompts "$n_rows" --max-concurrency "$AGENTS" \
+    --save-result --result-dir "$OUT" --result-filename many.json)
+read -r few_cpu _ < <(timed_run --base-url "$BASE" --model m --backend http --no-initial-test \
+    --agents "$(IFS=,; echo "${fleet[*]:0:3}")" --agents-plaintext --num-prompts "$n_rows" --max-concurrency "$AGENTS" \
+    --save-result --result-dir "$OUT" --result-filename few.json)
+many=$(python3 -c "print(round($many_cpu / $n_rows * 1e6, 1))")
+few=$(python3 -c "print(round($few_cpu / $n_rows * 1e6, 1))")
+ratio=$(python3 -c "print(round($many_cpu / max($few_cpu, 1e-9), 2))")
+
+cat <<EOF | tee "$OUT/table.md"
+<!-- perf-guard:begin -->
+## The performance guard (bench/perf-guard.sh, $START_DATE, binaries $BINS_BUILT, $(nproc) cores, $ROUNDS round(s))
+
+| figure | measured | target (issue 49) |
+|---|---|---|
+| token event: engine CPU per request, 8 / 64 output tokens (chat, 200 in flight, $REQUESTS requests) | $cpu8 / $cpu64 us | |
+| token event: marginal CPU per token event, (64 - 8) / 56 | **$per_event us** | <= 0.33x vllm-bench's on the same host |
+| request path: syscalls per 8-token request / per token event (perf stat) | **$per_request** / $per_token | floor: 1 write + 1 read per arriving segment |
+| request path: most frequent syscalls per request (strace -f -c) | $split | |
+| ingest: coordinator CPU per row, 3 mTLS agents, --backend http, $ingest_rows rows | **$per_row us** (peak RSS $((ingest_rss / 1024)) MiB) | <= 0.5 us |
+| control plane: setup of $AGENTS agents (launch to the first request) | **$setup s** | <= 5 s |
+| control plane: coordinator CPU per agent-second, $AGENTS agents, ${IDLE_S} s at 2 req/s | **$per_agent_s us** (peak RSS $((idle_rss / 1024)) MiB) | <= 20 us |
+| control plane: coordinator CPU per row, $AGENTS agents / 3 agents ($n_rows rows) | $many / $few us: **${ratio}x** | <= 1.5x |
+
+- raw output: \`$OUT\`; git $(git -C "$ROOT" rev-parse --short HEAD)
+<!-- perf-guard:end -->
+EOF
+if [[ ${RECORD:-0} == 1 ]]; then
+    replace_section "$ROOT/bench/RESULTS.md" perf-guard "$OUT/table.md"
+fi
