@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The performance guard (issue 49): the four figures of the client's cost in one table,
+# The performance guard: the four figures of the client's cost in one table,
 # each beside its reference. Timing, so not in CI; bench/RESULTS.md keeps its history.
 #
 #   SURGE_BIN_DIR=$PWD/target/release bench/perf-guard.sh     # binaries already built
@@ -202,7 +202,7 @@ cat <<EOF | tee "$OUT/table.md"
 <!-- perf-guard:begin -->
 ## The performance guard (bench/perf-guard.sh, $START_DATE, binaries $BINS_BUILT, $(nproc) cores, $ROUNDS round(s))
 
-| figure | measured | target (issue 49) |
+| figure | measured | target |
 |---|---|---|
 | token event: engine CPU per request, 8 / 64 output tokens (chat, 200 in flight, $REQUESTS requests) | $cpu8 / $cpu64 us | |
 | token event: marginal CPU per token event, (64 - 8) / 56 | **$per_event us** | <= 0.33x vllm-bench's on the same host |
