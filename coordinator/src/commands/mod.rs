@@ -249,8 +249,9 @@ pub async fn run_watched<'w>(
     // vLLM's per-request arrays for a run of N prompts (D3; a --duration run has them in
     // --save-detailed's rows instead).
     // Not for conversations: their rows are turns, indexed by session and turn (D41).
+    // Only when the result is written: they are read nowhere else.
     let counted = plan.num_prompts != crate::plan::UNBOUNDED && plan.multi_turn.is_none();
-    let spill = counted
+    let spill = (counted && plan.save_result)
         .then(|| Spill::create(plan.num_prompts))
         .and_then(|s| s.map_err(|e| tracing::warn!("latencies/queue_times left out: no spill file: {e}")).ok());
     let mut watch = Watch {
