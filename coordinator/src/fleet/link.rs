@@ -134,6 +134,9 @@ pub(super) struct Link {
 }
 
 impl Link {
+    /// Carries the session until it closes. Long: one `select!` over the stream, the
+    /// heartbeat, the redial and the resume's two stages (connect, then attach), read top
+    /// to bottom as D2 and D72 describe them.
     pub(super) async fn run(mut self, mut cur: Stream) {
         let agent = self.agent;
         let (mut session_id, mut broken) = (self.opened.session_id, false);
