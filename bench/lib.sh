@@ -56,6 +56,18 @@ wait_http() {
     return 1
 }
 
+# The address a surge-agent logged in $1 ("listening on ADDR"), waiting up to $2 [10] s;
+# empty when it did not start.
+agent_addr() {
+    local a="" _
+    for _ in $(seq 1 $(( ${2:-10} * 20 ))); do
+        a=$(sed -n 's/.*listening on \([0-9.:]*\).*/\1/p' "$1" 2>/dev/null | head -1)
+        [[ -n $a ]] && break
+        sleep 0.05
+    done
+    echo "$a"
+}
+
 # utime+stime of a process in clock ticks (1/100 s).
 cpu_ticks() {
     awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat" 2>/dev/null || echo 0

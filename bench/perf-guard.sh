@@ -86,12 +86,8 @@ agent_run() { # wrapper-command... ; runs one 8-token load through a surge-agent
     rm -f "$log"
     "$@" taskset -c 0 "$SURGE_AGENT" --listen 127.0.0.2:0 --plaintext --allowed-targets 127.0.0.1 >"$log" 2>&1 &
     local wrapper=$!
-    local a=""
-    for _ in $(seq 1 200); do
-        a=$(sed -n 's/.*listening on \([0-9.:]*\).*/\1/p' "$log" | head -1)
-        [[ -n $a ]] && break
-        sleep 0.05
-    done
+    local a
+    a=$(agent_addr "$log")
     [[ -n $a ]] || die "agent did not start under $1"
     "$SURGE" run --base-url "$BASE" --model m --backend openai-chat --no-initial-test --agents "$a" \
         --agents-plaintext --random-input-len 16 --random-output-len 8 --ignore-eos --num-prompts "$REQUESTS" \
@@ -122,12 +118,7 @@ for i in 2 3 4; do
     PIDS+=($!)
 done
 for i in 2 3 4; do
-    a=""
-    for _ in $(seq 1 200); do
-        a=$(sed -n 's/.*listening on \([0-9.:]*\).*/\1/p' "$OUT/tls-agent.$i.log" | head -1)
-        [[ -n $a ]] && break
-        sleep 0.05
-    done
+    a=$(agent_addr "$OUT/tls-agent.$i.log")
     [[ -n $a ]] || die "TLS agent $i did not start"
     addrs+=("$a")
 done
@@ -153,12 +144,7 @@ for i in $(seq 1 "$AGENTS"); do
     PIDS+=($!)
 done
 for i in $(seq 1 "$AGENTS"); do
-    a=""
-    for _ in $(seq 1 400); do
-        a=$(sed -n 's/.*listening on \([0-9.:]*\).*/\1/p' "$OUT/fleet.$i.log" | head -1)
-        [[ -n $a ]] && break
-        sleep 0.05
-    done
+    a=$(agent_addr "$OUT/fleet.$i.log" 20)
     [[ -n $a ]] || die "fleet agent $i did not start"
     fleet+=("$a")
 done

@@ -102,6 +102,12 @@ pub enum Form {
     Sessions(Arc<Sessions>),
 }
 
+impl Form {
+    fn requests(source: Source) -> Self {
+        Form::Requests(Box::new(Requests(source)))
+    }
+}
+
 /// What a body holds besides its prompt, owned so that jobs outlive the workload.
 #[derive(Debug)]
 pub(super) struct Shape {
@@ -325,7 +331,7 @@ impl Jobs {
                 pick,
                 probe,
                 costly: false,
-                form: Form::Requests(Box::new(Requests(Source::Built(built)))),
+                form: Form::requests(Source::Built(built)),
                 passes,
             });
         }
@@ -341,7 +347,7 @@ impl Jobs {
                 pick,
                 probe,
                 costly: true,
-                form: Form::Requests(Box::new(Requests(Source::Trace { items: shipped, spec, tok, shape }))),
+                form: Form::requests(Source::Trace { items: shipped, spec, tok, shape }),
                 passes,
             });
         }
@@ -373,7 +379,7 @@ impl Jobs {
                         pick,
                         probe,
                         costly,
-                        form: Form::Requests(Box::new(Requests(Source::Generated { spec, tok, shape }))),
+                        form: Form::requests(Source::Generated { spec, tok, shape }),
                         passes: None,
                     });
                 }
@@ -383,15 +389,7 @@ impl Jobs {
         let built = (0..=shape.lora.len())
             .map(|model| prompts.iter().map(|p| shape.planned(p.clone(), model)).collect::<Result<Vec<_>, _>>())
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Self {
-            len,
-            indices,
-            pick,
-            probe,
-            costly: false,
-            form: Form::Requests(Box::new(Requests(Source::Built(built)))),
-            passes,
-        })
+        Ok(Self { len, indices, pick, probe, costly: false, form: Form::requests(Source::Built(built)), passes })
     }
 
     /// Whether [`get`](Self::get) is expensive (a tokenizer re-encodes every prompt, or
