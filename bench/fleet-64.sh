@@ -46,11 +46,7 @@ for i in $(seq 2 $((AGENTS + 1))); do
     PIDS+=($!)
 done
 for i in $(seq 2 $((AGENTS + 1))); do
-    for _ in $(seq 1 200); do
-        a=$(sed -n 's/.*listening on \([0-9.:]*\).*/\1/p' "$OUT/agent.$i.log" | head -1)
-        [[ -n $a ]] && break
-        sleep 0.05
-    done
+    a=$(agent_addr "$OUT/agent.$i.log")
     [[ -n $a ]] || die "agent $i did not start"
     addrs+=("$a")
 done
