@@ -59,7 +59,7 @@ fn usage_errors_name_the_flag_and_exit_2() {
     usage_error(&["run", "--prompt-token-ids"], "--prompt-token-ids: needs --tokenizer");
     usage_error(&["run", "--steady-state-threshold", "0"], "--steady-state-threshold");
     usage_error(&["run", "--steady-state-threshold", "1.5"], "--steady-state-threshold");
-    usage_error(&["run", "--strict", "--burstiness", "2"], "--burstiness has no effect with --request-rate inf");
+    usage_error(&["run", "--strict", "--burstiness", "2"], "--burstiness has no effect on this run");
     usage_error(&["echo", "--embedding-dim", "0"], "--embedding-dim");
     // Capacity (D62) and --precision.
     usage_error(&["capacity", "--range", "1:8"], "--slo");

@@ -4,8 +4,8 @@
 
 use super::config::{CoordinatorFile, load_file};
 use super::{
-    BackendArg, LoadArgs, MatrixArgs, RunArgs, SamplingArgs, ServerViewArgs, SweepArgs, TelemetryArgs, TransportArgs,
-    UsageError, ValidateArgs, VerdictArgs, dataset, parse,
+    BackendArg, Command, FleetCommand, LoadArgs, MatrixArgs, RunArgs, SamplingArgs, ServerViewArgs, SweepArgs,
+    TelemetryArgs, TransportArgs, UsageError, ValidateArgs, VerdictArgs, dataset, parse,
 };
 use crate::plan::matrix::{MatrixPlan, standard};
 use crate::plan::sweep::{Kind, KneeRule, SweepPlan};
@@ -215,12 +215,46 @@ fn check_values(a: &RunArgs, backend: Backend) -> Result<(), UsageError> {
     Ok(())
 }
 
+/// `surge run`'s flags (and `--config`) as a validated plan in its normal form, with the
+/// flags given that change nothing found (D78) and refused under `--strict`.
+pub fn run_plan(a: RunArgs) -> Result<RunPlan, UsageError> {
+    dataset::memoized(|| {
+        let plan = plan_run(a.clone())?.normalized();
+        with_effects(
+            &a,
+            plan,
+            |p| &mut p.ignored_flags,
+            |c| match c {
+                Command::Run(r) | Command::Fleet(FleetCommand::Check(r)) => Some(plan_run(*r).map(RunPlan::normalized)),
+                _ => None,
+            },
+        )
+    })
+}
+
+/// `plan` with the flags of `a`'s command line it does not depend on in its
+/// `ignored_flags` (`flags`), or under `--strict` a usage error naming them. `rebuild`
+/// builds the same command's plan from another command line.
+fn with_effects<P: PartialEq>(
+    a: &RunArgs,
+    mut plan: P,
+    flags: fn(&mut P) -> &mut Vec<String>,
+    rebuild: impl Fn(Command) -> Option<Result<P, UsageError>>,
+) -> Result<P, UsageError> {
+    let found: Vec<String> = super::ignored::ignored(a, &plan, rebuild).iter().map(ToString::to_string).collect();
+    if a.strict && !found.is_empty() {
+        return usage(format!("--strict: {}", found.join("; ")));
+    }
+    *flags(&mut plan) = found;
+    Ok(plan)
+}
+
 /// `surge run`'s flags (and `--config`) as a validated plan: each group of flags is
 /// checked and built by its own function (`agents_plan`, `verdict_limits`, `otlp_plan`,
 /// `scrape_plan`, `http_version`, `target_tls`, `extra_body`, `ramp_plan`, `dataset::resolve`,
 /// `check_pairs`, `check_values`, `run_time`, `run_length`). Long by its end: the
 /// `RunPlan` literal, one line per field, is half of it.
-pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
+fn plan_run(mut a: RunArgs) -> Result<RunPlan, UsageError> {
     // vLLM's shorthands set every dataset's length.
     if let Some(n) = a.dataset.input_len {
         a.dataset.random_input_len = n;
@@ -309,12 +343,6 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         None => CoordinatorFile::default(),
     };
     let agents = agents_plan(&a.fleet, file)?;
-    let ignored = super::ignored::ignored(&a, !matches!(agents, Agents::Embedded));
-    if a.strict && !ignored.is_empty() {
-        let list: Vec<String> = ignored.iter().map(ToString::to_string).collect();
-        return usage(format!("--strict: {}", list.join("; ")));
-    }
-    let ignored_flags: Vec<String> = ignored.iter().map(ToString::to_string).collect();
     let urls: Vec<&str> = endpoints.list.iter().map(|e| e.url.as_str()).collect();
     let (http_version, target_tls) = (http_version(&a.transport, &urls)?, target_tls(&a.transport)?);
     let scrape = scrape_plan(&a.server, &urls, &target_tls)?;
@@ -411,7 +439,7 @@ pub fn run_plan(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         plot_timeline: a.output.plot_timeline,
         show_http_phases: a.output.show_http_phases,
         multi_turn,
-        ignored_flags,
+        ignored_flags: Vec::new(),
         dry_run: a.dry_run,
         profile: a.output.profile.then(|| crate::plan::ProfilePlan {
             batch_threshold: a.output.profile_batch_threshold,
@@ -506,8 +534,25 @@ fn otlp_plan(tm: &TelemetryArgs) -> Result<Option<OtlpPlan>, UsageError> {
     })
 }
 
-/// `surge sweep`'s flags as a validated sweep.
-pub fn sweep_plan(mut a: SweepArgs) -> Result<SweepPlan, UsageError> {
+/// `surge sweep`'s flags as a validated sweep, with the flags given that change nothing
+/// found (D78).
+pub fn sweep_plan(a: SweepArgs) -> Result<SweepPlan, UsageError> {
+    dataset::memoized(|| {
+        let run = a.run.clone();
+        let plan = plan_sweep(a)?;
+        with_effects(
+            &run,
+            plan,
+            |p| &mut p.base.ignored_flags,
+            |c| match c {
+                Command::Sweep(s) => Some(plan_sweep(*s)),
+                _ => None,
+            },
+        )
+    })
+}
+
+fn plan_sweep(mut a: SweepArgs) -> Result<SweepPlan, UsageError> {
     if a.tag.is_empty() || a.tag.contains('/') {
         return Err(UsageError(format!("--tag {:?}: must be a plain file-name prefix", a.tag)));
     }
@@ -541,11 +586,20 @@ pub fn sweep_plan(mut a: SweepArgs) -> Result<SweepPlan, UsageError> {
         }
     };
     a.run.load.request_rate.0.truncate(1);
+    // The base run at the first level (each level sets its own), so that its normal form
+    // keeps what a level reads: --steady-state-* with concurrency levels.
+    if kind == Kind::Concurrency {
+        a.run.load.max_concurrency = levels.first().map(|&c| c as u32);
+    }
     // A sweep writes every level's result: --result-dir and the rest are read.
     a.run.output.save_result = true;
-    let mut base = run_plan(a.run)?;
+    let mut base = plan_run(a.run)?.normalized();
     base.save_result = true;
     let dir = base.result_dir.clone().unwrap_or_else(|| PathBuf::from("surge-sweep"));
+    // The knee's rule is read only when the knee is looked for.
+    if !a.find_knee {
+        (a.knee_efficiency, a.knee_latency_growth, a.knee_steps) = (0.0, 0.0, 0);
+    }
     Ok(SweepPlan {
         base,
         kind,
@@ -562,9 +616,26 @@ pub fn sweep_plan(mut a: SweepArgs) -> Result<SweepPlan, UsageError> {
     })
 }
 
-/// `surge capacity`'s flags as a validated search (D62). Long: each capacity flag's check
-/// in turn, then the search's fields.
-pub fn capacity_plan(mut a: super::CapacityArgs) -> Result<crate::plan::capacity::CapacityPlan, UsageError> {
+/// `surge capacity`'s flags as a validated search (D62), with the flags given that change
+/// nothing found (D78).
+pub fn capacity_plan(a: super::CapacityArgs) -> Result<crate::plan::capacity::CapacityPlan, UsageError> {
+    dataset::memoized(|| {
+        let run = a.run.clone();
+        let plan = plan_capacity(a)?;
+        with_effects(
+            &run,
+            plan,
+            |p| &mut p.sweep.base.ignored_flags,
+            |c| match c {
+                Command::Capacity(s) => Some(plan_capacity(*s)),
+                _ => None,
+            },
+        )
+    })
+}
+
+/// Long: each capacity flag's check in turn, then the search's fields.
+fn plan_capacity(mut a: super::CapacityArgs) -> Result<crate::plan::capacity::CapacityPlan, UsageError> {
     use crate::analysis::capacity::Slo;
     use crate::analysis::interval::values_for_upper_bound;
     if a.tag.is_empty() || a.tag.contains('/') {
@@ -657,7 +728,7 @@ pub fn capacity_plan(mut a: super::CapacityArgs) -> Result<crate::plan::capacity
     a.run.output.save_result = true;
     let confidence = a.run.output.confidence;
     let asked = a.run.load.num_prompts;
-    let mut base = run_plan(a.run)?;
+    let mut base = plan_run(a.run)?.normalized();
     base.save_result = true;
     // Enough requests that every SLO can pass (a p99 at 95 % needs 368); without
     // --num-prompts, just that (goodput: 100), so no level costs more than it must.
@@ -717,7 +788,24 @@ pub fn capacity_plan(mut a: super::CapacityArgs) -> Result<crate::plan::capacity
 }
 
 /// `surge matrix`'s flags and profiles as a validated matrix.
-pub fn matrix_plan(mut a: MatrixArgs) -> Result<MatrixPlan, UsageError> {
+pub fn matrix_plan(a: MatrixArgs) -> Result<MatrixPlan, UsageError> {
+    dataset::memoized(|| {
+        let run = a.run.clone();
+        let plan = plan_matrix(a)?;
+        with_effects(
+            &run,
+            plan,
+            |p| &mut p.base.ignored_flags,
+            |c| match c {
+                Command::Matrix(s) => Some(plan_matrix(*s)),
+                _ => None,
+            },
+        )
+    })
+}
+
+/// Its base plan is left as built: the profiles set the load and the lengths.
+fn plan_matrix(mut a: MatrixArgs) -> Result<MatrixPlan, UsageError> {
     // A matrix writes every profile's result: --result-dir and the rest are read.
     a.run.output.save_result = true;
     let file = match &a.run.config {
@@ -749,7 +837,7 @@ pub fn matrix_plan(mut a: MatrixArgs) -> Result<MatrixPlan, UsageError> {
     for p in &mut profiles {
         p.tag.push_str(&a.tag_suffix);
     }
-    let mut base = run_plan(a.run)?;
+    let mut base = plan_run(a.run)?;
     base.save_result = true;
     let labels = [
         ("hardware", a.hardware.or(file.hardware)),

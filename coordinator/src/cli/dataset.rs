@@ -38,8 +38,65 @@ pub fn load_tokenizer(path: &Path) -> Result<TokenizerFile, UsageError> {
     })
 }
 
+/// What [`resolve`] reads of a run's flags.
+#[derive(Clone, PartialEq)]
+struct Inputs {
+    dataset: super::DatasetArgs,
+    num_prompts: Option<u64>,
+    duration: bool,
+    multi_turn: bool,
+    max_turns: Option<u32>,
+    backend: BackendArg,
+}
+
+impl Inputs {
+    fn of(a: &RunArgs) -> Self {
+        Inputs {
+            dataset: a.dataset.clone(),
+            num_prompts: a.load.num_prompts,
+            duration: a.load.duration.is_some(),
+            multi_turn: a.conversation.multi_turn,
+            max_turns: a.conversation.max_turns,
+            backend: a.target.backend,
+        }
+    }
+}
+
+thread_local! {
+    /// Within [`memoized`]: the first dataset resolved, kept for the plans built again
+    /// without one flag each (D78), so that a file is read once unless a flag changes it.
+    static FIRST: std::cell::RefCell<Option<Option<(Inputs, DatasetPlan)>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` with the first dataset it resolves kept for its later resolves of the same
+/// flags; forgotten when `f` returns.
+pub fn memoized<T>(f: impl FnOnce() -> T) -> T {
+    let outer = FIRST.with(|m| m.borrow_mut().replace(None));
+    let out = f();
+    FIRST.with(|m| *m.borrow_mut() = outer);
+    out
+}
+
 /// Checks the dataset flags and builds the dataset.
 pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
+    let inputs = Inputs::of(a);
+    let kept = FIRST.with(|m| match &*m.borrow() {
+        Some(Some((i, plan))) if *i == inputs => Some(plan.clone()),
+        _ => None,
+    });
+    if let Some(plan) = kept {
+        return Ok(plan);
+    }
+    let plan = resolve_now(a)?;
+    FIRST.with(|m| {
+        if let Some(slot @ None) = &mut *m.borrow_mut() {
+            *slot = Some((inputs, plan.clone()));
+        }
+    });
+    Ok(plan)
+}
+
+fn resolve_now(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
     let r = a.dataset.random_range_ratio;
     if !(0.0..1.0).contains(&r) {
         return usage(format!("--random-range-ratio {r}: must be >= 0 and < 1"));

@@ -33,15 +33,27 @@ impl Cli {
     /// Parses the process's command line (exits on a usage error, as clap does), and
     /// records which flags of a load command were given on it, for [`ignored`].
     pub fn parse_recording() -> Self {
+        let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
         let cmd = <Self as clap::CommandFactory>::command();
-        let m = cmd.clone().get_matches();
+        let m = cmd.clone().try_get_matches_from(&argv).unwrap_or_else(|e| e.exit());
         let mut cli = <Self as clap::FromArgMatches>::from_arg_matches(&m).unwrap_or_else(|e| e.exit());
-        cli.record_given(&cmd, &m);
+        cli.record_given(&cmd, &m, &argv);
         cli
     }
 
-    /// Fills the load command's `RunArgs::given` from its matches.
-    pub fn record_given(&mut self, cmd: &clap::Command, m: &clap::ArgMatches) {
+    /// Parses `argv` (the program's name first) as [`Cli::parse_recording`] does, with
+    /// clap's error instead of an exit.
+    pub fn try_parse_recording(argv: &[std::ffi::OsString]) -> Result<Self, clap::Error> {
+        let cmd = <Self as clap::CommandFactory>::command();
+        let m = cmd.clone().try_get_matches_from(argv)?;
+        let mut cli = <Self as clap::FromArgMatches>::from_arg_matches(&m)?;
+        cli.record_given(&cmd, &m, argv);
+        Ok(cli)
+    }
+
+    /// Fills the load command's `RunArgs::given` from its matches, and `RunArgs::argv`
+    /// with the command line they came from (to build its plan without each flag, D78).
+    pub fn record_given(&mut self, cmd: &clap::Command, m: &clap::ArgMatches, argv: &[std::ffi::OsString]) {
         let Some((name, sub)) = m.subcommand() else { return };
         let Some(sub_cmd) = cmd.find_subcommand(name) else { return };
         let run = match &mut self.command {
@@ -52,12 +64,14 @@ impl Cli {
             Command::Fleet(FleetCommand::Check(a)) => {
                 if let (Some((_, check)), Some(check_cmd)) = (sub.subcommand(), sub_cmd.find_subcommand("check")) {
                     a.given = ignored::given(check_cmd, check);
+                    a.argv = argv.to_vec();
                 }
                 return;
             }
             _ => return,
         };
         run.given = ignored::given(sub_cmd, sub);
+        run.argv = argv.to_vec();
     }
 }
 
@@ -339,6 +353,9 @@ pub struct RunArgs {
     /// [`Cli::parse_recording`]; empty when the arguments were built in code).
     #[arg(skip)]
     pub given: Vec<String>,
+    /// The whole command line these arguments were parsed from (empty when built in code).
+    #[arg(skip)]
+    pub argv: Vec<std::ffi::OsString>,
 }
 
 /// `surge run`'s flags, "Target": the server under test: where, which API, which model, how to reach it.
@@ -430,7 +447,7 @@ pub struct TransportArgs {
 }
 
 /// `surge run`'s flags, "Dataset": what the prompts are and how long inputs and outputs are.
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, PartialEq, Args)]
 pub struct DatasetArgs {
     /// `--dataset-name hf`: which Hugging Face dataset the local --dataset-path file is a
     /// copy of (its fields and output length); ignored with other datasets, as vLLM does.
@@ -692,7 +709,9 @@ pub struct OutputArgs {
     /// SLOs for goodput, e.g. --goodput ttft:200 tpot:50 (ms): ttft, tpot, e2el, and surge's ttfo (the first answer token of a reasoning reply).
     #[arg(long, num_args = 1.., action = clap::ArgAction::Set, value_name = "NAME:MS")]
     pub goodput: Vec<String>,
-    #[arg(long)]
+    /// Save the result as JSON; --save-detailed, --append-result and --plot-timeline
+    /// imply it.
+    #[arg(long, default_value_ifs = [("save_detailed", "true", Some("true")), ("append_result", "true", Some("true")), ("plot_timeline", "true", Some("true"))])]
     pub save_result: bool,
     /// Save per-request arrays too.
     #[arg(long)]

@@ -5,7 +5,7 @@ use super::objective::Slo;
 use super::sweep::SweepPlan;
 
 /// A validated `surge capacity`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CapacityPlan {
     /// The base run, the unit searched, runs per level, cooldown, resume, the prefix-cache
     /// reset, where files go; its `levels` are unused (the search picks them).

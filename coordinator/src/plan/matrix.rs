@@ -38,7 +38,7 @@ pub fn standard() -> Vec<ProfileSpec> {
 }
 
 /// A validated matrix.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MatrixPlan {
     pub base: RunPlan,
     pub profiles: Vec<ProfileSpec>,

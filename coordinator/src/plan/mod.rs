@@ -5,6 +5,7 @@
 
 pub mod capacity;
 pub mod matrix;
+mod normal;
 pub mod objective;
 pub mod split;
 pub mod sweep;
@@ -94,8 +95,15 @@ impl std::fmt::Debug for TokenizerFile {
     }
 }
 
+/// The same file is the same tokenizer.
+impl PartialEq for TokenizerFile {
+    fn eq(&self, other: &Self) -> bool {
+        self.path == other.path && self.sha256 == other.sha256
+    }
+}
+
 /// Coordinator <-> agent TLS material.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TlsPaths {
     pub ca: PathBuf,
     pub cert: PathBuf,
@@ -119,7 +127,7 @@ impl TargetTls {
 }
 
 /// Where the load runs.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Agents {
     /// One in-process agent behind the same gRPC service remote agents serve.
     Embedded,
@@ -191,8 +199,9 @@ impl EndpointsPlan {
     }
 }
 
-/// A validated `surge run`.
-#[derive(Debug, Clone)]
+/// A validated `surge run`. Two plans are equal when they run the same (D78: a flag whose
+/// removal leaves the plan equal has no effect).
+#[derive(Debug, Clone, PartialEq)]
 pub struct RunPlan {
     /// The first endpoint's base URL (readiness, the model's name, the profiler).
     pub base_url: String,
@@ -418,7 +427,7 @@ pub struct ScrapePlan {
 }
 
 /// GPU exporter pages (DCGM, AMD) scraped by the coordinator beside a run (D36).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GpuPlan {
     /// `--gpu-metrics-url` (repeatable).
     pub urls: Vec<String>,

@@ -44,7 +44,7 @@ pub struct KneeRule {
 }
 
 /// A validated sweep.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SweepPlan {
     pub base: RunPlan,
     pub kind: Kind,
