@@ -6,6 +6,7 @@ use super::result::{
     Lag, Latencies, Lateness, MetricStats, Probes, QueueLatency, RESULT_SCHEMA, Rate, RunMetadata, RunResult, RunState,
     ShareEntry, StreamExample, TokenCounts, TokenizerRef,
 };
+use super::sets::{LatencyMode, Ramp};
 use crate::analysis::metrics::{Metrics, kind_name};
 use crate::analysis::verdict::{self, Verdict};
 use crate::analysis::{cost, gpu, phases};
@@ -58,17 +59,6 @@ fn anomalies(o: &Outcome, m: &Metrics) -> super::result::AnomaliesResult {
             .collect(),
     }
 }
-
-/// `--endpoint-policy`'s name.
-fn policy_name(p: surge_proto::EndpointPolicy) -> &'static str {
-    match p {
-        surge_proto::EndpointPolicy::Unspecified | surge_proto::EndpointPolicy::RoundRobin => "round-robin",
-        surge_proto::EndpointPolicy::Random => "random",
-        surge_proto::EndpointPolicy::LeastInFlight => "least-in-flight",
-        surge_proto::EndpointPolicy::Session => "session",
-    }
-}
-
 /// The latency statistics: the four metrics always (E2EL alone for a pooling run), and vLLM's client-queue metrics when
 /// `--percentile-metrics` names them and the run is one where vLLM computes them.
 fn latencies(plan: &RunPlan, m: &Metrics, ps: &[f64]) -> Latencies {
@@ -201,12 +191,7 @@ pub fn client_block(plan: &RunPlan, o: &Outcome, m: &Metrics, verdict: Verdict) 
     ClientBlock {
         surge_version: env!("CARGO_PKG_VERSION").into(),
         status: RunState::of(&o.status),
-        latency_mode: if open_loop {
-            "open loop: latencies from the actual send; e2el_including_client_queue from the intended send"
-        } else {
-            "closed loop: latencies from the actual send (coordinated omission applies)"
-        }
-        .into(),
+        latency_mode: if open_loop { LatencyMode::OpenLoop } else { LatencyMode::ClosedLoop },
         open_loop,
         agents,
         agents_missing: o.missing_agents.clone(),
@@ -325,7 +310,7 @@ pub fn run_result(
         request_rate: Rate(plan.request_rate),
         burstiness: plan.burstiness,
         max_concurrency: plan.max_concurrency,
-        ramp_up_strategy: plan.ramp.map(|r| r.name().to_string()),
+        ramp_up_strategy: plan.ramp.map(|r| if r.exponential { Ramp::Exponential } else { Ramp::Linear }),
         ramp_up_start_rps: plan.ramp.map(|r| r.start),
         ramp_up_end_rps: plan.ramp.map(|r| r.end),
         labels: Labels(plan.metadata.clone()),
@@ -396,7 +381,7 @@ pub fn run_result(
         }),
         anomalies: anomalies(o, m),
         endpoints: super::endpoints::endpoints(plan, m),
-        endpoint_policy: plan.endpoints.several().then(|| policy_name(plan.endpoints.policy).to_string()),
+        endpoint_policy: plan.endpoints.several().then(|| plan.endpoints.policy.into()),
         endpoint_outlier_rule: plan.endpoints.several().then(super::endpoints::outlier_rule),
         replicas: super::endpoints::replicas(plan, m),
         errors_by_kind: m.errors_by_kind.clone(),
@@ -417,11 +402,11 @@ pub fn run_result(
                 (kind.clone(), examples)
             })
             .collect(),
-        input_tokens_source: m.token_sources.input_source().into(),
-        output_tokens_source: m.token_sources.output_source().into(),
+        input_tokens_source: m.token_sources.input_source(),
+        output_tokens_source: m.token_sources.output_source(),
         token_count_sources: TokenCounts {
-            input: m.token_sources.input.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
-            output: m.token_sources.output.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            input: m.token_sources.input.clone(),
+            output: m.token_sources.output.clone(),
         },
         percentiles_exact: m.exact,
         cost_per_million_output_tokens: plan.cost_per_hour.and_then(|c| cost::per_million(c, m.output_throughput)),

@@ -20,6 +20,7 @@ pub mod read;
 pub mod report;
 pub mod result;
 pub mod rows;
+pub mod sets;
 pub mod spill;
 pub mod summary;
 pub mod tables;

@@ -4,6 +4,7 @@
 //! and turns-per-conversation percentiles, the prefix cache's hit rate).
 
 use super::latencies::{Latencies, MetricStats};
+use super::sets::Dist;
 use crate::analysis::conversations::{Conversations, Turn};
 use crate::analysis::metrics::Metrics;
 use crate::plan::{METRICS, RunPlan, percentile_word};
@@ -14,14 +15,14 @@ use serde::{Deserialize, Serialize, Serializer};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MultiTurnResult {
     /// `"multi_turn"`, vllm-bench's.
-    pub mode: String,
+    pub mode: super::sets::Mode,
     pub num_conversations: Option<u64>,
     /// `--multi-turn-num-turns` (vllm-bench writes it even with a min/max range).
     pub turns_per_conversation: u32,
     pub multi_turn_concurrency: Option<u32>,
     pub inter_turn_delay_ms: f64,
     /// surge: `fixed` or `exponential`.
-    pub inter_turn_delay_dist: String,
+    pub inter_turn_delay_dist: Dist,
     /// vllm-bench: true when a prefix ratio is set (turns send no history).
     pub no_history_accumulation: bool,
     pub conversations_completed: u64,
@@ -163,7 +164,7 @@ fn spread(c: &Conversations, ps: &[f64]) -> Spread {
 pub struct AgentLoopResult {
     pub tool_latency_ms: f64,
     /// `fixed` or `exponential`.
-    pub tool_latency_dist: String,
+    pub tool_latency_dist: Dist,
     pub tool_result_len: u32,
     pub max_tool_steps: u32,
     /// Requests that were tool steps; replies that ended in tool calls; replies that
@@ -202,7 +203,7 @@ pub fn agent_loop(plan: &RunPlan, m: &Metrics, ps: &[f64]) -> Option<AgentLoopRe
     let a = m.agent_loop.as_ref().unwrap_or(&empty);
     Some(AgentLoopResult {
         tool_latency_ms: tl.latency_ms,
-        tool_latency_dist: if tl.exponential { "exponential" } else { "fixed" }.into(),
+        tool_latency_dist: Dist::of(tl.exponential),
         tool_result_len: tl.result_len,
         max_tool_steps: tl.max_steps,
         tool_steps: a.tool_steps,
@@ -231,12 +232,12 @@ pub fn multi_turn(plan: &RunPlan, m: &Metrics, ps: &[f64]) -> Option<MultiTurnRe
     let c = m.conversations.as_ref().unwrap_or(&empty);
     let all = &c.all;
     Some(MultiTurnResult {
-        mode: "multi_turn".into(),
+        mode: super::sets::Mode::MultiTurn,
         num_conversations: (plan.num_prompts != crate::plan::UNBOUNDED).then_some(plan.num_prompts),
         turns_per_conversation: mt.num_turns,
         multi_turn_concurrency: mt.concurrency,
         inter_turn_delay_ms: mt.delay_ms,
-        inter_turn_delay_dist: if mt.exponential { "exponential" } else { "fixed" }.into(),
+        inter_turn_delay_dist: Dist::of(mt.exponential),
         no_history_accumulation: mt.prefix_global_ratio > 0.0 || mt.prefix_conversation_ratio > 0.0,
         conversations_completed: c.completed,
         conversations_failed: c.failed,

@@ -6,6 +6,7 @@
 
 use crate::analysis::repeat::Summary;
 use crate::analysis::timeseries::Slice;
+use crate::analysis::token_source::Source;
 use crate::analysis::verdict::Verdict;
 use serde::de::{self, IgnoredAny, MapAccess, Visitor};
 use serde::ser::SerializeMap;
@@ -71,7 +72,7 @@ pub struct RunResult {
     pub max_concurrency: Option<u32>,
     /// `--ramp-up-strategy` and its rates, as vLLM writes them (absent without a ramp).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ramp_up_strategy: Option<String>,
+    pub ramp_up_strategy: Option<super::sets::Ramp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ramp_up_start_rps: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -163,7 +164,7 @@ pub struct RunResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoints: Option<Vec<super::endpoints::EndpointResult>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub endpoint_policy: Option<String>,
+    pub endpoint_policy: Option<super::sets::Policy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint_outlier_rule: Option<String>,
     /// `--replica-header` (D69): the replicas behind a router, as the responses named them.
@@ -173,8 +174,8 @@ pub struct RunResult {
     /// Per error kind, up to 3 distinct messages, most frequent first.
     #[serde(default)]
     pub error_examples: BTreeMap<String, Vec<ErrorExample>>,
-    pub input_tokens_source: String,
-    pub output_tokens_source: String,
+    pub input_tokens_source: Source,
+    pub output_tokens_source: Source,
     pub token_count_sources: TokenCounts,
     /// Whether the percentiles are exact over every row (false: from histograms, within
     /// 0.01 % or 1 µs; the run went past the exact budget).
@@ -402,14 +403,14 @@ pub struct ErrorExample {
 pub struct StreamExample {
     /// `empty_body` (a clean end right after the head), `clean_end` (a clean end without
     /// `[DONE]`), `peer_closed` (FIN), `reset` (RST, RST_STREAM), `read_timeout`.
-    pub ended: String,
+    pub ended: super::sets::StreamEnd,
     /// `peer` (the server, or the proxy that `server` and `via` name) or `client` (surge).
-    pub ended_by: String,
+    pub ended_by: super::sets::EndedBy,
     /// SSE events and body bytes received before the end.
     pub events: u32,
     pub bytes: u64,
     /// `HTTP/1.1`, `HTTP/2` or `HTTP/3`.
-    pub http_version: String,
+    pub http_version: super::sets::HttpVersion,
     /// The response's `Server` and `Via` headers (`""` when absent).
     pub server: String,
     pub via: String,
@@ -417,13 +418,13 @@ pub struct StreamExample {
 
 impl StreamExample {
     pub fn of(c: &surge_proto::StreamCut) -> Self {
-        use surge_core::transport::ending::{end_name, ended_by, version_name};
+        let ended = super::sets::StreamEnd::from(c.end());
         Self {
-            ended: end_name(c.end()).to_string(),
-            ended_by: ended_by(c.end()).to_string(),
+            ended,
+            ended_by: ended.by(),
             events: c.events,
             bytes: c.bytes,
-            http_version: version_name(c.version()).to_string(),
+            http_version: c.version().into(),
             server: c.server.clone(),
             via: c.via.clone(),
         }
@@ -433,8 +434,8 @@ impl StreamExample {
 /// Rows per token-count source, for input and output counts.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TokenCounts {
-    pub input: BTreeMap<String, u64>,
-    pub output: BTreeMap<String, u64>,
+    pub input: BTreeMap<Source, u64>,
+    pub output: BTreeMap<Source, u64>,
 }
 
 /// The tokenizer a run counted with.
@@ -501,7 +502,7 @@ impl RunState {
 pub struct ClientBlock {
     pub surge_version: String,
     pub status: RunState,
-    pub latency_mode: String,
+    pub latency_mode: super::sets::LatencyMode,
     pub open_loop: bool,
     pub agents: Vec<AgentEntry>,
     /// `--min-agents`: the agents given but not reached, which the run went on without.

@@ -193,7 +193,7 @@ pub fn summary(r: &RunResult, view: &SummaryView, status: &RunStatus) -> String 
         agent_loop_section(&mut out, al);
     }
     if let Some(list) = &r.endpoints {
-        endpoints_section(&mut out, list, r.endpoint_policy.as_deref().unwrap_or("round-robin"));
+        endpoints_section(&mut out, list, r.endpoint_policy.map_or("round-robin", |p| p.as_str()));
     }
     if let Some(rep) = &r.replicas {
         replicas_section(&mut out, rep);

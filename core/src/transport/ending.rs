@@ -88,21 +88,9 @@ pub fn version_name(v: HttpVersion) -> &'static str {
     }
 }
 
-/// A stream end's name in results and rows.
-pub fn end_name(e: StreamEnd) -> &'static str {
-    match e {
-        StreamEnd::EmptyBody => "empty_body",
-        StreamEnd::CleanEnd => "clean_end",
-        StreamEnd::PeerClosed => "peer_closed",
-        StreamEnd::Reset => "reset",
-        StreamEnd::ReadTimeout => "read_timeout",
-        StreamEnd::Unspecified => "unknown",
-    }
-}
-
 /// Who ended a stream that ended this way: the peer (the server, or a proxy in front of
-/// it: its `Server`/`Via` say which) or surge itself.
-pub fn ended_by(e: StreamEnd) -> &'static str {
+/// it: its `Server`/`Via` say which) or surge itself (results: `output::sets::StreamEnd::by`).
+fn ended_by(e: StreamEnd) -> &'static str {
     match e {
         StreamEnd::ReadTimeout => "client",
         StreamEnd::Unspecified => "unknown",
