@@ -4,37 +4,10 @@
 //! grown, must stay at or under the stated constant; an allocation added to the path
 //! fails it. This binary holds this one test, so nothing else allocates while it counts.
 
-// The counting allocator: the only unsafe code of the test, each call handed to `System`.
-#![allow(unsafe_code)]
-
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use surge_agent::engine::api::Mode;
 use surge_agent::engine::api::decode::{Decoder, Flow};
-
-struct Counting;
-
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: every method forwards to `System` with the caller's arguments unchanged.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+use surge_core::alloc_count::Counting;
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
@@ -71,6 +44,7 @@ fn a_token_event_allocates_no_more_than_stated() {
     for kind in ["chat", "reasoning", "completions", "responses"] {
         let mode = if kind == "responses" { Mode::Responses } else { Mode::Stream };
         let chunks: Vec<String> = (0..WARM + COUNTED).map(|i| chunk(kind, i)).collect();
+        assert!(Counting::count() >= chunks.len() as u64, "the counting allocator counts");
         let st = Instant::now();
         let mut d = Decoder::new(mode, true, st, st, false);
         let mut at = st;
@@ -80,12 +54,12 @@ fn a_token_event_allocates_no_more_than_stated() {
             at += Duration::from_micros(50);
             assert_eq!(d.feed(c.as_bytes(), at), Flow::More);
         }
-        let before = ALLOCATIONS.load(Ordering::Relaxed);
+        let before = Counting::count();
         for c in &chunks[WARM..] {
             at += Duration::from_micros(50);
             d.feed(c.as_bytes(), at);
         }
-        let n = ALLOCATIONS.load(Ordering::Relaxed) - before;
+        let n = Counting::count() - before;
         let per_event = n as f64 / COUNTED as f64;
         assert!(
             per_event <= PER_TOKEN_EVENT,

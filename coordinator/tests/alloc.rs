@@ -4,37 +4,10 @@
 //! grown, must stay at or under the stated constant; an allocation added to the path fails
 //! it. This binary holds this one test, so nothing else allocates while it counts.
 
-// The counting allocator: the only unsafe code of the test, each call handed to `System`.
-#![allow(unsafe_code)]
-
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, Ordering};
 use surge_coordinator::analysis::aggregate::{Aggregator, GlobalRow};
 use surge_coordinator::analysis::folds::Wanted;
+use surge_core::alloc_count::Counting;
 use surge_proto::Row;
-
-struct Counting;
-
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: every method forwards to `System` with the caller's arguments unchanged.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
@@ -68,15 +41,16 @@ fn a_folded_row_allocates_no_more_than_stated() {
     const WARM: u64 = 20_000;
     const COUNTED: u64 = 20_000;
     let rows: Vec<GlobalRow> = (0..WARM + COUNTED).map(row).collect();
+    assert!(Counting::count() >= rows.len() as u64, "the counting allocator counts");
     let mut agg = Aggregator::new(Default::default(), false, Wanted { slice_s: 1.0, ..Wanted::default() });
     for r in &rows[..WARM as usize] {
         agg.add(r);
     }
-    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let before = Counting::count();
     for r in &rows[WARM as usize..] {
         agg.add(r);
     }
-    let n = ALLOCATIONS.load(Ordering::Relaxed) - before;
+    let n = Counting::count() - before;
     let per_row = n as f64 / COUNTED as f64;
     assert!(
         per_row <= PER_ROW,

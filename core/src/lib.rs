@@ -8,6 +8,8 @@
 //!
 //! Dependencies run one way: `client -> transport`, `scrape -> client`, `data` alone.
 
+#[cfg(feature = "count-allocations")]
+pub mod alloc_count;
 pub mod client;
 pub mod data;
 pub mod live;
