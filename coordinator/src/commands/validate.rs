@@ -158,7 +158,7 @@ async fn validate(plan: &ValidatePlan, outputs: &mut Outputs) -> Result<u8, Fail
         rows,
         saved_at_utc: saved_at(chrono::Utc::now()),
         against,
-        stopped: stopped.as_ref().map(|s| s.as_str().to_string()),
+        stopped: stopped.as_ref().map(crate::output::result::RunState::of),
     };
     outputs.validation(&v, &plan.result_dir).map_err(|e| Failure::run("", &e))?;
     outputs.notice(&format!("saved {}/validate.json and validate.md", plan.result_dir.display()));

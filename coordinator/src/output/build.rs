@@ -215,7 +215,7 @@ fn run_metadata(plan: &RunPlan, model: &str, o: &Outcome, saved_at_utc: String) 
     RunMetadata {
         model: plan.model.clone().unwrap_or_else(|| model.to_string()),
         served_model_name: plan.served_model_name.clone().unwrap_or_else(|| model.to_string()),
-        benchmark_type: "serve".into(),
+        benchmark_type: super::sets::BenchmarkType::Serve,
         dataset_name: plan.dataset_name.into(),
         input_len,
         output_len,

@@ -450,7 +450,7 @@ pub struct TokenizerRef {
 pub struct RunMetadata {
     pub model: String,
     pub served_model_name: String,
-    pub benchmark_type: String,
+    pub benchmark_type: super::sets::BenchmarkType,
     pub dataset_name: String,
     pub input_len: Option<u32>,
     pub output_len: Option<u32>,
@@ -841,7 +841,7 @@ pub struct ValidationResult {
     /// How a level ended when it did not complete (`interrupted`, `invalid`, ...): the last
     /// row is that level's partial measurement and the levels after it were not run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stopped: Option<String>,
+    pub stopped: Option<RunState>,
 }
 
 /// One concurrency level of `surge validate`.

@@ -1,6 +1,9 @@
 //! The result's closed sets (D77): each value a result file can hold for these keys, as an
 //! enum that writes the same text as before. A value this version does not know (a newer
-//! surge's) reads as `Other` and writes back as `""`.
+//! surge's) reads as `Other` and writes back as `""`. vLLM's naming keys (`backend`,
+//! `endpoint_type`, `dataset_name`) stay text: they name the plan's `--backend` and
+//! `--dataset-name` (closed sets there) as vLLM writes them, and nothing read back
+//! branches on them. `health` holds a lost agent's reason, free text.
 
 use serde::{Deserialize, Serialize};
 
@@ -25,6 +28,15 @@ impl Dist {
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
     MultiTurn,
+    #[serde(rename = "", other)]
+    Other,
+}
+
+/// `run_metadata.benchmark_type`: `serve`, the one kind of benchmark surge runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BenchmarkType {
+    Serve,
     #[serde(rename = "", other)]
     Other,
 }
