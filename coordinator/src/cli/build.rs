@@ -1134,10 +1134,14 @@ mod tests {
         let mut a = default_run_args().unwrap();
         a.target.base_url = vec!["http://127.0.0.1:9".into()];
         a.target.model = Some("m".into());
-        assert!(!a.sampling.ignore_eos);
+        // The flag's value: implied by the random dataset (so given, it is not warned).
+        assert!(a.sampling.ignore_eos);
+        a.sampling.ignore_eos = false;
         assert!(run_plan(a.clone()).unwrap().ignore_eos, "random + openai");
         a.target.backend = BackendArg::Http;
-        assert!(!run_plan(a).unwrap().ignore_eos, "a plain POST has no EOS to ignore");
+        assert!(!run_plan(a.clone()).unwrap().ignore_eos, "a plain POST has no EOS to ignore");
+        a.sampling.ignore_eos = true;
+        assert!(!run_plan(a).unwrap().ignore_eos, "not even when given");
     }
 
     #[test]

@@ -309,6 +309,10 @@ mod tests {
             ["--backend", "openai-chat", "--multi-turn", "--multi-turn-num-turns", "3", "--multi-turn-delay-ms", "0"];
         assert!(run(&chat).is_empty());
         assert!(run(&["--save-result", "--save-detailed"]).is_empty());
+        assert!(
+            run(&["--ignore-eos", "--random-input-len", "8"]).is_empty(),
+            "the random dataset implies it, as vLLM's"
+        );
         assert_eq!(run(&[&url[..], &["--insecure"]].concat()), [same("insecure")]);
         let https_metrics = ["--metrics-url", "https://127.0.0.1:9/metrics", "--insecure"];
         assert!(run(&[&url[..], &https_metrics[..]].concat()).is_empty());

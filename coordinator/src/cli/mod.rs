@@ -626,7 +626,8 @@ pub struct LoadArgs {
 /// `surge run`'s flags, "Sampling": what each request asks the model for (vLLM's sampling flags).
 #[derive(Debug, Clone, Args)]
 pub struct SamplingArgs {
-    #[arg(long)]
+    /// Generate to the requested length; the random datasets imply it (as vLLM's do).
+    #[arg(long, default_value_ifs = [("dataset_name", "random", Some("true")), ("dataset_name", "random-mm", Some("true"))])]
     pub ignore_eos: bool,
     /// Sampling temperature (vLLM's default: 0.0, greedy, sent with every request).
     #[arg(long)]
