@@ -534,6 +534,14 @@ fn otlp_plan(tm: &TelemetryArgs) -> Result<Option<OtlpPlan>, UsageError> {
     })
 }
 
+/// `--dry-run` is `surge run`'s: a sweep, a search or a matrix would run its load.
+fn refuse_dry_run(a: &RunArgs) -> Result<(), UsageError> {
+    if a.dry_run {
+        return usage("--dry-run: only surge run plans without sending; dry-run one level with surge run");
+    }
+    Ok(())
+}
+
 /// `surge sweep`'s flags as a validated sweep, with the flags given that change nothing
 /// found (D78).
 pub fn sweep_plan(a: SweepArgs) -> Result<SweepPlan, UsageError> {
@@ -553,6 +561,7 @@ pub fn sweep_plan(a: SweepArgs) -> Result<SweepPlan, UsageError> {
 }
 
 fn plan_sweep(mut a: SweepArgs) -> Result<SweepPlan, UsageError> {
+    refuse_dry_run(&a.run)?;
     if a.tag.is_empty() || a.tag.contains('/') {
         return Err(UsageError(format!("--tag {:?}: must be a plain file-name prefix", a.tag)));
     }
@@ -595,6 +604,8 @@ fn plan_sweep(mut a: SweepArgs) -> Result<SweepPlan, UsageError> {
     a.run.output.save_result = true;
     let mut base = plan_run(a.run)?.normalized();
     base.save_result = true;
+    // Each level-run's file is named by its tag and level.
+    base.result_filename = None;
     let dir = base.result_dir.clone().unwrap_or_else(|| PathBuf::from("surge-sweep"));
     // The knee's rule is read only when the knee is looked for.
     if !a.find_knee {
@@ -636,6 +647,7 @@ pub fn capacity_plan(a: super::CapacityArgs) -> Result<crate::plan::capacity::Ca
 
 /// Long: each capacity flag's check in turn, then the search's fields.
 fn plan_capacity(mut a: super::CapacityArgs) -> Result<crate::plan::capacity::CapacityPlan, UsageError> {
+    refuse_dry_run(&a.run)?;
     use crate::analysis::capacity::Slo;
     use crate::analysis::interval::values_for_upper_bound;
     if a.tag.is_empty() || a.tag.contains('/') {
@@ -730,6 +742,7 @@ fn plan_capacity(mut a: super::CapacityArgs) -> Result<crate::plan::capacity::Ca
     let asked = a.run.load.num_prompts;
     let mut base = plan_run(a.run)?.normalized();
     base.save_result = true;
+    base.result_filename = None;
     // Enough requests that every SLO can pass (a p99 at 95 % needs 368); without
     // --num-prompts, just that (goodput: 100), so no level costs more than it must.
     let needed = slos.iter().map(|s| values_for_upper_bound(s.pct, confidence)).max().unwrap_or(100);
@@ -806,6 +819,7 @@ pub fn matrix_plan(a: MatrixArgs) -> Result<MatrixPlan, UsageError> {
 
 /// Its base plan is left as built: the profiles set the load and the lengths.
 fn plan_matrix(mut a: MatrixArgs) -> Result<MatrixPlan, UsageError> {
+    refuse_dry_run(&a.run)?;
     // A matrix writes every profile's result: --result-dir and the rest are read.
     a.run.output.save_result = true;
     let file = match &a.run.config {
@@ -839,6 +853,11 @@ fn plan_matrix(mut a: MatrixArgs) -> Result<MatrixPlan, UsageError> {
     }
     let mut base = plan_run(a.run)?;
     base.save_result = true;
+    // What each profile sets (`MatrixPlan::at`) is not read from the command line, and
+    // each profile's file is named by its tag.
+    base.result_filename = None;
+    (base.temperature, base.max_concurrency, base.num_prompts, base.request_rate) = (None, None, 0, f64::INFINITY);
+    (base.dataset.random_input_len, base.dataset.random_output_len) = (0, 0);
     let labels = [
         ("hardware", a.hardware.or(file.hardware)),
         ("engine", a.engine.or(file.engine)),

@@ -54,9 +54,9 @@ pub fn ignored<P: PartialEq>(
             let argv = without(&cmd, &a.argv, long);
             resolved(&cmd, &a.argv, long) != resolved(&cmd, &argv, long)
                 && build(&argv).is_some_and(|p| p == *plan)
-                // Given at a default the code sets (`--multi-turn-num-turns 3`): another
-                // value changes the plan.
-                && !perturbed(&cmd, &a.argv, long).and_then(|v| build(&v)).is_some_and(|p| p != *plan)
+                // Given at a default the code sets (`--multi-turn-num-turns 3`, `--request-rate
+                // INF`): another value changes the plan, or is refused (then it is read).
+                && perturbed(&cmd, &a.argv, long).is_none_or(|v| build(&v).is_some_and(|p| p == *plan))
         })
         .collect();
     if found.is_empty() {
@@ -125,7 +125,8 @@ fn perturbed(cmd: &clap::Command, argv: &[OsString], long: &str) -> Option<Vec<O
 /// `v` with its last run of digits one up, else with a letter more.
 fn bump(v: &str) -> String {
     let Some(end) = v.rfind(|c: char| c.is_ascii_digit()).map(|i| i + 1) else { return format!("{v}x") };
-    let start = v[..end].rfind(|c: char| !c.is_ascii_digit()).map_or(0, |i| i + 1);
+    // Digits are one byte each; the character before the run may be several.
+    let start = v[..end].char_indices().rev().find(|(_, c)| !c.is_ascii_digit()).map_or(0, |(i, c)| i + c.len_utf8());
     let n: u128 = v[start..end].parse().unwrap_or(0);
     format!("{}{}{}", &v[..start], n.saturating_add(1), &v[end..])
 }
@@ -313,6 +314,16 @@ mod tests {
             run(&["--ignore-eos", "--random-input-len", "8"]).is_empty(),
             "the random dataset implies it, as vLLM's"
         );
+        // A default written otherwise, or a value another changed would make invalid.
+        assert!(run(&["--max-failure-rate", "1.0", "--request-rate", "INF"]).is_empty());
+        assert!(run(&["--backend", "openai-embeddings", "--percentile-metrics", "e2el"]).is_empty());
+        let turns =
+            ["--backend", "openai-chat", "--multi-turn", "--multi-turn-min-turns", "3", "--multi-turn-delay-ms", "5"];
+        assert!(run(&turns).is_empty());
+        // Any text: non-ASCII values are perturbed whole characters at a time.
+        assert_eq!(run(&["--result-dir", "résumé2"]), [same("result-dir")]);
+        assert_eq!(super::bump("測試1.json"), "測試2.json");
+        assert_eq!(super::bump("é"), "éx");
         assert_eq!(run(&[&url[..], &["--insecure"]].concat()), [same("insecure")]);
         let https_metrics = ["--metrics-url", "https://127.0.0.1:9/metrics", "--insecure"];
         assert!(run(&[&url[..], &https_metrics[..]].concat()).is_empty());
@@ -326,6 +337,33 @@ mod tests {
                 run(&[&format!("--{flag}"), "x"]),
                 [format!("--{flag} has no effect with --dataset-name random")]
             );
+        }
+    }
+
+    /// What a sweep's levels, a capacity search's or a matrix's profiles set is not read
+    /// from the command line: said so. `--dry-run` is refused there (they would run).
+    #[test]
+    fn what_levels_and_profiles_set_is_said() {
+        let same = |flag: &str| format!("--{flag} has no effect on this run (its plan is the same without it)");
+        let url = ["--base-url", "http://127.0.0.1:9"];
+        let said = |args: &[&str]| warned(&[args, &url[..]].concat()).expect("builds");
+        assert_eq!(said(&["sweep", "--concurrency", "1,2", "--result-filename", "x.json"]), [same("result-filename")]);
+        assert_eq!(
+            said(&["capacity", "--range", "1:8", "--slo", "ttft:p99<=9", "--result-filename", "x.json"]),
+            [same("result-filename")]
+        );
+        assert_eq!(
+            said(&["matrix", "--standard", "--temperature", "0.7", "--max-concurrency", "8"]),
+            [same("max-concurrency"), same("temperature")]
+        );
+        let cmds: [&[&str]; 3] = [
+            &["sweep", "--concurrency", "1,2"],
+            &["capacity", "--range", "1:8", "--slo", "ttft:p99<=9"],
+            &["matrix", "--standard"],
+        ];
+        for cmd in cmds {
+            let e = warned(&[cmd, &url[..], &["--dry-run"]].concat()).expect_err("refused");
+            assert!(e.contains("--dry-run"), "{cmd:?}: {e}");
         }
     }
 
@@ -897,7 +935,7 @@ mod tests {
             assert!(said.is_empty(), "{args:?}: {said:?}");
         };
         check(&["sweep", "--concurrency", "2"]);
-        check(&["sweep", "--request-rate", "1,2", "--result-filename", "x"]);
+        check(&["sweep", "--request-rate", "1,2"]);
         check(&["matrix", "--standard"]);
         check(&["run", "--save-result", "--append-result"]);
         check(&["run", "--save-result", "--save-detailed", "--plot-timeline"]);

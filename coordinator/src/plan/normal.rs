@@ -16,12 +16,23 @@ impl RunPlan {
             self.temperature = None;
             self.ignore_eos = false;
         }
+        // A pooling answer has no output to size.
+        if self.pooling() {
+            let d = &mut self.dataset;
+            (d.random_output_len, d.fixed_output_len, d.prefix_repetition_output_len) = (0, 0, 0);
+        }
         // --burstiness shapes the gaps of paced arrivals only.
         if self.request_rate.is_infinite() && self.ramp.is_none() {
             self.burstiness = 1.0;
         }
-        if self.lora_modules.is_empty() {
+        if self.lora_modules.len() < 2 {
             self.lora_random = false;
+        }
+        if let Some(m) = &mut self.multi_turn {
+            m.exponential &= m.delay_ms > 0.0;
+            if let Some(t) = &mut m.tool_loop {
+                t.exponential &= t.latency_ms > 0.0;
+            }
         }
         if !self.endpoints.several() {
             self.endpoints.policy = EndpointPolicy::RoundRobin;
@@ -44,8 +55,15 @@ impl RunPlan {
         if matches!(self.agents, Agents::Embedded) {
             self.tolerate_agent_loss = false;
         }
-        if self.steady_plan().is_none() {
-            self.steady = None;
+        match self.steady_plan() {
+            None => self.steady = None,
+            // An open loop's steady state is judged by the rate, not the threshold.
+            Some(super::SteadyPlan::Open { .. }) => {
+                if let Some((threshold, _)) = &mut self.steady {
+                    *threshold = 0.0;
+                }
+            }
+            Some(super::SteadyPlan::Closed { .. }) => {}
         }
         if self.prometheus_listen.is_none() {
             self.live_linger = std::time::Duration::ZERO;
