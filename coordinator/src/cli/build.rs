@@ -218,35 +218,40 @@ fn check_values(a: &RunArgs, backend: Backend) -> Result<(), UsageError> {
 /// `surge run`'s flags (and `--config`) as a validated plan in its normal form, with the
 /// flags given that change nothing found (D78) and refused under `--strict`.
 pub fn run_plan(a: RunArgs) -> Result<RunPlan, UsageError> {
-    dataset::memoized(|| {
-        let plan = plan_run(a.clone())?.normalized();
-        with_effects(
-            &a,
-            plan,
-            |p| &mut p.ignored_flags,
-            |c| match c {
-                Command::Run(r) | Command::Fleet(FleetCommand::Check(r)) => Some(plan_run(*r).map(RunPlan::normalized)),
-                _ => None,
-            },
-        )
-    })
+    let run = a.clone();
+    checked(
+        &run,
+        a,
+        |r| plan_run(r).map(RunPlan::normalized),
+        |c| match c {
+            Command::Run(r) | Command::Fleet(FleetCommand::Check(r)) => Some(*r),
+            _ => None,
+        },
+        |p| &mut p.ignored_flags,
+    )
 }
 
-/// `plan` with the flags of `a`'s command line it does not depend on in its
-/// `ignored_flags` (`flags`), or under `--strict` a usage error naming them. `rebuild`
-/// builds the same command's plan from another command line.
-fn with_effects<P: PartialEq>(
-    a: &RunArgs,
-    mut plan: P,
+/// The plan `build` makes of `args`, with the flags of `run`'s command line it does not
+/// depend on in its `ignored_flags` (`flags`), or under `--strict` a usage error naming
+/// them. `of` takes the same command's arguments out of another parsed command line, to
+/// build its plan too (with the first dataset read kept).
+fn checked<A, P: PartialEq>(
+    run: &RunArgs,
+    args: A,
+    build: impl Fn(A) -> Result<P, UsageError>,
+    of: impl Fn(Command) -> Option<A>,
     flags: fn(&mut P) -> &mut Vec<String>,
-    rebuild: impl Fn(Command) -> Option<Result<P, UsageError>>,
 ) -> Result<P, UsageError> {
-    let found: Vec<String> = super::ignored::ignored(a, &plan, rebuild).iter().map(ToString::to_string).collect();
-    if a.strict && !found.is_empty() {
-        return usage(format!("--strict: {}", found.join("; ")));
-    }
-    *flags(&mut plan) = found;
-    Ok(plan)
+    dataset::memoized(|| {
+        let mut plan = build(args)?;
+        let found: Vec<String> =
+            super::ignored::ignored(run, &plan, |c| of(c).map(&build)).iter().map(ToString::to_string).collect();
+        if run.strict && !found.is_empty() {
+            return usage(format!("--strict: {}", found.join("; ")));
+        }
+        *flags(&mut plan) = found;
+        Ok(plan)
+    })
 }
 
 /// `surge run`'s flags (and `--config`) as a validated plan: each group of flags is
@@ -545,19 +550,17 @@ fn refuse_dry_run(a: &RunArgs) -> Result<(), UsageError> {
 /// `surge sweep`'s flags as a validated sweep, with the flags given that change nothing
 /// found (D78).
 pub fn sweep_plan(a: SweepArgs) -> Result<SweepPlan, UsageError> {
-    dataset::memoized(|| {
-        let run = a.run.clone();
-        let plan = plan_sweep(a)?;
-        with_effects(
-            &run,
-            plan,
-            |p| &mut p.base.ignored_flags,
-            |c| match c {
-                Command::Sweep(s) => Some(plan_sweep(*s)),
-                _ => None,
-            },
-        )
-    })
+    let run = a.run.clone();
+    checked(
+        &run,
+        a,
+        plan_sweep,
+        |c| match c {
+            Command::Sweep(s) => Some(*s),
+            _ => None,
+        },
+        |p| &mut p.base.ignored_flags,
+    )
 }
 
 fn plan_sweep(mut a: SweepArgs) -> Result<SweepPlan, UsageError> {
@@ -630,19 +633,17 @@ fn plan_sweep(mut a: SweepArgs) -> Result<SweepPlan, UsageError> {
 /// `surge capacity`'s flags as a validated search (D62), with the flags given that change
 /// nothing found (D78).
 pub fn capacity_plan(a: super::CapacityArgs) -> Result<crate::plan::capacity::CapacityPlan, UsageError> {
-    dataset::memoized(|| {
-        let run = a.run.clone();
-        let plan = plan_capacity(a)?;
-        with_effects(
-            &run,
-            plan,
-            |p| &mut p.sweep.base.ignored_flags,
-            |c| match c {
-                Command::Capacity(s) => Some(plan_capacity(*s)),
-                _ => None,
-            },
-        )
-    })
+    let run = a.run.clone();
+    checked(
+        &run,
+        a,
+        plan_capacity,
+        |c| match c {
+            Command::Capacity(s) => Some(*s),
+            _ => None,
+        },
+        |p| &mut p.sweep.base.ignored_flags,
+    )
 }
 
 /// Long: each capacity flag's check in turn, then the search's fields.
@@ -802,19 +803,17 @@ fn plan_capacity(mut a: super::CapacityArgs) -> Result<crate::plan::capacity::Ca
 
 /// `surge matrix`'s flags and profiles as a validated matrix.
 pub fn matrix_plan(a: MatrixArgs) -> Result<MatrixPlan, UsageError> {
-    dataset::memoized(|| {
-        let run = a.run.clone();
-        let plan = plan_matrix(a)?;
-        with_effects(
-            &run,
-            plan,
-            |p| &mut p.base.ignored_flags,
-            |c| match c {
-                Command::Matrix(s) => Some(plan_matrix(*s)),
-                _ => None,
-            },
-        )
-    })
+    let run = a.run.clone();
+    checked(
+        &run,
+        a,
+        plan_matrix,
+        |c| match c {
+            Command::Matrix(s) => Some(*s),
+            _ => None,
+        },
+        |p| &mut p.base.ignored_flags,
+    )
 }
 
 /// Its base plan is left as built: the profiles set the load and the lengths.
