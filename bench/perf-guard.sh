@@ -19,12 +19,15 @@
 #    the echo's /echo, ROWS [150000] rows: the coordinator's CPU per row and peak RSS.
 # 4. Control plane: AGENTS [256] `surge-agent` processes on 127.0.1.x (plaintext,
 #    loopback), one `surge run` of IDLE_S [20] s at 2 requests/s (8-token completions):
-#    setup (launch to the echo's first request), the coordinator's CPU per agent-second,
-#    peak RSS; and the
-#    coordinator's CPU per row with AGENTS agents against 3 agents (30 rows per agent).
+#    setup (launch to the echo's first request), peak RSS, and the coordinator's CPU
+#    per agent-second in a steady window (from 3 s after the first request to 3 s
+#    before the end, read from /proc, so the sessions' setup is not in it); then runs
+#    of LOAD_S [20] s at RATE [1000] requests/s (`--backend http`) from AGENTS agents
+#    and from 3: the coordinator's CPU per row served in the same kind of window.
 #
-# Prints the table and writes it to OUT/table.md; with RECORD=1 it replaces the
-# perf-guard section of bench/RESULTS.md.
+# FIGURES [token path ingest control] picks the sections. Prints the table and writes
+# it to OUT/table.md; with RECORD=1 it replaces the perf-guard section of
+# bench/RESULTS.md.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -38,6 +41,12 @@ REQUESTS=${REQUESTS:-16000}
 ROWS=${ROWS:-150000}
 AGENTS=${AGENTS:-256}
 IDLE_S=${IDLE_S:-20}
+LOAD_S=${LOAD_S:-20}
+RATE=${RATE:-1000}
+FIGURES=${FIGURES:-token path ingest control}
+want() { [[ " $FIGURES " == *" $1 "* ]]; }
+cpu8=- cpu64=- per_event=- per_request=- per_token=- split=- ingest_rows=- per_row=- ingest_rss=0
+setup=- per_agent_s=- idle_rss=0 many=- few=- ratio=- n_rows=-
 OUT=${OUT:-$(mktemp -d /tmp/surge-perf-guard.XXXXXX)}
 mkdir -p "$OUT"
 ulimit -n 65536 2>/dev/null || true
@@ -61,6 +70,7 @@ mean() { awk '{s += $1; n++} END {if (n) printf "%.2f", s / n; else print "?"}';
 field() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print($2)" "$1"; }
 
 # --- 1. token event --------------------------------------------------------------
+if want token; then
 engine_cpu_per_request() { # tokens file
     taskset -c 0 "$SURGE" run --base-url "$BASE" --model m --backend openai-chat --no-initial-test \
         --random-input-len 16 --random-output-len "$1" --ignore-eos --num-prompts "$REQUESTS" \
@@ -79,6 +89,7 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 cpu8=$(mean <"$OUT/tok8"); cpu64=$(mean <"$OUT/tok64")
 per_event=$(python3 -c "print(round(($cpu64 - $cpu8) / 56, 2))")
+fi
 
 # --- 2. request path: syscalls ------------------------------------------------------
 agent_run() { # wrapper-command... ; runs one 8-token load through a surge-agent under it
@@ -96,6 +107,7 @@ agent_run() { # wrapper-command... ; runs one 8-token load through a surge-agent
     pkill -INT -f "^$SURGE_AGENT --listen 127.0.0.2:0" 2>/dev/null || true
     wait "$wrapper" 2>/dev/null || true
 }
+if want path; then
 agent_run perf stat -x, -e raw_syscalls:sys_enter -o "$OUT/perf-stat.csv" --
 completed=$(field "$OUT/sys.json" 'r["completed"]')
 events=$(field "$OUT/sys.json" 'r["total_output_tokens"]')
@@ -105,8 +117,16 @@ per_token=$(python3 -c "print(round($syscalls / max($events, 1), 2))")
 agent_run strace -f -c -o "$OUT/strace.txt" --
 split=$(awk -v n="$completed" '$NF ~ /^[a-z_0-9]+$/ && $4 ~ /^[0-9]+$/ && $NF != "syscall" && $NF != "total" {printf "%s %.1f\n", $NF, $4 / n}' \
     "$OUT/strace.txt" | sort -k2 -rn | head -6 | awk '{printf "%s%s %s", (NR > 1 ? ", " : ""), $1, $2}')
+fi
+
+# coordinator CPU (s) and peak RSS (KiB) of one `surge run`, its arguments after --
+timed_run() {
+    /usr/bin/time -f '%U %S %M' -o "$OUT/time.txt" "$SURGE" run "$@" >"$OUT/run.out" 2>&1 || die "surge run failed: $(tail -3 "$OUT/run.out")"
+    awk '{printf "%.3f %d\n", $1 + $2, $3}' "$OUT/time.txt"
+}
 
 # --- 3. ingest ------------------------------------------------------------------
+if want ingest; then
 PKI=$OUT/pki
 "$SURGE" certs init --out "$PKI" >/dev/null
 "$SURGE" certs issue --ca "$PKI" --name agent --san 127.0.0.2 --san 127.0.0.3 --san 127.0.0.4 --out "$PKI" >/dev/null
@@ -123,11 +143,6 @@ for i in 2 3 4; do
     addrs+=("$a")
 done
 tls_list=$(IFS=,; echo "${addrs[*]}")
-# coordinator CPU (s) and peak RSS (KiB) of one `surge run`, its arguments after --
-timed_run() {
-    /usr/bin/time -f '%U %S %M' -o "$OUT/time.txt" "$SURGE" run "$@" >"$OUT/run.out" 2>&1 || die "surge run failed: $(tail -3 "$OUT/run.out")"
-    awk '{printf "%.3f %d\n", $1 + $2, $3}' "$OUT/time.txt"
-}
 read -r ingest_cpu ingest_rss < <(timed_run --base-url "$BASE" --model m --backend http --no-initial-test \
     --agents "$tls_list" --tls-ca "$PKI/ca.pem" --tls-cert "$PKI/coordinator.pem" --tls-key "$PKI/coordinator.key" \
     --random-input-len 16 --num-prompts "$ROWS" --max-concurrency 300 --save-result --result-dir "$OUT" \
@@ -135,8 +150,10 @@ read -r ingest_cpu ingest_rss < <(timed_run --base-url "$BASE" --model m --backe
 ingest_rows=$(field "$OUT/ingest.json" 'r["completed"] + r["failed"]')
 per_row=$(python3 -c "print(round($ingest_cpu / max($ingest_rows, 1) * 1e6, 2))")
 log "ingest: $ingest_rows rows, coordinator $ingest_cpu s CPU, $per_row us per row"
+fi
 
 # --- 4. control plane -----------------------------------------------------------------
+if want control; then
 fleet=()
 for i in $(seq 1 "$AGENTS"); do
     ip="127.0.$((1 + (i - 1) / 250)).$((2 + (i - 1) % 250))"
@@ -150,39 +167,62 @@ for i in $(seq 1 "$AGENTS"); do
 done
 fleet_list=$(IFS=,; echo "${fleet[*]}")
 log "$AGENTS agents up"
-# prompt tokens the echo received (its request counter counts these polls too)
-served() { curl -fsS "$BASE/metrics" | awk '/^surge_echo_prompt_tokens_total / {print $2 + 0}'; }
-before=$(served)
-t0=$(date +%s.%N)
-/usr/bin/time -f '%U %S %M' -o "$OUT/idle-time.txt" "$SURGE" run --base-url "$BASE" --model m \
-    --random-input-len 16 --random-output-len 8 --no-initial-test --agents "$fleet_list" --agents-plaintext \
-    --request-rate 2 --duration "$IDLE_S" \
-    --max-concurrency "$AGENTS" --save-result --result-dir "$OUT" --result-filename idle.json >"$OUT/idle.out" 2>&1 &
-RUN=$!
-first=""
-while kill -0 "$RUN" 2>/dev/null; do
-    if [[ -z $first ]] && python3 -c "import sys; sys.exit(not float('$(served)') > float('$before'))"; then
-        first=$(date +%s.%N)
-    fi
-    sleep 0.05
-done
-wait "$RUN" || die "the idle run failed: $(tail -3 "$OUT/idle.out")"
-setup=$(python3 -c "print(round(${first:-0} - $t0, 2))")
-read -r idle_cpu idle_rss < <(awk '{printf "%.3f %d\n", $1 + $2, $3}' "$OUT/idle-time.txt")
-idle_dur=$(field "$OUT/idle.json" 'r["duration"]')
-per_agent_s=$(python3 -c "print(round($idle_cpu / ($AGENTS * $idle_dur) * 1e6, 1))")
-log "control plane: setup $setup s, idle $per_agent_s us per agent-second"
-# CPU per row at AGENTS agents and at 3 (the TLS fleet): 30 rows an agent, the same load shape.
-n_rows=$((AGENTS * 30))
-read -r many_cpu _ < <(timed_run --base-url "$BASE" --model m --backend http --no-initial-test \
-    --agents "$fleet_list" --agents-plaintext --num-prompts "$n_rows" --max-concurrency "$AGENTS" \
-    --save-result --result-dir "$OUT" --result-filename many.json)
-read -r few_cpu _ < <(timed_run --base-url "$BASE" --model m --backend http --no-initial-test \
-    --agents "$(IFS=,; echo "${fleet[*]:0:3}")" --agents-plaintext --num-prompts "$n_rows" --max-concurrency "$AGENTS" \
-    --save-result --result-dir "$OUT" --result-filename few.json)
-many=$(python3 -c "print(round($many_cpu / $n_rows * 1e6, 1))")
-few=$(python3 -c "print(round($few_cpu / $n_rows * 1e6, 1))")
-ratio=$(python3 -c "print(round($many_cpu / max($few_cpu, 1e-9), 2))")
+# requests the echo served (its counter counts these polls too: one each)
+served() { curl -fsS "$BASE/metrics" | awk '/^surge_echo_requests_total / {print $2 + 0}'; }
+# One `surge run` (its arguments) under /usr/bin/time, in the background; sets RUN (the
+# time process), COORD (the coordinator), T0 and FIRST (when the echo saw its first request).
+start_run() {
+    local before
+    before=$(served)
+    T0=$(date +%s.%N)
+    /usr/bin/time -f '%U %S %M' -o "$OUT/time.txt" "$SURGE" run "$@" >"$OUT/run.out" 2>&1 &
+    RUN=$!
+    COORD=""
+    for _ in $(seq 1 100); do COORD=$(pgrep -P "$RUN" | head -1); [[ -n $COORD ]] && break; sleep 0.02; done
+    FIRST=""
+    for _ in $(seq 1 1200); do
+        kill -0 "$RUN" 2>/dev/null || break
+        if python3 -c "import sys; sys.exit(not float('$(served)') > float('$before') + 1)"; then
+            FIRST=$(date +%s.%N); break
+        fi
+        sleep 0.05
+    done
+    [[ -n $FIRST ]] || die "no request reached the echo: $(tail -3 "$OUT/run.out")"
+}
+# The coordinator's CPU (s), the seconds and the requests served over a steady window
+# of $1 s that starts 3 s after the first request.
+window() {
+    sleep 3
+    local c1 t1 s1 c2 t2 s2
+    c1=$(cpu_ticks "$COORD"); t1=$(date +%s.%N); s1=$(served)
+    sleep "$1"
+    c2=$(cpu_ticks "$COORD"); t2=$(date +%s.%N); s2=$(served)
+    python3 -c "print(($c2 - $c1) / 100, $t2 - $t1, $s2 - $s1 - 1)"
+}
+finish_run() { wait "$RUN" || die "surge run failed: $(tail -3 "$OUT/run.out")"; }
+win=$((IDLE_S - 6))
+start_run --base-url "$BASE" --model m --random-input-len 16 --random-output-len 8 --no-initial-test \
+    --agents "$fleet_list" --agents-plaintext --request-rate 2 --duration "$IDLE_S" --max-concurrency "$AGENTS"
+setup=$(python3 -c "print(round($FIRST - $T0, 2))")
+read -r idle_cpu idle_secs _ < <(window "$win")
+finish_run
+idle_rss=$(awk '{print $3}' "$OUT/time.txt")
+per_agent_s=$(python3 -c "print(round($idle_cpu / ($AGENTS * $idle_secs) * 1e6, 1))")
+log "control plane: setup $setup s, idle $per_agent_s us per agent-second ($idle_cpu s over $idle_secs s)"
+# CPU per row at AGENTS agents and at 3, the same open-loop rate, in a steady window.
+per_row_under_load() { # agent list
+    start_run --base-url "$BASE" --model m --backend http --no-initial-test --agents "$1" --agents-plaintext \
+        --request-rate "$RATE" --duration "$LOAD_S" --max-concurrency 1000
+    local cpu secs rows
+    read -r cpu secs rows < <(window $((LOAD_S - 6)))
+    finish_run
+    python3 -c "print(round($cpu / max($rows, 1) * 1e6, 2), int($rows))"
+}
+read -r many n_rows < <(per_row_under_load "$fleet_list")
+read -r few _ < <(per_row_under_load "$(IFS=,; echo "${fleet[*]:0:3}")")
+ratio=$(python3 -c "print(round($many / max($few, 1e-9), 2))")
+log "control plane: per row under load $many us at $AGENTS agents, $few us at 3"
+fi
 
 cat <<EOF | tee "$OUT/table.md"
 <!-- perf-guard:begin -->
@@ -196,8 +236,8 @@ cat <<EOF | tee "$OUT/table.md"
 | request path: most frequent syscalls per request (strace -f -c) | $split | |
 | ingest: coordinator CPU per row, 3 mTLS agents, --backend http, $ingest_rows rows | **$per_row us** (peak RSS $((ingest_rss / 1024)) MiB) | <= 0.5 us |
 | control plane: setup of $AGENTS agents (launch to the first request) | **$setup s** | <= 5 s |
-| control plane: coordinator CPU per agent-second, $AGENTS agents, ${IDLE_S} s at 2 req/s | **$per_agent_s us** (peak RSS $((idle_rss / 1024)) MiB) | <= 20 us |
-| control plane: coordinator CPU per row, $AGENTS agents / 3 agents ($n_rows rows) | $many / $few us: **${ratio}x** | <= 1.5x |
+| control plane: coordinator CPU per agent-second, $AGENTS agents at 2 req/s, steady window | **$per_agent_s us** (peak RSS $((idle_rss / 1024)) MiB) | <= 20 us |
+| control plane: coordinator CPU per row at $RATE req/s, $AGENTS agents / 3 agents, steady window ($n_rows rows) | $many / $few us: **${ratio}x** | <= 1.5x |
 
 - raw output: \`$OUT\`; git $(git -C "$ROOT" rev-parse --short HEAD)
 <!-- perf-guard:end -->

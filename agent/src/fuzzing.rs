@@ -40,7 +40,7 @@ pub fn sse_stream(data: &[u8]) {
 pub fn coordinator_msgs(data: &[u8]) {
     let settings = Arc::new(AgentSettings::new(1000, Duration::from_secs(3), Allowlist::any()));
     let t0 = tokio::time::Instant::now();
-    let mut session = Session::new(settings, 1, t0);
+    let mut session = Session::new(settings, 1, Now { at: t0, unix_ns: 1_800_000_000_000_000_000 });
     let mut buf = data;
     let mut k = 0u64;
     while !buf.is_empty() {

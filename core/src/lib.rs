@@ -10,6 +10,7 @@
 
 #[cfg(feature = "count-allocations")]
 pub mod alloc_count;
+pub mod beat;
 pub mod client;
 pub mod data;
 pub mod live;

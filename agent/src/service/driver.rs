@@ -103,7 +103,7 @@ pub(crate) async fn run(settings: Arc<AgentSettings>, shutdown: CancellationToke
     }
     let mut d = Driver {
         live_label: gethostname::gethostname().to_string_lossy().into_owned(),
-        session: Session::new(Arc::clone(&settings), id, Instant::now()).resumable(resumable),
+        session: Session::new(Arc::clone(&settings), id, Now::read()).resumable(resumable),
         settings,
         tx,
         cpu: CpuMeter::default(),
@@ -148,7 +148,7 @@ pub(crate) async fn run(settings: Arc<AgentSettings>, shutdown: CancellationToke
             },
             Some(ev) = internal_rx.recv() => d.internal(ev),
             _ = sleep_until(d.session.next_heartbeat()) => Event::HeartbeatDue {
-                health: d.session.health_due().then(|| Reading {
+                health: d.session.health_due(Instant::now()).then(|| Reading {
                     cpu_percent: d.cpu.sample(),
                     host: d.host.sample(),
                     live: d.run.as_ref().map(|r| Live::read(&r.stats)),
@@ -447,10 +447,12 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(200)).await;
             coordinator // kept open: silence, not a closed stream
         });
-        let (mut beats, mut healths, mut hello_reply) = (Vec::new(), 0, false);
+        let (mut beats, mut healths, mut hello_reply) = (0, 0, false);
+        let mut sent = Vec::new();
         while let Some(m) = rx.recv().await {
+            sent.push(t0.elapsed().as_millis() as u64);
             match m.unwrap().msg.unwrap() {
-                agent_msg::Msg::Heartbeat(_) => beats.push(t0.elapsed()),
+                agent_msg::Msg::Heartbeat(_) => beats += 1,
                 agent_msg::Msg::Health(_) => healths += 1,
                 agent_msg::Msg::Hello(_) => hello_reply = true,
                 other => panic!("unexpected {other:?}"),
@@ -460,12 +462,14 @@ mod tests {
         let ended = t0.elapsed();
         let _coordinator = talk.await.unwrap();
         assert!(hello_reply);
-        // A heartbeat every 100 ms (the last one at the instant the lease ran out), a
-        // health report with every tenth.
-        let got: Vec<u64> = beats.iter().map(|d| d.as_millis() as u64).collect();
-        // The beat due at 8.5 s and the lease's end are due at once: either may go first.
-        let every = |last: u64| (0..=last).map(|k| k * 100).collect::<Vec<u64>>();
-        assert!(got == every(85) || got == every(84), "{got:?}");
+        // Something every 100 ms at most until the lease ran out (D2): a health report
+        // every second, heartbeats in between on the grid (D79), whose phase is the wall
+        // clock's.
+        assert_eq!(sent.first(), Some(&0));
+        let gaps: Vec<u64> = sent.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(gaps.iter().all(|&g| g <= 100), "{sent:?}");
+        assert!(8400 <= *sent.last().unwrap(), "{sent:?}");
+        assert!((76..=95).contains(&beats), "{beats} heartbeats: {sent:?}");
         assert_eq!(healths, 9);
         assert_eq!(ended, Duration::from_millis(8500));
     }

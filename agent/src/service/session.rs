@@ -5,8 +5,9 @@
 //!
 //! Rules enforced here (docs/design.md, D2, D34 and D43): a coordinator older than this
 //! agent is refused, a newer one hears this agent's version and decides; targets
-//! outside the allowlist are refused; a heartbeat goes out every 100 ms and a health
-//! report every second; a coordinator silent for the lease stops all load at once
+//! outside the allowlist are refused; something goes out at least every 100 ms (a
+//! heartbeat where nothing else did, on the shared grid of D79) and a health report
+//! every second; a coordinator silent for the lease stops all load at once
 //! (dead-man switch) and the session ends once the run's last batch and its Done are
 //! out; a broken stream is not the end: a stream that resumes the session within the
 //! lease gets every unacknowledged batch again, and the run's Done (D2); Start needs the
@@ -23,16 +24,18 @@ use crate::engine::{EngineError, Report};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use surge_core::beat::Beat;
 use surge_proto::{
     ClockPong, CoordinatorMsg, Done, ErrorCode, Health, Heartbeat, HelloReply, PROTOCOL_VERSION, Ready, Row,
     ServerMetrics, Workload, agent_msg, coordinator_msg,
 };
 use tokio::time::Instant;
 
-/// How often a heartbeat goes out (D2: liveness every 100 ms both ways).
+/// The longest the coordinator goes without hearing something (D2: liveness every
+/// 100 ms both ways); a heartbeat fills what else leaves no shorter (D79).
 pub(crate) const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(100);
-/// A health report goes out with every this many heartbeats (every second).
-const HEALTH_EVERY: u64 = 10;
+/// How often a health report goes out.
+const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The time an event is handled at: monotonic for deadlines, the agent's wall clock
 /// (unix ns) for what goes on the wire.
@@ -197,8 +200,6 @@ pub(crate) struct Session {
     settings: Arc<AgentSettings>,
     /// The id a coordinator resumes the session by.
     id: u64,
-    /// Heartbeats sent so far (every [`HEALTH_EVERY`]th carries a health report).
-    beats: u64,
     /// The last run's Done, resent on resume until the next Prepare.
     last_done: Option<Done>,
     /// This session's share of the agent's max-in-flight, held from Prepare to the run's end.
@@ -208,7 +209,9 @@ pub(crate) struct Session {
     /// The agent's lease, or the coordinator's when its Hello names one.
     lease: Duration,
     last_heard: Instant,
-    next_heartbeat: Instant,
+    /// When a heartbeat is due: only where nothing else went for an interval (D79).
+    beat: Beat<Instant>,
+    next_health: Instant,
     /// The run prepared and waiting for its Start.
     prepared: Option<u64>,
     /// The run being prepared (its Prepare accepted, no Ready or error yet), and the Ready
@@ -228,18 +231,19 @@ fn error(code: ErrorCode, message: String) -> agent_msg::Msg {
 
 impl Session {
     /// A session opened at `now`: the first heartbeat is due at once.
-    pub(crate) fn new(settings: Arc<AgentSettings>, id: u64, now: Instant) -> Self {
+    pub(crate) fn new(settings: Arc<AgentSettings>, id: u64, now: Now) -> Self {
+        let (now, unix_ns) = (now.at, now.unix_ns);
         Self {
             lease: settings.lease,
             settings,
             id,
-            beats: 0,
             last_done: None,
             reservation: None,
             cores: cpu::cores(),
             hostname: cpu::hostname(),
             last_heard: now,
-            next_heartbeat: now,
+            beat: Beat::new(HEARTBEAT_INTERVAL, now, unix_ns, now),
+            next_health: now,
             prepared: None,
             preparing: None,
             ready: None,
@@ -258,9 +262,9 @@ impl Session {
         self
     }
 
-    /// When the next heartbeat is due.
+    /// When the next heartbeat or health report is due.
     pub(crate) fn next_heartbeat(&self) -> Instant {
-        self.next_heartbeat
+        self.beat.due().min(self.next_health)
     }
 
     /// When the coordinator's silence expires the lease (none once the session is ending).
@@ -276,33 +280,43 @@ impl Session {
     /// Advances the session by one event.
     pub(crate) fn handle(&mut self, event: Event, now: Now) -> Vec<Action> {
         let mut out = Vec::new();
+        // What leaves on any event but the heartbeat's own stands in for a heartbeat.
+        let beat = matches!(event, Event::HeartbeatDue { .. });
+        self.advance(event, now, &mut out);
+        if !beat && out.iter().any(|a| matches!(a, Action::Send(_))) {
+            self.beat.sent(now.at);
+        }
+        out
+    }
+
+    fn advance(&mut self, event: Event, now: Now, out: &mut Vec<Action>) {
         match event {
             Event::Message(m) => {
                 self.last_heard = now.at;
                 if let Some(m) = m.msg {
-                    self.on_message(m, now, &mut out);
+                    self.on_message(m, now, out);
                 }
             }
             Event::Detached => {}
             Event::Resumed => {
                 self.last_heard = now.at;
-                self.on_resumed(&mut out);
+                self.on_resumed(out);
             }
-            Event::HeartbeatDue { health } => self.on_heartbeat(health, now, &mut out),
+            Event::HeartbeatDue { health } => self.on_heartbeat(health, now, out),
             Event::LeaseDeadline => {
                 if self.lease_deadline().is_some_and(|d| now.at >= d) {
                     tracing::warn!(lease_ms = self.lease.as_millis() as u64, "lease expired: stopping load");
-                    self.abandon(End::LeaseExpired, &mut out);
+                    self.abandon(End::LeaseExpired, out);
                 }
             }
-            Event::Rows(rows) => self.send_rows(rows, &mut out),
+            Event::Rows(rows) => self.send_rows(rows, out),
             Event::ServerMetrics(m) => out.push(Action::Send(agent_msg::Msg::ServerMetrics(m))),
             // GpuSamples came with version 10 (an emulated older agent has none).
             Event::GpuSamples(g) if self.settings.protocol == PROTOCOL_VERSION => {
                 out.push(Action::Send(agent_msg::Msg::GpuSamples(g)));
             }
             Event::GpuSamples(_) => {}
-            Event::TargetChecked { run_id, workload, verdict } => self.on_checked(run_id, workload, verdict, &mut out),
+            Event::TargetChecked { run_id, workload, verdict } => self.on_checked(run_id, workload, verdict, out),
             Event::Prepared { run_id, result: Ok(p) } => {
                 self.prepared = Some(run_id);
                 self.preparing = self.preparing.filter(|r| *r != run_id);
@@ -317,11 +331,10 @@ impl Session {
                 out.push(Action::Send(error(ErrorCode::BadRequest, e.to_string())));
             }
             Event::EngineFinished { report, cpu_seconds, host, rows } => {
-                self.on_finished(report, cpu_seconds, host, rows, &mut out)
+                self.on_finished(report, cpu_seconds, host, rows, out)
             }
-            Event::Shutdown => self.abandon(End::ShuttingDown, &mut out),
+            Event::Shutdown => self.abandon(End::ShuttingDown, out),
         }
-        out
     }
 
     /// Stops the load because the session must end; it ends after the run's Done.
@@ -330,24 +343,30 @@ impl Session {
         out.push(if self.running.is_some() { Action::StopEngine } else { Action::Close(why) });
     }
 
-    /// Whether the next heartbeat carries a health report (every [`HEALTH_EVERY`]th).
-    pub(crate) fn health_due(&self) -> bool {
-        self.beats.is_multiple_of(HEALTH_EVERY)
+    /// Whether a health report is due at `at` (the driver reads the CPU for it).
+    pub(crate) fn health_due(&self, at: Instant) -> bool {
+        at >= self.next_health
     }
 
+    /// A heartbeat where nothing else went for an interval, on the grid (D79); a health
+    /// report every second, in place of the heartbeat when both are due.
     fn on_heartbeat(&mut self, health: Option<Reading>, now: Now, out: &mut Vec<Action>) {
-        if now.at < self.next_heartbeat {
+        let beat = self.beat.fire(now.at);
+        let health = health.filter(|_| self.health_due(now.at));
+        let Some(Reading { cpu_percent, host, live }) = health else {
+            if beat {
+                out.push(Action::Send(agent_msg::Msg::Heartbeat(Heartbeat { sent_unix_ns: now.unix_ns })));
+            }
             return;
+        };
+        // On schedule from the previous report; after a stall, on from now.
+        self.next_health += HEALTH_INTERVAL;
+        if self.next_health <= now.at {
+            self.next_health = now.at + HEALTH_INTERVAL;
         }
-        // On schedule from the previous beat; after a stall, one beat and on from now.
-        self.next_heartbeat += HEARTBEAT_INTERVAL;
-        if self.next_heartbeat <= now.at {
-            self.next_heartbeat = now.at + HEARTBEAT_INTERVAL;
+        if !beat {
+            self.beat.sent(now.at);
         }
-        out.push(Action::Send(agent_msg::Msg::Heartbeat(Heartbeat { sent_unix_ns: now.unix_ns })));
-        let due = self.health_due();
-        self.beats += 1;
-        let Some(Reading { cpu_percent, host, live }) = health.filter(|_| due) else { return };
         let mut h = Health {
             sent_unix_ns: now.unix_ns,
             cpu_percent,
@@ -668,7 +687,7 @@ mod tests {
 
     fn session(c: &Clock) -> Session {
         let settings = AgentSettings::new(100, LEASE, Allowlist::any());
-        Session::new(Arc::new(settings), 42, c.t0)
+        Session::new(Arc::new(settings), 42, c.at(Duration::ZERO))
     }
 
     fn msg(m: coordinator_msg::Msg) -> Event {
@@ -813,33 +832,42 @@ mod tests {
                 c.at(d),
             ))
         };
-        assert_eq!(beat(&mut s, ms(0)), ["heartbeat", "health"], "the first beat leaves at once");
+        assert_eq!(beat(&mut s, ms(0)), ["health"], "the first beat leaves at once, as the health report");
         assert_eq!(s.next_heartbeat(), c.t0 + ms(100));
         assert!(beat(&mut s, ms(99)).is_empty(), "not due yet");
-        // Every 100 ms a heartbeat; every tenth carries a health report.
+        // Every 100 ms a heartbeat; every second the health report in its place.
         for k in 1..10 {
             assert_eq!(beat(&mut s, ms(100 * k)), ["heartbeat"], "beat {k}");
         }
-        assert_eq!(beat(&mut s, ms(1000)), ["heartbeat", "health"]);
-        // A late wake-up does not shift the schedule...
+        assert_eq!(beat(&mut s, ms(1000)), ["health"]);
+        // A late wake-up does not shift the grid...
         assert_eq!(beat(&mut s, ms(1130)), ["heartbeat"]);
         assert_eq!(s.next_heartbeat(), c.t0 + ms(1200));
-        // ...and after a stall, beats resume one interval after the late one, without a burst.
-        assert_eq!(beat(&mut s, ms(7550)), ["heartbeat"]);
-        assert!(beat(&mut s, ms(7600)).is_empty());
-        assert_eq!(s.next_heartbeat(), c.t0 + ms(7650));
+        assert_eq!(beat(&mut s, ms(1200)), ["heartbeat"]);
+        // ...and what else leaves stands in for a heartbeat: the next one is due an
+        // interval after it (D79), then the grid again.
+        let m = ServerMetrics { run_id: 1, ..Default::default() };
+        assert_eq!(s.handle(Event::ServerMetrics(m), c.at(ms(1250))).len(), 1, "the metrics leave");
+        assert!(beat(&mut s, ms(1300)).is_empty(), "the metrics went 50 ms ago");
+        assert_eq!(s.next_heartbeat(), c.t0 + ms(1350));
+        assert_eq!(beat(&mut s, ms(1350)), ["heartbeat"]);
+        assert_eq!(s.next_heartbeat(), c.t0 + ms(1400));
+        // After a stall, one beat and the report at once, then the grid, without a burst.
+        assert_eq!(beat(&mut s, ms(7550)), ["health"]);
+        assert!(beat(&mut s, ms(7599)).is_empty());
+        assert_eq!(s.next_heartbeat(), c.t0 + ms(7600));
         for k in 0..7 {
-            assert_eq!(beat(&mut s, ms(7650 + 100 * k)), ["heartbeat"]);
+            assert_eq!(beat(&mut s, ms(7600 + 100 * k)), ["heartbeat"]);
         }
         // The beat carries the clock; health carries the CPU.
+        let a = s.handle(Event::HeartbeatDue { health: None }, c.at(ms(8300)));
+        let [Action::Send(agent_msg::Msg::Heartbeat(h))] = &a[..] else { panic!("{a:?}") };
+        assert_eq!(h.sent_unix_ns, c.at(ms(8300)).unix_ns);
         let a = s.handle(
             Event::HeartbeatDue { health: Some(Reading { cpu_percent: 42.0, ..Default::default() }) },
-            c.at(ms(8350)),
+            c.at(ms(8550)),
         );
-        let [Action::Send(agent_msg::Msg::Heartbeat(h)), Action::Send(agent_msg::Msg::Health(health))] = &a[..] else {
-            panic!("{a:?}")
-        };
-        assert_eq!(h.sent_unix_ns, c.at(ms(8350)).unix_ns);
+        let [Action::Send(agent_msg::Msg::Health(health))] = &a[..] else { panic!("{a:?}") };
         assert_eq!(health.cpu_percent, 42.0);
     }
 
@@ -1009,7 +1037,10 @@ mod tests {
     fn max_in_flight_is_shared_across_sessions_and_host_limits_refuse() {
         let c = Clock::new();
         let settings = Arc::new(AgentSettings::new(100, LEASE, Allowlist::any()));
-        let (mut a, mut b) = (Session::new(Arc::clone(&settings), 1, c.t0), Session::new(settings, 2, c.t0));
+        let (mut a, mut b) = (
+            Session::new(Arc::clone(&settings), 1, c.at(Duration::ZERO)),
+            Session::new(settings, 2, c.at(Duration::ZERO)),
+        );
         let check = |s: &mut Session, n: u32| {
             let workload = Workload { max_concurrency: n, ..Default::default() };
             sent(&s.handle(Event::TargetChecked { run_id: 1, workload, verdict: Ok(()) }, c.at(ms(0))))
@@ -1023,7 +1054,7 @@ mod tests {
         // An agent whose open-file limit is 1024 refuses 2000 in flight over HTTP/1.1.
         let limits = HostLimits { open_files: 1024, source_ports: 28232 };
         let settings = Arc::new(AgentSettings { limits, ..AgentSettings::new(5000, LEASE, Allowlist::any()) });
-        let mut s = Session::new(settings, 3, c.t0);
+        let mut s = Session::new(settings, 3, c.at(Duration::ZERO));
         let workload = Workload { max_concurrency: 2000, ..Default::default() };
         let a = s.handle(Event::TargetChecked { run_id: 1, workload, verdict: Ok(()) }, c.at(ms(0)));
         let [Action::Send(agent_msg::Msg::Error(e))] = &a[..] else { panic!("{a:?}") };
@@ -1035,7 +1066,7 @@ mod tests {
         let c = Clock::new();
         let now = c.at(ms(0));
         let settings = AgentSettings { protocol: 9, ..AgentSettings::new(100, LEASE, Allowlist::any()) };
-        let mut s = Session::new(Arc::new(settings), 42, c.t0);
+        let mut s = Session::new(Arc::new(settings), 42, c.at(Duration::ZERO));
         // As agents of version 9 did: the exact version or a refusal.
         let hello = |v| msg(coordinator_msg::Msg::Hello(Hello { protocol_version: v, ..Default::default() }));
         let a = s.handle(hello(PROTOCOL_VERSION), now);
@@ -1044,7 +1075,7 @@ mod tests {
             e.message.contains(&format!("coordinator speaks version {PROTOCOL_VERSION}, this agent speaks version 9"))
         );
         let settings = AgentSettings { protocol: 9, ..AgentSettings::new(100, LEASE, Allowlist::any()) };
-        let mut s = Session::new(Arc::new(settings), 42, c.t0);
+        let mut s = Session::new(Arc::new(settings), 42, c.at(Duration::ZERO));
         let a = s.handle(hello(9), now);
         let [Action::Send(agent_msg::Msg::Hello(h))] = &a[..] else { panic!("{a:?}") };
         assert_eq!((h.protocol_version, h.open_files), (9, 0), "version 9 has no open-file count");
@@ -1069,7 +1100,7 @@ mod tests {
         let mut s = Session::new(
             Arc::new(AgentSettings { protocol: 9, ..AgentSettings::new(100, LEASE, Allowlist::any()) }),
             42,
-            c.t0,
+            c.at(Duration::ZERO),
         );
         s.handle(hello(9), now);
         s.running = Some(Running { run_id: 1, started_unix_ns: 0 });
@@ -1091,7 +1122,7 @@ mod tests {
         let a = session(&c).handle(samples(), c.at(ms(0)));
         assert!(matches!(&a[..], [Action::Send(agent_msg::Msg::GpuSamples(g))] if g.run_id == 3));
         let settings = AgentSettings { protocol: 9, ..AgentSettings::new(100, LEASE, Allowlist::any()) };
-        let mut old = Session::new(Arc::new(settings), 42, c.t0);
+        let mut old = Session::new(Arc::new(settings), 42, c.at(Duration::ZERO));
         assert!(old.handle(samples(), c.at(ms(0))).is_empty(), "version 9 has no GpuSamples");
     }
 

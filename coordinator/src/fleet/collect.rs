@@ -133,6 +133,20 @@ impl Collector {
         self.agents.get(agent).map_or(0, |a| a.offset.offset_ns)
     }
 
+    /// Agent `agent` was heard at `at` by its link (a heartbeat is not an input, D79):
+    /// news only when later than what the collector knew, and then a resume under way
+    /// since before it is no longer what keeps the agent from being lost.
+    pub fn heard(&mut self, agent: usize, at: Instant) {
+        let Some(a) = self.agents.get_mut(agent) else { return };
+        if a.last_heard.is_some_and(|t| t >= at) {
+            return;
+        }
+        a.last_heard = Some(at);
+        if a.reattaching.is_some_and(|r| r < at) {
+            a.reattaching = None;
+        }
+    }
+
     /// One input in, the actions it calls for out.
     pub fn handle(&mut self, input: Input, now: Instant) -> Vec<Action> {
         let run_id = self.run_id;
@@ -310,6 +324,24 @@ mod tests {
         let (agents, status) = c.finish();
         assert_eq!(status, RunStatus::Invalid { lost: vec!["a1".into()] });
         assert!(agents[0].lost.is_none() && agents[1].lost.is_some());
+    }
+
+    /// Heartbeats reach the collector only as times its links wrote (D79): they keep an
+    /// agent alive as messages do, and a stale time changes nothing.
+    #[test]
+    fn an_agent_heard_by_its_link_alone_is_not_lost() {
+        let t0 = Instant::now();
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        let mut c = collector(2, false, t0);
+        c.heard(0, ms(2_500));
+        c.heard(0, ms(1_000));
+        c.heard(1, ms(2_000));
+        assert_eq!(stops(&c.handle(Input::Quiet, ms(4_800))), 0, "a0 heard at 2.5 s, a1 at 2.0 s");
+        c.heard(0, ms(5_000));
+        let acts = c.handle(Input::Quiet, ms(4_950));
+        assert_eq!(stops(&acts), 1, "a1 silent since 2.0 s: {acts:?}");
+        assert!(acts.iter().any(|a| matches!(a, Action::Notice(n) if n.contains("a1 lost"))), "{acts:?}");
+        assert_eq!(c.next_loss_check(), Some(ms(5_000) + LOSS_TIMEOUT + Duration::from_millis(1)), "a0's is next");
     }
 
     #[test]

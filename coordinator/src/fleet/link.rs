@@ -1,11 +1,14 @@
-//! One agent's link: the session's current gRPC stream, heartbeats every 100 ms, and
-//! the resume (D2): when the agent falls silent for 0.5 s or the stream breaks, fresh
+//! One agent's link: the session's current gRPC stream, something sent every 100 ms at
+//! least (a heartbeat where nothing else went, on the grid of D79), and the resume (D2): when the agent falls silent for 0.5 s or the stream breaks, fresh
 //! connections are dialled (a new attempt every 50 ms, each with a 100 ms connect
 //! timeout, several in flight), and the first that connects, alone, carries the Hello
 //! that resumes the session by id, so two streams never race to attach.
 
+use super::heard::Heard;
 use super::{Event, chain, is_tls_failure, now_ns, tls_hint};
+use std::sync::Arc;
 use std::time::Duration;
+use surge_core::beat::{Beat, next_slot};
 use surge_proto::agent_client::AgentClient;
 use surge_proto::{AgentMsg, CoordinatorMsg, Heartbeat, Hello, HelloReply, agent_msg, coordinator_msg};
 use tokio::sync::mpsc;
@@ -113,7 +116,8 @@ enum ResumeError {
 }
 
 /// A session's link to one agent: forwards the fleet's messages to the current stream,
-/// the agent's messages to the fleet's events, sends a heartbeat every 100 ms, and when
+/// the agent's messages to the fleet's events (its heartbeats only to `heard`, D79), sends
+/// a heartbeat where nothing else went for 100 ms, and when
 /// the agent falls silent for [`REDIAL_AFTER`] or the stream breaks, resumes the session
 /// on a fresh connection until the agent's lease has surely run out (D2). Ends the
 /// session with Bye.
@@ -129,6 +133,8 @@ pub(super) struct Link {
     /// The fleet's messages for this agent.
     pub rx: mpsc::Receiver<CoordinatorMsg>,
     pub events: mpsc::Sender<Event>,
+    /// When the agent was last heard, read by the collection loop.
+    pub heard: Arc<Heard>,
     /// Cancelled when the fleet closes: Bye, and the stream ends.
     pub stop: CancellationToken,
 }
@@ -148,8 +154,11 @@ impl Link {
         // When the silence a resume answers began: the old stream may still deliver a
         // late message just before the resume completes.
         let mut silent_since: Option<tokio::time::Instant> = None;
-        let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let now = tokio::time::Instant::now();
+        let first = next_slot(now, now_ns(), HEARTBEAT_INTERVAL);
+        let mut beat = Beat::new(HEARTBEAT_INTERVAL, now, now_ns(), first);
+        let beat_due = tokio::time::sleep_until(first);
+        tokio::pin!(beat_due);
         let mut redial = tokio::time::interval(REDIAL_EVERY);
         let mut connecting: JoinSet<Result<Channel, ResumeError>> = JoinSet::new();
         let mut attaching: JoinSet<Result<Stream, ResumeError>> = JoinSet::new();
@@ -162,16 +171,23 @@ impl Link {
                     return;
                 }
                 m = self.rx.recv() => match m {
-                    Some(m) => { let _ = cur.tx.send(m); }
+                    Some(m) => {
+                        let _ = cur.tx.send(m);
+                        beat.sent(tokio::time::Instant::now());
+                    }
                     None => return,
                 },
                 m = cur.inbound.message(), if !broken => match m {
                     Ok(Some(m)) => {
                         last_heard = tokio::time::Instant::now();
+                        self.heard.mark(agent, last_heard.into_std());
                         if connecting.is_empty() && attaching.is_empty() {
                             silent_since = None;
                         }
                         let Some(msg) = m.msg else { continue };
+                        if matches!(msg, agent_msg::Msg::Heartbeat(_)) {
+                            continue;
+                        }
                         if let agent_msg::Msg::Hello(h) = &msg {
                             session_id = h.session_id;
                         }
@@ -200,8 +216,11 @@ impl Link {
                         last_error = m;
                     }
                 },
-                _ = tick.tick() => {
-                    let _ = cur.tx.send(CoordinatorMsg { msg: Some(coordinator_msg::Msg::Heartbeat(Heartbeat { sent_unix_ns: now_ns() })) });
+                () = &mut beat_due => {
+                    if beat.fire(tokio::time::Instant::now()) {
+                        let _ = cur.tx.send(CoordinatorMsg { msg: Some(coordinator_msg::Msg::Heartbeat(Heartbeat { sent_unix_ns: now_ns() })) });
+                    }
+                    beat_due.as_mut().reset(beat.due());
                 },
                 _ = redial.tick(), if resuming && attaching.is_empty() => {
                     let silent = last_heard.elapsed();

@@ -5,8 +5,10 @@
 //! channels cannot break apart while both ends live. [`agent_command`] is the agent's own
 //! command line, for the CLI reference.
 
+use super::heard::Heard;
 use super::link::{HEARTBEAT_INTERVAL, hello};
 use super::{EMBEDDED, Event, Fleet, FleetError, chain, now_ns};
+use std::sync::Arc;
 use std::time::Duration;
 use surge_agent::service::LocalSession;
 use surge_proto::PROTOCOL_VERSION;
@@ -26,7 +28,8 @@ pub async fn embedded(stop_agent: CancellationToken) -> Result<Fleet, FleetError
     let (tx, rx) = mpsc::channel::<CoordinatorMsg>(1024);
     let stop = CancellationToken::new();
     let tasks = tokio_util::task::TaskTracker::new();
-    tasks.spawn(LocalLink { agent: 0, session, rx, events: ev_tx, stop: stop.clone() }.run());
+    let heard = Arc::new(Heard::new(1));
+    tasks.spawn(LocalLink { agent: 0, session, rx, events: ev_tx, heard: heard.clone(), stop: stop.clone() }.run());
     tasks.close();
     Ok(Fleet {
         addrs: vec![EMBEDDED.to_string()],
@@ -34,6 +37,7 @@ pub async fn embedded(stop_agent: CancellationToken) -> Result<Fleet, FleetError
         waited: Duration::ZERO,
         senders: vec![tx],
         events,
+        heard,
         links: stop,
         tasks,
     })
@@ -52,13 +56,15 @@ pub(super) struct LocalLink {
     /// The fleet's messages for this agent.
     pub rx: mpsc::Receiver<CoordinatorMsg>,
     pub events: mpsc::Sender<Event>,
+    /// Where the agent's heartbeats go instead of the events (D79).
+    pub heard: Arc<Heard>,
     /// Cancelled when the fleet closes.
     pub stop: CancellationToken,
 }
 
 impl LocalLink {
     pub(super) async fn run(self) {
-        let LocalLink { agent, session: LocalSession { tx, rx: mut from_agent }, mut rx, events, stop } = self;
+        let LocalLink { agent, session: LocalSession { tx, rx: mut from_agent }, mut rx, events, heard, stop } = self;
         let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut opened = false;
@@ -75,6 +81,10 @@ impl LocalLink {
                 m = from_agent.recv() => {
                     let error = match m {
                         Some(Ok(AgentMsg { msg: Some(msg) })) => {
+                            heard.mark(agent, std::time::Instant::now());
+                            if matches!(msg, agent_msg::Msg::Heartbeat(_)) {
+                                continue;
+                            }
                             opened |= matches!(msg, agent_msg::Msg::Hello(_));
                             if events.send(Event::Msg { agent, msg, recv_ns: now_ns() }).await.is_err() {
                                 return;
@@ -121,14 +131,17 @@ mod tests {
         );
         let lease = surge_agent::daemon::DEFAULT_LEASE;
         let until = Instant::now() + lease + Duration::from_millis(700);
-        let mut heard = 0;
+        let mut reports = 0;
         while Instant::now() < until {
-            match fleet.next(Duration::from_secs(1)).await {
-                Some(Event::Msg { .. }) => heard += 1,
+            // The agent's heartbeats are not events (D79): its health reports are.
+            match fleet.next(Duration::from_millis(1200)).await {
+                Some(Event::Msg { msg: agent_msg::Msg::Health(_), .. }) => reports += 1,
                 other => panic!("the session ended within the lease: {other:?}"),
             }
+            let silent = fleet.heard().last(0).map(|t| t.elapsed());
+            assert!(silent.is_some_and(|s| s < Duration::from_millis(250)), "heard {silent:?} ago");
         }
-        assert!(heard >= 20, "agent heartbeats every 100 ms: {heard}");
+        assert!(reports >= 3, "a health report every second: {reports}");
         stop.cancel();
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {

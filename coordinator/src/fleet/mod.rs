@@ -10,6 +10,7 @@
 pub mod check;
 pub mod clock;
 pub mod collect;
+pub mod heard;
 mod link;
 pub mod local;
 pub mod outcome;
@@ -17,7 +18,9 @@ pub mod session;
 pub mod wire;
 
 use crate::plan::{ConnectWait, TlsPaths};
+use heard::Heard;
 use link::{Link, RESUME_CONNECT_TIMEOUT, hello, open_stream};
+use std::sync::Arc;
 use std::time::Duration;
 use surge_proto::{
     AgentMsg, CoordinatorMsg, ErrorCode, HelloReply, PREVIOUS_PROTOCOL_VERSION, PROTOCOL_VERSION, agent_msg,
@@ -68,6 +71,8 @@ pub struct Fleet {
     pub waited: Duration,
     senders: Vec<mpsc::Sender<CoordinatorMsg>>,
     events: mpsc::Receiver<Event>,
+    /// When each agent was last heard; its heartbeats are not events (D79).
+    heard: Arc<Heard>,
     /// Cancelled to end every agent's link (and with it its stream).
     links: CancellationToken,
     /// The link tasks, so closing can wait for each to say Bye.
@@ -310,6 +315,7 @@ impl Fleet {
         let stop = CancellationToken::new();
         let tasks = tokio_util::task::TaskTracker::new();
         let addrs: Vec<String> = reached.iter().map(|(a, _)| a.clone()).collect();
+        let heard = Arc::new(Heard::new(addrs.len()));
         for (agent, (addr, channel)) in reached.into_iter().enumerate() {
             let addr = &addr;
             // With TLS 1.3 a rejected client certificate surfaces only as a broken transport
@@ -326,13 +332,14 @@ impl Fleet {
                 opened,
                 rx,
                 events: ev_tx.clone(),
+                heard: heard.clone(),
                 stop: stop.clone(),
             };
             tasks.spawn(link.run(stream));
             senders.push(tx);
         }
         tasks.close();
-        Ok(Self { addrs, missing, waited, senders, events, links: stop, tasks })
+        Ok(Self { addrs, missing, waited, senders, events, heard, links: stop, tasks })
     }
 
     pub fn len(&self) -> usize {
@@ -346,6 +353,11 @@ impl Fleet {
     /// Sends one message to one agent (a gone agent is noticed by its reader).
     pub async fn send(&self, agent: usize, msg: coordinator_msg::Msg) {
         let _ = self.senders[agent].send(CoordinatorMsg { msg: Some(msg) }).await;
+    }
+
+    /// When each agent was last heard (its heartbeats are not events).
+    pub fn heard(&self) -> &Heard {
+        &self.heard
     }
 
     /// The next event, or `None` after `timeout`.

@@ -637,6 +637,9 @@ impl Runner<'_> {
                     Some(_) = next(term.as_mut()), if !c.interrupted() => Input::Terminate,
                 }
             };
+            for (agent, at) in self.fleet.heard().iter() {
+                c.heard(agent, at);
+            }
             for action in c.handle(input, Instant::now()) {
                 match action {
                     Action::Send { agent, msg } => self.fleet.send(agent, msg).await,
@@ -689,6 +692,7 @@ mod tests {
             waited: Duration::ZERO,
             senders: vec![tx],
             events,
+            heard: std::sync::Arc::new(super::super::heard::Heard::new(1)),
             links: tokio_util::sync::CancellationToken::new(),
             tasks: tokio_util::task::TaskTracker::new(),
         };
