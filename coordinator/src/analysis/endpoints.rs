@@ -107,7 +107,7 @@ pub fn outliers(p99_ms: &[f64], rows: &[u64]) -> Vec<bool> {
             if others.is_empty() || rows[i] < OUTLIER_MIN_ROWS {
                 return false;
             }
-            others.sort_by(f64::total_cmp);
+            others.sort_unstable_by(f64::total_cmp);
             let n = others.len();
             let median = if n % 2 == 1 { others[n / 2] } else { (others[n / 2 - 1] + others[n / 2]) / 2.0 };
             p99_ms[i] > OUTLIER_RATIO * median && p99_ms[i] - median >= OUTLIER_MIN_MS

@@ -187,8 +187,8 @@ impl Steady {
         let output: u64 = reqs.iter().map(|r| tokens_in(r, a, b)).sum();
         let mut ttft: Vec<f64> = started.iter().filter(|r| r.ttft > 0.0).map(|r| r.ttft * 1e3).collect();
         let mut tpot: Vec<f64> = started.iter().filter(|r| r.tpot >= 0.0).map(|r| r.tpot * 1e3).collect();
-        ttft.sort_by(f64::total_cmp);
-        tpot.sort_by(f64::total_cmp);
+        ttft.sort_unstable_by(f64::total_cmp);
+        tpot.sort_unstable_by(f64::total_cmp);
         let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
         let pct = |v: &[f64], p: f64| if v.is_empty() { 0.0 } else { percentile_sorted(v, p) };
         let mut ps = percentiles.to_vec();
@@ -240,8 +240,8 @@ fn closed(reqs: &[Req], target: u32, threshold: f64) -> Option<(f64, f64, Window
     let thr = ((threshold * f64::from(target)).ceil() as u32).max(1);
     let mut starts: Vec<f64> = reqs.iter().map(|r| r.start).collect();
     let mut ends: Vec<f64> = reqs.iter().map(|r| r.end).collect();
-    starts.sort_by(f64::total_cmp);
-    ends.sort_by(f64::total_cmp);
+    starts.sort_unstable_by(f64::total_cmp);
+    ends.sort_unstable_by(f64::total_cmp);
     let (mut i, mut j, mut c, mut peak) = (0, 0, 0u32, 0u32);
     let (mut up, mut down) = (None, None);
     while i < starts.len() || j < ends.len() {

@@ -592,7 +592,7 @@ fn plan_sweep(mut a: SweepArgs) -> Result<SweepPlan, UsageError> {
             if r.iter().any(|x| x.is_infinite()) {
                 return Err(UsageError("--concurrency LIST or --request-rate LIST (finite rates) is required".into()));
             }
-            r.sort_by(f64::total_cmp);
+            r.sort_unstable_by(f64::total_cmp);
             r.dedup();
             (Kind::RequestRate, r)
         }

@@ -163,13 +163,7 @@ impl AgentReport {
     /// Places `rows` of this agent (index `agent`), relative to `started_unix_ns` on the
     /// agent's clock, on the coordinator's timeline (seconds from `run_start_ns`), and
     /// counts them.
-    pub(crate) fn place(
-        &mut self,
-        agent: usize,
-        rows: Vec<Row>,
-        started_unix_ns: i64,
-        run_start_ns: i64,
-    ) -> Vec<GlobalRow> {
+    pub fn place(&mut self, agent: usize, rows: Vec<Row>, started_unix_ns: i64, run_start_ns: i64) -> Vec<GlobalRow> {
         self.started_unix_ns = Some(started_unix_ns);
         let base_s = (started_unix_ns - self.offset.offset_ns - run_start_ns) as f64 / 1e9;
         rows.into_iter()
