@@ -10,7 +10,9 @@
 #    flight, REQUESTS [16000] each; the engine's CPU per request (the result's
 #    client.agents[].cpu_seconds over completed) and the marginal cost of one token
 #    event, (cpu64 - cpu8) / 56. Rounds alternate the order (this host's cost per
-#    request drifts over consecutive runs).
+#    request drifts over consecutive runs). The same from the whole process under
+#    /usr/bin/time, and, where vllm-bench is built (VLLM_BENCH, or on PATH), its process
+#    CPU on the same loads: the ratios of the marginal event and of the 8-token request.
 # 2. Request path: the same 8-token load from a `surge-agent` process counted by
 #    `perf stat -e raw_syscalls:sys_enter` (no tracer slowdown): syscalls per request
 #    and per token event, against the floor of one write and one read per arriving
@@ -44,6 +46,9 @@ IDLE_S=${IDLE_S:-20}
 LOAD_S=${LOAD_S:-20}
 RATE=${RATE:-1000}
 FIGURES=${FIGURES:-token path ingest control}
+# The reference client: vllm-bench where built (VLLM_BENCH=/path/to/vllm-bench, or on PATH).
+VLLM_BENCH=${VLLM_BENCH:-$(command -v vllm-bench || true)}
+v8=- v64=- v_event=- event_ratio="- (no vllm-bench)" request_ratio="- (no vllm-bench)" p8=- p64=- p_event=-
 want() { [[ " $FIGURES " == *" $1 "* ]]; }
 cpu8=- cpu64=- per_event=- per_request=- per_token=- split=- ingest_rows=- per_row=- ingest_rss=0
 setup=- per_agent_s=- idle_rss=0 many=- few=- ratio=- n_rows=-
@@ -71,24 +76,54 @@ field() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print($2)
 
 # --- 1. token event --------------------------------------------------------------
 if want token; then
+# The engine's CPU per request (the result's own account) and the whole process's (as
+# /usr/bin/time sees it, startup included), in us: "engine process".
 engine_cpu_per_request() { # tokens file
-    taskset -c 0 "$SURGE" run --base-url "$BASE" --model m --backend openai-chat --no-initial-test \
-        --random-input-len 16 --random-output-len "$1" --ignore-eos --num-prompts "$REQUESTS" \
-        --max-concurrency 200 --save-result --result-dir "$OUT" --result-filename "$2" >/dev/null 2>&1 \
-        || die "surge run failed (tokens $1)"
-    field "$OUT/$2" 'sum(a["cpu_seconds"] for a in r["client"]["agents"]) / max(r["completed"], 1) * 1e6'
+    taskset -c 0 /usr/bin/time -f '%U %S' -o "$OUT/tok-time.txt" "$SURGE" run --base-url "$BASE" --model m \
+        --backend openai-chat --no-initial-test --random-input-len 16 --random-output-len "$1" --ignore-eos \
+        --num-prompts "$REQUESTS" --max-concurrency 200 --save-result --result-dir "$OUT" --result-filename "$2" \
+        >/dev/null 2>&1 || die "surge run failed (tokens $1)"
+    local engine ok
+    engine=$(field "$OUT/$2" 'sum(a["cpu_seconds"] for a in r["client"]["agents"]) / max(r["completed"], 1) * 1e6')
+    ok=$(field "$OUT/$2" 'r["completed"]')
+    awk -v e="$engine" -v n="$ok" '{printf "%s %.2f\n", e, ($1 + $2) / (n > 0 ? n : 1) * 1e6}' "$OUT/tok-time.txt"
 }
-: >"$OUT/tok8" ; : >"$OUT/tok64"
+# vllm-bench's process CPU per request, us, on the same load (its random dataset tokenized
+# with the test fixture's tokenizer; it has no engine account of its own).
+vllm_bench_cpu_per_request() { # tokens
+    taskset -c 0 /usr/bin/time -f '%U %S' -o "$OUT/vb-time.txt" "$VLLM_BENCH" --backend openai-chat \
+        --base-url "$BASE" --model m --tokenizer "$ROOT/tests/fixtures/tokenizer" --dataset-name random \
+        --random-input-len 16 --random-output-len "$1" --ignore-eos --num-prompts "$REQUESTS" \
+        --max-concurrency 200 --disable-tqdm >"$OUT/vb-$1.out" 2>&1 || die "vllm-bench failed: $(tail -3 "$OUT/vb-$1.out")"
+    local ok
+    ok=$(awk '/Successful requests:/ {print $NF}' "$OUT/vb-$1.out")
+    [[ ${ok:-0} -gt 0 ]] || die "vllm-bench completed nothing: $(tail -3 "$OUT/vb-$1.out")"
+    awk -v n="$ok" '{printf "%.2f\n", ($1 + $2) / n * 1e6}' "$OUT/vb-time.txt"
+}
+: >"$OUT/tok8" ; : >"$OUT/tok64"; : >"$OUT/ptok8" ; : >"$OUT/ptok64"; : >"$OUT/vb8" ; : >"$OUT/vb64"
 for round in $(seq 1 "$ROUNDS"); do
     if ((round % 2)); then order="8 64"; else order="64 8"; fi
     for n in $order; do
-        c=$(engine_cpu_per_request "$n" "tok$n-$round.json")
-        echo "$c" >>"$OUT/tok$n"
-        log "token event: round $round, $n tokens: $c us per request"
+        read -r c p < <(engine_cpu_per_request "$n" "tok$n-$round.json")
+        echo "$c" >>"$OUT/tok$n"; echo "$p" >>"$OUT/ptok$n"
+        log "token event: round $round, $n tokens: engine $c us, process $p us per request"
+        if [[ -n $VLLM_BENCH ]]; then
+            v=$(vllm_bench_cpu_per_request "$n")
+            echo "$v" >>"$OUT/vb$n"
+            log "token event: round $round, $n tokens: vllm-bench $v us per request"
+        fi
     done
 done
 cpu8=$(mean <"$OUT/tok8"); cpu64=$(mean <"$OUT/tok64")
 per_event=$(python3 -c "print(round(($cpu64 - $cpu8) / 56, 2))")
+p8=$(mean <"$OUT/ptok8"); p64=$(mean <"$OUT/ptok64")
+p_event=$(python3 -c "print(round(($p64 - $p8) / 56, 2))")
+if [[ -n $VLLM_BENCH ]]; then
+    v8=$(mean <"$OUT/vb8"); v64=$(mean <"$OUT/vb64")
+    v_event=$(python3 -c "print(round(($v64 - $v8) / 56, 2))")
+    event_ratio=$(python3 -c "print(round($p_event / $v_event, 2) if $v_event > 0 else '?')")
+    request_ratio=$(python3 -c "print(round($p8 / $v8, 2))")
+fi
 fi
 
 # --- 2. request path: syscalls ------------------------------------------------------
@@ -231,7 +266,9 @@ cat <<EOF | tee "$OUT/table.md"
 | figure | measured | target |
 |---|---|---|
 | token event: engine CPU per request, 8 / 64 output tokens (chat, 200 in flight, $REQUESTS requests) | $cpu8 / $cpu64 us | |
-| token event: marginal CPU per token event, (64 - 8) / 56 | **$per_event us** | <= 0.33x vllm-bench's on the same host |
+| token event: marginal CPU per token event, (64 - 8) / 56 | **$per_event us** | |
+| token event: the same from the whole process (/usr/bin/time), surge / vllm-bench | $p_event / $v_event us: **$event_ratio** | <= 0.33x |
+| request path: process CPU per 8-token request, surge / vllm-bench (startup included) | $p8 / $v8 us: **$request_ratio** | <= 0.4x |
 | request path: syscalls per 8-token request / per token event (perf stat) | **$per_request** / $per_token | floor: 1 write + 1 read per arriving segment |
 | request path: most frequent syscalls per request (strace -f -c) | $split | |
 | ingest: coordinator CPU per row, 3 mTLS agents, --backend http, $ingest_rows rows | **$per_row us** (peak RSS $((ingest_rss / 1024)) MiB) | <= 0.5 us |
