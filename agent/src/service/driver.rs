@@ -469,8 +469,10 @@ mod tests {
         let gaps: Vec<u64> = sent.windows(2).map(|w| w[1] - w[0]).collect();
         assert!(gaps.iter().all(|&g| g <= 100), "{sent:?}");
         assert!(8400 <= *sent.last().unwrap(), "{sent:?}");
-        assert!((76..=95).contains(&beats), "{beats} heartbeats: {sent:?}");
-        assert_eq!(healths, 9);
+        // About 9 heartbeats a second: the reports, on whole seconds of the grid, take
+        // the tenth's place (a report off the grid would add a heartbeat: ~85).
+        assert!((74..=79).contains(&beats), "{beats} heartbeats: {sent:?}");
+        assert!((9..=10).contains(&healths), "{healths} reports: one at once, then each whole second");
         assert_eq!(ended, Duration::from_millis(8500));
     }
 }

@@ -34,7 +34,8 @@ use tokio::time::Instant;
 /// The longest the coordinator goes without hearing something (D2: liveness every
 /// 100 ms both ways); a heartbeat fills what else leaves no shorter (D79).
 pub(crate) const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(100);
-/// How often a health report goes out.
+/// How often a health report goes out: on the whole seconds of unix time, which are
+/// points of the heartbeats' grid too, so a report takes a heartbeat's place (D79).
 const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The time an event is handled at: monotonic for deadlines, the agent's wall clock
@@ -211,7 +212,8 @@ pub(crate) struct Session {
     last_heard: Instant,
     /// When a heartbeat is due: only where nothing else went for an interval (D79).
     beat: Beat<Instant>,
-    next_health: Instant,
+    /// When a health report is due (a schedule on the whole seconds; nothing stands in).
+    health: Beat<Instant>,
     /// The run prepared and waiting for its Start.
     prepared: Option<u64>,
     /// The run being prepared (its Prepare accepted, no Ready or error yet), and the Ready
@@ -243,7 +245,7 @@ impl Session {
             hostname: cpu::hostname(),
             last_heard: now,
             beat: Beat::new(HEARTBEAT_INTERVAL, now, unix_ns, now),
-            next_health: now,
+            health: Beat::new(HEALTH_INTERVAL, now, unix_ns, now),
             prepared: None,
             preparing: None,
             ready: None,
@@ -264,7 +266,7 @@ impl Session {
 
     /// When the next heartbeat or health report is due.
     pub(crate) fn next_heartbeat(&self) -> Instant {
-        self.beat.due().min(self.next_health)
+        self.beat.due().min(self.health.due())
     }
 
     /// When the coordinator's silence expires the lease (none once the session is ending).
@@ -345,7 +347,7 @@ impl Session {
 
     /// Whether a health report is due at `at` (the driver reads the CPU for it).
     pub(crate) fn health_due(&self, at: Instant) -> bool {
-        at >= self.next_health
+        at >= self.health.due()
     }
 
     /// A heartbeat where nothing else went for an interval, on the grid (D79); a health
@@ -359,11 +361,8 @@ impl Session {
             }
             return;
         };
-        // On schedule from the previous report; after a stall, on from now.
-        self.next_health += HEALTH_INTERVAL;
-        if self.next_health <= now.at {
-            self.next_health = now.at + HEALTH_INTERVAL;
-        }
+        // The next report at the next whole second, however late this one was.
+        self.health.fire(now.at);
         if !beat {
             self.beat.sent(now.at);
         }
@@ -852,20 +851,23 @@ mod tests {
         assert_eq!(s.next_heartbeat(), c.t0 + ms(1350));
         assert_eq!(beat(&mut s, ms(1350)), ["heartbeat"]);
         assert_eq!(s.next_heartbeat(), c.t0 + ms(1400));
-        // After a stall, one beat and the report at once, then the grid, without a burst.
+        // After a stall, one beat and the report at once, then the grid, without a burst:
+        // the next report at the next whole second, in that heartbeat's place.
         assert_eq!(beat(&mut s, ms(7550)), ["health"]);
         assert!(beat(&mut s, ms(7599)).is_empty());
         assert_eq!(s.next_heartbeat(), c.t0 + ms(7600));
-        for k in 0..7 {
+        for k in 0..4 {
             assert_eq!(beat(&mut s, ms(7600 + 100 * k)), ["heartbeat"]);
         }
+        assert_eq!(beat(&mut s, ms(8000)), ["health"]);
+        assert_eq!(beat(&mut s, ms(8100)), ["heartbeat"]);
         // The beat carries the clock; health carries the CPU.
-        let a = s.handle(Event::HeartbeatDue { health: None }, c.at(ms(8300)));
+        let a = s.handle(Event::HeartbeatDue { health: None }, c.at(ms(8200)));
         let [Action::Send(agent_msg::Msg::Heartbeat(h))] = &a[..] else { panic!("{a:?}") };
-        assert_eq!(h.sent_unix_ns, c.at(ms(8300)).unix_ns);
+        assert_eq!(h.sent_unix_ns, c.at(ms(8200)).unix_ns);
         let a = s.handle(
             Event::HeartbeatDue { health: Some(Reading { cpu_percent: 42.0, ..Default::default() }) },
-            c.at(ms(8550)),
+            c.at(ms(9000)),
         );
         let [Action::Send(agent_msg::Msg::Health(health))] = &a[..] else { panic!("{a:?}") };
         assert_eq!(health.cpu_percent, 42.0);

@@ -147,6 +147,13 @@ impl Collector {
         }
     }
 
+    /// Every agent's time in `heard`, as [`Collector::heard`] takes one.
+    pub fn hear_all(&mut self, heard: &super::heard::Heard) {
+        for (agent, at) in heard.iter() {
+            self.heard(agent, at);
+        }
+    }
+
     /// One input in, the actions it calls for out.
     pub fn handle(&mut self, input: Input, now: Instant) -> Vec<Action> {
         let run_id = self.run_id;
@@ -342,6 +349,19 @@ mod tests {
         assert_eq!(stops(&acts), 1, "a1 silent since 2.0 s: {acts:?}");
         assert!(acts.iter().any(|a| matches!(a, Action::Notice(n) if n.contains("a1 lost"))), "{acts:?}");
         assert_eq!(c.next_loss_check(), Some(ms(5_000) + LOSS_TIMEOUT + Duration::from_millis(1)), "a0's is next");
+        // The links' table, read whole.
+        let table = super::super::heard::Heard::new(2);
+        let mut c = collector(2, false, t0);
+        let now = Instant::now().max(t0);
+        table.mark(1, now + Duration::from_millis(2_000));
+        c.hear_all(&table);
+        let at = now + Duration::from_millis(4_000);
+        let acts = c.handle(Input::Quiet, at);
+        assert!(acts.iter().any(|a| matches!(a, Action::Notice(n) if n.contains("a0 lost"))), "{acts:?}");
+        assert!(
+            !acts.iter().any(|a| matches!(a, Action::Notice(n) if n.contains("a1 lost"))),
+            "a1 was in the table: {acts:?}"
+        );
     }
 
     #[test]

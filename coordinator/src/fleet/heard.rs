@@ -5,6 +5,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+use surge_proto::agent_msg;
 
 /// The last time each agent of a fleet was heard.
 #[derive(Debug)]
@@ -25,6 +26,13 @@ impl Heard {
         if let Some(a) = self.at_ns.get(agent) {
             a.fetch_max(ns, Ordering::Relaxed);
         }
+    }
+
+    /// A message of agent `agent` read at `at` by its link: the time is written here;
+    /// a heartbeat (or an empty message) ends here, anything else goes on to the events.
+    pub fn arrived(&self, agent: usize, at: Instant, msg: Option<agent_msg::Msg>) -> Option<agent_msg::Msg> {
+        self.mark(agent, at);
+        msg.filter(|m| !matches!(m, agent_msg::Msg::Heartbeat(_)))
     }
 
     /// When agent `agent` was last heard, if ever.
@@ -54,5 +62,20 @@ mod tests {
         assert_eq!(h.last(1), None);
         h.mark(7, t);
         assert_eq!(h.iter().collect::<Vec<_>>(), [(0, t)]);
+    }
+
+    #[test]
+    fn a_heartbeat_is_a_time_and_nothing_more() {
+        let h = Heard::new(2);
+        let t = Instant::now() + Duration::from_millis(5);
+        let beat = agent_msg::Msg::Heartbeat(surge_proto::Heartbeat::default());
+        assert!(h.arrived(1, t, Some(beat)).is_none(), "no event for a heartbeat");
+        assert_eq!(h.last(1), Some(t), "but its time is kept");
+        let later = t + Duration::from_millis(100);
+        let health = agent_msg::Msg::Health(surge_proto::Health::default());
+        assert!(matches!(h.arrived(1, later, Some(health)), Some(agent_msg::Msg::Health(_))));
+        assert_eq!(h.last(1), Some(later));
+        assert!(h.arrived(0, later, None).is_none());
+        assert_eq!(h.last(0), Some(later), "an empty message is heard too");
     }
 }

@@ -8,7 +8,7 @@ use super::heard::Heard;
 use super::{Event, chain, is_tls_failure, now_ns, tls_hint};
 use std::sync::Arc;
 use std::time::Duration;
-use surge_core::beat::{Beat, next_slot};
+use surge_core::beat::Beat;
 use surge_proto::agent_client::AgentClient;
 use surge_proto::{AgentMsg, CoordinatorMsg, Heartbeat, Hello, HelloReply, agent_msg, coordinator_msg};
 use tokio::sync::mpsc;
@@ -154,10 +154,10 @@ impl Link {
         // When the silence a resume answers began: the old stream may still deliver a
         // late message just before the resume completes.
         let mut silent_since: Option<tokio::time::Instant> = None;
+        // The first heartbeat at once (the Hello went a round trip ago), then the grid.
         let now = tokio::time::Instant::now();
-        let first = next_slot(now, now_ns(), HEARTBEAT_INTERVAL);
-        let mut beat = Beat::new(HEARTBEAT_INTERVAL, now, now_ns(), first);
-        let beat_due = tokio::time::sleep_until(first);
+        let mut beat = Beat::new(HEARTBEAT_INTERVAL, now, now_ns(), now);
+        let beat_due = tokio::time::sleep_until(now);
         tokio::pin!(beat_due);
         let mut redial = tokio::time::interval(REDIAL_EVERY);
         let mut connecting: JoinSet<Result<Channel, ResumeError>> = JoinSet::new();
@@ -180,14 +180,10 @@ impl Link {
                 m = cur.inbound.message(), if !broken => match m {
                     Ok(Some(m)) => {
                         last_heard = tokio::time::Instant::now();
-                        self.heard.mark(agent, last_heard.into_std());
                         if connecting.is_empty() && attaching.is_empty() {
                             silent_since = None;
                         }
-                        let Some(msg) = m.msg else { continue };
-                        if matches!(msg, agent_msg::Msg::Heartbeat(_)) {
-                            continue;
-                        }
+                        let Some(msg) = self.heard.arrived(agent, last_heard.into_std(), m.msg) else { continue };
                         if let agent_msg::Msg::Hello(h) = &msg {
                             session_id = h.session_id;
                         }

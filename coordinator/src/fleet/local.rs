@@ -81,10 +81,9 @@ impl LocalLink {
                 m = from_agent.recv() => {
                     let error = match m {
                         Some(Ok(AgentMsg { msg: Some(msg) })) => {
-                            heard.mark(agent, std::time::Instant::now());
-                            if matches!(msg, agent_msg::Msg::Heartbeat(_)) {
+                            let Some(msg) = heard.arrived(agent, std::time::Instant::now(), Some(msg)) else {
                                 continue;
-                            }
+                            };
                             opened |= matches!(msg, agent_msg::Msg::Hello(_));
                             if events.send(Event::Msg { agent, msg, recv_ns: now_ns() }).await.is_err() {
                                 return;
@@ -134,10 +133,12 @@ mod tests {
         let mut reports = 0;
         while Instant::now() < until {
             // The agent's heartbeats are not events (D79): its health reports are.
-            match fleet.next(Duration::from_millis(1200)).await {
+            match fleet.next(Duration::from_millis(2500)).await {
                 Some(Event::Msg { msg: agent_msg::Msg::Health(_), .. }) => reports += 1,
                 other => panic!("the session ended within the lease: {other:?}"),
             }
+            // Half a second after a report, only the heartbeats can have been heard since.
+            tokio::time::sleep(Duration::from_millis(450)).await;
             let silent = fleet.heard().last(0).map(|t| t.elapsed());
             assert!(silent.is_some_and(|s| s < Duration::from_millis(250)), "heard {silent:?} ago");
         }

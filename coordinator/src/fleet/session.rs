@@ -589,6 +589,7 @@ impl Runner<'_> {
                 None => std::future::pending().await,
             }
         }
+        let mut heard_at = Instant::now();
         while !c.finished(Instant::now()) {
             let halt = if c.halted().is_none() { self.observer.halt() } else { None };
             let input = if let Some(h) = halt {
@@ -637,8 +638,12 @@ impl Runner<'_> {
                     Some(_) = next(term.as_mut()), if !c.interrupted() => Input::Terminate,
                 }
             };
-            for (agent, at) in self.fleet.heard().iter() {
-                c.heard(agent, at);
+            // The links' table, before a quiet input (where losses fall due) and at most
+            // every HEAR_EVERY otherwise: with many agents, not once per batch.
+            let now = Instant::now();
+            if matches!(input, Input::Quiet) || now.duration_since(heard_at) >= HEAR_EVERY {
+                c.hear_all(self.fleet.heard());
+                heard_at = now;
             }
             for action in c.handle(input, Instant::now()) {
                 match action {
@@ -659,6 +664,10 @@ impl Runner<'_> {
         status
     }
 }
+
+/// How often the collection loop reads the links' table of when each agent was last
+/// heard (D79) while events keep it busy; a quiet input reads it every time.
+const HEAR_EVERY: Duration = Duration::from_millis(10);
 
 /// How long the collection loop waits for an event before a quiet input: 50 ms, or less
 /// when an agent's loss falls due sooner (D2's 3.0 s bound has no room for a late poll).
