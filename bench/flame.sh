@@ -62,22 +62,8 @@ taskset -c 0 perf record -F 499 --call-graph dwarf,32768 -o "$OUT/token.data" --
 draw "$OUT/token.data" surge-engine "$OUT/token-event.svg" "surge ${cmd[*]} (engine threads)"
 
 # --- ingest ---------------------------------------------------------------------------
-PKI=$OUT/pki
-"$SURGE" certs init --out "$PKI" >/dev/null
-"$SURGE" certs issue --ca "$PKI" --name agent --san 127.0.0.2 --san 127.0.0.3 --san 127.0.0.4 --out "$PKI" >/dev/null
-"$SURGE" certs issue --ca "$PKI" --name coordinator --out "$PKI" >/dev/null
-addrs=()
-for i in 2 3 4; do
-    "$SURGE_AGENT" --listen "127.0.0.$i:0" --tls-ca "$PKI/ca.pem" --tls-cert "$PKI/agent.pem" \
-        --tls-key "$PKI/agent.key" --allowed-targets 127.0.0.1 >"$OUT/agent.$i.log" 2>&1 &
-    PIDS+=($!)
-done
-for i in 2 3 4; do
-    a=$(agent_addr "$OUT/agent.$i.log")
-    [[ -n $a ]] || die "agent $i did not start"
-    addrs+=("$a")
-done
-cmd=(run --base-url "$BASE" --model m --backend http --no-initial-test --agents "$(IFS=,; echo "${addrs[*]}")"
+start_tls_agents "$OUT"
+cmd=(run --base-url "$BASE" --model m --backend http --no-initial-test --agents "$TLS_AGENTS"
     --tls-ca "$PKI/ca.pem" --tls-cert "$PKI/coordinator.pem" --tls-key "$PKI/coordinator.key"
     --random-input-len 16 --num-prompts "$ROWS" --max-concurrency 300)
 perf record -F 499 --call-graph dwarf,32768 -o "$OUT/ingest.data" -- "$SURGE" "${cmd[@]}" \

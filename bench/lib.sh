@@ -68,6 +68,28 @@ agent_addr() {
     echo "$a"
 }
 
+# Three surge-agents on 127.0.0.2-4 over mutual TLS, with a fresh PKI in $1/pki (the
+# coordinator's certificate beside them). Appends their PIDs to PIDS; sets PKI and
+# TLS_AGENTS (their addresses, comma-separated).
+start_tls_agents() {
+    PKI=$1/pki
+    "$SURGE" certs init --out "$PKI" >/dev/null
+    "$SURGE" certs issue --ca "$PKI" --name agent --san 127.0.0.2 --san 127.0.0.3 --san 127.0.0.4 --out "$PKI" >/dev/null
+    "$SURGE" certs issue --ca "$PKI" --name coordinator --out "$PKI" >/dev/null
+    local i a addrs=()
+    for i in 2 3 4; do
+        "$SURGE_AGENT" --listen "127.0.0.$i:0" --tls-ca "$PKI/ca.pem" --tls-cert "$PKI/agent.pem" \
+            --tls-key "$PKI/agent.key" --allowed-targets 127.0.0.1 >"$1/tls-agent.$i.log" 2>&1 &
+        PIDS+=($!)
+    done
+    for i in 2 3 4; do
+        a=$(agent_addr "$1/tls-agent.$i.log")
+        [[ -n $a ]] || die "TLS agent $i did not start"
+        addrs+=("$a")
+    done
+    TLS_AGENTS=$(IFS=,; echo "${addrs[*]}")
+}
+
 # utime+stime of a process in clock ticks (1/100 s).
 cpu_ticks() {
     awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat" 2>/dev/null || echo 0

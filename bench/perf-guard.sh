@@ -162,22 +162,8 @@ timed_run() {
 
 # --- 3. ingest ------------------------------------------------------------------
 if want ingest; then
-PKI=$OUT/pki
-"$SURGE" certs init --out "$PKI" >/dev/null
-"$SURGE" certs issue --ca "$PKI" --name agent --san 127.0.0.2 --san 127.0.0.3 --san 127.0.0.4 --out "$PKI" >/dev/null
-"$SURGE" certs issue --ca "$PKI" --name coordinator --out "$PKI" >/dev/null
-addrs=()
-for i in 2 3 4; do
-    "$SURGE_AGENT" --listen "127.0.0.$i:0" --tls-ca "$PKI/ca.pem" --tls-cert "$PKI/agent.pem" \
-        --tls-key "$PKI/agent.key" --allowed-targets 127.0.0.1 >"$OUT/tls-agent.$i.log" 2>&1 &
-    PIDS+=($!)
-done
-for i in 2 3 4; do
-    a=$(agent_addr "$OUT/tls-agent.$i.log")
-    [[ -n $a ]] || die "TLS agent $i did not start"
-    addrs+=("$a")
-done
-tls_list=$(IFS=,; echo "${addrs[*]}")
+start_tls_agents "$OUT"
+tls_list=$TLS_AGENTS
 read -r ingest_cpu ingest_rss < <(timed_run --base-url "$BASE" --model m --backend http --no-initial-test \
     --agents "$tls_list" --tls-ca "$PKI/ca.pem" --tls-cert "$PKI/coordinator.pem" --tls-key "$PKI/coordinator.key" \
     --random-input-len 16 --num-prompts "$ROWS" --max-concurrency 300 --save-result --result-dir "$OUT" \

@@ -645,7 +645,7 @@ impl Runner<'_> {
                 c.hear_all(self.fleet.heard());
                 heard_at = now;
             }
-            for action in c.handle(input, Instant::now()) {
+            for action in c.handle(input, now) {
                 match action {
                     Action::Send { agent, msg } => self.fleet.send(agent, msg).await,
                     Action::Broadcast(msg) => self.broadcast(|_| msg.clone()).await,
