@@ -4,6 +4,8 @@
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=proto/surge.proto");
     let fds = protox::compile(["proto/surge.proto"], ["proto"])?;
-    tonic_prost_build::configure().compile_fds(fds)?;
+    // Row fields decoded as `Bytes` borrowed from the received batch, not copied into a
+    // vector or string of their own: a row from the wire allocates nothing (D80).
+    tonic_prost_build::configure().bytes(".surge.v1.Row.itl_us").bytes(".surge.v1.Row.response_id").compile_fds(fds)?;
     Ok(())
 }

@@ -69,6 +69,6 @@ fn a_token_event_allocates_no_more_than_stated() {
         // Every chunk was a token event.
         let mut row = surge_proto::Row::default();
         d.finish(at, (http::StatusCode::OK, http::Version::HTTP_11, &http::HeaderMap::new()), None, false, &mut row);
-        assert_eq!(row.itl_us.len(), WARM + COUNTED - 1, "{kind}");
+        assert_eq!(row.gap_count(), WARM + COUNTED - 1, "{kind}");
     }
 }

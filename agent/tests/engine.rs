@@ -71,7 +71,7 @@ async fn closed_loop_rows_have_tokens_gaps_and_usage() {
         assert_eq!(r.output_tokens, 8);
         assert_eq!(r.input_tokens, 16);
         assert!(r.usage_from_server);
-        assert_eq!(r.itl_us.len(), 7);
+        assert_eq!(r.gap_count(), 7);
         assert!(r.ttft_us >= 5_000, "TTFT {} us is below the server's 5 ms", r.ttft_us);
         assert!(r.latency_us >= r.ttft_us);
         assert_eq!(r.intended_us, -1);

@@ -79,9 +79,9 @@ async fn check_against_echo(chat: bool, cfg: surge_echo::EchoConfig) {
     for r in &rows {
         assert_eq!(r.error(), ErrorKind::None, "{r:?}");
         assert_eq!((r.output_tokens, r.output_source()), (TOKENS, TokenSource::ServerUsage));
-        assert_eq!(r.itl_us.len(), TOKENS as usize - 1, "one gap per token after the first");
+        assert_eq!(r.gap_count(), TOKENS as usize - 1, "one gap per token after the first");
         ttft.push((r.ttft_us as f64) / 1e3);
-        itl.extend(r.itl_us.iter().map(|&g| f64::from(g) / 1e3));
+        itl.extend(r.gaps().map(|g| f64::from(g) / 1e3));
     }
     let (t, i) = (median(ttft), median(itl.clone()));
     assert!((t - TTFT_MS).abs() <= 1.0, "median TTFT {t:.3} ms, the echo's is {TTFT_MS} ms");
@@ -195,18 +195,22 @@ fn check_hand_written(rows: &[Row]) {
     for r in rows {
         assert_eq!(r.error(), ErrorKind::None, "{r:?}");
         // Every output chunk, empty or not, is one token event.
-        assert_eq!(r.itl_us.len(), gaps, "{:?}", r.itl_us);
+        assert_eq!(r.gap_count(), gaps, "{:?}", r.gaps().collect::<Vec<_>>());
         // TTFT at the first output chunk (empty text), not at the role announcement.
         let ttft_ms = (r.ttft_us as f64) / 1e3;
         assert!((FIRST_MS as f64..FIRST_MS as f64 + 40.0).contains(&ttft_ms), "TTFT {ttft_ms} ms");
         // No gap spans two intervals.
-        for &g in &r.itl_us {
+        for g in r.gaps() {
             let g = f64::from(g) / 1e3;
-            assert!((GAP_MS as f64 - 1.0..2.0 * GAP_MS as f64 - 1.0).contains(&g), "gap {g} ms in {:?}", r.itl_us);
+            assert!(
+                (GAP_MS as f64 - 1.0..2.0 * GAP_MS as f64 - 1.0).contains(&g),
+                "gap {g} ms in {:?}",
+                r.gaps().collect::<Vec<_>>()
+            );
         }
         // E2EL ends at the last output chunk, not at the finish-only chunk FINISH_MS later.
         let span = ((r.latency_us - r.ttft_us) as f64) / 1e3;
-        let sum: f64 = r.itl_us.iter().map(|&g| f64::from(g) / 1e3).sum();
+        let sum: f64 = r.gaps().map(|g| f64::from(g) / 1e3).sum();
         assert!((span - sum).abs() < 0.01, "E2EL - TTFT {span} ms, gaps sum to {sum} ms");
         assert!(span < (gaps as u64 * GAP_MS + FINISH_MS / 2) as f64, "E2EL - TTFT {span} ms");
     }
@@ -246,17 +250,22 @@ async fn a_finish_chunk_is_the_last_token_when_usage_counts_it() {
     for r in &got {
         assert_eq!(r.error(), ErrorKind::None, "{r:?}");
         assert_eq!((r.output_tokens, r.output_source()), (tokens, TokenSource::ServerUsage));
-        assert_eq!(r.itl_us.len(), OUTPUT.len(), "one gap per token after the first: {:?}", r.itl_us);
-        let last = f64::from(*r.itl_us.last().unwrap()) / 1e3;
+        assert_eq!(
+            r.gap_count(),
+            OUTPUT.len(),
+            "one gap per token after the first: {:?}",
+            r.gaps().collect::<Vec<_>>()
+        );
+        let last = f64::from(r.gaps().last().unwrap()) / 1e3;
         assert!((GAP_MS as f64 - 1.0..2.0 * GAP_MS as f64 - 1.0).contains(&last), "last gap {last} ms");
         let span = ((r.latency_us - r.ttft_us) as f64) / 1e3;
-        let sum: f64 = r.itl_us.iter().map(|&g| f64::from(g) / 1e3).sum();
+        let sum: f64 = r.gaps().map(|g| f64::from(g) / 1e3).sum();
         assert!((span - sum).abs() < 0.01, "E2EL ends at the finish chunk: E2EL - TTFT {span} ms, gaps {sum} ms");
     }
     // The same stream whose usage does not count the finish chunk: not a token event.
     let base = hand_written_server(Some(OUTPUT.len() as u32), GAP_MS).await;
     for r in &rows(workload(&base, true, 4, 2, 16)).await {
         assert_eq!(r.error(), ErrorKind::None, "{r:?}");
-        assert_eq!(r.itl_us.len(), OUTPUT.len() - 1, "{:?}", r.itl_us);
+        assert_eq!(r.gap_count(), OUTPUT.len() - 1, "{:?}", r.gaps().collect::<Vec<_>>());
     }
 }

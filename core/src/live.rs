@@ -118,7 +118,7 @@ impl LiveMetrics {
         }
         self.e2el.with_label_values(&[agent]).observe(row.latency_us as f64 / 1e6);
         let itl = self.itl.with_label_values(&[agent]);
-        for &g in &row.itl_us {
+        for g in row.gaps() {
             itl.observe(f64::from(g) / 1e6);
         }
     }
@@ -180,7 +180,7 @@ mod tests {
             ttft_us: 20_000,
             latency_us: 50_000,
             output_tokens: 3,
-            itl_us: vec![15_000, 15_000],
+            itl_us: surge_proto::gaps::pack(&[15_000, 15_000]),
             ..Default::default()
         };
         m.row("a:1", &ok);

@@ -162,7 +162,7 @@ impl Aggregator {
             m.tpot.add(t);
             self.samples += 1;
         }
-        for &g in &r.row.itl_us {
+        for g in r.row.gaps() {
             m.itl.add(f64::from(g) / 1e6);
         }
         if let Some(c) = coalescing {
@@ -171,7 +171,7 @@ impl Aggregator {
             }
             m.coalesced[r.agent].add(&c);
         }
-        self.samples += r.row.itl_us.len() as u64;
+        self.samples += r.row.gap_count() as u64;
         if let Some(i) = r.intended_s {
             self.queued.add(r.end_s() - i);
             self.samples += 1;
@@ -179,12 +179,19 @@ impl Aggregator {
         self.client_queue.add(r.queue_s());
         self.samples += 1;
         if r.row.ttft_us > 0 {
+            // A row's tokens mostly share a second: one map entry per second they span.
             let mut t = r.start_s + r.ttft_s();
-            *self.token_bins.entry(t.floor() as i64).or_default() += 1;
-            for &g in &r.row.itl_us {
+            let (mut second, mut tokens) = (t.floor() as i64, 1u64);
+            for g in r.row.gaps() {
                 t += f64::from(g) / 1e6;
-                *self.token_bins.entry(t.floor() as i64).or_default() += 1;
+                let s = t.floor() as i64;
+                if s != second {
+                    *self.token_bins.entry(second).or_default() += tokens;
+                    (second, tokens) = (s, 0);
+                }
+                tokens += 1;
             }
+            *self.token_bins.entry(second).or_default() += tokens;
         }
         self.good += u64::from(!self.slo.is_empty() && meets(&self.slo, r));
     }
@@ -344,7 +351,7 @@ mod tests {
                 latency_us: latency_us.into(),
                 output_tokens: out,
                 input_tokens: 10,
-                itl_us: itl,
+                itl_us: surge_proto::gaps::pack(&itl),
                 ..Default::default()
             },
         }
@@ -393,6 +400,23 @@ mod tests {
         assert_eq!(m.max_concurrent_requests, 2.0, "both successes within the first second");
         assert_eq!(m.max_output_tokens_per_s, 8.0);
         assert_eq!(m.itl.len(), 6);
+    }
+
+    /// Each token counts in the second of the run it arrived in, whichever row it is in and
+    /// however many seconds the row spans.
+    #[test]
+    fn peak_output_tokens_per_second_counts_each_token_in_its_second() {
+        let rows = [
+            // Tokens at 0.95, 1.05, 1.15, 1.25 and 2.25 s.
+            row(0.9, 50_000, 1_350_000, 5, vec![100_000, 100_000, 100_000, 1_000_000]),
+            // Tokens at 1.5 and 1.6 s.
+            row(1.0, 500_000, 600_000, 2, vec![100_000]),
+        ];
+        let m = compute(&rows, &Slo::default());
+        assert_eq!(m.total_output_tokens, 7);
+        assert_eq!(m.max_output_tokens_per_s, 5.0, "second 1 holds 3 + 2 tokens");
+        let rows = [row(0.0, 100_000, 2_100_000, 3, vec![1_000_000, 1_000_000])];
+        assert_eq!(compute(&rows, &Slo::default()).max_output_tokens_per_s, 1.0, "one token a second");
     }
 
     #[test]

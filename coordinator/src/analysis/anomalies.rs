@@ -54,7 +54,7 @@ pub struct Anomalies {
 
 fn detail(a: Anomaly, r: &GlobalRow) -> String {
     let row = &r.row;
-    let events = if row.output_tokens > 0 { row.itl_us.len() + 1 } else { 0 };
+    let events = if row.output_tokens > 0 { row.gap_count() + 1 } else { 0 };
     match a {
         Anomaly::NoFinishReason => "no chunk carried a finish_reason".to_string(),
         Anomaly::UsageMismatch => {
@@ -65,7 +65,7 @@ fn detail(a: Anomaly, r: &GlobalRow) -> String {
         }
         Anomaly::LengthOff => format!("{} output tokens for max_tokens {}", row.output_tokens, row.max_tokens),
         Anomaly::Nondeterministic => "the same request answered with other text than its first reply".to_string(),
-        Anomaly::WrongRequest => format!("the reply's id {:?} names another request", row.response_id),
+        Anomaly::WrongRequest => format!("the reply's id {:?} names another request", row.response_id_str()),
         Anomaly::NoTokens => "the stream ended as it should without an output token".to_string(),
         Anomaly::Unspecified => String::new(),
     }
@@ -108,7 +108,7 @@ mod tests {
             index,
             output_tokens: 4,
             max_tokens: 8,
-            itl_us: vec![1; 3],
+            itl_us: surge_proto::gaps::pack(&[1; 3]),
             anomalies: anomalies.iter().map(|&a| a as i32).collect(),
             ..Default::default()
         };

@@ -29,13 +29,13 @@ impl Coalescing {
     /// The counts of one successful streamed row; `None` when it does not count (no token,
     /// a single token, or a mean gap under [`MIN_MEAN_GAP_US`]).
     pub fn of_row(row: &Row) -> Option<Self> {
-        let gaps = row.itl_us.len() as u64;
+        let gaps = row.gap_count() as u64;
         if row.ttft_us == 0 || gaps == 0 {
             return None;
         }
         let (mut sum_us, mut c) = (0u64, Self { events: gaps + 1, ..Self::default() });
         let mut run = 0u32;
-        for &g in &row.itl_us {
+        for g in row.gaps() {
             sum_us += u64::from(g);
             if g == 0 {
                 run += 1;
@@ -75,7 +75,7 @@ mod tests {
     use super::*;
 
     fn row(ttft_us: u32, itl: Vec<u32>) -> Row {
-        Row { ttft_us: ttft_us.into(), itl_us: itl, ..Default::default() }
+        Row { ttft_us: ttft_us.into(), itl_us: surge_proto::gaps::pack(&itl), ..Default::default() }
     }
 
     #[test]

@@ -92,7 +92,7 @@ impl Turn {
         if let Some(t) = r.tpot_s() {
             self.tpot.add(t);
         }
-        for &g in &r.row.itl_us {
+        for g in r.row.gaps() {
             self.itl.add(f64::from(g) / 1e6);
         }
     }

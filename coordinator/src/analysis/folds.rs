@@ -213,7 +213,7 @@ mod tests {
                 latency_us: 9_000,
                 output_tokens: 5,
                 input_tokens: 10,
-                itl_us: vec![2_000; 4],
+                itl_us: surge_proto::gaps::pack(&[2_000; 4]),
                 reasoning_events: 3,
                 ttfo_us: Some(7_000),
                 phases: Some(HttpPhases { waiting_us: 500, ..Default::default() }),

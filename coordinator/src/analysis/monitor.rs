@@ -53,7 +53,7 @@ pub fn values_ms(r: &GlobalRow, metric: super::capacity::Metric, mut f: impl FnM
                 f(t * 1000.0)
             }
         }
-        Metric::Itl => r.row.itl_us.iter().for_each(|&g| f(f64::from(g) / 1000.0)),
+        Metric::Itl => r.row.gaps().for_each(|g| f(f64::from(g) / 1000.0)),
         Metric::Ttfo => {
             if let Some(t) = r.row.ttfo_us.map(|t| t as f64 / 1e6).or(r.first_token_s()) {
                 f(t * 1000.0)

@@ -337,7 +337,7 @@ fn tokens_in(r: &Req, a: f64, b: f64) -> u64 {
 fn record(r: &GlobalRow) -> Req {
     let generated = r.row.output_tokens > 0 && r.row.ttft_us > 0;
     let first = r.start_s + r.ttft_s();
-    let gaps: f64 = r.row.itl_us.iter().map(|&g| f64::from(g) / 1e6).sum();
+    let gaps: f64 = r.row.gaps().map(|g| f64::from(g) / 1e6).sum();
     Req {
         start: r.start_s,
         end: r.end_s(),
@@ -345,7 +345,7 @@ fn record(r: &GlobalRow) -> Req {
         tpot: r.tpot_s().unwrap_or(-1.0),
         first_token: first,
         last_token: first + gaps,
-        events: if generated { u32::try_from(r.row.itl_us.len() + 1).unwrap_or(u32::MAX) } else { 0 },
+        events: if generated { u32::try_from(r.row.gap_count() + 1).unwrap_or(u32::MAX) } else { 0 },
         input: r.row.input_tokens,
     }
 }

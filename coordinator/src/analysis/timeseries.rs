@@ -239,7 +239,7 @@ impl TimeSeries {
                     h.ttft.saturating_record(us(t));
                 }
                 h.e2el.saturating_record(us(r.e2el_s()));
-                for &g in &r.row.itl_us {
+                for g in r.row.gaps() {
                     h.itl.saturating_record(u64::from(g).max(1));
                 }
                 if let Some(t) = r.row.ttfo_us {
@@ -382,7 +382,7 @@ mod tests {
 
     fn row(start_s: f64, latency_ms: u64, ok: bool) -> GlobalRow {
         let mut row = Row { ttft_us: 1_000, latency_us: latency_ms * 1000, output_tokens: 3, ..Default::default() };
-        row.itl_us = vec![500, 700];
+        row.itl_us = surge_proto::gaps::pack(&[500, 700]);
         if !ok {
             row.set_error(ErrorKind::Timeout);
         }

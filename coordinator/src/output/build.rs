@@ -251,7 +251,7 @@ pub(crate) fn detailed_of(m: &Metrics, vllm_arrays: bool) -> Detailed {
         output_lens: rows.iter().map(|r| r.row.output_tokens).collect(),
         ttfts: rows.iter().map(|r| r.ttft_s()).collect(),
         e2els: rows.iter().map(|r| r.e2el_s()).collect(),
-        itls: rows.iter().map(|r| r.row.itl_us.iter().map(|&g| f64::from(g) / 1e6).collect()).collect(),
+        itls: rows.iter().map(|r| r.row.gaps().map(|g| f64::from(g) / 1e6).collect()).collect(),
         start_times: rows.iter().map(|r| r.start_s).collect(),
         agent_indices: rows.iter().map(|r| r.agent).collect(),
         errors: rows.iter().map(|r| if r.ok() { String::new() } else { kind_name(r.row.error()) }).collect(),

@@ -64,9 +64,9 @@ impl DetailSpill {
 
     /// Records one row at its request index.
     pub fn write(&mut self, r: &GlobalRow) -> std::io::Result<()> {
-        let mut part = Vec::with_capacity(16 + r.row.itl_us.len() * 8 + r.row.generated_text.len());
-        part.extend_from_slice(&(r.row.itl_us.len() as u32).to_le_bytes());
-        for &g in &r.row.itl_us {
+        let mut part = Vec::with_capacity(16 + r.row.gap_count() * 8 + r.row.generated_text.len());
+        part.extend_from_slice(&(r.row.gap_count() as u32).to_le_bytes());
+        for g in r.row.gaps() {
             part.extend_from_slice(&(f64::from(g) / 1e6).to_le_bytes());
         }
         let error = if r.ok() { String::new() } else { kind_name(r.row.error()) };
@@ -205,13 +205,13 @@ mod tests {
             output_tokens: 3,
             ttft_us: 1_000 * (index + 1),
             latency_us: 5_000 * (index + 1),
-            itl_us: vec![1_500, 2_500],
+            itl_us: surge_proto::gaps::pack(&[1_500, 2_500]),
             generated_text: format!("text {index}"),
             ..Default::default()
         };
         if !ok {
             row.set_error(ErrorKind::Timeout);
-            row.itl_us.clear();
+            row.itl_us = Default::default();
             row.generated_text.clear();
         }
         GlobalRow { agent, start_s: index as f64 / 10.0, intended_s: None, row }

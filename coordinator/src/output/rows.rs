@@ -185,7 +185,7 @@ impl RowFile {
             intended_start_time: r.intended_s,
             ttft: r.ttft_s(),
             latency: r.e2el_s(),
-            itl: r.row.itl_us.iter().map(|&g| f64::from(g) / 1e6).collect(),
+            itl: r.row.gaps().map(|g| f64::from(g) / 1e6).collect(),
             input_len: r.row.input_tokens,
             output_len: r.row.output_tokens,
             error: if r.ok() {
@@ -197,7 +197,7 @@ impl RowFile {
             },
             error_kind: &kind,
             seq: r.row.index,
-            id: &r.row.response_id,
+            id: std::str::from_utf8(&r.row.response_id).unwrap_or_default(),
             stream: r.row.cut.as_ref().map(StreamExample::of),
             session: r.row.session,
             turn: r.row.session.map(|_| r.row.turn),

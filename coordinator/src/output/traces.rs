@@ -138,7 +138,7 @@ impl Traces {
                 attrs.push(KeyValue::new("surge.ttft_ms", r.ttft_s() * 1e3));
             }
             if !r.row.response_id.is_empty() {
-                attrs.push(KeyValue::new("gen_ai.response.id", r.row.response_id.clone()));
+                attrs.push(KeyValue::new("gen_ai.response.id", r.row.response_id_str().into_owned()));
             }
             if r.row.http_status > 0 {
                 attrs.push(KeyValue::new("http.response.status_code", i64::from(r.row.http_status)));

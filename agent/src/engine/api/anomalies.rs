@@ -56,7 +56,7 @@ pub fn of_stream(s: Stream, row: &mut Row) {
 /// `<prefix>conv-<session>-turn<t>`, after nothing or a `-`. An id without the prefix is
 /// not judged. Reads the id in place: nothing is formatted.
 pub fn of_id(prefix: &str, index: u64, session: Option<u64>, row: &mut Row) {
-    let id = row.response_id.as_str();
+    let id = std::str::from_utf8(&row.response_id).unwrap_or_default();
     let Some(at) = id.find(prefix) else { return };
     let (head, rest) = (&id[..at], &id[at + prefix.len()..]);
     let number = |s: &str, want: u64| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && s.parse() == Ok(want);
@@ -123,7 +123,7 @@ mod tests {
     #[test]
     fn a_reply_naming_another_request_is_wrong() {
         let check = |id: &str| {
-            let mut row = Row { response_id: id.into(), ..Default::default() };
+            let mut row = Row { response_id: id.to_owned().into_bytes().into(), ..Default::default() };
             of_id("bench-1-", 5002, Some(5), &mut row);
             kinds(&row)
         };
@@ -134,7 +134,7 @@ mod tests {
         assert_eq!(check("chatcmpl-xbench-1-conv-5-turn2"), [Anomaly::WrongRequest], "not on a boundary");
         assert_eq!(check("chatcmpl-1234"), [], "a server whose ids are its own is not judged");
         let single = |id: &str| {
-            let mut row = Row { response_id: id.into(), ..Default::default() };
+            let mut row = Row { response_id: id.to_owned().into_bytes().into(), ..Default::default() };
             of_id("bench-1-", 17, None, &mut row);
             kinds(&row)
         };

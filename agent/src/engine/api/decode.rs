@@ -75,7 +75,8 @@ pub struct Decoder {
 struct Stream {
     first: Option<Instant>,
     last: Option<Instant>,
-    itl_us: Vec<u32>,
+    /// The gaps between token events, packed as the row carries them.
+    itl_us: Vec<u8>,
     events: u32,
     /// Which part of the reply each token event was (D49).
     parts: Parts,
@@ -88,10 +89,10 @@ struct Stream {
 }
 
 /// Dates one token event: the first sets TTFT, each later one adds a gap.
-fn token_event(at: Instant, first: &mut Option<Instant>, last: &mut Option<Instant>, itl_us: &mut Vec<u32>) {
+fn token_event(at: Instant, first: &mut Option<Instant>, last: &mut Option<Instant>, itl_us: &mut Vec<u8>) {
     match *last {
         None => *first = Some(at),
-        Some(prev) => itl_us.push(gap_us(at - prev)),
+        Some(prev) => surge_proto::gaps::push(itl_us, gap_us(at - prev)),
     }
     *last = Some(at);
 }
@@ -245,7 +246,7 @@ impl Decoder {
         let (status, version, headers) = head;
         let (mode, st, ok) = (self.mode, self.st, self.ok);
         row.http_status = u32::from(status.as_u16());
-        row.response_id = std::mem::take(&mut self.response_id);
+        row.response_id = std::mem::take(&mut self.response_id).into_bytes().into();
         // vLLM's last token rides on its finish chunk, with "" for text when the stream
         // stops inside a character or on EOS: the server's count says whether that chunk
         // was one.
@@ -255,7 +256,7 @@ impl Decoder {
             self.s.events += 1;
             token_event(at, &mut self.s.first, &mut self.s.last, &mut self.s.itl_us);
         }
-        row.itl_us = std::mem::take(&mut self.s.itl_us);
+        row.itl_us = std::mem::take(&mut self.s.itl_us).into();
         row.finish_tool_calls = self.seen.tool_finish;
         row.calls = self.seen.calls.take().unwrap_or_default();
         if self.s.error.is_none() && ok && mode.streams() && !self.s.done && self.s.usage.is_none() {
@@ -386,10 +387,10 @@ mod tests {
         assert!(ok);
         assert_eq!(row.error(), ErrorKind::None);
         assert_eq!((row.ttft_us, row.latency_us), (20_000, 35_000), "the last token ends the request");
-        assert_eq!(row.itl_us, vec![15_000, 0]);
+        assert_eq!(row.gaps().collect::<Vec<_>>(), [15_000, 0]);
         assert_eq!((row.input_tokens, row.output_tokens, row.usage_from_server), (9, 3, true));
         assert_eq!(row.generated_text, " a b c");
-        assert_eq!(row.response_id, "cmpl-1");
+        assert_eq!(row.response_id_str(), "cmpl-1");
     }
 
     #[test]
@@ -420,10 +421,10 @@ mod tests {
             "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2}}\n\ndata: [DONE]\n\n";
         let (row, _) = decode(Mode::Stream, OK, &[(&chunk(" a"), 20), (finish, 30), (usage, 31)]);
         assert_eq!(row.output_tokens, 2);
-        assert_eq!((row.latency_us, row.itl_us.as_slice()), (30_000, &[10_000][..]));
+        assert_eq!((row.latency_us, row.gaps().collect::<Vec<_>>()), (30_000, vec![10_000]));
         let usage = usage.replace("\"completion_tokens\":2", "\"completion_tokens\":1");
         let (row, _) = decode(Mode::Stream, OK, &[(&chunk(" a"), 20), (finish, 30), (&usage, 31)]);
-        assert_eq!((row.latency_us, row.itl_us.len()), (20_000, 0), "an empty finish is not a token");
+        assert_eq!((row.latency_us, row.gap_count()), (20_000, 0), "an empty finish is not a token");
     }
 
     #[test]
