@@ -2,7 +2,8 @@
 //! count, mean and standard deviation; percentiles exact (numpy's linear interpolation
 //! over the sorted values) while the run's samples fit the exact budget, and from a
 //! mergeable HDR histogram (4 significant digits, 1 µs resolution) beyond it. Kept values
-//! wait on disk until the run ends (see `spilled`).
+//! wait on disk until the run ends (see `spilled`). The histogram is built from them only
+//! if they go: while they are kept it holds nothing (D81).
 
 use super::spilled::Spilled;
 use super::stats::{mean, percentile_sorted, sort, std_dev};
@@ -22,11 +23,11 @@ pub struct Sample {
     mean: f64,
     m2: f64,
     exact: Option<Spilled<f64>>,
+    /// Empty while the values are kept; built from them at `digits` significant digits
+    /// when they go, and recorded into from then on (D81).
     hist: Histogram<u64>,
+    digits: u8,
     sorted: bool,
-    /// The histogram is built only when the kept values go (a breakdown with many
-    /// samples, one per endpoint: no histogram memory while the run is exact).
-    lazy: bool,
 }
 
 impl Default for Sample {
@@ -69,25 +70,16 @@ impl Sample {
         Self::with_digits(LIGHT_DIGITS)
     }
 
-    /// A light sample whose histogram waits until the kept values go, and whose kept
-    /// values are written in small chunks: for breakdowns (one per endpoint, one per turn).
+    /// A light sample whose kept values are written in small chunks: for breakdowns (one
+    /// per endpoint, one per turn).
     pub fn lazy() -> Self {
-        // A placeholder of a few counts until `drop_exact` builds the light histogram.
-        let hist = Histogram::new_with_bounds(1, 2, 1).expect("valid histogram bounds");
-        let exact = Some(Spilled::with_chunk(super::spilled::SMALL_CHUNK));
-        Self { n: 0, mean: 0.0, m2: 0.0, exact, hist, sorted: true, lazy: true }
+        Self { exact: Some(Spilled::with_chunk(super::spilled::SMALL_CHUNK)), ..Self::light() }
     }
 
     fn with_digits(digits: u8) -> Self {
-        Self {
-            n: 0,
-            mean: 0.0,
-            m2: 0.0,
-            exact: Some(Spilled::new()),
-            hist: histogram(digits),
-            sorted: true,
-            lazy: false,
-        }
+        // A placeholder of a few counts until `drop_exact` builds the histogram.
+        let hist = Histogram::new_with_bounds(1, 2, 1).expect("valid histogram bounds");
+        Self { n: 0, mean: 0.0, m2: 0.0, exact: Some(Spilled::new()), hist, digits, sorted: true }
     }
 
     /// Adds one value (seconds).
@@ -96,27 +88,31 @@ impl Sample {
         let d = v - self.mean;
         self.mean += d / self.n as f64;
         self.m2 += d * (v - self.mean);
-        if !(self.lazy && self.exact.is_some()) {
-            self.hist.saturating_record(us(v));
+        match &mut self.exact {
+            Some(e) => {
+                e.push(v);
+                self.sorted = false;
+            }
+            None => self.hist.saturating_record(us(v)),
         }
-        if let Some(e) = &mut self.exact {
-            e.push(v);
-            self.sorted = false;
-        }
+    }
+
+    /// The histogram of `values` at this sample's digits.
+    fn histogram_of(&self, values: &Spilled<f64>) -> Histogram<u64> {
+        let mut hist = histogram(self.digits);
+        // Values that cannot be read back are missing from it (a temporary file we wrote
+        // could not be read: nothing better is left).
+        let _ = values.for_each(|v| hist.saturating_record(us(v)));
+        hist
     }
 
     /// Stops keeping the values; percentiles come from the histogram from now on.
     pub fn drop_exact(&mut self) {
-        if let (true, Some(e)) = (self.lazy, self.exact.take()) {
-            // The histogram a light sample would have had, from the values kept so far
-            // (read back a chunk at a time: the run's memory does not jump here).
-            self.lazy = false;
-            let mut hist = histogram(LIGHT_DIGITS);
-            if e.for_each(|v| hist.saturating_record(us(v))).is_ok() {
-                self.hist = hist;
-            }
+        if let Some(e) = self.exact.take() {
+            // The histogram from the values kept so far, read back a chunk at a time: the
+            // run's memory does not jump here.
+            self.hist = self.histogram_of(&e);
         }
-        self.exact = None;
     }
 
     pub fn is_exact(&self) -> bool {
@@ -132,11 +128,12 @@ impl Sample {
     }
 
     /// Reads the kept values back and sorts them, once, before percentiles are read. Values
-    /// that cannot be read back leave the histogram's percentiles (as beyond the budget).
+    /// that cannot be read back leave the histogram of those that could (as beyond the
+    /// budget).
     pub fn seal(&mut self) {
         if let (Some(e), false) = (&mut self.exact, self.sorted) {
             if e.load().is_err() {
-                self.exact = None;
+                self.drop_exact();
                 return;
             }
             sort(e.values_mut());
@@ -198,17 +195,11 @@ impl Sample {
     /// The distribution as log-spaced buckets (32 per doubling, from 1 µs), empty buckets
     /// left out: `(upper bound ms, count)` in rising order. Counts sum to [`Sample::len`]
     /// (values past the histogram's 10 h are counted in its last bucket).
-    /// A lazy sample still exact builds them from its sealed values.
+    /// A sample still exact builds them from its kept values.
     pub fn buckets(&self) -> Vec<(f64, u64)> {
-        match (self.lazy, &self.exact) {
-            (true, Some(e)) => {
-                let mut hist = histogram(LIGHT_DIGITS);
-                if self.sorted {
-                    e.values().iter().for_each(|&v| hist.saturating_record(us(v)));
-                }
-                buckets_of(&hist)
-            }
-            _ => buckets_of(&self.hist),
+        match &self.exact {
+            Some(e) => buckets_of(&self.histogram_of(e)),
+            None => buckets_of(&self.hist),
         }
     }
 
@@ -308,6 +299,25 @@ mod tests {
         }
         let mean = values.iter().sum::<f64>() / values.len() as f64;
         assert!((approx.mean_ms() - mean * 1000.0).abs() < 1e-6 * mean * 1000.0);
+    }
+
+    /// While the values are kept, the histogram is a placeholder of a few counts: no
+    /// record per value, no megabytes per metric. It is built whole when they go.
+    #[test]
+    fn the_histogram_is_built_only_when_the_values_go() {
+        let mut s = Sample::new();
+        for k in 1..=40_000 {
+            s.add(f64::from(k) * 1e-5);
+        }
+        assert_eq!(s.hist.len(), 0, "nothing recorded while the values are kept");
+        assert!(s.hist.distinct_values() < 64, "a placeholder: {} counts", s.hist.distinct_values());
+        s.drop_exact();
+        assert_eq!(s.hist.len(), 40_000, "every kept value, read back");
+        assert!(s.hist.distinct_values() > 100_000, "4 significant digits: {}", s.hist.distinct_values());
+        s.add(1.0);
+        assert_eq!(s.hist.len(), 40_001, "and each later value");
+        let p50 = s.percentile_ms(50.0);
+        assert!((p50 - 200.0).abs() <= 0.02 + 200.0 * 1e-4, "p50 {p50} ms");
     }
 
     #[test]
