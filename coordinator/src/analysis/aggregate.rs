@@ -49,8 +49,8 @@ pub struct Aggregator {
     client_queue: Sample,
     /// vLLM's `max_concurrent_requests` (successful requests per one-second bucket).
     active: ActiveSeconds,
-    /// (time, +1 start / -1 end) while exact.
-    events: Option<Spilled<(f64, i32)>>,
+    /// Every request's start and end while exact.
+    events: Option<(Spilled<f64>, Spilled<f64>)>,
     /// Output tokens per second of the run's timeline.
     token_bins: BTreeMap<i64, u64>,
     keep_rows: bool,
@@ -73,7 +73,7 @@ impl Aggregator {
             queued: Sample::new(),
             client_queue: Sample::new(),
             active: ActiveSeconds::new(),
-            events: Some(Spilled::new()),
+            events: Some((Spilled::new(), Spilled::new())),
             token_bins: BTreeMap::new(),
             keep_rows,
             series: TimeSeries::new(wanted.slice_s),
@@ -111,9 +111,9 @@ impl Aggregator {
         if let Some(i) = r.intended_s {
             m.intended.add(i);
         }
-        if let Some(ev) = &mut self.events {
-            ev.push((r.start_s, 1));
-            ev.push((r.end_s(), -1));
+        if let Some((starts, ends)) = &mut self.events {
+            starts.push(r.start_s);
+            ends.push(r.end_s());
             // Two events weigh about one sample each in the budget.
             self.samples += 2;
         }
@@ -278,8 +278,8 @@ impl Aggregator {
             m.total_token_throughput = (m.total_input_tokens + m.total_output_tokens) as f64 / m.duration_s;
             m.request_goodput = (!slo.is_empty()).then(|| good as f64 / m.duration_s);
         }
-        m.peak_in_flight = match events.map(|mut ev| ev.load().map(|()| ev)) {
-            Some(Ok(mut ev)) => super::stats::peak_in_flight(ev.values_mut()) as f64,
+        m.peak_in_flight = match events.map(|(mut s, mut e)| s.load().and_then(|()| e.load()).map(|()| (s, e))) {
+            Some(Ok((mut s, mut e))) => super::stats::peak_in_flight(s.values_mut(), e.values_mut()) as f64,
             _ => peak_in_flight as f64,
         };
         m.max_concurrent_requests = active.peak() as f64;

@@ -304,8 +304,8 @@ fn open(reqs: &[Req], rate: f64, slice_s: f64) -> Option<(f64, f64, Window)> {
 }
 
 fn peak_in_flight(reqs: &[Req]) -> u32 {
-    let mut ev: Vec<(f64, i32)> = reqs.iter().flat_map(|r| [(r.start, 1), (r.end, -1)]).collect();
-    u32::try_from(super::stats::peak_in_flight(&mut ev)).unwrap_or(0)
+    let (mut starts, mut ends): (Vec<f64>, Vec<f64>) = reqs.iter().map(|r| (r.start, r.end)).unzip();
+    u32::try_from(super::stats::peak_in_flight(&mut starts, &mut ends)).unwrap_or(0)
 }
 
 /// Token events of `r` in `[a, b)`: all of them when the request lies inside, else its
