@@ -19,10 +19,17 @@ pub fn pack(us: &[u32]) -> Bytes {
     Bytes::from(out)
 }
 
-/// A row's gaps in order. Reading stops at the first malformed varint; a value past
-/// `u32::MAX` (which no agent writes) reads as `u32::MAX`.
+/// A row's gaps in order: one for each byte that ends a varint (under 0x80), so there are
+/// always [`Row::gap_count`] of them. A value past `u32::MAX`, or a varint too long to be
+/// one (neither of which an agent writes), reads as `u32::MAX`; bytes after the last
+/// varint's end are not a gap.
 #[derive(Clone, Debug)]
 pub struct Gaps<'a>(&'a [u8]);
+
+/// The varints that end in `bytes`.
+fn ends(bytes: &[u8]) -> usize {
+    bytes.iter().filter(|&&b| b < 0x80).count()
+}
 
 impl Iterator for Gaps<'_> {
     type Item = u32;
@@ -31,15 +38,25 @@ impl Iterator for Gaps<'_> {
         if !self.0.has_remaining() {
             return None;
         }
+        let rest = self.0;
         match prost::encoding::decode_varint(&mut self.0) {
             Ok(v) => Some(u32::try_from(v).unwrap_or(u32::MAX)),
             Err(_) => {
-                self.0 = &[];
-                None
+                // Too long, or cut short: on to the byte that ends it, if one does.
+                let end = rest.iter().position(|&b| b < 0x80);
+                self.0 = end.map_or(&[], |e| &rest[e + 1..]);
+                end.map(|_| u32::MAX)
             }
         }
     }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = ends(self.0);
+        (n, Some(n))
+    }
 }
+
+impl ExactSizeIterator for Gaps<'_> {}
 
 impl Row {
     /// The gaps between this row's token events, in microseconds.
@@ -49,7 +66,7 @@ impl Row {
 
     /// How many gaps the row carries: the varints that end in its bytes.
     pub fn gap_count(&self) -> usize {
-        self.itl_us.iter().filter(|&&b| b < 0x80).count()
+        ends(&self.itl_us)
     }
 
     /// The server's response id as text (a byte that is not UTF-8 reads as U+FFFD).
@@ -86,12 +103,22 @@ mod tests {
         assert_eq!(row.encode_to_vec(), old, "and this form writes the old bytes");
     }
 
+    /// Bytes no agent writes read without a panic, as many gaps as `gap_count` says.
     #[test]
-    fn malformed_gaps_end_the_reading_without_a_panic() {
-        let row = Row { itl_us: Bytes::from_static(&[0x05, 0xff, 0xff]), ..Default::default() };
-        assert_eq!(row.gaps().collect::<Vec<_>>(), [5]);
-        let long = Row { itl_us: Bytes::from_static(&[0xff; 11]), ..Default::default() };
-        assert_eq!(long.gaps().count(), 0);
-        assert_eq!(long.gap_count(), 0);
+    fn malformed_gaps_read_as_many_as_counted() {
+        let read = |b: &'static [u8]| {
+            let row = Row { itl_us: Bytes::from_static(b), ..Default::default() };
+            let gaps: Vec<u32> = row.gaps().collect();
+            assert_eq!(gaps.len(), row.gap_count(), "{b:?}");
+            assert_eq!(row.gaps().len(), row.gap_count(), "{b:?}");
+            gaps
+        };
+        assert_eq!(read(&[0x05, 0xff, 0xff]), [5], "a varint cut short is not a gap");
+        assert_eq!(read(&[0xff; 11]), [] as [u32; 0]);
+        // Past 64 bits in its tenth byte, then 7.
+        assert_eq!(read(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x02, 0x07]), [u32::MAX, 7]);
+        // Eleven bytes long, then 5 and 7.
+        assert_eq!(read(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x05, 0x07]), [u32::MAX, 7]);
+        assert_eq!(read(&[0xff, 0xff, 0xff, 0xff, 0x7f, 0x01]), [u32::MAX, 1], "past u32");
     }
 }

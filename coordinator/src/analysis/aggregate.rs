@@ -264,6 +264,8 @@ impl Aggregator {
         m.time_series = slices;
         let mut whole = Whole { sends: m.sends.n, slices: m.time_series.len(), ..Whole::default() };
         if m.sends.n == 0 {
+            // Probes may have answered when no request of the load was sent.
+            m.probe.seal();
             folds.finish(&whole, &mut m);
             return m;
         }

@@ -8,6 +8,7 @@
 use super::spilled::Spilled;
 use super::stats::{mean, percentile_sorted, sort, std_dev};
 use hdrhistogram::Histogram;
+use std::borrow::Cow;
 
 /// Highest value a histogram holds, µs (10 hours); longer values are clamped.
 const HIGH_US: u64 = 36_000_000_000;
@@ -164,7 +165,8 @@ impl Sample {
     }
 
     /// The `p`-th percentile in ms: exact when the values were kept (call [`Sample::seal`]
-    /// first), else linear interpolation between the histogram's ranked values.
+    /// first), else linear interpolation between the histogram's ranked values (values
+    /// kept but not sealed: a histogram built from them for the call).
     pub fn percentile_ms(&self, p: f64) -> f64 {
         match &self.exact {
             Some(e) if self.sorted => percentile_sorted(e.values(), p) * 1000.0,
@@ -203,28 +205,43 @@ impl Sample {
         }
     }
 
+    /// The histogram percentiles are read from: the sample's own once its values went,
+    /// else one built from the values it keeps (read before [`Sample::seal`]).
+    fn hist_view(&self) -> Cow<'_, Histogram<u64>> {
+        match &self.exact {
+            Some(e) => Cow::Owned(self.histogram_of(e)),
+            None => Cow::Borrowed(&self.hist),
+        }
+    }
+
     /// The value of rank `k` (0-based) from the histogram, in seconds.
     fn ranked(&self, k: u64) -> f64 {
-        let mut seen = 0u64;
-        for v in self.hist.iter_recorded() {
-            seen += v.count_at_value();
-            if seen > k {
-                return self.hist.median_equivalent(v.value_iterated_to()) as f64 / 1e6;
-            }
-        }
-        self.hist.max() as f64 / 1e6
+        ranked_in(&self.hist_view(), k)
     }
 
     fn hist_percentile_s(&self, p: f64) -> f64 {
-        let n = self.hist.len();
+        let hist = self.hist_view();
+        let n = hist.len();
         if n == 0 {
             return 0.0;
         }
         let rank = (p / 100.0) * (n - 1) as f64;
         let (lo, hi) = (rank.floor() as u64, rank.ceil() as u64);
-        let a = self.ranked(lo);
-        if lo == hi { a } else { a + (self.ranked(hi) - a) * (rank - lo as f64) }
+        let a = ranked_in(&hist, lo);
+        if lo == hi { a } else { a + (ranked_in(&hist, hi) - a) * (rank - lo as f64) }
     }
+}
+
+/// The value of rank `k` (0-based) in `hist`, in seconds.
+fn ranked_in(hist: &Histogram<u64>, k: u64) -> f64 {
+    let mut seen = 0u64;
+    for v in hist.iter_recorded() {
+        seen += v.count_at_value();
+        if seen > k {
+            return hist.median_equivalent(v.value_iterated_to()) as f64 / 1e6;
+        }
+    }
+    hist.max() as f64 / 1e6
 }
 
 #[cfg(test)]
@@ -311,6 +328,9 @@ mod tests {
         }
         assert_eq!(s.hist.len(), 0, "nothing recorded while the values are kept");
         assert!(s.hist.distinct_values() < 64, "a placeholder: {} counts", s.hist.distinct_values());
+        // Read before it is sealed: from a histogram of the kept values, as before D81.
+        let unsealed = s.percentile_ms(50.0);
+        assert!((unsealed - 200.0).abs() <= 0.02 + 200.0 * 1e-4, "unsealed p50 {unsealed} ms");
         s.drop_exact();
         assert_eq!(s.hist.len(), 40_000, "every kept value, read back");
         assert!(s.hist.distinct_values() > 100_000, "4 significant digits: {}", s.hist.distinct_values());

@@ -1,7 +1,8 @@
 //! Values kept for exact statistics without holding them in memory during the run: they
 //! are appended in chunks to a temporary file whose name is removed as soon as it is
-//! opened (nothing is left behind, even when the process is killed), and read back once,
-//! when the run's statistics are computed. So a run inside D23's exact budget costs disk
+//! opened (nothing is left behind, even when the process is killed), and read back when
+//! the run's statistics are computed, or when the run leaves the exact budget and its
+//! samples' histograms are built from them (D81). So a run inside D23's exact budget costs disk
 //! (bounded by the budget: at most ~100 MB), not memory that grows with its length: the
 //! process's RSS stays flat from the first seconds of a long run to its end.
 //!

@@ -65,10 +65,14 @@ impl DetailSpill {
     /// Records one row at its request index.
     pub fn write(&mut self, r: &GlobalRow) -> std::io::Result<()> {
         let mut part = Vec::with_capacity(16 + r.row.gap_count() * 8 + r.row.generated_text.len());
-        part.extend_from_slice(&(r.row.gap_count() as u32).to_le_bytes());
+        part.extend_from_slice(&0u32.to_le_bytes());
+        let mut gaps = 0u32;
         for g in r.row.gaps() {
             part.extend_from_slice(&(f64::from(g) / 1e6).to_le_bytes());
+            gaps += 1;
         }
+        // The count of the gaps written, whatever the row's bytes said.
+        part[..4].copy_from_slice(&gaps.to_le_bytes());
         let error = if r.ok() { String::new() } else { kind_name(r.row.error()) };
         part.extend_from_slice(&(error.len() as u32).to_le_bytes());
         part.extend_from_slice(error.as_bytes());

@@ -28,7 +28,7 @@ struct Line<'a> {
     /// The agent's request sequence number (the request's global index).
     seq: u64,
     /// The server's response id (`""` when it sent none).
-    id: &'a str,
+    id: std::borrow::Cow<'a, str>,
     /// A stream cut after its head: how it ended and who ended it (absent otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     stream: Option<StreamExample>,
@@ -197,7 +197,7 @@ impl RowFile {
             },
             error_kind: &kind,
             seq: r.row.index,
-            id: std::str::from_utf8(&r.row.response_id).unwrap_or_default(),
+            id: r.row.response_id_str(),
             stream: r.row.cut.as_ref().map(StreamExample::of),
             session: r.row.session,
             turn: r.row.session.map(|_| r.row.turn),
