@@ -10,7 +10,7 @@ use std::time::Duration;
 const HEAD_MS: f64 = 25.0;
 const TTFT_MS: f64 = 60.0;
 /// What one row's head may be late by on the echo's side beyond its TTFT's lateness (ms).
-const ROW_SLACK_MS: f64 = 2.0;
+const ROW_SLACK_MS: f64 = 5.0;
 
 /// Runs 12 requests one at a time over `version`; returns the successful rows' `http`
 /// objects (with their `ttft`) and the result.
@@ -100,8 +100,9 @@ fn check(version: &str, tag: &str) {
         // that request (its TTFT past 60 ms), plus ROW_SLACK_MS for the echo's head write
         // alone being late: the head leaves through hyper and TLS after the timer, the
         // tokens through a channel, so a busy 2-core CI machine running a debug build
-        // delays one without the other (seen: 26.5 ms with the TTFT 0.4 ms late). The
-        // medians below are held to 1 ms.
+        // delays one without the other (seen: 26.5 ms with the TTFT 0.4 ms late; 29.4 ms over
+        // HTTP/3 with it 0.5 ms late, with another process spinning on one of the 2 cores).
+        // The medians below are held to 1 ms.
         let late = (f("ttft") * 1000.0 - TTFT_MS).max(0.0);
         assert!(
             (f("waiting") * 1000.0 - HEAD_MS).abs() <= 1.0 + late + ROW_SLACK_MS,
