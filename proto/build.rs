@@ -6,6 +6,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let fds = protox::compile(["proto/surge.proto"], ["proto"])?;
     // Row fields decoded as `Bytes` borrowed from the received batch, not copied into a
     // vector or string of their own: a row from the wire allocates nothing (D80).
-    tonic_prost_build::configure().bytes(".surge.v1.Row.itl_us").bytes(".surge.v1.Row.response_id").compile_fds(fds)?;
+    // Messages are decoded from their bytes frozen whole (D82, `codec.rs`).
+    tonic_prost_build::configure()
+        .bytes(".surge.v1.Row.itl_us")
+        .bytes(".surge.v1.Row.response_id")
+        .codec_path("crate::codec::FrozenCodec")
+        .compile_fds(fds)?;
     Ok(())
 }

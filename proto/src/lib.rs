@@ -1,8 +1,8 @@
 //! The coordinator <-> agent contract: `proto/surge.proto` compiled into tonic/prost types.
 //!
 //! Nothing else lives here but [`v9`], the conversions to and from the previous
-//! version's wire, and [`gaps`], a row's gaps between token events as the wire packs
-//! them. [`PROTOCOL_VERSION`] is the number both sides exchange in `Hello`: a coordinator
+//! version's wire, [`gaps`], a row's gaps between token events as the wire packs
+//! them, and [`codec`], how the service's messages are decoded. [`PROTOCOL_VERSION`] is the number both sides exchange in `Hello`: a coordinator
 //! works with agents of this version and of [`PREVIOUS_PROTOCOL_VERSION`], and refuses any
 //! other, naming both numbers (D34, D43).
 
@@ -15,6 +15,7 @@ pub mod v1 {
 
 pub use v1::*;
 
+pub mod codec;
 pub mod gaps;
 pub mod v9;
 

@@ -191,8 +191,9 @@ impl<T: Record> Spilled<T> {
             self.in_memory = true;
             return Ok(());
         }
-        let mut all = self.read_disk().map_err(Lost)?;
-        all.append(&mut self.mem);
+        // One allocation of the final size, filled a chunk read at a time.
+        let mut all = Vec::with_capacity(self.on_disk + self.mem.len());
+        self.for_each(|v| all.push(v))?;
         self.mem = all;
         (self.file, self.on_disk, self.in_memory) = (None, 0, true);
         Ok(())

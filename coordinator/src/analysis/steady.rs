@@ -182,11 +182,19 @@ impl Steady {
             ));
         }
         let d = window.duration_s.max(1e-9);
-        let started: Vec<&Req> = reqs.iter().filter(|r| inside(r.start)).collect();
-        let input: u64 = started.iter().map(|r| u64::from(r.input)).sum();
         let output: u64 = reqs.iter().map(|r| tokens_in(r, a, b)).sum();
-        let mut ttft: Vec<f64> = started.iter().filter(|r| r.ttft > 0.0).map(|r| r.ttft * 1e3).collect();
-        let mut tpot: Vec<f64> = started.iter().filter(|r| r.tpot >= 0.0).map(|r| r.tpot * 1e3).collect();
+        // Sized once: the requests started in the window are counted above.
+        let n = window.requests_started_in_window as usize;
+        let (mut input, mut ttft, mut tpot) = (0u64, Vec::with_capacity(n), Vec::with_capacity(n));
+        for r in reqs.iter().filter(|r| inside(r.start)) {
+            input += u64::from(r.input);
+            if r.ttft > 0.0 {
+                ttft.push(r.ttft * 1e3);
+            }
+            if r.tpot >= 0.0 {
+                tpot.push(r.tpot * 1e3);
+            }
+        }
         ttft.sort_unstable_by(f64::total_cmp);
         tpot.sort_unstable_by(f64::total_cmp);
         let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };

@@ -9,22 +9,40 @@ use std::path::{Path, PathBuf};
 
 /// Writes `bytes` to `path` atomically, creating its directory.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), OutputError> {
+    use std::io::Write;
     let err = |source| OutputError::Write { path: path.to_path_buf(), source };
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(err)?;
-    }
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, bytes).map_err(err)?;
+    let tmp = tmp_of(path);
+    create_in_dir(&tmp).and_then(|mut f| f.write_all(bytes)).map_err(err)?;
     std::fs::rename(&tmp, path).map_err(err)
 }
 
-/// Writes `value` as pretty JSON.
+/// Writes `value` as pretty JSON, atomically, streamed to the file: a run's per-request
+/// arrays are never held serialized in memory.
 pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), OutputError> {
-    let bytes = serde_json::to_vec_pretty(value)
-        .map_err(|e| OutputError::Write { path: path.to_path_buf(), source: std::io::Error::other(e) })?;
-    write_atomic(path, &bytes)
+    use std::io::Write;
+    let err = |source| OutputError::Write { path: path.to_path_buf(), source };
+    let tmp = tmp_of(path);
+    let file = create_in_dir(&tmp).map_err(err)?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, file);
+    serde_json::to_writer_pretty(&mut out, value).map_err(|e| err(std::io::Error::other(e)))?;
+    out.flush().map_err(err)?;
+    drop(out);
+    std::fs::rename(&tmp, path).map_err(err)
+}
+
+/// `path` with `.tmp` appended: where an atomic write goes before its rename.
+fn tmp_of(path: &Path) -> PathBuf {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    PathBuf::from(tmp)
+}
+
+/// Creates (truncates) `path`, creating its directory first.
+fn create_in_dir(path: &Path) -> std::io::Result<std::fs::File> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::File::create(path)
 }
 
 /// Appends `value` on one line to `path` (a newline first when the file is not empty), as
