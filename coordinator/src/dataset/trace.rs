@@ -221,10 +221,10 @@ pub fn read(
         super::weka::read_dir(path, tok)?
     } else {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        if !super::weka::looks_like(&text) {
-            return lines(path, &text, tok, default_output, chat).map(|t| (t, None));
+        match super::weka::read_if_weka(&text, path, tok) {
+            Some(w) => w?,
+            None => return lines(path, &text, tok, default_output, chat).map(|t| (t, None)),
         }
-        super::weka::read_text(&text, path, tok)?
     };
     Ok((grouped(path, w.items, w.ids, w.spawns)?, Some(w.block_size)))
 }

@@ -89,13 +89,45 @@ impl Read {
     }
 }
 
+/// How a trace file holds its conversations: one JSON object (the whole text parses as
+/// one), or one object per line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    Whole,
+    Lines,
+}
+
+/// `text`'s shape, and whether it is a Weka trace (its object, or its first line's, has a
+/// `requests` array). The whole text is parsed once here.
+fn shape(text: &str) -> (Shape, bool) {
+    let has_requests = |v: &serde_json::Value| v.get("requests").is_some_and(|r| r.is_array());
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(v) => (Shape::Whole, has_requests(&v)),
+        Err(_) => {
+            let first = text.lines().find(|l| !l.trim().is_empty());
+            let weka =
+                first.and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok()).is_some_and(|v| has_requests(&v));
+            (Shape::Lines, weka)
+        }
+    }
+}
+
 /// Whether `text` is a Weka trace: one JSON object with `requests`, or such an object on
 /// its first line.
-pub fn looks_like(text: &str) -> bool {
-    let has_requests = |s: &str| {
-        serde_json::from_str::<serde_json::Value>(s).is_ok_and(|v| v.get("requests").is_some_and(|r| r.is_array()))
-    };
-    has_requests(text) || text.lines().find(|l| !l.trim().is_empty()).is_some_and(has_requests)
+#[cfg(test)]
+fn looks_like(text: &str) -> bool {
+    shape(text).1
+}
+
+/// Every conversation of `text`, the contents of `file`, when it is a Weka trace (see
+/// [`looks_like`]); `None` when it is not one.
+pub fn read_if_weka(text: &str, file: &Path, tok: Option<&Tok>) -> Option<Result<Read, String>> {
+    let (shape, weka) = shape(text);
+    weka.then(|| {
+        let mut out = None;
+        add_file(text, shape, file, tok, &mut out)?;
+        finish(out, file)
+    })
 }
 
 /// Every conversation of the files of directory `dir`, in name order.
@@ -112,16 +144,9 @@ pub fn read_dir(dir: &Path, tok: Option<&Tok>) -> Result<Read, String> {
     let mut out: Option<Read> = None;
     for f in &files {
         let text = std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?;
-        add_file(&text, f, tok, &mut out)?;
+        add_file(&text, shape(&text).0, f, tok, &mut out)?;
     }
     finish(out, dir)
-}
-
-/// Every conversation of `text`, the contents of `file`.
-pub fn read_text(text: &str, file: &Path, tok: Option<&Tok>) -> Result<Read, String> {
-    let mut out = None;
-    add_file(text, file, tok, &mut out)?;
-    finish(out, file)
 }
 
 fn finish(out: Option<Read>, path: &Path) -> Result<Read, String> {
@@ -132,11 +157,12 @@ fn finish(out: Option<Read>, path: &Path) -> Result<Read, String> {
 }
 
 /// The conversations of one file (one object, or one per line) into `out`.
-fn add_file(text: &str, f: &Path, tok: Option<&Tok>, out: &mut Option<Read>) -> Result<(), String> {
-    let objects: Vec<(usize, &str)> = if serde_json::from_str::<serde_json::Value>(text).is_ok() {
-        vec![(0, text)]
-    } else {
-        text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).map(|(i, l)| (i + 1, l)).collect()
+fn add_file(text: &str, shape: Shape, f: &Path, tok: Option<&Tok>, out: &mut Option<Read>) -> Result<(), String> {
+    let objects: Vec<(usize, &str)> = match shape {
+        Shape::Whole => vec![(0, text)],
+        Shape::Lines => {
+            text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).map(|(i, l)| (i + 1, l)).collect()
+        }
     };
     for (line, json) in objects {
         let at = |m: String| match line {
@@ -275,7 +301,10 @@ mod tests {
     }
 
     fn read(p: &Path, tok: Option<&Tok>) -> Result<Read, String> {
-        read_text(&std::fs::read_to_string(p).unwrap(), p, tok)
+        let text = std::fs::read_to_string(p).unwrap();
+        let mut out = None;
+        add_file(&text, shape(&text).0, p, tok, &mut out)?;
+        finish(out, p)
     }
 
     const TRACE: &str = r#"{"id": "demo", "models": ["opus", "haiku"], "block_size": 64, "hash_id_scope": "local",
