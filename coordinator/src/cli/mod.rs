@@ -1,6 +1,6 @@
 //! The command line: options as clap parses them, with `vllm bench serve`'s flag names
 //! ([`Cli`]), the configuration file ([`config`]), the dataset files ([`dataset`],
-//! [`files`]), and [`build`], which turns them once into the typed plans of
+//! [`crate::dataset`]), and [`build`], which turns them once into the typed plans of
 //! [`crate::plan`]. Every usage error is a [`UsageError`] naming the flag, file or key.
 
 pub mod build;
@@ -131,7 +131,7 @@ pub struct ReportArgs {
     /// result's name with .html).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Also write every chart as DIR/<chart>.png.
+    /// Also write every chart as a PNG file in DIR, named after the chart.
     #[arg(long = "png", value_name = "DIR")]
     pub png: Option<PathBuf>,
     /// The deployment's price per hour (USD): prices results saved without a cost.

@@ -119,8 +119,8 @@ fn looks_like(text: &str) -> bool {
     shape(text).1
 }
 
-/// Every conversation of `text`, the contents of `file`, when it is a Weka trace (see
-/// [`looks_like`]); `None` when it is not one.
+/// Every conversation of `text`, the contents of `file`, when it is a Weka trace (one JSON
+/// object with `requests`, or such an object on its first line); `None` when it is not one.
 pub fn read_if_weka(text: &str, file: &Path, tok: Option<&Tok>) -> Option<Result<Read, String>> {
     let (shape, weka) = shape(text);
     weka.then(|| {

@@ -5,7 +5,7 @@
 //! result JSON when it is written.
 //!
 //! Two unlinked temporary files (nothing is left behind when the process dies): one of
-//! fixed [`RECORD`]-byte records at the position of each request index, so the arrays come
+//! fixed `RECORD`-byte records at the position of each request index, so the arrays come
 //! out in request order whatever order rows arrived in; one that rows' variable parts (the
 //! gaps between tokens, the error, the generated text) are appended to, each record holding
 //! where its part is. Memory does not grow with the run: a write buffer of the appended

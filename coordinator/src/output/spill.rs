@@ -3,7 +3,7 @@
 //! (so the file is in request order whatever order rows arrive in), and the arrays are
 //! streamed from the file into the result JSON when it is written. A run of N prompts costs
 //! 17 bytes per request on disk and nothing per request in memory. Records are gathered in
-//! a few blocks of consecutive indices (at most [`BLOCKS`] x [`BLOCK`] records, ~4.5 MB)
+//! a few blocks of consecutive indices (at most `BLOCKS` x `BLOCK` records, ~4.5 MB)
 //! and a block is written when a newer one needs its room or the run ends, one write per
 //! run of present records: one system call per 16 Ki requests rather than one each (a
 //! write per row cost ~10 us of the client's core, in-process, at 50 k requests/s). The file's name is

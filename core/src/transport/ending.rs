@@ -6,7 +6,7 @@
 //! kind stays `truncated` (or `connection_reset`, `timeout`: the counts and exit codes keep
 //! their meaning). What tells them apart is here: the ending, the events and bytes that
 //! came before it, the HTTP version and the response's `Server` and `Via` headers, which a
-//! proxy fills with its own name. [`Cut`] gathers them while the body is read and turns
+//! proxy fills with its own name. [`Tally`] gathers them while the body is read and turns
 //! them into the row's `cut` and its one-line message.
 
 use surge_proto::{ErrorKind, HttpVersion, StreamCut, StreamEnd};

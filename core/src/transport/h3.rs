@@ -153,7 +153,7 @@ fn classify(e: &h3::error::StreamError) -> ReadError {
     ReadError::new(kind, end)
 }
 
-/// The row error kind of a failed h3 stream (see [`classify`]).
+/// The row error kind of a failed h3 stream (see `classify`).
 pub fn kind(e: &h3::error::StreamError) -> ErrorKind {
     classify(e).kind
 }
