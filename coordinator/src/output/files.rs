@@ -24,9 +24,14 @@ pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), Out
     let tmp = tmp_of(path);
     let file = create_in_dir(&tmp).map_err(err)?;
     let mut out = std::io::BufWriter::with_capacity(1 << 16, file);
-    serde_json::to_writer_pretty(&mut out, value).map_err(|e| err(std::io::Error::other(e)))?;
-    out.flush().map_err(err)?;
+    let written =
+        serde_json::to_writer_pretty(&mut out, value).map_err(std::io::Error::other).and_then(|()| out.flush());
     drop(out);
+    if let Err(e) = written {
+        // A file cut short is not left beside the result.
+        let _ = std::fs::remove_file(&tmp);
+        return Err(err(e));
+    }
     std::fs::rename(&tmp, path).map_err(err)
 }
 
@@ -118,5 +123,41 @@ impl Output for Files {
     fn validation(&mut self, v: &ValidationResult, dir: &Path) -> Result<(), OutputError> {
         write_json(&dir.join("validate.json"), v)?;
         write_atomic(&dir.join("validate.md"), tables::validation_markdown(&v.rows).as_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("surge-files-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn json_is_written_pretty_into_a_new_directory_and_replaces_the_old_file() {
+        let dir = scratch("pretty");
+        let path = dir.join("deep").join("r.json");
+        let value = serde_json::json!({"completed": 3, "ttfts": [0.1, 0.25, 1e-7], "label": "é"});
+        write_json(&path, &value).expect("written");
+        assert_eq!(std::fs::read(&path).unwrap(), serde_json::to_vec_pretty(&value).unwrap());
+        write_json(&path, &serde_json::json!([1])).expect("written again");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "[\n  1\n]");
+        assert!(!tmp_of(&path).exists(), "the temporary file is renamed");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn json_that_cannot_be_written_leaves_no_file() {
+        let dir = scratch("fails");
+        let path = dir.join("r.json");
+        // JSON keys must be strings: serde_json refuses a map keyed by lists.
+        let bad: std::collections::BTreeMap<Vec<u8>, u8> = [(vec![1], 1)].into();
+        let e = write_json(&path, &bad).expect_err("refused");
+        assert!(e.to_string().contains("r.json"), "{e}");
+        assert!(!path.exists() && !tmp_of(&path).exists(), "nothing is left behind");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
