@@ -26,8 +26,9 @@ pub struct Beat<I> {
 }
 
 /// The first grid point (a whole multiple of `interval` in unix time) strictly after
-/// `now`, which reads `unix_ns` on the wall clock.
-fn next_slot<I: Add<Duration, Output = I>>(now: I, unix_ns: i64, interval: Duration) -> I {
+/// `now`, which reads `unix_ns` on the wall clock. The agent's batches leave on these
+/// points too (D83).
+pub fn next_slot<I: Add<Duration, Output = I>>(now: I, unix_ns: i64, interval: Duration) -> I {
     let iv = interval.as_nanos().max(1) as i64;
     let into = unix_ns.rem_euclid(iv);
     now + Duration::from_nanos((iv - into) as u64)

@@ -17,6 +17,7 @@ use crate::engine::{self, Control, EngineError, Prepared, Report};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
+use surge_core::beat::next_slot;
 use surge_proto::{AgentMsg, CoordinatorMsg, Row, Workload, agent_msg};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
@@ -114,7 +115,7 @@ pub(crate) async fn run(settings: Arc<AgentSettings>, shutdown: CancellationToke
         run: None,
         scrapes_dropped: Arc::default(),
     };
-    let mut flush = tokio::time::interval(BATCH_INTERVAL);
+    let mut flush = flush_schedule(Now::read());
     let mut inbound_open = true;
     let end = loop {
         let sink = d.run.as_ref().map(|r| Arc::clone(&r.sink));
@@ -181,6 +182,16 @@ pub(crate) async fn run(settings: Arc<AgentSettings>, shutdown: CancellationToke
         g.dec();
     }
     tracing::info!(%peer, reason = end.as_str(), "session closed");
+}
+
+/// When the rows recorded are sent: every [`BATCH_INTERVAL`] on the heartbeats' grid, the
+/// whole multiples of the interval in unix time (D83), from the first point after `now`.
+/// A fleet's batches then reach the coordinator together, and its links and collection
+/// loop wake once per interval for all of them. A tick missed is skipped, not made up.
+fn flush_schedule(now: Now) -> tokio::time::Interval {
+    let mut flush = tokio::time::interval_at(next_slot(now.at, now.unix_ns, BATCH_INTERVAL), BATCH_INTERVAL);
+    flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    flush
 }
 
 impl Driver {
@@ -474,5 +485,26 @@ mod tests {
         assert!((74..=79).contains(&beats), "{beats} heartbeats: {sent:?}");
         assert!((9..=10).contains(&healths), "{healths} reports: one at once, then each whole second");
         assert_eq!(ended, Duration::from_millis(8500));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn batches_leave_on_the_grid_of_unix_time() {
+        let iv = BATCH_INTERVAL.as_nanos() as i64;
+        for into_ms in [0, 1, 37, 99] {
+            // Started when the wall clock read 1,700,000,000.<into_ms> s.
+            let now = Now { at: Instant::now(), unix_ns: 1_700_000_000_000_000_000 + into_ms * 1_000_000 };
+            let mut flush = flush_schedule(now);
+            let mut ticks = Vec::new();
+            for _ in 0..4 {
+                let t = flush.tick().await;
+                ticks.push(now.unix_ns + (t - now.at).as_nanos() as i64);
+            }
+            assert!(ticks.iter().all(|u| u % iv == 0), "started {into_ms} ms into the interval: {ticks:?}");
+            assert!(
+                ticks[0] > now.unix_ns && ticks[0] - now.unix_ns <= iv,
+                "the first point after the start: {ticks:?}"
+            );
+            assert!(ticks.windows(2).all(|w| w[1] - w[0] == iv), "{ticks:?}");
+        }
     }
 }
