@@ -116,6 +116,37 @@ async fn stop_cancels_in_flight_requests() {
     assert!(rows.iter().all(|r| r.error() == ErrorKind::Cancelled));
 }
 
+/// An open loop with a rate opens ahead the connections of 10 s of its arrivals at their
+/// peak rate (D84), never more than its slots or its requests, at least one: an agent's
+/// whole capacity (an uncapped run reserves it) is not opened for 2 requests a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_loop_opens_ahead_what_ten_seconds_of_its_arrivals_need() {
+    let (base, _stop) = echo(surge_echo::EchoConfig::default()).await;
+    let ramp = |start: f64, end: f64| {
+        move |w: &mut Workload| {
+            w.set_ramp(surge_proto::RampStrategy::Linear);
+            (w.ramp_start_rps, w.ramp_end_rps) = (start, end);
+        }
+    };
+    let none = |_: &mut Workload| {};
+    let cases: [(f64, u64, u32, &dyn Fn(&mut Workload), u32); 6] = [
+        (2.0, u64::MAX, 900, &none, 20),
+        (0.01, u64::MAX, 900, &none, 1),
+        (2.0, 5, 900, &none, 5),
+        (50.0, u64::MAX, 300, &none, 300),
+        (0.0, 40, 900, &ramp(1.0, 3.0), 30),
+        // All at once (no rate): one per slot, as a closed loop.
+        (0.0, 50, 12, &none, 12),
+    ];
+    for (rate, n, slots, shape, want) in cases {
+        let mut w = workload(&base, n, slots, rate);
+        w.duration_ms = 1_000;
+        shape(&mut w);
+        let prepared = engine::prepare(w).await.unwrap();
+        assert_eq!(prepared.connections_open, want, "rate {rate}, {n} requests, {slots} slots");
+    }
+}
+
 /// A slice without a request cap (`slice_len` = u64::MAX, a `--duration` run without
 /// `--num-prompts`): prepared at once, closed and open loop run until the duration, and
 /// rows carry consecutive indices from the slice's start.

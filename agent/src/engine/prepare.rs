@@ -20,6 +20,9 @@ use surge_proto::{ErrorKind, Workload};
 
 /// Most connections opened ahead of a run.
 const WARM_MAX: usize = 4096;
+/// An open loop with a rate opens ahead the connections of this many seconds of its
+/// arrivals at their peak rate (D84); more open on demand.
+const WARM_HORIZON_S: f64 = 10.0;
 
 fn template(w: &Workload, spec: &spec::Spec, target: &Target) -> Result<RequestTemplate, EngineError> {
     let api = api::Api::of(w.backend()).ok_or(EngineError::Spec(spec::SpecError::Unset { field: "backend" }))?;
@@ -97,10 +100,16 @@ pub async fn prepare_on(mut workload: Workload, local: Option<std::net::IpAddr>)
     let questions = crate::engine::workload::questions::Questions::of(&workload)?.map(Arc::new);
     let stats = Arc::new(Stats::default());
     // Connections opened before the start: one per concurrency slot, but never more than
-    // the requests to send, nor than WARM_MAX (a huge cap is a limit, not a plan).
-    // An open loop opens more on demand.
+    // the requests to send, nor than WARM_MAX (a huge cap is a limit, not a plan); an
+    // open loop with a rate, no more than WARM_HORIZON_S of its arrivals (D84). An open
+    // loop opens more on demand.
     let open_loop = schedule.is_open_loop();
-    let warm_max = if open_loop { WARM_MAX / 4 } else { WARM_MAX };
+    let paced = Schedule::peak_rate(&workload).filter(|_| open_loop);
+    let warm_max = match paced {
+        Some(rate) => ((rate * WARM_HORIZON_S).ceil() as usize).clamp(1, WARM_MAX / 4),
+        None if open_loop => WARM_MAX / 4,
+        None => WARM_MAX,
+    };
     let slots = spec.max_concurrency.map_or(0, |n| u64::from(n.get()));
     // Conversations: no more requests in flight than sessions open.
     let sessions = workload.multi_turn.as_ref().map(|m| u64::from(m.concurrency)).filter(|&c| c > 0);

@@ -138,6 +138,16 @@ impl Schedule {
         }
     }
 
+    /// The most requests a second `w`'s arrivals are drawn at (a ramp's higher end); `None`
+    /// when nothing is paced (all at once) or a timed trace sets the times.
+    pub fn peak_rate(w: &surge_proto::Workload) -> Option<f64> {
+        if w.trace_speedup > 0.0 {
+            return None;
+        }
+        let rate = Ramp::of(w).map_or(w.request_rate, |r| r.start.max(r.end));
+        (rate.is_finite() && rate > 0.0).then_some(rate)
+    }
+
     /// The first request is also drawn, as in vLLM: offset 0 would make every agent of a
     /// distributed run fire at once.
     fn first(mut self) -> Self {
