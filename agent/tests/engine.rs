@@ -129,7 +129,8 @@ async fn an_open_loop_opens_ahead_what_ten_seconds_of_its_arrivals_need() {
         }
     };
     let none = |_: &mut Workload| {};
-    let cases: [(f64, u64, u32, &dyn Fn(&mut Workload), u32); 6] = [
+    type Shape<'a> = &'a dyn Fn(&mut Workload);
+    let cases: [(f64, u64, u32, Shape, u32); 6] = [
         (2.0, u64::MAX, 900, &none, 20),
         (0.01, u64::MAX, 900, &none, 1),
         (2.0, 5, 900, &none, 5),
