@@ -118,7 +118,8 @@ async fn stop_cancels_in_flight_requests() {
 
 /// An open loop with a rate opens ahead the connections of 10 s of its arrivals at their
 /// peak rate (D84), never more than its slots or its requests, at least one: an agent's
-/// whole capacity (an uncapped run reserves it) is not opened for 2 requests a second.
+/// whole capacity (an uncapped run reserves it) is not opened for 2 requests a second. A
+/// multiplexed pool keeps its size (one connection per 100 slots).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_open_loop_opens_ahead_what_ten_seconds_of_its_arrivals_need() {
     let (base, _stop) = echo(surge_echo::EchoConfig::default()).await;
@@ -130,7 +131,8 @@ async fn an_open_loop_opens_ahead_what_ten_seconds_of_its_arrivals_need() {
     };
     let none = |_: &mut Workload| {};
     type Shape<'a> = &'a dyn Fn(&mut Workload);
-    let cases: [(f64, u64, u32, Shape, u32); 6] = [
+    let h2 = |w: &mut Workload| w.set_http(surge_proto::HttpChoice::Http2);
+    let cases: [(f64, u64, u32, Shape, u32); 7] = [
         (2.0, u64::MAX, 900, &none, 20),
         (0.01, u64::MAX, 900, &none, 1),
         (2.0, 5, 900, &none, 5),
@@ -138,6 +140,9 @@ async fn an_open_loop_opens_ahead_what_ten_seconds_of_its_arrivals_need() {
         (0.0, 40, 900, &ramp(1.0, 3.0), 30),
         // All at once (no rate): one per slot, as a closed loop.
         (0.0, 50, 12, &none, 12),
+        // Multiplexed: the pool keeps one connection per 100 slots for the whole run,
+        // opened ahead whatever the rate (not one for 20 requests in 10 s).
+        (2.0, u64::MAX, 900, &h2, 9),
     ];
     for (rate, n, slots, shape, want) in cases {
         let mut w = workload(&base, n, slots, rate);

@@ -99,21 +99,22 @@ pub async fn prepare_on(mut workload: Workload, local: Option<std::net::IpAddr>)
     let jobs = Jobs::new(&mut workload, api, tok.clone())?;
     let questions = crate::engine::workload::questions::Questions::of(&workload)?.map(Arc::new);
     let stats = Arc::new(Stats::default());
-    // Connections opened before the start: one per concurrency slot, but never more than
-    // the requests to send, nor than WARM_MAX (a huge cap is a limit, not a plan); an
-    // open loop with a rate, no more than WARM_HORIZON_S of its arrivals (D84). An open
-    // loop opens more on demand.
+    // The requests expected in flight: one per concurrency slot, but never more than the
+    // requests to send, nor than WARM_MAX (a huge cap is a limit, not a plan). The pools
+    // are sized by it (multiplexed: one connection per 100) and the warm-ups sent that
+    // many at a time. An open loop opens more on demand.
     let open_loop = schedule.is_open_loop();
-    let paced = Schedule::peak_rate(&workload).filter(|_| open_loop);
-    let warm_max = match paced {
-        Some(rate) => ((rate * WARM_HORIZON_S).ceil() as usize).clamp(1, WARM_MAX / 4),
-        None if open_loop => WARM_MAX / 4,
-        None => WARM_MAX,
-    };
+    let warm_max = if open_loop { WARM_MAX / 4 } else { WARM_MAX };
     let slots = spec.max_concurrency.map_or(0, |n| u64::from(n.get()));
     // Conversations: no more requests in flight than sessions open.
     let sessions = workload.multi_turn.as_ref().map(|m| u64::from(m.concurrency)).filter(|&c| c > 0);
     let concurrency = slots.min(jobs.len().max(1)).min(sessions.unwrap_or(u64::MAX)).min(warm_max as u64) as usize;
+    // Connections opened before the start: as many; a paced run, no more than its
+    // arrivals over WARM_HORIZON_S need at their peak rate, at least one (D84).
+    let ahead = match Schedule::peak_rate(&workload).filter(|_| open_loop) {
+        Some(rate) => concurrency.min(((rate * WARM_HORIZON_S).ceil() as usize).max(1)),
+        None => concurrency,
+    };
     let tls = TargetTls::of(&workload);
     let policy = endpoints::Policy::of(&workload).map_err(EngineError::Spec)?;
     let urls = endpoints::urls(&workload);
@@ -124,15 +125,17 @@ pub async fn prepare_on(mut workload: Workload, local: Option<std::net::IpAddr>)
         let target = Target::resolve(url).await?;
         let mut tpl = template(&workload, &spec, &target)?;
         tpl.tokenizer = tok.clone();
-        // Each endpoint's share of the connections opened ahead, by its weight.
-        let share = (concurrency as u64 * u64::from(*weight)).div_ceil(total_weight) as usize;
+        // Each endpoint's share of the requests in flight and of the connections opened
+        // ahead, by its weight.
+        let part = |n: usize| (n as u64 * u64::from(*weight)).div_ceil(total_weight) as usize;
+        let share = part(concurrency);
         let pool = Arc::new(Pool::with_connections(
             Connector::with_tls(target, spec.http, &tls)?.from_address(local),
             Arc::clone(&stats),
             share,
             spec.h3_connections.map_or(0, |n| n.get() as usize),
         ));
-        connections_open += pool.warm(share, 128).await.map_err(EngineError::Connect)? as u32;
+        connections_open += pool.warm(part(ahead), 128).await.map_err(EngineError::Connect)? as u32;
         list.push((pool, Arc::new(tpl), *weight));
     }
     let endpoints = Arc::new(Endpoints::new(list, policy, workload.pacing_seed));
