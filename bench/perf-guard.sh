@@ -18,7 +18,8 @@
 #    and per token event, against the floor of one write and one read per arriving
 #    segment; then the same under `strace -f -c` for the split by syscall.
 # 3. Ingest: 3 `surge-agent` processes over mutual TLS, `surge run --backend http` on
-#    the echo's /echo, ROWS [150000] rows: the coordinator's CPU per row and peak RSS.
+#    the echo's /echo, ROWS [150000] rows: the coordinator's CPU per row (perf's
+#    task-clock of `surge run`) and peak RSS.
 # 4. Control plane: AGENTS [256] `surge-agent` processes on 127.0.1.x (plaintext,
 #    loopback), one `surge run` of IDLE_S [20] s at 2 requests/s (8-token completions):
 #    setup (launch to the echo's first request), peak RSS, and the coordinator's CPU
@@ -35,7 +36,7 @@ source "$(dirname "$0")/lib.sh"
 
 case "${1:-}" in
     "") ;;
-    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) die "unknown argument: $1" ;;
 esac
 ROUNDS=${ROUNDS:-1}
@@ -155,9 +156,13 @@ split=$(awk -v n="$completed" '$NF ~ /^[a-z_0-9]+$/ && $4 ~ /^[0-9]+$/ && $NF !=
 fi
 
 # coordinator CPU (s) and peak RSS (KiB) of one `surge run`, its arguments after --
+# CPU from perf's task-clock (steadier than /usr/bin/time's 10 ms ticks), peak RSS from time.
 timed_run() {
-    /usr/bin/time -f '%U %S %M' -o "$OUT/time.txt" "$SURGE" run "$@" >"$OUT/run.out" 2>&1 || die "surge run failed: $(tail -3 "$OUT/run.out")"
-    awk '{printf "%.3f %d\n", $1 + $2, $3}' "$OUT/time.txt"
+    perf stat -e task-clock -x, -o "$OUT/stat.txt" -- /usr/bin/time -f '%M' -o "$OUT/time.txt" "$SURGE" run "$@" \
+        >"$OUT/run.out" 2>&1 || die "surge run failed: $(tail -3 "$OUT/run.out")"
+    local ms
+    ms=$(awk -F, '$3 == "task-clock" || $3 ~ /^task-clock/ {print $1}' "$OUT/stat.txt")
+    printf '%.3f %d\n' "$(python3 -c "print(${ms:-0} / 1000)")" "$(cat "$OUT/time.txt")"
 }
 
 # --- 3. ingest ------------------------------------------------------------------
@@ -257,7 +262,7 @@ cat <<EOF | tee "$OUT/table.md"
 | request path: process CPU per 8-token request, surge / vllm-bench (startup included) | $p8 / $v8 us: **$request_ratio** | <= 0.4x |
 | request path: syscalls per 8-token request / per token event (perf stat) | **$per_request** / $per_token | floor: 1 write + 1 read per arriving segment |
 | request path: most frequent syscalls per request (strace -f -c) | $split | |
-| ingest: coordinator CPU per row, 3 mTLS agents, --backend http, $ingest_rows rows | **$per_row us** (peak RSS $((ingest_rss / 1024)) MiB) | <= 0.5 us |
+| ingest: coordinator CPU per row (task-clock), 3 mTLS agents, --backend http, $ingest_rows rows | **$per_row us** (peak RSS $((ingest_rss / 1024)) MiB) | <= 0.5 us |
 | control plane: setup of $AGENTS agents (launch to the first request) | **$setup s** | <= 5 s |
 | control plane: coordinator CPU per agent-second, $AGENTS agents at 2 req/s, steady window | **$per_agent_s us** (peak RSS $((idle_rss / 1024)) MiB) | <= 20 us |
 | control plane: coordinator CPU per row at $RATE req/s, $AGENTS agents / 3 agents, steady window ($n_rows rows) | $many / $few us: **${ratio}x** | <= 1.5x |
