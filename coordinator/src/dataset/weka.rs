@@ -123,11 +123,14 @@ fn looks_like(text: &str) -> bool {
 /// object with `requests`, or such an object on its first line); `None` when it is not one.
 pub fn read_if_weka(text: &str, file: &Path, tok: Option<&Tok>) -> Option<Result<Read, String>> {
     let (shape, weka) = shape(text);
-    weka.then(|| {
-        let mut out = None;
-        add_file(text, shape, file, tok, &mut out)?;
-        finish(out, file)
-    })
+    weka.then(|| read_text(text, shape, file, tok))
+}
+
+/// Every conversation of `text`, the contents of `file`, held in `shape`.
+fn read_text(text: &str, shape: Shape, file: &Path, tok: Option<&Tok>) -> Result<Read, String> {
+    let mut out = None;
+    add_file(text, shape, file, tok, &mut out)?;
+    finish(out, file)
 }
 
 /// Every conversation of the files of directory `dir`, in name order.
@@ -302,9 +305,7 @@ mod tests {
 
     fn read(p: &Path, tok: Option<&Tok>) -> Result<Read, String> {
         let text = std::fs::read_to_string(p).unwrap();
-        let mut out = None;
-        add_file(&text, shape(&text).0, p, tok, &mut out)?;
-        finish(out, p)
+        read_text(&text, shape(&text).0, p, tok)
     }
 
     const TRACE: &str = r#"{"id": "demo", "models": ["opus", "haiku"], "block_size": 64, "hash_id_scope": "local",

@@ -9,26 +9,30 @@ use std::path::{Path, PathBuf};
 
 /// Writes `bytes` to `path` atomically, creating its directory.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), OutputError> {
-    use std::io::Write;
-    let err = |source| OutputError::Write { path: path.to_path_buf(), source };
-    let tmp = tmp_of(path);
-    create_in_dir(&tmp).and_then(|mut f| f.write_all(bytes)).map_err(err)?;
-    std::fs::rename(&tmp, path).map_err(err)
+    write_atomic_with(path, |out| std::io::Write::write_all(out, bytes))
 }
 
 /// Writes `value` as pretty JSON, atomically, streamed to the file: a run's per-request
 /// arrays are never held serialized in memory.
 pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), OutputError> {
-    use std::io::Write;
+    write_atomic_with(path, |out| serde_json::to_writer_pretty(out, value).map_err(std::io::Error::other))
+}
+
+/// What `write` writes, into `path` atomically: to `path` with `.tmp` appended (its
+/// directory created), then renamed. A file cut short is not left behind.
+fn write_atomic_with(
+    path: &Path,
+    write: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
+) -> Result<(), OutputError> {
     let err = |source| OutputError::Write { path: path.to_path_buf(), source };
     let tmp = tmp_of(path);
-    let file = create_in_dir(&tmp).map_err(err)?;
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, file);
-    let written =
-        serde_json::to_writer_pretty(&mut out, value).map_err(std::io::Error::other).and_then(|()| out.flush());
+    if let Some(dir) = tmp.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(err)?;
+    }
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::fs::File::create(&tmp).map_err(err)?);
+    let written = write(&mut out).and_then(|()| std::io::Write::flush(&mut out));
     drop(out);
     if let Err(e) = written {
-        // A file cut short is not left beside the result.
         let _ = std::fs::remove_file(&tmp);
         return Err(err(e));
     }
@@ -40,14 +44,6 @@ fn tmp_of(path: &Path) -> PathBuf {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     PathBuf::from(tmp)
-}
-
-/// Creates (truncates) `path`, creating its directory first.
-fn create_in_dir(path: &Path) -> std::io::Result<std::fs::File> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::File::create(path)
 }
 
 /// Appends `value` on one line to `path` (a newline first when the file is not empty), as
