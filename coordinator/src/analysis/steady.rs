@@ -195,8 +195,8 @@ impl Steady {
                 tpot.push(r.tpot * 1e3);
             }
         }
-        ttft.sort_unstable_by(f64::total_cmp);
-        tpot.sort_unstable_by(f64::total_cmp);
+        super::stats::sort(&mut ttft);
+        super::stats::sort(&mut tpot);
         let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
         let pct = |v: &[f64], p: f64| if v.is_empty() { 0.0 } else { percentile_sorted(v, p) };
         let mut ps = percentiles.to_vec();
@@ -248,8 +248,8 @@ fn closed(reqs: &[Req], target: u32, threshold: f64) -> Option<(f64, f64, Window
     let thr = ((threshold * f64::from(target)).ceil() as u32).max(1);
     let mut starts: Vec<f64> = reqs.iter().map(|r| r.start).collect();
     let mut ends: Vec<f64> = reqs.iter().map(|r| r.end).collect();
-    starts.sort_unstable_by(f64::total_cmp);
-    ends.sort_unstable_by(f64::total_cmp);
+    super::stats::sort(&mut starts);
+    super::stats::sort(&mut ends);
     let (mut i, mut j, mut c, mut peak) = (0, 0, 0u32, 0u32);
     let (mut up, mut down) = (None, None);
     while i < starts.len() || j < ends.len() {

@@ -81,7 +81,7 @@ impl<'p> Level<'p> {
             .iter()
             .zip(&mut self.values)
             .map(|(s, v)| {
-                v.sort_unstable_by(f64::total_cmp);
+                crate::analysis::stats::sort(v);
                 judge(*s, v, conf)
             })
             .collect();
@@ -99,7 +99,7 @@ impl<'p> Level<'p> {
         let conf = self.plan.confidence;
         let mut most = 0u64;
         for (s, v) in self.plan.slos.iter().zip(&mut self.values) {
-            v.sort_unstable_by(f64::total_cmp);
+            crate::analysis::stats::sort(v);
             if judge(*s, v, conf).verdict == Verdict::Undecided {
                 // Values per request: ITL has several; scale back to requests.
                 let per_request = (v.len() as f64 / self.ended.max(1) as f64).max(1e-9);
