@@ -35,10 +35,11 @@ pub fn percentile_sorted(sorted: &[f64], p: f64) -> f64 {
     }
 }
 
-/// Slices longer than this are radix-sorted (D85): shorter ones sort faster by comparison.
+/// Slices of at least this many values are radix-sorted (D85): shorter ones sort faster by
+/// comparison.
 const RADIX_FROM: usize = 512;
 /// Slices longer than this are sorted in place: a radix sort's scratch copy is as large as
-/// its slice, and a run's end should not hold its largest sample twice beyond 32 MiB.
+/// its slice, and no sort should hold its values twice beyond 32 MiB.
 const RADIX_UP_TO: usize = 1 << 22;
 
 /// Sorts in place in `f64::total_cmp`'s order and returns the slice. The values of an exact
