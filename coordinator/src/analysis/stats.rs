@@ -37,7 +37,7 @@ pub fn percentile_sorted(sorted: &[f64], p: f64) -> f64 {
 
 /// Slices of at least this many values are radix-sorted (D85): shorter ones sort faster by
 /// comparison.
-const RADIX_FROM: usize = 512;
+const RADIX_FROM: usize = 1024;
 /// Slices longer than this are sorted in place: a radix sort's scratch copy is as large as
 /// its slice, and no sort should hold its values twice beyond 32 MiB.
 const RADIX_UP_TO: usize = 1 << 22;
