@@ -1,16 +1,18 @@
 //! One agent's link: the session's current gRPC stream, something sent every 100 ms at
-//! least (a heartbeat where nothing else went, on the grid of D79), and the resume (D2): when the agent falls silent for 0.5 s or the stream breaks, fresh
+//! least (a heartbeat where nothing else went, on the grid of D79; acks in its place, D86),
+//! and the resume (D2): when the agent falls silent for 0.5 s or the stream breaks, fresh
 //! connections are dialled (a new attempt every 50 ms, each with a 100 ms connect
 //! timeout, several in flight), and the first that connects, alone, carries the Hello
 //! that resumes the session by id, so two streams never race to attach.
 
 use super::heard::Heard;
+use super::outgoing::Outgoing;
 use super::{Event, chain, is_tls_failure, now_ns, tls_hint};
 use std::sync::Arc;
 use std::time::Duration;
 use surge_core::beat::Beat;
 use surge_proto::agent_client::AgentClient;
-use surge_proto::{AgentMsg, CoordinatorMsg, Heartbeat, Hello, HelloReply, agent_msg, coordinator_msg};
+use surge_proto::{AgentMsg, CoordinatorMsg, Hello, HelloReply, agent_msg, coordinator_msg};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_stream::wrappers::UnboundedReceiverStream;
@@ -156,7 +158,7 @@ impl Link {
         let mut silent_since: Option<tokio::time::Instant> = None;
         // The first heartbeat at once (the Hello went a round trip ago), then the grid.
         let now = tokio::time::Instant::now();
-        let mut beat = Beat::new(HEARTBEAT_INTERVAL, now, now_ns(), now);
+        let mut out = Outgoing::new(Beat::new(HEARTBEAT_INTERVAL, now, now_ns(), now));
         let beat_due = tokio::time::sleep_until(now);
         tokio::pin!(beat_due);
         let mut redial = tokio::time::interval(REDIAL_EVERY);
@@ -172,8 +174,9 @@ impl Link {
                 }
                 m = self.rx.recv() => match m {
                     Some(m) => {
-                        let _ = cur.tx.send(m);
-                        beat.sent(tokio::time::Instant::now());
+                        if let Some(m) = out.message(m, tokio::time::Instant::now()) {
+                            let _ = cur.tx.send(m);
+                        }
                     }
                     None => return,
                 },
@@ -213,10 +216,10 @@ impl Link {
                     }
                 },
                 () = &mut beat_due => {
-                    if beat.fire(tokio::time::Instant::now()) {
-                        let _ = cur.tx.send(CoordinatorMsg { msg: Some(coordinator_msg::Msg::Heartbeat(Heartbeat { sent_unix_ns: now_ns() })) });
-                    }
-                    beat_due.as_mut().reset(beat.due());
+                    out.at_beat(tokio::time::Instant::now(), now_ns(), |m| {
+                        let _ = cur.tx.send(m);
+                    });
+                    beat_due.as_mut().reset(out.due());
                 },
                 _ = redial.tick(), if resuming && attaching.is_empty() => {
                     let silent = last_heard.elapsed();

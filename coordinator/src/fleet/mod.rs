@@ -14,6 +14,7 @@ pub mod heard;
 mod link;
 pub mod local;
 pub mod outcome;
+mod outgoing;
 pub mod session;
 pub mod wire;
 
