@@ -173,11 +173,9 @@ impl Link {
                     return;
                 }
                 m = self.rx.recv() => match m {
-                    Some(m) => {
-                        if let Some(m) = out.message(m, tokio::time::Instant::now()) {
-                            let _ = cur.tx.send(m);
-                        }
-                    }
+                    Some(m) => out.message(m, tokio::time::Instant::now(), |m| {
+                        let _ = cur.tx.send(m);
+                    }),
                     None => return,
                 },
                 m = cur.inbound.message(), if !broken => match m {
