@@ -70,6 +70,53 @@ fn a_coordinator_started_before_an_agent_waits_for_it_and_says_so() {
     assert!(r["client"]["agents_waited_s"].as_f64().is_some_and(|w| w >= 2.5), "{}", r["client"]);
 }
 
+/// An agent that goes away after the coordinator's connection was accepted, before the
+/// session opened (a restart, or on loopback a new connection meeting the old one's closing
+/// state), is waited for as an agent not yet listening is (D42, D87): the run starts once
+/// the agent is back, instead of failing with "session refused".
+#[test]
+fn an_agent_that_drops_the_first_connection_before_the_session_opens_is_waited_for() {
+    let (_echo, base) = echo("127.0.0.1", &[]);
+    let agent_args = ["--plaintext", "--allowed-targets", "127.0.0.1"];
+    let (_a1, addr1) = agent("127.0.0.2", &agent_args);
+    // A listener that takes the first connection, then closes it and itself.
+    let fake = std::net::TcpListener::bind(("127.0.0.3", 0)).expect("bind");
+    let late = fake.local_addr().expect("addr").to_string();
+    fake.set_nonblocking(true).expect("nonblocking");
+    let agents = format!("{addr1},{late}");
+    let dir = TempDir::new("dropped-agent");
+    let args = run_args(&base, &agents, &dir, "dropped.json");
+    let bg = surge_bg(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let until = Instant::now() + Duration::from_secs(30);
+    let accepted = loop {
+        match fake.accept() {
+            Ok((conn, _)) => break conn,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && Instant::now() < until => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => panic!("the coordinator never connected: {e}"),
+        }
+    };
+    drop(accepted);
+    drop(fake);
+    // Down a while: the coordinator's next connection finds nothing listening.
+    std::thread::sleep(Duration::from_millis(500));
+    let mut a2 = std::process::Command::new(crate::util::bin("surge-agent"))
+        .args(["--listen", &late, "--plaintext", "--allowed-targets", "127.0.0.1"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn the agent");
+    let out = bg.finish(Duration::from_secs(60));
+    let _ = a2.kill();
+    let _ = a2.wait();
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{}\n{stderr}", text(&out.stdout));
+    let r = read_json(&dir.path("dropped.json"));
+    assert_eq!(r["completed"], 40);
+    assert_eq!(r["client"]["agents"].as_array().map(Vec::len), Some(2));
+    assert!(r["client"]["agents_waited_s"].as_f64().is_some_and(|w| w > 0.0), "{}", r["client"]);
+}
+
 #[test]
 fn an_agent_missing_past_the_connect_timeout_is_named_or_left_with_min_agents() {
     let (_echo, base) = echo("127.0.0.1", &[]);

@@ -98,7 +98,7 @@ async fn attach(channel: Channel, id: u64, version: u32) -> Result<Stream, Resum
 }
 
 /// Whether `e` is a refused TCP connection.
-fn refused(e: &(dyn std::error::Error + 'static)) -> bool {
+pub(super) fn refused(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut cur = Some(e);
     while let Some(c) = cur {
         if c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused) {

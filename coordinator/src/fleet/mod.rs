@@ -109,29 +109,35 @@ const TLS_HINT: &str = " (TLS refused: the agent accepts only coordinators whose
 /// such or inside an I/O error), or, on a TLS connection, the peer tearing the connection
 /// down mid-handshake (how a TLS 1.3 server refuses a client certificate).
 fn is_tls_failure(e: &(dyn std::error::Error + 'static), tls: bool) -> bool {
-    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset, UnexpectedEof};
     let mut cur = Some(e);
     while let Some(c) = cur {
         if c.downcast_ref::<rustls::Error>().is_some() {
             return true;
         }
-        if let Some(io) = c.downcast_ref::<std::io::Error>() {
-            if io.get_ref().is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some()) {
-                return true;
-            }
-            if tls && matches!(io.kind(), ConnectionReset | BrokenPipe | ConnectionAborted | UnexpectedEof) {
-                return true;
-            }
+        let io = c.downcast_ref::<std::io::Error>();
+        if io.and_then(std::io::Error::get_ref).is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some()) {
+            return true;
         }
-        if let Some(h) = c.downcast_ref::<hyper::Error>()
-            && tls
-            && (h.is_incomplete_message() || h.is_canceled())
-        {
+        if tls && broke(c) {
             return true;
         }
         cur = c.source();
     }
     false
+}
+
+/// Whether `c` itself says the connection broke: reset, closed, or ended mid-message.
+fn broke(c: &(dyn std::error::Error + 'static)) -> bool {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset, UnexpectedEof};
+    c.downcast_ref::<std::io::Error>()
+        .is_some_and(|io| matches!(io.kind(), ConnectionReset | BrokenPipe | ConnectionAborted | UnexpectedEof))
+        || c.downcast_ref::<hyper::Error>()
+            .is_some_and(|h| h.is_incomplete_message() || h.is_canceled() || h.is_closed())
+}
+
+/// Whether the connection broke anywhere in `e`'s cause chain.
+fn dropped(e: &(dyn std::error::Error + 'static)) -> bool {
+    std::iter::successors(Some(e), |c| c.source()).any(broke)
 }
 
 fn tls_hint(failed_in_tls: bool) -> &'static str {
@@ -162,13 +168,14 @@ fn endpoint(addr: &str, tls: Option<&TlsPaths>, connect_timeout: Duration) -> Re
 /// Opens a session on `channel` and reads the agent's answer to its Hello. An agent that
 /// refuses this coordinator's protocol version is asked again in the previous one, which
 /// agents of that version require exactly (D43); an agent that refuses both is named with
-/// its version and which side to upgrade.
+/// its version and which side to upgrade. A call that never gets its answer (how a TLS
+/// 1.3 refusal of the client's certificate may show) is bounded here.
 async fn open_session(
     channel: tonic::transport::Channel,
     addr: &str,
     tls: bool,
-) -> Result<(link::Stream, HelloReply), FleetError> {
-    let err = |message: String| FleetError::Connect { addr: addr.to_string(), message };
+) -> Result<(link::Stream, HelloReply), NotOpened> {
+    let err = |message: String| NotOpened::Failed(FleetError::Connect { addr: addr.to_string(), message });
     let mut refusal = String::new();
     for version in [PROTOCOL_VERSION, PREVIOUS_PROTOCOL_VERSION] {
         let opening = async {
@@ -184,6 +191,12 @@ async fn open_session(
         let (stream, first) = match tokio::time::timeout(SESSION_OPEN_TIMEOUT, opening).await {
             Ok(Ok(got)) => got,
             Ok(Err(s)) => {
+                // The agent went away after the connection was made (D87): tried again as
+                // an agent not listening yet is. On plaintext, so is a connection that broke
+                // before any answer; on TLS that is how a rejected certificate shows.
+                if link::refused(&s) || (!tls && dropped(&s)) {
+                    return Err(NotOpened::Dropped(chain(&s)));
+                }
                 // With TLS 1.3 a rejected client certificate surfaces only as a broken
                 // transport on the first call, or a stream that dies before its first message.
                 let h = tls_hint(tls || is_tls_failure(&s, false));
@@ -206,6 +219,45 @@ async fn open_session(
         }
     }
     Err(err(version_refusal(&refusal)))
+}
+
+/// An agent's open session: its stream, and its answer to the Hello.
+type Opened = (link::Stream, HelloReply);
+
+/// Opens the session of every agent reached (`channels`, by agent) at once. `Ok(Err(..))`:
+/// the agents that went away before answering (D87), with why; the sessions opened beside
+/// them are closed with it, since they would outlive their lease while those are awaited.
+async fn open_all(
+    channels: &[Option<tonic::transport::Channel>],
+    addrs: &[String],
+    secure: bool,
+) -> Result<Result<Vec<Option<Opened>>, Vec<(usize, String)>>, FleetError> {
+    let mut set = tokio::task::JoinSet::new();
+    for (i, ch) in channels.iter().enumerate() {
+        let Some(ch) = ch.clone() else { continue };
+        let addr = addrs[i].clone();
+        set.spawn(async move { (i, open_session(ch, &addr, secure).await) });
+    }
+    let mut sessions: Vec<Option<Opened>> = channels.iter().map(|_| None).collect();
+    let mut dropped = Vec::new();
+    while let Some(joined) = set.join_next().await {
+        let Ok((i, opened)) = joined else { continue };
+        match opened {
+            Ok(session) => sessions[i] = Some(session),
+            Err(NotOpened::Failed(e)) => return Err(e),
+            Err(NotOpened::Dropped(e)) => dropped.push((i, e)),
+        }
+    }
+    Ok(if dropped.is_empty() { Ok(sessions) } else { Err(dropped) })
+}
+
+/// Why a session did not open.
+#[derive(Debug)]
+enum NotOpened {
+    /// The agent went away between the connection and its answer: tried again.
+    Dropped(String),
+    /// Anything else: the run fails at once.
+    Failed(FleetError),
 }
 
 /// What to say when an agent refused both versions this coordinator speaks: both
@@ -232,7 +284,8 @@ fn version_refusal(refusal: &str) -> String {
 impl Fleet {
     /// Connects to every agent and opens its session stream (its first message, the
     /// Hello, is sent here; the handshake gathers the replies). An agent that refuses the
-    /// connection or does not answer is tried again with backoff until `wait.timeout`
+    /// connection, drops it before its session opens (D87) or does not answer is tried
+    /// again with backoff until `wait.timeout`
     /// (`waiting` hears which agents are still awaited, about every 5 s); past it, the run
     /// goes on with those reached if they are at least `wait.min_agents`, else fails naming
     /// the missing ones. Any other failure (TLS, a refused session) fails at once.
@@ -245,13 +298,18 @@ impl Fleet {
         let started = std::time::Instant::now();
         let until = started + wait.timeout;
         let mut channels: Vec<Option<tonic::transport::Channel>> = vec![None; addrs.len()];
+        // Agents left out past the timeout (`--min-agents`): not dialed again (no channel).
+        let mut left_out = vec![false; addrs.len()];
         let mut last_error: Vec<String> = vec![String::new(); addrs.len()];
         let mut backoff = Duration::from_millis(100);
         let mut next_notice = started + Duration::from_secs(1);
         let mut retried = false;
-        loop {
+        let secure = tls.is_some();
+        // Whether `reached` agents may go on past the timeout (`--min-agents`).
+        let enough = |reached: usize| wait.min_agents.is_some_and(|k| reached >= k.max(1));
+        let sessions = loop {
             let mut set = tokio::task::JoinSet::new();
-            for (i, addr) in addrs.iter().enumerate().filter(|(i, _)| channels[*i].is_none()) {
+            for (i, addr) in addrs.iter().enumerate().filter(|(i, _)| channels[*i].is_none() && !left_out[*i]) {
                 let ep = endpoint(addr, tls, Duration::from_secs(5))?;
                 set.spawn(async move { (i, ep.connect().await) });
             }
@@ -259,40 +317,57 @@ impl Fleet {
                 let Ok((i, res)) = joined else { continue };
                 match res {
                     Ok(ch) => channels[i] = Some(ch),
-                    Err(e) if is_tls_failure(&e, tls.is_some()) => {
+                    Err(e) if is_tls_failure(&e, secure) => {
                         let message = format!("cannot connect: {}{TLS_HINT}", chain(&e));
                         return Err(FleetError::Connect { addr: addrs[i].clone(), message });
                     }
                     Err(e) => last_error[i] = chain(&e),
                 }
             }
-            let pending: Vec<usize> = (0..addrs.len()).filter(|&i| channels[i].is_none()).collect();
-            if pending.is_empty() {
-                break;
+            let pending: Vec<usize> = (0..addrs.len()).filter(|&i| channels[i].is_none() && !left_out[i]).collect();
+            let now = std::time::Instant::now();
+            if !pending.is_empty() && now >= until {
+                let reached = addrs.len() - pending.len() - left_out.iter().filter(|&&l| l).count();
+                let names = pending.iter().map(|&i| format!("{} ({})", addrs[i], last_error[i])).collect::<Vec<_>>();
+                if !enough(reached) {
+                    let message = format!(
+                        "not reachable within --agent-connect-timeout {}s: cannot connect: {}",
+                        wait.timeout.as_secs_f64(),
+                        names.join(", ")
+                    );
+                    return Err(FleetError::Connect {
+                        addr: pending.iter().map(|&i| addrs[i].clone()).collect::<Vec<_>>().join(", "),
+                        message,
+                    });
+                }
+                waiting(&format!(
+                    "going on with {reached} of {} agents (--min-agents); not reached: {}",
+                    addrs.len(),
+                    names.join(", ")
+                ));
+                pending.iter().for_each(|&i| left_out[i] = true);
+            }
+            if pending.is_empty() || now >= until {
+                let dropped = match open_all(&channels, addrs, secure).await? {
+                    Ok(sessions) => break sessions,
+                    Err(dropped) => dropped,
+                };
+                // Dialed again as agents not listening yet; past the timeout, not waited for.
+                for (i, e) in &dropped {
+                    (channels[*i], last_error[*i], left_out[*i]) = (None, e.clone(), now >= until);
+                }
+                if now >= until {
+                    let reached = channels.iter().filter(|c| c.is_some()).count();
+                    let names = dropped.iter().map(|(i, e)| format!("{} ({e})", addrs[*i])).collect::<Vec<_>>();
+                    let said = format!("dropped the connection before its session opened: {}", names.join(", "));
+                    if !enough(reached) {
+                        return Err(FleetError::Connect { addr: names.join(", "), message: said });
+                    }
+                    waiting(&format!("going on with {reached} of {} agents (--min-agents); {said}", addrs.len()));
+                }
             }
             let now = std::time::Instant::now();
-            if now >= until {
-                let reached = addrs.len() - pending.len();
-                let names = pending.iter().map(|&i| format!("{} ({})", addrs[i], last_error[i])).collect::<Vec<_>>();
-                if wait.min_agents.is_some_and(|k| reached >= k.max(1)) {
-                    waiting(&format!(
-                        "going on with {reached} of {} agents (--min-agents); not reached: {}",
-                        addrs.len(),
-                        names.join(", ")
-                    ));
-                    break;
-                }
-                let message = format!(
-                    "not reachable within --agent-connect-timeout {}s: cannot connect: {}",
-                    wait.timeout.as_secs_f64(),
-                    names.join(", ")
-                );
-                return Err(FleetError::Connect {
-                    addr: pending.iter().map(|&i| addrs[i].clone()).collect::<Vec<_>>().join(", "),
-                    message,
-                });
-            }
-            if now >= next_notice {
+            if now >= next_notice && !pending.is_empty() {
                 let names = pending.iter().map(|&i| addrs[i].as_str()).collect::<Vec<_>>().join(", ");
                 let left = until.saturating_duration_since(now).as_secs();
                 waiting(&format!(
@@ -303,12 +378,11 @@ impl Fleet {
             retried = true;
             tokio::time::sleep(backoff.min(until.saturating_duration_since(now))).await;
             backoff = (backoff * 2).min(Duration::from_secs(2));
-        }
+        };
         let waited = if retried { started.elapsed() } else { Duration::ZERO };
-        let missing: Vec<String> =
-            addrs.iter().zip(&channels).filter(|(_, c)| c.is_none()).map(|(a, _)| a.clone()).collect();
-        let reached: Vec<(String, tonic::transport::Channel)> =
-            addrs.iter().cloned().zip(channels).filter_map(|(a, c)| Some((a, c?))).collect();
+        let missing: Vec<String> = addrs.iter().zip(&left_out).filter(|(_, l)| **l).map(|(a, _)| a.clone()).collect();
+        let reached: Vec<(String, Opened)> =
+            addrs.iter().cloned().zip(sessions).filter_map(|(a, c)| Some((a, c?))).collect();
         // Bounded: a link waits when the coordinator falls behind, which slows that
         // agent's stream (gRPC flow control) instead of growing memory here.
         let (ev_tx, events) = mpsc::channel(8192);
@@ -317,13 +391,8 @@ impl Fleet {
         let tasks = tokio_util::task::TaskTracker::new();
         let addrs: Vec<String> = reached.iter().map(|(a, _)| a.clone()).collect();
         let heard = Arc::new(Heard::new(addrs.len()));
-        for (agent, (addr, channel)) in reached.into_iter().enumerate() {
+        for (agent, (addr, (stream, opened))) in reached.into_iter().enumerate() {
             let addr = &addr;
-            // With TLS 1.3 a rejected client certificate surfaces only as a broken transport
-            // on the first call (Unknown or Cancelled, depending on timing), or as a call
-            // that never gets its response: bounded here, and on a TLS session any refusal
-            // there gets the hint.
-            let (stream, opened) = open_session(channel, addr, tls.is_some()).await?;
             let (tx, rx) = mpsc::channel::<CoordinatorMsg>(1024);
             let link = Link {
                 agent,
