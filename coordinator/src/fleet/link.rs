@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use surge_core::beat::Beat;
 use surge_proto::agent_client::AgentClient;
-use surge_proto::{AgentMsg, CoordinatorMsg, Hello, HelloReply, agent_msg, coordinator_msg};
+use surge_proto::{AgentMsg, CoordinatorMsg, Heartbeat, Hello, HelloReply, agent_msg, coordinator_msg};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_stream::wrappers::UnboundedReceiverStream;
@@ -56,6 +56,15 @@ pub(super) fn hello(resume_session_id: u64, version: u32) -> CoordinatorMsg {
 pub(super) struct Stream {
     tx: mpsc::UnboundedSender<CoordinatorMsg>,
     pub(super) inbound: Streaming<AgentMsg>,
+}
+
+impl Stream {
+    /// A heartbeat on a session whose link has not started yet (D2: the agent must hear
+    /// something every 100 ms, or its lease runs out).
+    pub(super) fn heartbeat(&self) {
+        let beat = Heartbeat { sent_unix_ns: now_ns() };
+        let _ = self.tx.send(CoordinatorMsg { msg: Some(coordinator_msg::Msg::Heartbeat(beat)) });
+    }
 }
 
 /// Opens a session stream on `channel`; its first message is `first` (a Hello).

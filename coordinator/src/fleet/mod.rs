@@ -195,7 +195,7 @@ async fn open_session(
                 // an agent not listening yet is. On plaintext, so is a connection that broke
                 // before any answer; on TLS that is how a rejected certificate shows.
                 if link::refused(&s) || (!tls && dropped(&s)) {
-                    return Err(NotOpened::Dropped(chain(&s)));
+                    return Err(NotOpened::Dropped { why: chain(&s), broke: !link::refused(&s) });
                 }
                 // With TLS 1.3 a rejected client certificate surfaces only as a broken
                 // transport on the first call, or a stream that dies before its first message.
@@ -224,14 +224,19 @@ async fn open_session(
 /// An agent's open session: its stream, and its answer to the Hello.
 type Opened = (link::Stream, HelloReply);
 
-/// Opens the session of every agent reached (`channels`, by agent) at once. `Ok(Err(..))`:
-/// the agents that went away before answering (D87), with why; the sessions opened beside
-/// them are closed with it, since they would outlive their lease while those are awaited.
+/// Agents that went away before their session opened (D87): by agent, why, and whether
+/// the connection broke (rather than a redial being refused).
+type Dropped = Vec<(usize, String, bool)>;
+
+/// Opens the session of every agent reached (`channels`, by agent) at once; the sessions
+/// open hear a heartbeat every 100 ms until the last one has answered. `Ok(Err(..))`: the
+/// agents that went away before answering; the sessions opened beside them are dropped
+/// with it (they would outlive their lease while those are awaited, D2).
 async fn open_all(
     channels: &[Option<tonic::transport::Channel>],
     addrs: &[String],
     secure: bool,
-) -> Result<Result<Vec<Option<Opened>>, Vec<(usize, String)>>, FleetError> {
+) -> Result<Result<Vec<Option<Opened>>, Dropped>, FleetError> {
     let mut set = tokio::task::JoinSet::new();
     for (i, ch) in channels.iter().enumerate() {
         let Some(ch) = ch.clone() else { continue };
@@ -240,12 +245,25 @@ async fn open_all(
     }
     let mut sessions: Vec<Option<Opened>> = channels.iter().map(|_| None).collect();
     let mut dropped = Vec::new();
-    while let Some(joined) = set.join_next().await {
-        let Ok((i, opened)) = joined else { continue };
+    let mut beat = tokio::time::interval(link::HEARTBEAT_INTERVAL);
+    beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let joined = tokio::select! {
+            joined = set.join_next() => joined,
+            _ = beat.tick() => {
+                sessions.iter().flatten().for_each(|(s, _)| s.heartbeat());
+                continue;
+            }
+        };
+        let Some(joined) = joined else { break };
+        let (i, opened) = joined.map_err(|e| FleetError::Connect {
+            addr: "?".into(),
+            message: format!("opening a session failed: {e}"),
+        })?;
         match opened {
             Ok(session) => sessions[i] = Some(session),
             Err(NotOpened::Failed(e)) => return Err(e),
-            Err(NotOpened::Dropped(e)) => dropped.push((i, e)),
+            Err(NotOpened::Dropped { why, broke }) => dropped.push((i, why, broke)),
         }
     }
     Ok(if dropped.is_empty() { Ok(sessions) } else { Err(dropped) })
@@ -254,8 +272,9 @@ async fn open_all(
 /// Why a session did not open.
 #[derive(Debug)]
 enum NotOpened {
-    /// The agent went away between the connection and its answer: tried again.
-    Dropped(String),
+    /// The agent went away between the connection and its answer: tried again (`broke`:
+    /// the connection broke, rather than a redial being refused).
+    Dropped { why: String, broke: bool },
     /// Anything else: the run fails at once.
     Failed(FleetError),
 }
@@ -300,6 +319,8 @@ impl Fleet {
         let mut channels: Vec<Option<tonic::transport::Channel>> = vec![None; addrs.len()];
         // Agents left out past the timeout (`--min-agents`): not dialed again (no channel).
         let mut left_out = vec![false; addrs.len()];
+        // Agents whose connection broke once before their session opened (D87).
+        let mut broke_before = vec![false; addrs.len()];
         let mut last_error: Vec<String> = vec![String::new(); addrs.len()];
         let mut backoff = Duration::from_millis(100);
         let mut next_notice = started + Duration::from_secs(1);
@@ -353,15 +374,27 @@ impl Fleet {
                     Err(dropped) => dropped,
                 };
                 // Dialed again as agents not listening yet; past the timeout, not waited for.
-                for (i, e) in &dropped {
-                    (channels[*i], last_error[*i], left_out[*i]) = (None, e.clone(), now >= until);
+                // A connection that breaks twice is not an agent restarting: a server that
+                // is no agent, or one that speaks TLS to a plaintext coordinator.
+                for (i, why, broke) in &dropped {
+                    if *broke && broke_before[*i] {
+                        let message = format!("session refused: {why}");
+                        return Err(FleetError::Connect { addr: addrs[*i].clone(), message });
+                    }
+                    broke_before[*i] |= *broke;
+                    (channels[*i], last_error[*i], left_out[*i]) = (None, why.clone(), now >= until);
                 }
                 if now >= until {
                     let reached = channels.iter().filter(|c| c.is_some()).count();
-                    let names = dropped.iter().map(|(i, e)| format!("{} ({e})", addrs[*i])).collect::<Vec<_>>();
-                    let said = format!("dropped the connection before its session opened: {}", names.join(", "));
+                    let gone = dropped.iter().map(|(i, _, _)| addrs[*i].clone()).collect::<Vec<_>>();
+                    let names = dropped.iter().map(|(i, e, _)| format!("{} ({e})", addrs[*i])).collect::<Vec<_>>();
+                    let said = format!(
+                        "dropped the connection before its session opened, past --agent-connect-timeout {}s: {}",
+                        wait.timeout.as_secs_f64(),
+                        names.join(", ")
+                    );
                     if !enough(reached) {
-                        return Err(FleetError::Connect { addr: names.join(", "), message: said });
+                        return Err(FleetError::Connect { addr: gone.join(", "), message: said });
                     }
                     waiting(&format!("going on with {reached} of {} agents (--min-agents); {said}", addrs.len()));
                 }
