@@ -256,10 +256,8 @@ async fn open_all(
             }
         };
         let Some(joined) = joined else { break };
-        let (i, opened) = joined.map_err(|e| FleetError::Connect {
-            addr: "?".into(),
-            message: format!("opening a session failed: {e}"),
-        })?;
+        let (i, opened) = joined
+            .map_err(|e| FleetError::Connect { addr: "?".into(), message: format!("opening a session failed: {e}") })?;
         match opened {
             Ok(session) => sessions[i] = Some(session),
             Err(NotOpened::Failed(e)) => return Err(e),
