@@ -59,8 +59,8 @@ pub(super) struct Stream {
 }
 
 impl Stream {
-    /// A heartbeat on a session whose link has not started yet (D2: the agent must hear
-    /// something every 100 ms, or its lease runs out).
+    /// A heartbeat on a session whose link has not started yet (D2: the coordinator sends
+    /// something every 100 ms; an agent that hears nothing for its 3 s lease ends the session).
     pub(super) fn heartbeat(&self) {
         let beat = Heartbeat { sent_unix_ns: now_ns() };
         let _ = self.tx.send(CoordinatorMsg { msg: Some(coordinator_msg::Msg::Heartbeat(beat)) });

@@ -372,10 +372,10 @@ impl Fleet {
                     Err(dropped) => dropped,
                 };
                 // Dialed again as agents not listening yet; past the timeout, not waited for.
-                // A connection that breaks twice is not an agent restarting: a server that
-                // is no agent, or one that speaks TLS to a plaintext coordinator.
+                // A connection that breaks twice is not an agent restarting: it is a server
+                // that accepts and closes, or no agent.
                 for (i, why, broke) in &dropped {
-                    if *broke && broke_before[*i] {
+                    if *broke && broke_before[*i] && now < until {
                         let message = format!("session refused: {why}");
                         return Err(FleetError::Connect { addr: addrs[*i].clone(), message });
                     }
@@ -398,7 +398,7 @@ impl Fleet {
                 }
             }
             let now = std::time::Instant::now();
-            if now >= next_notice && !pending.is_empty() {
+            if now >= next_notice && now < until && !pending.is_empty() {
                 let names = pending.iter().map(|&i| addrs[i].as_str()).collect::<Vec<_>>().join(", ");
                 let left = until.saturating_duration_since(now).as_secs();
                 waiting(&format!(
@@ -475,5 +475,80 @@ impl Fleet {
     pub async fn close_and_wait(self, limit: std::time::Duration) {
         self.links.cancel();
         let _ = tokio::time::timeout(limit, self.tasks.wait()).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use surge_proto::agent_server::{Agent, AgentServer};
+    use tonic::{Request, Response, Status, Streaming};
+
+    /// An agent that answers the Hello after `delay`, then counts the heartbeats it hears.
+    struct Slow {
+        delay: Duration,
+        beats: Arc<AtomicUsize>,
+    }
+
+    type Out = std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<AgentMsg, Status>> + Send>>;
+
+    #[tonic::async_trait]
+    impl Agent for Slow {
+        type SessionStream = Out;
+
+        async fn session(&self, req: Request<Streaming<CoordinatorMsg>>) -> Result<Response<Out>, Status> {
+            let mut inbound = req.into_inner();
+            let (tx, rx) = mpsc::unbounded_channel();
+            let (delay, beats) = (self.delay, self.beats.clone());
+            tokio::spawn(async move {
+                let _hello = inbound.message().await;
+                tokio::time::sleep(delay).await;
+                let _ = tx.send(Ok(AgentMsg { msg: Some(agent_msg::Msg::Hello(HelloReply::default())) }));
+                while let Ok(Some(m)) = inbound.message().await {
+                    if matches!(m.msg, Some(coordinator_msg::Msg::Heartbeat(_))) {
+                        beats.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+            Ok(Response::new(Box::pin(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))))
+        }
+    }
+
+    /// A slow agent on loopback port 0, its address, and the heartbeats it has heard.
+    async fn slow_agent(delay: Duration) -> (String, Arc<AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        let beats = Arc::new(AtomicUsize::new(0));
+        let service = AgentServer::new(Slow { delay, beats: beats.clone() });
+        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        tokio::spawn(tonic::transport::Server::builder().add_service(service).serve_with_incoming(incoming));
+        (addr, beats)
+    }
+
+    /// D87: the sessions opened first hear a heartbeat every 100 ms while another agent
+    /// is slow to answer, so their lease (3 s, D2) does not run out before the links start.
+    #[tokio::test]
+    async fn sessions_open_first_hear_heartbeats_until_the_last_answers() {
+        let (fast, fast_beats) = slow_agent(Duration::ZERO).await;
+        let (slow, slow_beats) = slow_agent(Duration::from_millis(1000)).await;
+        let addrs = vec![fast, slow];
+        let mut channels = Vec::new();
+        for a in &addrs {
+            let ep = endpoint(a, None, Duration::from_secs(5)).expect("endpoint");
+            channels.push(Some(ep.connect().await.expect("connect")));
+        }
+        let t0 = std::time::Instant::now();
+        let opened = open_all(&channels, &addrs, false).await.expect("no failure").expect("no drop");
+        let ticks = t0.elapsed().as_millis() as usize / 100 + 1;
+        assert!(opened.iter().all(Option::is_some));
+        // The heartbeats sent before it returned arrive within a moment.
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        while fast_beats.load(Ordering::Relaxed) < 5 && std::time::Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let heard = fast_beats.load(Ordering::Relaxed);
+        assert!((5..=ticks).contains(&heard), "one heartbeat every 100 ms of {ticks}: {heard}");
+        assert!(slow_beats.load(Ordering::Relaxed) <= 1, "the slow one opened last");
     }
 }
