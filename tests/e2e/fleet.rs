@@ -9,6 +9,17 @@ fn free_port(ip: &str) -> u16 {
     std::net::TcpListener::bind((ip, 0)).and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
 }
 
+/// A `surge-agent` listening on `addr` (plaintext, the loopback target allowed), not waited
+/// for: the coordinator under test waits. Killed when dropped, also when an assertion fails.
+fn agent_at(addr: &str) -> crate::util::Proc {
+    let child = std::process::Command::new(crate::util::bin("surge-agent"))
+        .args(["--listen", addr, "--plaintext", "--allowed-targets", "127.0.0.1"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn the agent");
+    crate::util::Proc { child }
+}
+
 fn run_args<'a>(base: &'a str, agents: &'a str, dir: &'a TempDir, file: &'a str) -> Vec<String> {
     [
         "run",
@@ -50,15 +61,7 @@ fn a_coordinator_started_before_an_agent_waits_for_it_and_says_so() {
     let args = run_args(&base, &agents, &dir, "late.json");
     let bg = surge_bg(&args.iter().map(String::as_str).collect::<Vec<_>>());
     std::thread::sleep(Duration::from_secs(3));
-    let listen = late.clone();
-    // Killed when dropped, also when an assertion fails.
-    let _a2 = crate::util::Proc {
-        child: std::process::Command::new(crate::util::bin("surge-agent"))
-            .args(["--listen", &listen, "--plaintext", "--allowed-targets", "127.0.0.1"])
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("spawn the late agent"),
-    };
+    let _a2 = agent_at(&late);
     let out = bg.finish(Duration::from_secs(60));
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "{}\n{stderr}", text(&out.stdout));
@@ -102,14 +105,7 @@ fn an_agent_that_drops_the_first_connection_before_the_session_opens_is_waited_f
     drop(fake);
     // Down a while: the coordinator's next connection finds nothing listening.
     std::thread::sleep(Duration::from_millis(500));
-    // Killed when dropped, also when an assertion fails.
-    let _a2 = crate::util::Proc {
-        child: std::process::Command::new(crate::util::bin("surge-agent"))
-            .args(["--listen", &late, "--plaintext", "--allowed-targets", "127.0.0.1"])
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("spawn the agent"),
-    };
+    let _a2 = agent_at(&late);
     let out = bg.finish(Duration::from_secs(60));
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "{}\n{stderr}", text(&out.stdout));

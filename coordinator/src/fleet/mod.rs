@@ -344,9 +344,11 @@ impl Fleet {
                 }
             }
             let pending: Vec<usize> = (0..addrs.len()).filter(|&i| channels[i].is_none() && !left_out[i]).collect();
+            // Every agent reached has a channel; one left out has none.
+            let reached = |channels: &[Option<_>]| channels.iter().filter(|c| c.is_some()).count();
             let now = std::time::Instant::now();
             if !pending.is_empty() && now >= until {
-                let reached = addrs.len() - pending.len() - left_out.iter().filter(|&&l| l).count();
+                let reached = reached(&channels);
                 let names = pending.iter().map(|&i| format!("{} ({})", addrs[i], last_error[i])).collect::<Vec<_>>();
                 if !enough(reached) {
                     let message = format!(
@@ -383,7 +385,7 @@ impl Fleet {
                     (channels[*i], last_error[*i], left_out[*i]) = (None, why.clone(), now >= until);
                 }
                 if now >= until {
-                    let reached = channels.iter().filter(|c| c.is_some()).count();
+                    let reached = reached(&channels);
                     let gone = dropped.iter().map(|(i, _, _)| addrs[*i].clone()).collect::<Vec<_>>();
                     let names = dropped.iter().map(|(i, e, _)| format!("{} ({e})", addrs[*i])).collect::<Vec<_>>();
                     let said = format!(
