@@ -16,7 +16,9 @@
 //! window; a request that straddles an edge has its token events spread evenly between
 //! its first and its last (exact when its ITL is constant). The records are spilled as
 //! the run goes (one fixed-size record per successful request), so memory does not grow
-//! with the run's length; beyond the exact budget (D23) steady state is not computed.
+//! with the run's length, and read back a chunk at a time at its end: only their starts
+//! and ends, and the TTFTs and TPOTs in the window, are ever held whole. Beyond the exact
+//! budget (D23) steady state is not computed.
 
 use super::fold::{Fold, Whole};
 use super::spilled::{Record, Spilled};
@@ -148,16 +150,23 @@ impl Steady {
     /// The steady state of the run under `plan`; `None` when there is no window (or the
     /// records are gone). `run_s`: the run's duration, for the short-window warning.
     pub fn compute(self, plan: SteadyPlan, run_s: f64, percentiles: &[f64]) -> Option<SteadyState> {
-        let mut spilled = self.reqs?;
-        spilled.load().ok()?;
-        let reqs = spilled.values();
+        let reqs = self.reqs?;
         if reqs.is_empty() {
             return None;
         }
-        let min_start = reqs.iter().map(|r| r.start).fold(f64::INFINITY, f64::min);
+        // The records stay in their spill and are read twice, a chunk at a time: first
+        // the starts and ends the window needs, then what is measured over it.
+        let (mut starts, mut ends) = (Vec::with_capacity(reqs.len()), Vec::with_capacity(reqs.len()));
+        let mut min_start = f64::INFINITY;
+        reqs.for_each(|r| {
+            min_start = min_start.min(r.start);
+            starts.push(r.start);
+            ends.push(r.end);
+        })
+        .ok()?;
         let (a, b, mut window) = match plan {
-            SteadyPlan::Closed { target, threshold, .. } => closed(reqs, target, threshold)?,
-            SteadyPlan::Open { rate, slice_s, .. } => open(reqs, rate, slice_s)?,
+            SteadyPlan::Closed { target, threshold, .. } => closed(&mut starts, &mut ends, target, threshold)?,
+            SteadyPlan::Open { rate, slice_s, .. } => open(&mut starts, &mut ends, rate, slice_s)?,
         };
         window.start_s = a - min_start;
         window.end_s = b - min_start;
@@ -165,8 +174,9 @@ impl Steady {
         window.run_start_s = a;
         window.requests_total = reqs.len() as u64;
         let inside = |t: f64| t >= a && t < b;
-        window.requests_started_in_window = reqs.iter().filter(|r| inside(r.start)).count() as u64;
-        window.requests_completed_in_window = reqs.iter().filter(|r| inside(r.end)).count() as u64;
+        window.requests_started_in_window = starts.iter().filter(|&&t| inside(t)).count() as u64;
+        window.requests_completed_in_window = ends.iter().filter(|&&t| inside(t)).count() as u64;
+        drop((starts, ends));
         if window.requests_started_in_window == 0 && window.requests_completed_in_window == 0 {
             return None;
         }
@@ -182,11 +192,14 @@ impl Steady {
             ));
         }
         let d = window.duration_s.max(1e-9);
-        let output: u64 = reqs.iter().map(|r| tokens_in(r, a, b)).sum();
         // Sized once: the requests started in the window are counted above.
         let n = window.requests_started_in_window as usize;
-        let (mut input, mut ttft, mut tpot) = (0u64, Vec::with_capacity(n), Vec::with_capacity(n));
-        for r in reqs.iter().filter(|r| inside(r.start)) {
+        let (mut output, mut input, mut ttft, mut tpot) = (0u64, 0u64, Vec::with_capacity(n), Vec::with_capacity(n));
+        reqs.for_each(|r| {
+            output += tokens_in(&r, a, b);
+            if !inside(r.start) {
+                return;
+            }
             input += u64::from(r.input);
             if r.ttft > 0.0 {
                 ttft.push(r.ttft * 1e3);
@@ -194,7 +207,8 @@ impl Steady {
             if r.tpot >= 0.0 {
                 tpot.push(r.tpot * 1e3);
             }
-        }
+        })
+        .ok()?;
         super::stats::sort(&mut ttft);
         super::stats::sort(&mut tpot);
         let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
@@ -244,12 +258,11 @@ fn empty_window() -> Window {
 }
 
 /// vllm-bench's closed-loop window: `(start, end, window)` on the run's timeline.
-fn closed(reqs: &[Req], target: u32, threshold: f64) -> Option<(f64, f64, Window)> {
+/// `starts` and `ends` (the successful requests') come back sorted.
+fn closed(starts: &mut [f64], ends: &mut [f64], target: u32, threshold: f64) -> Option<(f64, f64, Window)> {
     let thr = ((threshold * f64::from(target)).ceil() as u32).max(1);
-    let mut starts: Vec<f64> = reqs.iter().map(|r| r.start).collect();
-    let mut ends: Vec<f64> = reqs.iter().map(|r| r.end).collect();
-    super::stats::sort(&mut starts);
-    super::stats::sort(&mut ends);
+    super::stats::sort(starts);
+    super::stats::sort(ends);
     let (mut i, mut j, mut c, mut peak) = (0, 0, 0u32, 0u32);
     let (mut up, mut down) = (None, None);
     while i < starts.len() || j < ends.len() {
@@ -286,15 +299,16 @@ fn closed(reqs: &[Req], target: u32, threshold: f64) -> Option<(f64, f64, Window
 
 /// The open-loop window: the first to the last slice whose completion rate is within
 /// [`OPEN_TOLERANCE`] of `rate`.
-fn open(reqs: &[Req], rate: f64, slice_s: f64) -> Option<(f64, f64, Window)> {
+/// `starts` and `ends` (the successful requests') come back sorted.
+fn open(starts: &mut [f64], ends: &mut [f64], rate: f64, slice_s: f64) -> Option<(f64, f64, Window)> {
     // Slices on the run's timeline, as the time series has them.
-    let first_start = reqs.iter().map(|r| r.start).fold(f64::INFINITY, f64::min);
+    let first_start = starts.iter().copied().fold(f64::INFINITY, f64::min);
     let t0 = (first_start / slice_s).floor() * slice_s;
-    let last = reqs.iter().map(|r| r.end).fold(f64::NEG_INFINITY, f64::max);
+    let last = ends.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let n = ((last - t0) / slice_s).ceil().max(1.0) as usize;
     let mut done = vec![0u64; n];
-    for r in reqs {
-        let k = (((r.end - t0) / slice_s) as usize).min(n - 1);
+    for &end in ends.iter() {
+        let k = (((end - t0) / slice_s) as usize).min(n - 1);
         done[k] += 1;
     }
     let ok = |k: usize| ((done[k] as f64 / slice_s) - rate).abs() <= OPEN_TOLERANCE * rate;
@@ -303,17 +317,12 @@ fn open(reqs: &[Req], rate: f64, slice_s: f64) -> Option<(f64, f64, Window)> {
     let first = (0..full).find(|&k| ok(k))?;
     let end = (first..full).rev().find(|&k| ok(k))?;
     let (a, b) = (t0 + first as f64 * slice_s, t0 + (end + 1) as f64 * slice_s);
-    let peak = peak_in_flight(reqs);
+    let peak = u32::try_from(super::stats::peak_in_flight(starts, ends)).unwrap_or(0);
     Some((
         a,
         b,
         Window { target_rate: Some(rate), rate_tolerance: Some(OPEN_TOLERANCE), observed_peak: peak, ..empty_window() },
     ))
-}
-
-fn peak_in_flight(reqs: &[Req]) -> u32 {
-    let (mut starts, mut ends): (Vec<f64>, Vec<f64>) = reqs.iter().map(|r| (r.start, r.end)).unzip();
-    u32::try_from(super::stats::peak_in_flight(&mut starts, &mut ends)).unwrap_or(0)
 }
 
 /// Token events of `r` in `[a, b)`: all of them when the request lies inside, else its
@@ -451,5 +460,33 @@ mod tests {
         assert!((s.window.run_start_s - 2.0).abs() < 1e-9, "{:?}", s.window);
         assert!((s.window.duration_s - 6.0).abs() < 1e-9);
         assert!((s.request_throughput - 10.0).abs() < 0.2, "{}", s.request_throughput);
+    }
+
+    #[test]
+    fn records_read_back_from_the_spill_give_what_they_give_in_memory() {
+        // 3,000 requests, 100 at once, some without a TTFT or a TPOT; a chunk of 7
+        // records puts all but a few on disk, read back across 428 chunk boundaries.
+        let reqs: Vec<Req> = (0..3_000u32)
+            .map(|k| {
+                let start = f64::from(k) / 100.0 + f64::from(k % 13) / 1e4;
+                let r = req(start, start + 1.0 + f64::from(k % 7) / 10.0);
+                Req { ttft: if k % 11 == 0 { 0.0 } else { r.ttft }, tpot: if k % 5 == 0 { -1.0 } else { r.tpot }, ..r }
+            })
+            .collect();
+        let plans = [
+            SteadyPlan::Closed { target: 100, threshold: 0.9, min_window_s: None },
+            SteadyPlan::Open { rate: 100.0, slice_s: 1.0, min_window_s: None },
+        ];
+        for plan in plans {
+            let mut in_memory = Steady::new();
+            let mut spilled = Steady { reqs: Some(Spilled::with_chunk(7)) };
+            for r in &reqs {
+                in_memory.add(*r);
+                spilled.add(*r);
+            }
+            let want = in_memory.compute(plan, 30.0, &[99.0]).expect("a window");
+            assert!(want.window.requests_started_in_window > 1_000, "{:?}", want.window);
+            assert_eq!(spilled.compute(plan, 30.0, &[99.0]), Some(want), "{plan:?}");
+        }
     }
 }
