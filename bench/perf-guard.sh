@@ -19,7 +19,9 @@
 #    segment; then the same under `strace -f -c` for the split by syscall.
 # 3. Ingest: 3 `surge-agent` processes over mutual TLS, `surge run --backend http` on
 #    the echo's /echo, ROWS [150000] rows: the coordinator's CPU per row (perf's
-#    task-clock of `surge run`) and peak RSS.
+#    task-clock of `surge run`) and peak RSS; then SMALL_ROWS [2000] rows, which splits
+#    the CPU into a cost per row (the difference over the rows between) and a cost
+#    whatever the rows (start, TLS sessions, plan, result files).
 # 4. Control plane: AGENTS [256] `surge-agent` processes on 127.0.1.x (plaintext,
 #    loopback), one `surge run` of IDLE_S [20] s at 2 requests/s (8-token completions):
 #    setup (launch to the echo's first request), peak RSS, and the coordinator's CPU
@@ -42,6 +44,7 @@ esac
 ROUNDS=${ROUNDS:-1}
 REQUESTS=${REQUESTS:-16000}
 ROWS=${ROWS:-150000}
+SMALL_ROWS=${SMALL_ROWS:-2000}
 AGENTS=${AGENTS:-256}
 IDLE_S=${IDLE_S:-20}
 LOAD_S=${LOAD_S:-20}
@@ -52,6 +55,7 @@ VLLM_BENCH=${VLLM_BENCH:-$(command -v vllm-bench || true)}
 v8=- v64=- v_event=- event_ratio="- (no vllm-bench)" request_ratio="- (no vllm-bench)" p8=- p64=- p_event=-
 want() { [[ " $FIGURES " == *" $1 "* ]]; }
 cpu8=- cpu64=- per_event=- per_request=- per_token=- split=- ingest_rows=- per_row=- ingest_rss=0
+marginal=- fixed_ms=-
 setup=- per_agent_s=- idle_rss=0 many=- few=- ratio=- n_rows=-
 OUT=${OUT:-$(mktemp -d /tmp/surge-perf-guard.XXXXXX)}
 mkdir -p "$OUT"
@@ -169,13 +173,23 @@ timed_run() {
 if want ingest; then
 start_tls_agents "$OUT"
 tls_list=$TLS_AGENTS
-read -r ingest_cpu ingest_rss < <(timed_run --base-url "$BASE" --model m --backend http --no-initial-test \
-    --agents "$tls_list" --tls-ca "$PKI/ca.pem" --tls-cert "$PKI/coordinator.pem" --tls-key "$PKI/coordinator.key" \
-    --random-input-len 16 --num-prompts "$ROWS" --max-concurrency 300 --save-result --result-dir "$OUT" \
-    --result-filename ingest.json)
+ingest() { # rows, result file
+    timed_run --base-url "$BASE" --model m --backend http --no-initial-test \
+        --agents "$tls_list" --tls-ca "$PKI/ca.pem" --tls-cert "$PKI/coordinator.pem" --tls-key "$PKI/coordinator.key" \
+        --random-input-len 16 --num-prompts "$1" --max-concurrency 300 --save-result --result-dir "$OUT" \
+        --result-filename "$2"
+}
+read -r ingest_cpu ingest_rss < <(ingest "$ROWS" ingest.json)
 ingest_rows=$(field "$OUT/ingest.json" 'r["completed"] + r["failed"]')
 per_row=$(python3 -c "print(round($ingest_cpu / max($ingest_rows, 1) * 1e6, 2))")
-log "ingest: $ingest_rows rows, coordinator $ingest_cpu s CPU, $per_row us per row"
+# The same with SMALL_ROWS: what the run costs whatever its rows (start, sessions, plan,
+# files), and the cost of one more row between the two.
+read -r small_cpu _ < <(ingest "$SMALL_ROWS" ingest-small.json)
+small_rows=$(field "$OUT/ingest-small.json" 'r["completed"] + r["failed"]')
+read -r marginal fixed_ms < <(python3 -c "
+m = ($ingest_cpu - $small_cpu) / max($ingest_rows - $small_rows, 1)
+print(round(m * 1e6, 2), round(($small_cpu - m * $small_rows) * 1e3, 1))")
+log "ingest: $ingest_rows rows, coordinator $ingest_cpu s CPU, $per_row us per row ($marginal us per row more, $fixed_ms ms whatever the rows)"
 fi
 
 # --- 4. control plane -----------------------------------------------------------------
@@ -271,6 +285,7 @@ cat <<EOF | tee "$OUT/table.md"
 | request path: syscalls per 8-token request / per token event (perf stat) | **$per_request** / $per_token | floor: 1 write + 1 read per arriving segment |
 | request path: most frequent syscalls per request (strace -f -c) | $split | |
 | ingest: coordinator CPU per row (task-clock), 3 mTLS agents, --backend http, $ingest_rows rows | **$per_row us** (peak RSS $((ingest_rss / 1024)) MiB) | <= 0.5 us |
+| ingest: the same split against a run of $SMALL_ROWS rows: per row more / whatever the rows | $marginal us / $fixed_ms ms | |
 | control plane: setup of $AGENTS agents (launch to the load's first request) | **$setup s** | <= 5 s |
 | control plane: coordinator CPU per agent-second, $AGENTS agents at 2 req/s, steady window | **$per_agent_s us** (peak RSS $((idle_rss / 1024)) MiB) | <= 20 us |
 | control plane: coordinator CPU per row at $RATE req/s, $AGENTS agents / 3 agents, steady window ($n_rows rows) | $many / $few us: **${ratio}x** | <= 1.5x |

@@ -115,6 +115,12 @@ impl<T: Record> Spilled<T> {
         self.on_disk + self.mem.len()
     }
 
+    /// How many values are in the file.
+    #[cfg(test)]
+    pub(crate) fn on_disk(&self) -> usize {
+        self.on_disk
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

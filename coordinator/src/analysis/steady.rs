@@ -16,9 +16,10 @@
 //! window; a request that straddles an edge has its token events spread evenly between
 //! its first and its last (exact when its ITL is constant). The records are spilled as
 //! the run goes (one fixed-size record per successful request), so memory does not grow
-//! with the run's length, and read back a chunk at a time at its end: only their starts
-//! and ends, and the TTFTs and TPOTs in the window, are ever held whole. Beyond the exact
-//! budget (D23) steady state is not computed.
+//! with the run's length, and read back a chunk at a time at its end: beyond one chunk,
+//! only their starts and ends, and the TTFTs and TPOTs in the window, are held (all of
+//! them in memory only where no temporary file could be had). Beyond the exact budget
+//! (D23) steady state is not computed.
 
 use super::fold::{Fold, Whole};
 use super::spilled::{Record, Spilled};
@@ -258,7 +259,8 @@ fn empty_window() -> Window {
 }
 
 /// vllm-bench's closed-loop window: `(start, end, window)` on the run's timeline.
-/// `starts` and `ends` (the successful requests') come back sorted.
+/// `starts` and `ends` (the successful requests', in the order they came) come back
+/// sorted when a window is found.
 fn closed(starts: &mut [f64], ends: &mut [f64], target: u32, threshold: f64) -> Option<(f64, f64, Window)> {
     let thr = ((threshold * f64::from(target)).ceil() as u32).max(1);
     super::stats::sort(starts);
@@ -299,9 +301,12 @@ fn closed(starts: &mut [f64], ends: &mut [f64], target: u32, threshold: f64) -> 
 
 /// The open-loop window: the first to the last slice whose completion rate is within
 /// [`OPEN_TOLERANCE`] of `rate`.
-/// `starts` and `ends` (the successful requests') come back sorted.
+/// `starts` and `ends` (the successful requests', in the order they came) come back
+/// sorted when a window is found.
 fn open(starts: &mut [f64], ends: &mut [f64], rate: f64, slice_s: f64) -> Option<(f64, f64, Window)> {
     // Slices on the run's timeline, as the time series has them.
+    // Folded in the order the requests came, before anything is sorted (as the records
+    // were, to the bit: ties of -0.0 and 0.0 resolve as they did).
     let first_start = starts.iter().copied().fold(f64::INFINITY, f64::min);
     let t0 = (first_start / slice_s).floor() * slice_s;
     let last = ends.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -484,8 +489,19 @@ mod tests {
                 in_memory.add(*r);
                 spilled.add(*r);
             }
+            assert!(spilled.reqs.as_ref().is_some_and(|s| s.on_disk() > 2_900), "the records went to the file");
             let want = in_memory.compute(plan, 30.0, &[99.0]).expect("a window");
-            assert!(want.window.requests_started_in_window > 1_000, "{:?}", want.window);
+            let w = &want.window;
+            // Both read their records twice: the second pass against the records themselves.
+            let (a, b) = (w.run_start_s, w.run_start_s + w.duration_s);
+            let started: Vec<&Req> = reqs.iter().filter(|r| r.start >= a && r.start < b).collect();
+            assert!(started.len() > 1_000 && w.requests_started_in_window == started.len() as u64, "{w:?}");
+            let input: u64 = started.iter().map(|r| u64::from(r.input)).sum();
+            assert!((want.input_throughput * w.duration_s - input as f64).abs() < 1e-6);
+            let output: u64 = reqs.iter().map(|r| tokens_in(r, a, b)).sum();
+            assert!((want.output_throughput * w.duration_s - output as f64).abs() < 1e-6);
+            let ttfts: Vec<f64> = started.iter().filter(|r| r.ttft > 0.0).map(|r| r.ttft * 1e3).collect();
+            assert!((want.mean_ttft_ms - ttfts.iter().sum::<f64>() / ttfts.len() as f64).abs() < 1e-9);
             assert_eq!(spilled.compute(plan, 30.0, &[99.0]), Some(want), "{plan:?}");
         }
     }
