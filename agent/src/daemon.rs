@@ -162,6 +162,8 @@ pub enum ConfigError {
     },
     #[error("lease: must be at least 100ms")]
     LeaseTooShort,
+    #[error("lease: must be at most 24h (it is how long the load goes on once the coordinator is gone)")]
+    LeaseTooLong,
     #[error("metrics-listen {value:?} is not an IP:PORT address: {source}")]
     MetricsListen {
         value: String,
@@ -267,6 +269,9 @@ impl AgentConfig {
         };
         if lease < Duration::from_millis(100) {
             return Err(ConfigError::LeaseTooShort);
+        }
+        if lease > Duration::from_secs(86_400) {
+            return Err(ConfigError::LeaseTooLong);
         }
         let local_address = match args.local_address.clone().or(f.local_address) {
             None => None,
@@ -451,6 +456,10 @@ mod tests {
         let e = AgentConfig::load(&args(&file)).unwrap_err();
         assert!(matches!(&e, ConfigError::Lease { value, .. } if value == "soon"), "{e:?}");
         assert!(e.to_string().starts_with("lease \"soon\": "), "{e}");
+        // A lease past a day (400 billion years overflowed the clock it is added to).
+        std::fs::write(&file, "listen = \"127.0.0.1:0\"\nlease = \"400000000000y\"\n").unwrap();
+        let e = AgentConfig::load(&args(&file)).unwrap_err();
+        assert!(matches!(e, ConfigError::LeaseTooLong), "{e:?}");
         std::fs::write(&file, "listen = \"10.0.0.1:7171\"\n").unwrap();
         let e = AgentConfig::load(&args(&file)).unwrap_err();
         assert_eq!(e.to_string(), "plaintext: allowed only on loopback, but listen is 10.0.0.1:7171");

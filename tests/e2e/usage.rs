@@ -95,3 +95,46 @@ fn unreachable_server_is_a_clear_error_not_a_hang() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("--ready-timeout"), "{}", text(&out.stderr));
 }
+
+#[test]
+fn values_no_clock_or_memory_holds_are_refused_by_name() {
+    // Times past a year would overflow the clocks they are added to (they panicked).
+    usage_error(&["run", "--duration", "1e20"], "--duration");
+    usage_error(&["run", "--duration", "400000000000y"], "--duration");
+    usage_error(&["run", "--max-run-time", "1e19"], "--max-run-time");
+    usage_error(&["run", "--ready-timeout", "1e19"], "--ready-timeout");
+    usage_error(&["run", "--scrape-interval", "1e19"], "--scrape-interval");
+    usage_error(&["run", "--profile", "--profile-duration", "1e20"], "--profile-duration");
+    usage_error(&["run", "--multi-turn", "--multi-turn-delay-ms", "1e22"], "--multi-turn-delay-ms");
+    usage_error(
+        &["run", "--backend", "openai-chat", "--multi-turn", "--tool-loop", "--tool-latency-ms", "1e22"],
+        "--tool-latency-ms",
+    );
+    // A GPU scrape every 0 s (a zero interval panicked), slices of a nanosecond (a
+    // time series of 1e10 slices), prompts of 4e9 tokens (24 GB each).
+    usage_error(
+        &["run", "--no-scrape-metrics", "--gpu-metrics-url", "http://127.0.0.1:9/metrics", "--scrape-interval", "0"],
+        "--scrape-interval",
+    );
+    usage_error(&["run", "--timeslice", "1ns"], "--timeslice");
+    usage_error(&["run", "--random-input-len", "4000000000"], "--random-input-len");
+    // The same in files: a trace's delay and length, a matrix profile's rate.
+    let dir = crate::util::TempDir::new("too-long");
+    let trace = dir.path("trace.jsonl");
+    let lines = [
+        r#"{"session_id": "a", "timestamp": 0, "input_length": 9}
+{"session_id": "a", "delay": 1e22, "input_length": 9}"#,
+        r#"{"timestamp": 0, "input_length": 4294967295}"#,
+    ];
+    for (text, key) in lines.into_iter().zip(["\"delay\"", "\"input_length\""]) {
+        std::fs::write(&trace, text).unwrap();
+        usage_error(&["run", "--dataset-name", "timed_trace", "--dataset-path", &trace], key);
+    }
+    let config = dir.path("matrix.toml");
+    std::fs::write(
+        &config,
+        "[[profile]]\ntag = \"p\"\ninput-len = 8\noutput-len = 8\nconcurrency = 1\nnum-prompts = 4\nrequest-rate = -1.0\n",
+    )
+    .unwrap();
+    usage_error(&["matrix", "--config", &config], "request-rate");
+}

@@ -188,8 +188,8 @@ fn check_values(a: &RunArgs, backend: Backend) -> Result<(), UsageError> {
     if a.telemetry.live_linger.is_some() && a.telemetry.prometheus_listen.is_none() {
         return usage("--live-linger: only meaningful with --prometheus-listen");
     }
-    if a.output.timeslice.is_zero() {
-        return usage("--timeslice: must be above 0");
+    if a.output.timeslice < std::time::Duration::from_millis(10) {
+        return usage("--timeslice: at least 10ms");
     }
     if a.output.steady_state_threshold <= 0.0 {
         return usage("--steady-state-threshold: must be in (0, 1]");
@@ -839,6 +839,12 @@ fn plan_matrix(mut a: MatrixArgs) -> Result<MatrixPlan, UsageError> {
                 p.tag
             )));
         }
+        if p.request_rate.is_some_and(|r| r.is_nan() || r <= 0.0) {
+            return Err(UsageError(format!(
+                "--config: profile {:?}: request-rate must be above 0 (or left out: inf)",
+                p.tag
+            )));
+        }
         if profiles.iter().any(|q| q.tag == p.tag) {
             return Err(UsageError(format!("--config: profile {:?} defined twice", p.tag)));
         }
@@ -1088,6 +1094,9 @@ fn gpu_plan(s: &ServerViewArgs, tls: &crate::plan::TargetTls) -> Result<Option<G
             Ok(u) if matches!(u.scheme_str(), Some("http" | "https")) && u.authority().is_some() => {}
             _ => return usage(format!("--gpu-metrics-url {url:?}: expected http://HOST[:PORT]/PATH")),
         }
+    }
+    if s.scrape_interval < std::time::Duration::from_millis(100) {
+        return usage("--scrape-interval: at least 100ms");
     }
     Ok(Some(GpuPlan { urls: s.gpu_metrics_urls.clone(), interval: s.scrape_interval, tls: tls.clone() }))
 }

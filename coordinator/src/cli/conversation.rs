@@ -37,7 +37,7 @@ pub struct ConversationArgs {
     #[arg(long = "multi-turn-concurrency", value_parser = parse::level_list, value_name = "N")]
     pub session_concurrency: Option<parse::Levels>,
     /// Think time before each turn after the first, from the end of the previous one.
-    #[arg(long = "multi-turn-delay-ms", default_value_t = 0.0, value_parser = parse::non_negative, value_name = "MS")]
+    #[arg(long = "multi-turn-delay-ms", default_value_t = 0.0, value_parser = parse::millis, value_name = "MS")]
     pub delay_ms: f64,
     #[arg(long = "multi-turn-delay-dist", value_enum, default_value = "fixed", value_name = "DIST")]
     pub delay_dist: DelayDistArg,
@@ -66,7 +66,7 @@ pub struct ConversationArgs {
     #[arg(long = "tool-loop")]
     pub tool_loop: bool,
     /// The tool's latency before each step, from the end of the reply that called it.
-    #[arg(long = "tool-latency-ms", default_value_t = 0.0, value_parser = parse::non_negative, value_name = "MS")]
+    #[arg(long = "tool-latency-ms", default_value_t = 0.0, value_parser = parse::millis, value_name = "MS")]
     pub tool_latency_ms: f64,
     /// Exactly --tool-latency-ms, or exponential with that mean (seeded per session, turn
     /// and step).

@@ -101,6 +101,16 @@ fn resolve_now(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
     if !(0.0..1.0).contains(&r) {
         return usage(format!("--random-range-ratio {r}: must be >= 0 and < 1"));
     }
+    let longest = f64::from(a.dataset.random_input_len) * (1.0 + r) + f64::from(a.dataset.random_prefix_len);
+    if longest > f64::from(surge_core::data::dataset::MAX_INPUT_TOKENS) {
+        return usage(format!(
+            "--random-input-len {} with --random-prefix-len {} and --random-range-ratio {r}: prompts of up to \
+             {longest:.0} tokens; at most {}",
+            a.dataset.random_input_len,
+            a.dataset.random_prefix_len,
+            surge_core::data::dataset::MAX_INPUT_TOKENS
+        ));
+    }
     let path = dataset_path(a)?;
     // vLLM's --skip-tokenizer-init: no tokenizer, whatever --tokenizer says.
     let tokenizer =

@@ -697,7 +697,7 @@ pub struct OutputArgs {
     #[arg(long = "profile-batch-threshold", value_name = "N", value_parser = clap::value_parser!(u32).range(1..), help_heading = "Server profiler")]
     pub profile_batch_threshold: Option<u32>,
     /// With --profile-batch-threshold: seconds the profile captures.
-    #[arg(long = "profile-duration", default_value_t = 5.0, value_parser = parse::positive, value_name = "SECONDS", help_heading = "Server profiler")]
+    #[arg(long = "profile-duration", default_value_t = 5.0, value_parser = parse::seconds, value_name = "SECONDS", help_heading = "Server profiler")]
     pub profile_duration: f64,
     /// vLLM's ITL colour thresholds of --plot-timeline, "LOW,HIGH" ms: checked and
     /// accepted (surge's report draws ITL distributions instead of colouring each gap).

@@ -5,16 +5,36 @@
 use crate::plan::{METRICS, QUEUE_METRICS, Slo};
 use std::time::Duration;
 
-/// `10s`, `500ms`, `1m30s`; a bare number means seconds.
+/// The longest time any flag may give: a year. Longer values would overflow the clocks
+/// they are added to (and no benchmark runs or waits that long).
+pub const LONGEST: Duration = Duration::from_secs(365 * 86_400);
+
+fn too_long(s: &str) -> String {
+    format!("{s:?} is longer than a year (365 days)")
+}
+
+/// `10s`, `500ms`, `1m30s`; a bare number means seconds. At most [`LONGEST`].
 pub fn duration(s: &str) -> Result<Duration, String> {
-    if let Ok(secs) = s.parse::<f64>() {
-        return if secs.is_finite() && secs >= 0.0 {
-            Ok(Duration::from_secs_f64(secs))
-        } else {
-            Err(format!("{s:?} is not a duration (e.g. 10s, 500ms, 2m)"))
-        };
-    }
-    humantime::parse_duration(s).map_err(|e| format!("{s:?} is not a duration (e.g. 10s, 500ms, 2m): {e}"))
+    let d = match s.parse::<f64>() {
+        Ok(secs) if secs.is_finite() && secs >= 0.0 => Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX),
+        Ok(_) => return Err(format!("{s:?} is not a duration (e.g. 10s, 500ms, 2m)")),
+        Err(_) => {
+            humantime::parse_duration(s).map_err(|e| format!("{s:?} is not a duration (e.g. 10s, 500ms, 2m): {e}"))?
+        }
+    };
+    if d > LONGEST { Err(too_long(s)) } else { Ok(d) }
+}
+
+/// Milliseconds of a wait (a think time, a tool's latency): from 0 to [`LONGEST`].
+pub fn millis(s: &str) -> Result<f64, String> {
+    let ms = non_negative(s)?;
+    if ms > LONGEST.as_secs_f64() * 1e3 { Err(too_long(&format!("{s}ms"))) } else { Ok(ms) }
+}
+
+/// Seconds above 0, at most [`LONGEST`].
+pub fn seconds(s: &str) -> Result<f64, String> {
+    let secs = positive(s)?;
+    if secs > LONGEST.as_secs_f64() { Err(too_long(&format!("{s}s"))) } else { Ok(secs) }
 }
 
 /// Requests per second, or `inf`.

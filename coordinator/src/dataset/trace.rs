@@ -33,6 +33,9 @@ fn positive(v: &Value, key: &str) -> Result<u32, String> {
         .ok_or(format!("\"{key}\" must be a positive integer"))
 }
 
+/// The latest timestamp and the longest delay a trace may give: a year, in ms.
+const YEAR_MS: f64 = 365.0 * 86_400.0 * 1e3;
+
 fn line_item(line: &str, tok: Option<&Tok>, default_output: u32, chat: bool) -> Result<PromptItem, String> {
     let v: Value = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
     let obj = v.as_object().ok_or("expected a JSON object")?;
@@ -42,16 +45,16 @@ fn line_item(line: &str, tok: Option<&Tok>, default_output: u32, chat: bool) -> 
         None => return Err("no \"timestamp\" (milliseconds)".into()),
         Some(t) => t
             .as_f64()
-            .filter(|t| t.is_finite() && *t >= 0.0)
-            .ok_or("\"timestamp\" must be a number of milliseconds >= 0")?,
+            .filter(|t| (0.0..=YEAR_MS).contains(t))
+            .ok_or("\"timestamp\" must be a number of milliseconds from 0 to a year")?,
     };
     let delay = match obj.get("delay") {
         None => -1.0,
         Some(_) if !session => return Err("\"delay\" needs a \"session_id\"".into()),
         Some(d) => d
             .as_f64()
-            .filter(|d| d.is_finite() && *d >= 0.0)
-            .ok_or("\"delay\" must be a number of milliseconds >= 0")?,
+            .filter(|d| (0.0..=YEAR_MS).contains(d))
+            .ok_or("\"delay\" must be a number of milliseconds from 0 to a year")?,
     };
     let out_key = ["output_length", "output_tokens", "max_tokens"].into_iter().find(|k| obj.contains_key(*k));
     let output = match out_key {
@@ -68,7 +71,11 @@ fn line_item(line: &str, tok: Option<&Tok>, default_output: u32, chat: bool) -> 
                     .collect::<Result<_, _>>()?,
                 Some(_) => return Err("\"hash_ids\" must be an array of integers".into()),
             };
-            let mut p = PromptItem { input_tokens: positive(n, "input_length")?, hash_ids, ..Default::default() };
+            let input_tokens = positive(n, "input_length")?;
+            if input_tokens > dataset::MAX_INPUT_TOKENS {
+                return Err(format!("\"input_length\" {input_tokens}: at most {}", dataset::MAX_INPUT_TOKENS));
+            }
+            let mut p = PromptItem { input_tokens, hash_ids, ..Default::default() };
             p.set_input_source(if tok.is_some() { TokenSource::Tokenizer } else { TokenSource::ClientEstimate });
             p
         }

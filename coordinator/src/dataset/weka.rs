@@ -189,11 +189,15 @@ fn add_file(text: &str, shape: Shape, f: &Path, tok: Option<&Tok>, out: &mut Opt
 /// A call's turn: `in` tokens whose blocks are `hash_ids` (made the conversation's own
 /// with a `local` scope), `out` tokens asked (at least 1).
 fn turn(c: &Call, scope: Option<u64>, tok: Option<&Tok>) -> Result<PromptItem, String> {
-    if c.input == 0 {
-        return Err("\"in\" must be a positive integer".into());
+    if c.input == 0 || c.input > surge_core::data::dataset::MAX_INPUT_TOKENS {
+        return Err(format!(
+            "\"in\" must be a positive integer, at most {}",
+            surge_core::data::dataset::MAX_INPUT_TOKENS
+        ));
     }
-    if !(c.t.is_finite() && c.t >= 0.0 && c.api_time.is_finite() && c.api_time >= 0.0) {
-        return Err("\"t\" and \"api_time\" must be seconds >= 0".into());
+    const YEAR_S: f64 = 365.0 * 86_400.0;
+    if !((0.0..=YEAR_S).contains(&c.t) && (0.0..=YEAR_S).contains(&c.api_time)) {
+        return Err("\"t\" and \"api_time\" must be seconds from 0 to a year".into());
     }
     let hash_ids = match scope {
         Some(k) => c.hash_ids.iter().map(|&h| local_id(k, h)).collect(),

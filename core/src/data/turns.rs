@@ -39,6 +39,17 @@ pub fn turns(spec: &DatasetSpec, mt: &MultiTurn, s: u64) -> u32 {
     SmallRng::seed_from_u64(dataset::mix(spec.seed ^ TURNS_SALT, s)).random_range(lo..=hi)
 }
 
+/// The longest wait a plan can give an agent (a think time, a tool's latency, a trace's
+/// delay): a year. Longer ones would overflow the clock they are added to; the
+/// coordinator refuses them, and an agent caps what another one sent.
+pub const LONGEST_WAIT: Duration = Duration::from_secs(365 * 86_400);
+
+/// `secs` as a wait: at most [`LONGEST_WAIT`], which is also what a value that is no
+/// duration (NaN) waits.
+pub fn wait(secs: f64) -> Duration {
+    Duration::try_from_secs_f64(secs).map_or(LONGEST_WAIT, |d| d.min(LONGEST_WAIT))
+}
+
 /// The think time before turn `t` (> 0) of session `s`.
 pub fn think(spec: &DatasetSpec, mt: &MultiTurn, s: u64, t: u32) -> Duration {
     let mean_s = (mt.delay_ms / 1e3).max(0.0);
@@ -50,7 +61,7 @@ pub fn think(spec: &DatasetSpec, mt: &MultiTurn, s: u64, t: u32) -> Duration {
         }
         _ => mean_s,
     };
-    Duration::try_from_secs_f64(secs).unwrap_or(Duration::from_secs(86_400))
+    wait(secs)
 }
 
 /// An agent loop's tool latency before step `step` (>= 1) of turn `t` of session `s`:
@@ -65,7 +76,7 @@ pub fn tool_latency(spec: &DatasetSpec, tl: &ToolLoop, s: u64, t: u32, step: u32
         }
         _ => mean_s,
     };
-    Duration::try_from_secs_f64(secs).unwrap_or(Duration::from_secs(86_400))
+    wait(secs)
 }
 
 /// The generated result of call `call` of step `step` of turn `t` of session `s`:
@@ -228,5 +239,20 @@ mod tests {
         let mean = (0..n).map(|s| think(&d, &exp, s, 1).as_secs_f64()).sum::<f64>() / n as f64;
         assert!((mean - 0.25).abs() < 0.01, "{mean}");
         assert_eq!(think(&d, &exp, 7, 3), think(&d, &exp, 7, 3));
+    }
+
+    #[test]
+    fn a_wait_past_a_year_waits_a_year() {
+        // 1e22 ms converts to a Duration but overflowed the Instant it was added to.
+        let d = spec();
+        let long = MultiTurn { delay_ms: 1e22, ..mt() };
+        assert_eq!(think(&d, &long, 1, 1), LONGEST_WAIT);
+        let exp = MultiTurn { think: ThinkTime::Exponential as i32, ..long };
+        assert!((0..100).all(|s| think(&d, &exp, s, 1) <= LONGEST_WAIT));
+        assert!(std::time::Instant::now().checked_add(LONGEST_WAIT * 2).is_some());
+        assert_eq!(
+            (wait(1.5), wait(f64::NAN), wait(f64::INFINITY)),
+            (Duration::from_millis(1500), LONGEST_WAIT, LONGEST_WAIT)
+        );
     }
 }
