@@ -162,8 +162,8 @@ pub enum ConfigError {
     },
     #[error("lease: must be at least 100ms")]
     LeaseTooShort,
-    #[error("lease: must be at most 24h (it is how long the load goes on once the coordinator is gone)")]
-    LeaseTooLong,
+    #[error("lease {0:?}: must be at most 24h (it is how long the load goes on once the coordinator is gone)")]
+    LeaseTooLong(String),
     #[error("metrics-listen {value:?} is not an IP:PORT address: {source}")]
     MetricsListen {
         value: String,
@@ -262,16 +262,17 @@ impl AgentConfig {
         if max_in_flight == 0 {
             return Err(ConfigError::MaxInFlightZero);
         }
-        let lease = match args.lease.clone().or(f.lease) {
+        let given = args.lease.clone().or(f.lease);
+        let lease = match &given {
             None => DEFAULT_LEASE,
-            Some(value) => humantime::parse_duration(&value)
+            Some(value) => humantime::parse_duration(value)
                 .map_err(|source| ConfigError::Lease { value: value.clone(), source })?,
         };
         if lease < Duration::from_millis(100) {
             return Err(ConfigError::LeaseTooShort);
         }
         if lease > Duration::from_secs(86_400) {
-            return Err(ConfigError::LeaseTooLong);
+            return Err(ConfigError::LeaseTooLong(given.unwrap_or_default()));
         }
         let local_address = match args.local_address.clone().or(f.local_address) {
             None => None,
@@ -459,7 +460,7 @@ mod tests {
         // A lease past a day (400 billion years overflowed the clock it is added to).
         std::fs::write(&file, "listen = \"127.0.0.1:0\"\nlease = \"400000000000y\"\n").unwrap();
         let e = AgentConfig::load(&args(&file)).unwrap_err();
-        assert!(matches!(e, ConfigError::LeaseTooLong), "{e:?}");
+        assert!(matches!(&e, ConfigError::LeaseTooLong(v) if v == "400000000000y"), "{e:?}");
         std::fs::write(&file, "listen = \"10.0.0.1:7171\"\n").unwrap();
         let e = AgentConfig::load(&args(&file)).unwrap_err();
         assert_eq!(e.to_string(), "plaintext: allowed only on loopback, but listen is 10.0.0.1:7171");

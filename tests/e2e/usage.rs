@@ -118,6 +118,12 @@ fn values_no_clock_or_memory_holds_are_refused_by_name() {
     );
     usage_error(&["run", "--timeslice", "1ns"], "--timeslice");
     usage_error(&["run", "--random-input-len", "4000000000"], "--random-input-len");
+    usage_error(&["run", "--sonnet-input-len", "20000000"], "--sonnet-input-len");
+    usage_error(
+        &["run", "--backend", "openai-embeddings", "--random-input-len", "1000000", "--random-batch-size", "64"],
+        "--random-batch-size 64: up to 64000000 tokens",
+    );
+    usage_error(&["run", "--scrape-interval", "1ms"], "--scrape-interval");
     // The same in files: a trace's delay and length, a matrix profile's rate.
     let dir = crate::util::TempDir::new("too-long");
     let trace = dir.path("trace.jsonl");

@@ -191,6 +191,10 @@ fn check_values(a: &RunArgs, backend: Backend) -> Result<(), UsageError> {
     if a.output.timeslice < std::time::Duration::from_millis(10) {
         return usage("--timeslice: at least 10ms");
     }
+    // The server's and the GPUs' pages, and the agents' own GPU samples.
+    if a.server.scrape_interval < std::time::Duration::from_millis(100) {
+        return usage("--scrape-interval: at least 100ms");
+    }
     if a.output.steady_state_threshold <= 0.0 {
         return usage("--steady-state-threshold: must be in (0, 1]");
     }
@@ -839,6 +843,14 @@ fn plan_matrix(mut a: MatrixArgs) -> Result<MatrixPlan, UsageError> {
                 p.tag
             )));
         }
+        if p.input_len > surge_core::data::dataset::MAX_INPUT_TOKENS {
+            return Err(UsageError(format!(
+                "--config: profile {:?}: input-len {}: at most {} tokens",
+                p.tag,
+                p.input_len,
+                surge_core::data::dataset::MAX_INPUT_TOKENS
+            )));
+        }
         if p.request_rate.is_some_and(|r| r.is_nan() || r <= 0.0) {
             return Err(UsageError(format!(
                 "--config: profile {:?}: request-rate must be above 0 (or left out: inf)",
@@ -1064,9 +1076,6 @@ fn scrape_plan(
             _ => return usage(format!("--metrics-url {url:?}: expected http://HOST[:PORT]/PATH")),
         }
     }
-    if s.scrape_interval < std::time::Duration::from_millis(100) {
-        return usage("--scrape-interval: at least 100ms");
-    }
     let explicit = !s.metrics_urls.is_empty();
     // Each endpoint's own /metrics, kept apart by URL (D69).
     let urls = if explicit {
@@ -1094,9 +1103,6 @@ fn gpu_plan(s: &ServerViewArgs, tls: &crate::plan::TargetTls) -> Result<Option<G
             Ok(u) if matches!(u.scheme_str(), Some("http" | "https")) && u.authority().is_some() => {}
             _ => return usage(format!("--gpu-metrics-url {url:?}: expected http://HOST[:PORT]/PATH")),
         }
-    }
-    if s.scrape_interval < std::time::Duration::from_millis(100) {
-        return usage("--scrape-interval: at least 100ms");
     }
     Ok(Some(GpuPlan { urls: s.gpu_metrics_urls.clone(), interval: s.scrape_interval, tls: tls.clone() }))
 }

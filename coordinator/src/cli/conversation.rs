@@ -42,7 +42,7 @@ pub struct ConversationArgs {
     #[arg(long = "multi-turn-delay-dist", value_enum, default_value = "fixed", value_name = "DIST")]
     pub delay_dist: DelayDistArg,
     /// New tokens of each turn after the first (default: --random-input-len).
-    #[arg(long = "per-turn-input-len", value_name = "TOKENS")]
+    #[arg(long = "per-turn-input-len", value_parser = parse::tokens, value_name = "TOKENS")]
     pub per_turn_input_len: Option<u32>,
     /// vllm-bench's prefix sharing: this fraction of the first turn's input is the same in
     /// every session; with either ratio, turns send no history.
@@ -52,7 +52,7 @@ pub struct ConversationArgs {
     #[arg(long = "multi-turn-prefix-conversation-ratio", default_value_t = 0.0, value_name = "R")]
     pub prefix_conversation_ratio: f64,
     /// One system prompt of this many tokens, the same in every session.
-    #[arg(long = "shared-system-prompt-len", default_value_t = 0, value_name = "TOKENS")]
+    #[arg(long = "shared-system-prompt-len", default_value_t = 0, value_parser = parse::tokens, value_name = "TOKENS")]
     pub shared_system_prompt_len: u32,
     /// The header that carries `<request-id-prefix>conv-<session>` on every turn.
     #[arg(long = "session-id-header", default_value = "X-Session-ID", value_name = "NAME")]
@@ -73,7 +73,7 @@ pub struct ConversationArgs {
     #[arg(long = "tool-latency-dist", value_enum, default_value = "fixed", value_name = "DIST")]
     pub tool_latency_dist: DelayDistArg,
     /// Tokens of each generated tool result.
-    #[arg(long = "tool-result-len", default_value_t = 32, value_name = "TOKENS")]
+    #[arg(long = "tool-result-len", default_value_t = 32, value_parser = parse::tokens, value_name = "TOKENS")]
     pub tool_result_len: u32,
     /// Tool steps per turn at most (a reply still calling tools after them ends the turn).
     #[arg(long = "max-tool-steps", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1000), value_name = "N")]

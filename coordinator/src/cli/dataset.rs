@@ -101,13 +101,16 @@ fn resolve_now(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
     if !(0.0..1.0).contains(&r) {
         return usage(format!("--random-range-ratio {r}: must be >= 0 and < 1"));
     }
+    // A request's random prompts, its longest and a pooling request's list of them.
     let longest = f64::from(a.dataset.random_input_len) * (1.0 + r) + f64::from(a.dataset.random_prefix_len);
-    if longest > f64::from(surge_core::data::dataset::MAX_INPUT_TOKENS) {
+    let per_request = longest * f64::from(a.dataset.random_batch_size);
+    if per_request > f64::from(surge_core::data::dataset::MAX_INPUT_TOKENS) {
         return usage(format!(
-            "--random-input-len {} with --random-prefix-len {} and --random-range-ratio {r}: prompts of up to \
-             {longest:.0} tokens; at most {}",
+            "--random-input-len (or --input-len) {} with --random-prefix-len {}, --random-range-ratio {r} and \
+             --random-batch-size {}: up to {per_request:.0} tokens a request; at most {}",
             a.dataset.random_input_len,
             a.dataset.random_prefix_len,
+            a.dataset.random_batch_size,
             surge_core::data::dataset::MAX_INPUT_TOKENS
         ));
     }

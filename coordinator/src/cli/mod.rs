@@ -468,7 +468,7 @@ pub struct DatasetArgs {
     #[arg(long = "spec-bench-category", value_name = "NAME")]
     pub spec_bench_category: Option<String>,
     /// `--dataset-name sonnet`: prompt tokens at most, shared prefix tokens, max_tokens.
-    #[arg(long = "sonnet-input-len", default_value_t = 550, value_name = "N")]
+    #[arg(long = "sonnet-input-len", default_value_t = 550, value_parser = parse::tokens, value_name = "N")]
     pub sonnet_input_len: u32,
     #[arg(long = "sonnet-prefix-len", default_value_t = 200, value_name = "N")]
     pub sonnet_prefix_len: u32,
@@ -506,13 +506,13 @@ pub struct DatasetArgs {
     pub prompt: Option<String>,
     /// Input length of every dataset that has one (vLLM's shorthand; sets
     /// --random-input-len).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_parser = parse::tokens, value_name = "N")]
     pub input_len: Option<u32>,
     /// Output length of every dataset (vLLM's shorthand; sets --random-output-len,
     /// --sharegpt-output-len, --custom-output-len and --prefix-repetition-output-len).
     #[arg(long, value_name = "N")]
     pub output_len: Option<u32>,
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = 1024, value_parser = parse::tokens)]
     pub random_input_len: u32,
     #[arg(long, default_value_t = 128)]
     pub random_output_len: u32,
@@ -520,7 +520,7 @@ pub struct DatasetArgs {
     #[arg(long, default_value_t = 0.0, value_name = "R")]
     pub random_range_ratio: f64,
     /// A prefix of this many tokens shared by every random prompt, before its random part.
-    #[arg(long, default_value_t = 0, value_name = "N")]
+    #[arg(long, default_value_t = 0, value_parser = parse::tokens, value_name = "N")]
     pub random_prefix_len: u32,
     /// Prompts per request of a pooling backend that takes a list of inputs (documents
     /// per request with random-rerank); --num-prompts counts prompts.
@@ -547,10 +547,10 @@ pub struct DatasetArgs {
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
     pub prefix_repetition_num_prefixes: u32,
     /// Prefix repetition: tokens of each shared prefix.
-    #[arg(long, default_value_t = 256, value_name = "N")]
+    #[arg(long, default_value_t = 256, value_parser = parse::tokens, value_name = "N")]
     pub prefix_repetition_prefix_len: u32,
     /// Prefix repetition: random tokens after the prefix, per request.
-    #[arg(long, default_value_t = 256, value_name = "N")]
+    #[arg(long, default_value_t = 256, value_parser = parse::tokens, value_name = "N")]
     pub prefix_repetition_suffix_len: u32,
     /// Prefix repetition: max_tokens of every request.
     #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]

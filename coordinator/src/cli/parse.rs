@@ -5,12 +5,24 @@
 use crate::plan::{METRICS, QUEUE_METRICS, Slo};
 use std::time::Duration;
 
-/// The longest time any flag may give: a year. Longer values would overflow the clocks
-/// they are added to (and no benchmark runs or waits that long).
-pub const LONGEST: Duration = Duration::from_secs(365 * 86_400);
+/// The longest time any flag may give: a year (366 days, so that humantime's `1y` of
+/// 365.25 days is one). Longer values would overflow the clocks they are added to (and
+/// no benchmark runs or waits that long).
+pub const LONGEST: Duration = Duration::from_secs(366 * 86_400);
 
 fn too_long(s: &str) -> String {
-    format!("{s:?} is longer than a year (365 days)")
+    format!("{s:?} is longer than a year")
+}
+
+/// A length in tokens of something synthesized: at most
+/// [`surge_core::data::dataset::MAX_INPUT_TOKENS`].
+pub fn tokens(s: &str) -> Result<u32, String> {
+    let max = surge_core::data::dataset::MAX_INPUT_TOKENS;
+    match s.parse::<u32>() {
+        Ok(n) if n <= max => Ok(n),
+        Ok(_) => Err(format!("{s:?}: at most {max} tokens")),
+        Err(_) => Err(format!("{s:?} is not a number of tokens")),
+    }
 }
 
 /// `10s`, `500ms`, `1m30s`; a bare number means seconds. At most [`LONGEST`].

@@ -33,8 +33,8 @@ fn positive(v: &Value, key: &str) -> Result<u32, String> {
         .ok_or(format!("\"{key}\" must be a positive integer"))
 }
 
-/// The latest timestamp and the longest delay a trace may give: a year, in ms.
-const YEAR_MS: f64 = 365.0 * 86_400.0 * 1e3;
+/// The latest timestamp and the longest delay a trace may give: a year (366 days), in ms.
+const YEAR_MS: f64 = 366.0 * 86_400.0 * 1e3;
 
 fn line_item(line: &str, tok: Option<&Tok>, default_output: u32, chat: bool) -> Result<PromptItem, String> {
     let v: Value = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;

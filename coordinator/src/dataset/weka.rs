@@ -195,7 +195,7 @@ fn turn(c: &Call, scope: Option<u64>, tok: Option<&Tok>) -> Result<PromptItem, S
             surge_core::data::dataset::MAX_INPUT_TOKENS
         ));
     }
-    const YEAR_S: f64 = 365.0 * 86_400.0;
+    const YEAR_S: f64 = 366.0 * 86_400.0;
     if !((0.0..=YEAR_S).contains(&c.t) && (0.0..=YEAR_S).contains(&c.api_time)) {
         return Err("\"t\" and \"api_time\" must be seconds from 0 to a year".into());
     }

@@ -65,12 +65,12 @@ const WORDS: &[&str] = &[
     "city", "earth", "eye", "light", "thought", "head", "under", "story", "saw", "left",
 ];
 
-/// Salt of a random-mm request's image draws (apart from its text's).
 /// The longest prompt a plan may ask an agent to synthesize, in tokens (ten times the
 /// longest context served today): a prompt is built whole in memory, and a length no
 /// model reads would only exhaust it.
 pub const MAX_INPUT_TOKENS: u32 = 10_000_000;
 
+/// Salt of a random-mm request's image draws (apart from its text's).
 const IMAGE_SALT: u64 = 0x494d_4147_4500_0001;
 
 /// Salt of a timed trace's hash-id blocks.

@@ -40,13 +40,16 @@ pub fn turns(spec: &DatasetSpec, mt: &MultiTurn, s: u64) -> u32 {
 }
 
 /// The longest wait a plan can give an agent (a think time, a tool's latency, a trace's
-/// delay): a year. Longer ones would overflow the clock they are added to; the
-/// coordinator refuses them, and an agent caps what another one sent.
-pub const LONGEST_WAIT: Duration = Duration::from_secs(365 * 86_400);
+/// delay): a year (366 days). Longer ones would overflow the clock they are added to;
+/// the coordinator refuses them, and an agent caps what another one sent.
+pub const LONGEST_WAIT: Duration = Duration::from_secs(366 * 86_400);
 
-/// `secs` as a wait: at most [`LONGEST_WAIT`], which is also what a value that is no
-/// duration (NaN) waits.
+/// `secs` as a wait: none for a value that is not above 0 (NaN included), at most
+/// [`LONGEST_WAIT`].
 pub fn wait(secs: f64) -> Duration {
+    if secs.is_nan() || secs <= 0.0 {
+        return Duration::ZERO;
+    }
     Duration::try_from_secs_f64(secs).map_or(LONGEST_WAIT, |d| d.min(LONGEST_WAIT))
 }
 
@@ -250,9 +253,7 @@ mod tests {
         let exp = MultiTurn { think: ThinkTime::Exponential as i32, ..long };
         assert!((0..100).all(|s| think(&d, &exp, s, 1) <= LONGEST_WAIT));
         assert!(std::time::Instant::now().checked_add(LONGEST_WAIT * 2).is_some());
-        assert_eq!(
-            (wait(1.5), wait(f64::NAN), wait(f64::INFINITY)),
-            (Duration::from_millis(1500), LONGEST_WAIT, LONGEST_WAIT)
-        );
+        assert_eq!((wait(1.5), wait(f64::INFINITY)), (Duration::from_millis(1500), LONGEST_WAIT));
+        assert_eq!((wait(f64::NAN), wait(-1.0), wait(-0.0)), (Duration::ZERO, Duration::ZERO, Duration::ZERO));
     }
 }

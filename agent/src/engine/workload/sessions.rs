@@ -204,10 +204,7 @@ impl Sessions {
             }
             Script::Trace { sessions, speedup, .. } => {
                 let item = &sessions[s.entry][t as usize];
-                let ms = |v: f64| {
-                    std::time::Duration::try_from_secs_f64(v / 1e3 / speedup)
-                        .map_or(std::time::Duration::ZERO, |d| d.min(surge_core::data::turns::LONGEST_WAIT))
-                };
+                let ms = |v: f64| turns::wait(v / 1e3 / speedup);
                 if item.delay_ms >= 0.0 { Wait::After(ms(item.delay_ms)) } else { Wait::At(ms(item.timestamp_ms)) }
             }
         }
