@@ -196,8 +196,8 @@ fn turn(c: &Call, scope: Option<u64>, tok: Option<&Tok>) -> Result<PromptItem, S
         ));
     }
     const YEAR_S: f64 = 366.0 * 86_400.0;
-    if !((0.0..=YEAR_S).contains(&c.t) && (0.0..=YEAR_S).contains(&c.api_time)) {
-        return Err("\"t\" and \"api_time\" must be seconds from 0 to a year".into());
+    if !(c.t.is_finite() && c.t >= 0.0 && (0.0..=YEAR_S).contains(&c.api_time)) {
+        return Err("\"t\" must be seconds >= 0 and \"api_time\" seconds from 0 to a year".into());
     }
     let hash_ids = match scope {
         Some(k) => c.hash_ids.iter().map(|&h| local_id(k, h)).collect(),
