@@ -171,6 +171,7 @@ timed_run() {
 
 # --- 3. ingest ------------------------------------------------------------------
 if want ingest; then
+(( ROWS > SMALL_ROWS )) || die "ROWS ($ROWS) must be above SMALL_ROWS ($SMALL_ROWS): the split is their difference"
 start_tls_agents "$OUT"
 tls_list=$TLS_AGENTS
 ingest() { # rows, result file

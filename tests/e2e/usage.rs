@@ -137,10 +137,11 @@ fn values_no_clock_or_memory_holds_are_refused_by_name() {
         usage_error(&["run", "--dataset-name", "timed_trace", "--dataset-path", &trace], key);
     }
     let config = dir.path("matrix.toml");
-    std::fs::write(
-        &config,
-        "[[profile]]\ntag = \"p\"\ninput-len = 8\noutput-len = 8\nconcurrency = 1\nnum-prompts = 4\nrequest-rate = -1.0\n",
-    )
-    .unwrap();
-    usage_error(&["matrix", "--config", &config], "request-rate");
+    let profile = "[[profile]]\ntag = \"p\"\noutput-len = 8\nconcurrency = 1\nnum-prompts = 4\n";
+    for (extra, key) in
+        [("input-len = 8\nrequest-rate = -1.0\n", "request-rate"), ("input-len = 20000000\n", "input-len")]
+    {
+        std::fs::write(&config, format!("{profile}{extra}")).unwrap();
+        usage_error(&["matrix", "--config", &config], key);
+    }
 }

@@ -843,13 +843,8 @@ fn plan_matrix(mut a: MatrixArgs) -> Result<MatrixPlan, UsageError> {
                 p.tag
             )));
         }
-        if p.input_len > surge_core::data::dataset::MAX_INPUT_TOKENS {
-            return Err(UsageError(format!(
-                "--config: profile {:?}: input-len {}: at most {} tokens",
-                p.tag,
-                p.input_len,
-                surge_core::data::dataset::MAX_INPUT_TOKENS
-            )));
+        if let Err(why) = super::dataset::random_input_fits(&a.run, p.input_len) {
+            return Err(UsageError(format!("--config: profile {:?}: input-len {}: {why}", p.tag, p.input_len)));
         }
         if p.request_rate.is_some_and(|r| r.is_nan() || r <= 0.0) {
             return Err(UsageError(format!(

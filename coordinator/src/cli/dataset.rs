@@ -96,23 +96,32 @@ pub fn resolve(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
     Ok(plan)
 }
 
+/// Whether a request's random input of `input_len` tokens (with `a`'s prefix, range ratio
+/// and batch: documents and their query with random-rerank) stays within
+/// [`surge_core::data::dataset::MAX_INPUT_TOKENS`]; else why not, naming the flags.
+pub(super) fn random_input_fits(a: &RunArgs, input_len: u32) -> Result<(), String> {
+    let d = &a.dataset;
+    let longest = f64::from(input_len) * (1.0 + d.random_range_ratio) + f64::from(d.random_prefix_len);
+    let texts = d.random_batch_size + u32::from(d.dataset_name == DatasetArg::RandomRerank);
+    let per_request = longest * f64::from(texts);
+    let max = surge_core::data::dataset::MAX_INPUT_TOKENS;
+    if per_request > f64::from(max) {
+        return Err(format!(
+            "--random-input-len (or --input-len) {input_len} with --random-prefix-len {}, --random-range-ratio {} \
+             and --random-batch-size {}: up to {per_request:.0} tokens a request; at most {max}",
+            d.random_prefix_len, d.random_range_ratio, d.random_batch_size
+        ));
+    }
+    Ok(())
+}
+
 fn resolve_now(a: &RunArgs) -> Result<DatasetPlan, UsageError> {
     let r = a.dataset.random_range_ratio;
     if !(0.0..1.0).contains(&r) {
         return usage(format!("--random-range-ratio {r}: must be >= 0 and < 1"));
     }
-    // A request's random prompts, its longest and a pooling request's list of them.
-    let longest = f64::from(a.dataset.random_input_len) * (1.0 + r) + f64::from(a.dataset.random_prefix_len);
-    let per_request = longest * f64::from(a.dataset.random_batch_size);
-    if per_request > f64::from(surge_core::data::dataset::MAX_INPUT_TOKENS) {
-        return usage(format!(
-            "--random-input-len (or --input-len) {} with --random-prefix-len {}, --random-range-ratio {r} and \
-             --random-batch-size {}: up to {per_request:.0} tokens a request; at most {}",
-            a.dataset.random_input_len,
-            a.dataset.random_prefix_len,
-            a.dataset.random_batch_size,
-            surge_core::data::dataset::MAX_INPUT_TOKENS
-        ));
+    if matches!(a.dataset.dataset_name, DatasetArg::Random | DatasetArg::RandomMm | DatasetArg::RandomRerank) {
+        random_input_fits(a, a.dataset.random_input_len).map_err(UsageError)?;
     }
     let path = dataset_path(a)?;
     // vLLM's --skip-tokenizer-init: no tokenizer, whatever --tokenizer says.

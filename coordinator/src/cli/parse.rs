@@ -6,9 +6,9 @@ use crate::plan::{METRICS, QUEUE_METRICS, Slo};
 use std::time::Duration;
 
 /// The longest time any flag may give: a year (366 days, so that humantime's `1y` of
-/// 365.25 days is one). Longer values would overflow the clocks they are added to (and
-/// no benchmark runs or waits that long).
-pub const LONGEST: Duration = Duration::from_secs(366 * 86_400);
+/// 365.25 days is one), as long as an agent's longest wait. Longer values would overflow
+/// the clocks they are added to (and no benchmark runs or waits that long).
+pub const LONGEST: Duration = surge_core::data::turns::LONGEST_WAIT;
 
 fn too_long(s: &str) -> String {
     format!("{s:?} is longer than a year")

@@ -195,7 +195,7 @@ fn turn(c: &Call, scope: Option<u64>, tok: Option<&Tok>) -> Result<PromptItem, S
             surge_core::data::dataset::MAX_INPUT_TOKENS
         ));
     }
-    const YEAR_S: f64 = 366.0 * 86_400.0;
+    const YEAR_S: f64 = surge_core::data::turns::LONGEST_WAIT.as_secs() as f64;
     if !(c.t.is_finite() && c.t >= 0.0 && (0.0..=YEAR_S).contains(&c.api_time)) {
         return Err("\"t\" must be seconds >= 0 and \"api_time\" seconds from 0 to a year".into());
     }
