@@ -1033,7 +1033,7 @@ pub struct ValidateArgs {
     #[arg(long)]
     pub streaming: bool,
     /// Tokens per streamed response (or words per POSTed body).
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=i64::from(surge_core::data::dataset::MAX_INPUT_TOKENS)))]
     pub tokens_per_request: u32,
     /// With --streaming: the embedded echo's inter-token latency (with --target, the one
     /// that echo was started with). Above 0, each level reports the read lateness its
