@@ -17,32 +17,32 @@ pub const PHASES: [&str; 7] =
 pub const HEAD_TO_FIRST_TOKEN: &str = "head_to_first_token";
 
 /// One phase over the run: microseconds.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Phase {
-    hist: Histogram<u64>,
+    /// `None` until the first value.
+    hist: Option<Histogram<u64>>,
     sum_us: f64,
-}
-
-impl Default for Phase {
-    fn default() -> Self {
-        Self { hist: Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("valid bounds"), sum_us: 0.0 }
-    }
 }
 
 impl Phase {
     /// Recorded as `us + 1`: a histogram cannot hold 0, which is a common phase value
     /// (a reused connection's connect).
     fn add(&mut self, us: u64) {
-        self.hist.saturating_record(us.saturating_add(1));
+        let hist =
+            self.hist.get_or_insert_with(|| Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("valid bounds"));
+        hist.saturating_record(us.saturating_add(1));
         self.sum_us += us as f64;
     }
 
     pub fn count(&self) -> u64 {
-        self.hist.len()
+        self.hist.as_ref().map_or(0, Histogram::len)
     }
 
     pub fn std_ms(&self) -> f64 {
-        if self.count() == 0 { 0.0 } else { self.hist.stdev() / 1000.0 }
+        match &self.hist {
+            Some(h) if !h.is_empty() => h.stdev() / 1000.0,
+            _ => 0.0,
+        }
     }
 
     pub fn mean_ms(&self) -> f64 {
@@ -51,10 +51,10 @@ impl Phase {
 
     /// The `p`th percentile (0-100) in ms.
     pub fn percentile_ms(&self, p: f64) -> f64 {
-        if self.count() == 0 {
-            return 0.0;
+        match &self.hist {
+            Some(h) if !h.is_empty() => h.value_at_quantile(p / 100.0).saturating_sub(1) as f64 / 1000.0,
+            _ => 0.0,
         }
-        self.hist.value_at_quantile(p / 100.0).saturating_sub(1) as f64 / 1000.0
     }
 }
 
@@ -137,5 +137,20 @@ mod tests {
         assert_eq!(p.get("connecting").unwrap().percentile_ms(50.0), 0.0, "most reused: 0");
         assert!((p.get("tls_handshaking").unwrap().percentile_ms(99.0) - 0.9).abs() < 0.001);
         assert!(p.get("nothing").is_none());
+    }
+
+    #[test]
+    fn a_phase_without_a_value_holds_no_histogram() {
+        let mut p = Phases::default();
+        assert!(
+            p.phases.iter().chain([&p.head_to_first_token]).all(|x| x.hist.is_none()),
+            "a placeholder pays for none"
+        );
+        assert!(p.is_empty());
+        assert_eq!((p.phases[4].percentile_ms(99.0), p.phases[4].std_ms(), p.phases[4].mean_ms()), (0.0, 0.0, 0.0));
+        p.add(&HttpPhases { waiting_us: 7, ..Default::default() }, 0);
+        assert_eq!(p.get("waiting").map(Phase::count), Some(1));
+        assert!(p.head_to_first_token.hist.is_none(), "no token, no gap");
+        assert!((p.get("waiting").unwrap().percentile_ms(50.0) - 0.007).abs() < 1e-9);
     }
 }

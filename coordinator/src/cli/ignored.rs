@@ -7,7 +7,9 @@
 //! under `--strict` (exit 2).
 
 use super::{BackendArg, Cli, Command, DatasetArg, RunArgs, UsageError};
+use clap::ArgMatches;
 use clap::parser::ValueSource;
+use std::cell::RefCell;
 use std::ffi::OsString;
 
 /// One flag that cannot have an effect.
@@ -43,20 +45,27 @@ pub fn ignored<P: PartialEq>(
     if a.argv.is_empty() {
         return Vec::new();
     }
-    let mut cmd = <Cli as clap::CommandFactory>::command();
-    cmd.build();
-    let build = |argv: &[OsString]| Cli::try_parse_recording(argv).ok().and_then(|c| rebuild(c.command)?.ok());
+    let lines = Lines::new();
+    let build = |argv: &[OsString], m: Option<&ArgMatches>| {
+        m.and_then(|m| lines.cli(m, argv)).and_then(|c| rebuild(c.command)?.ok())
+    };
+    let parsed = lines.parse(&a.argv);
     let judged: Vec<&String> = a.given.iter().filter(|long| *long != "strict").collect();
     let found: Vec<&String> = judged
         .iter()
         .copied()
         .filter(|long| {
-            let argv = without(&cmd, &a.argv, long);
-            resolved(&cmd, &a.argv, long) != resolved(&cmd, &argv, long)
-                && build(&argv).is_some_and(|p| p == *plan)
-                // Given at a default the code sets (`--multi-turn-num-turns 3`, `--request-rate
-                // INF`): another value changes the plan, or is refused (then it is read).
-                && perturbed(&cmd, &a.argv, long).is_none_or(|v| build(&v).is_some_and(|p| p == *plan))
+            let argv = without(&lines.cmd(), &a.argv, long);
+            let m = lines.parse(&argv);
+            if lines.values(parsed.as_ref(), long) == lines.values(m.as_ref(), long)
+                || !build(&argv, m.as_ref()).is_some_and(|p| p == *plan)
+            {
+                return false;
+            }
+            // Given at a default the code sets (`--multi-turn-num-turns 3`, `--request-rate
+            // INF`): another value changes the plan, or is refused (then it is read).
+            let other = perturbed(&lines.cmd(), &a.argv, long);
+            other.is_none_or(|v| build(&v, lines.parse(&v).as_ref()).is_some_and(|p| p == *plan))
         })
         .collect();
     if found.is_empty() {
@@ -65,8 +74,8 @@ pub fn ignored<P: PartialEq>(
     let others: Vec<(&String, Vec<OsString>, Option<P>)> = judged
         .iter()
         .map(|g| {
-            let argv = without(&cmd, &a.argv, g);
-            let p = build(&argv);
+            let argv = without(&lines.cmd(), &a.argv, g);
+            let p = build(&argv, lines.parse(&argv).as_ref());
             (*g, argv, p)
         })
         .collect();
@@ -75,23 +84,55 @@ pub fn ignored<P: PartialEq>(
         .map(|long| {
             let by = others.iter().filter(|(g, _, _)| *g != long).find_map(|(g, argv, p)| {
                 let p = p.as_ref()?;
-                build(&without(&cmd, argv, long)).is_some_and(|q| q != *p).then(|| shown(&cmd, &a.argv, g))
+                let argv = without(&lines.cmd(), argv, long);
+                build(&argv, lines.parse(&argv).as_ref())
+                    .is_some_and(|q| q != *p)
+                    .then(|| shown(&lines, parsed.as_ref(), g))
             });
-            Ignored { flag: format!("--{long}"), because: by.or_else(|| because(&cmd, long, a)) }
+            Ignored { flag: format!("--{long}"), because: by.or_else(|| because(&lines.cmd(), long, a)) }
         })
         .collect()
 }
 
-/// The values `--long` has when `argv` is parsed (its default, or the value another flag
-/// implies, when not given); `None` when `argv` does not parse.
-fn resolved(cmd: &clap::Command, argv: &[OsString], long: &str) -> Option<Vec<OsString>> {
-    let top = cmd.clone().try_get_matches_from(argv).ok()?;
-    let (mut c, mut m) = (cmd, &top);
-    while let Some((name, sub)) = m.subcommand() {
-        (c, m) = (c.find_subcommand(name)?, sub);
+/// Command lines parsed by one command, built once: each is parsed in place
+/// (`try_get_matches_from_mut`), since building clap's command of every flag, or cloning
+/// it, costs several times a parse, and a load's line is parsed a few times for each flag
+/// given on it (most of a run's fixed CPU when each parse had a command of its own).
+struct Lines(RefCell<clap::Command>);
+
+impl Lines {
+    fn new() -> Self {
+        let mut cmd = <Cli as clap::CommandFactory>::command();
+        cmd.build();
+        Self(RefCell::new(cmd))
     }
-    let id = c.get_arguments().find(|x| x.get_long() == Some(long))?.get_id().as_str();
-    Some(m.get_raw(id).map(|v| v.map(ToOwned::to_owned).collect()).unwrap_or_default())
+
+    /// The command, to look its arguments up.
+    fn cmd(&self) -> std::cell::Ref<'_, clap::Command> {
+        self.0.borrow()
+    }
+
+    /// The matches of `argv`; `None` when it does not parse.
+    fn parse(&self, argv: &[OsString]) -> Option<ArgMatches> {
+        self.0.borrow_mut().try_get_matches_from_mut(argv).ok()
+    }
+
+    /// The command line `argv`, parsed into `m`, as [`Cli::try_parse_recording`] gives it.
+    fn cli(&self, m: &ArgMatches, argv: &[OsString]) -> Option<Cli> {
+        Cli::from_matches(&self.cmd(), m, argv).ok()
+    }
+
+    /// The values `--long` has in `m` (its default, or the value another flag implies,
+    /// when not given); `None` for a line that did not parse.
+    fn values(&self, m: Option<&ArgMatches>, long: &str) -> Option<Vec<OsString>> {
+        let cmd = self.cmd();
+        let (mut c, mut m) = (&*cmd, m?);
+        while let Some((name, sub)) = m.subcommand() {
+            (c, m) = (c.find_subcommand(name)?, sub);
+        }
+        let id = c.get_arguments().find(|x| x.get_long() == Some(long))?.get_id().as_str();
+        Some(m.get_raw(id).map(|v| v.map(ToOwned::to_owned).collect()).unwrap_or_default())
+    }
 }
 
 /// `argv` with the first value of `--long` changed: another of its possible values, else
@@ -131,10 +172,11 @@ fn bump(v: &str) -> String {
     format!("{}{}{}", &v[..start], n.saturating_add(1), &v[end..])
 }
 
-/// `--long` as given in `argv`: `--backend openai-embeddings`, `--multi-turn`.
-fn shown(cmd: &clap::Command, argv: &[OsString], long: &str) -> String {
-    let takes = find(cmd, long).is_some_and(|x| x.get_action().takes_values());
-    let values = resolved(cmd, argv, long).filter(|_| takes).unwrap_or_default();
+/// `--long` as given on the line parsed into `m`: `--backend openai-embeddings`,
+/// `--multi-turn`.
+fn shown(lines: &Lines, m: Option<&ArgMatches>, long: &str) -> String {
+    let takes = find(&lines.cmd(), long).is_some_and(|x| x.get_action().takes_values());
+    let values = lines.values(m, long).filter(|_| takes).unwrap_or_default();
     std::iter::once(format!("--{long}"))
         .chain(values.iter().map(|v| v.to_string_lossy().into_owned()))
         .collect::<Vec<_>>()

@@ -34,20 +34,26 @@ impl Cli {
     /// records which flags of a load command were given on it, for [`ignored`].
     pub fn parse_recording() -> Self {
         let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
-        let cmd = <Self as clap::CommandFactory>::command();
-        let m = cmd.clone().try_get_matches_from(&argv).unwrap_or_else(|e| e.exit());
-        let mut cli = <Self as clap::FromArgMatches>::from_arg_matches(&m).unwrap_or_else(|e| e.exit());
-        cli.record_given(&cmd, &m, &argv);
-        cli
+        Self::try_parse_recording(&argv).unwrap_or_else(|e| e.exit())
     }
 
     /// Parses `argv` (the program's name first) as [`Cli::parse_recording`] does, with
     /// clap's error instead of an exit.
     pub fn try_parse_recording(argv: &[std::ffi::OsString]) -> Result<Self, clap::Error> {
-        let cmd = <Self as clap::CommandFactory>::command();
-        let m = cmd.clone().try_get_matches_from(argv)?;
-        let mut cli = <Self as clap::FromArgMatches>::from_arg_matches(&m)?;
-        cli.record_given(&cmd, &m, argv);
+        let mut cmd = <Self as clap::CommandFactory>::command();
+        let m = cmd.try_get_matches_from_mut(argv)?;
+        Self::from_matches(&cmd, &m, argv)
+    }
+
+    /// The command line `argv` that `cmd` (this type's command) parsed into `m`, with the
+    /// flags given recorded as [`Cli::try_parse_recording`] records them.
+    pub fn from_matches(
+        cmd: &clap::Command,
+        m: &clap::ArgMatches,
+        argv: &[std::ffi::OsString],
+    ) -> Result<Self, clap::Error> {
+        let mut cli = <Self as clap::FromArgMatches>::from_arg_matches(m)?;
+        cli.record_given(cmd, m, argv);
         Ok(cli)
     }
 
