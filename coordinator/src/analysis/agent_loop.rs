@@ -30,6 +30,8 @@ pub struct AgentLoop {
     pub session_steps: Sample,
     pub session_tool: Sample,
     pub session_model: Sample,
+    /// Past the exact budget: steps made from now on keep no exact values.
+    inexact: bool,
 }
 
 impl Default for AgentLoop {
@@ -44,6 +46,7 @@ impl Default for AgentLoop {
             session_steps: Sample::light(),
             session_tool: Sample::light(),
             session_model: Sample::light(),
+            inexact: false,
         }
     }
 }
@@ -58,7 +61,11 @@ impl Fold for AgentLoop {
         let k = r.row.step as usize;
         if k < MAX_STEP_METRICS {
             if self.steps.len() <= k {
+                let made = self.steps.len();
                 self.steps.resize_with(k + 1, Turn::new);
+                if self.inexact {
+                    self.steps[made..].iter_mut().for_each(Turn::drop_exact);
+                }
             }
             self.steps[k].add(r);
         }
@@ -82,7 +89,11 @@ impl Fold for AgentLoop {
     }
 
     fn drop_exact(&mut self) {
+        self.inexact = true;
         self.steps.iter_mut().for_each(Turn::drop_exact);
+        for s in [&mut self.tool_wait, &mut self.session_steps, &mut self.session_tool, &mut self.session_model] {
+            s.drop_exact();
+        }
     }
 
     fn finish(mut self, run: &Whole) -> Self::Out {

@@ -201,7 +201,9 @@ impl Aggregator {
         self.events = None;
         self.active.drop_exact();
         let m = &mut self.m;
-        for s in [&mut m.ttft, &mut m.tpot, &mut m.itl, &mut m.e2el, &mut self.queued, &mut self.client_queue] {
+        for s in
+            [&mut m.ttft, &mut m.tpot, &mut m.itl, &mut m.e2el, &mut m.probe, &mut self.queued, &mut self.client_queue]
+        {
             s.drop_exact();
         }
         self.folds.drop_exact();

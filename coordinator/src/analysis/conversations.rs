@@ -220,6 +220,8 @@ impl Conversations {
     pub fn drop_exact(&mut self) {
         self.turns.iter_mut().for_each(Turn::drop_exact);
         self.all.drop_exact();
+        self.duration.drop_exact();
+        self.turns_per_conversation.drop_exact();
     }
 
     pub fn seal(&mut self) {

@@ -243,6 +243,62 @@ mod tests {
         assert!(m.server.is_none() && m.gpu.is_none() && m.steady_state.is_none(), "nothing scraped or asked");
     }
 
+    /// Past the exact budget no fold keeps a value per request or per session: neither the
+    /// samples it had (each fold's `drop_exact`) nor those it makes later (a step, a turn,
+    /// a reasoning reply first seen after the budget).
+    #[test]
+    fn past_the_budget_every_folds_sample_keeps_no_value() {
+        use super::super::conversations::Turn;
+        use surge_proto::SessionEnd;
+        let end = SessionEnd { fan_out: 2, steps: 2, graph_duration_us: 9, critical_path_us: 5, ..Default::default() };
+        let wanted = || Wanted { slice_s: 1.0, agent_loop: true, ..Wanted::default() };
+        // Turn `k` of a conversation, or step `k` of an agent loop's turn.
+        let at = |k: u32, reasons: bool, step: bool| {
+            let mut r = row(0.0);
+            (r.row.tool_wait_us, r.row.session_end) = (1_000, Some(end));
+            if step {
+                r.row.step = k;
+            } else {
+                r.row.turn = k;
+            }
+            r.row.tool_call_us = Some(8_000);
+            if !reasons {
+                (r.row.reasoning_events, r.row.ttfo_us, r.row.tool_call_us) = (0, None, None);
+            }
+            r
+        };
+        for reasons_first in [true, false] {
+            let mut f = Folds::registered(wanted());
+            for k in 0..2 {
+                f.row(&at(k, reasons_first, false));
+                f.row(&at(k, reasons_first, true));
+            }
+            f.drop_exact();
+            for k in 2..4 {
+                f.row(&at(k, true, false));
+                f.row(&at(k, true, true));
+            }
+            let mut m = Metrics::default();
+            f.finish(&Whole { sends: 4, duration_s: 1.0, slices: 1, client: Default::default() }, &mut m);
+            let turn = |t: &Turn| [&t.ttft, &t.tpot, &t.itl, &t.e2el].map(|s| s.is_exact());
+            let r = m.reasoning.as_deref().expect("the reasoning fold");
+            let c = m.conversations.as_ref().expect("the conversations fold");
+            let l = m.agent_loop.as_ref().expect("the agent loop fold");
+            let g = m.graphs.as_ref().expect("the graphs fold");
+            assert_eq!((c.turns.len(), l.steps.len()), (4, 4));
+            let mut exact: Vec<bool> =
+                [&r.ttfo, &r.duration, &r.answer_tpot, &r.tool_call].map(|s| s.is_exact()).into();
+            exact.extend([&c.duration, &c.turns_per_conversation, &g.duration, &g.critical_path].map(|s| s.is_exact()));
+            exact.extend([&l.tool_wait, &l.session_steps, &l.session_tool, &l.session_model].map(|s| s.is_exact()));
+            exact.extend(c.turns.iter().chain([&c.all]).chain(&l.steps).flat_map(turn));
+            assert!(
+                exact.iter().all(|e| !e),
+                "reasoning first seen {}: {exact:?}",
+                if reasons_first { "before" } else { "after" }
+            );
+        }
+    }
+
     #[test]
     fn optional_folds_are_registered_only_when_wanted() {
         let mut a = Aggregator::new(Default::default(), false, Wanted { slice_s: 1.0, ..Wanted::default() });

@@ -51,6 +51,11 @@ impl Fold for Graphs {
         }
     }
 
+    fn drop_exact(&mut self) {
+        self.duration.drop_exact();
+        self.critical_path.drop_exact();
+    }
+
     fn finish(mut self, _run: &Whole) -> Self::Out {
         if self.graphs == 0 && self.sub_agent_requests == 0 {
             return None;

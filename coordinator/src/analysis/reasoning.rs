@@ -90,24 +90,43 @@ impl Reasoning {
             s.seal();
         }
     }
+
+    fn drop_exact(&mut self) {
+        for s in [&mut self.ttfo, &mut self.duration, &mut self.answer_tpot, &mut self.tool_call] {
+            s.drop_exact();
+        }
+    }
 }
 
-/// The fold: nothing until a successful row reasons or calls a tool.
+/// The fold: nothing until a successful row reasons or calls a tool; made past the exact
+/// budget, it starts without exact values.
 #[derive(Debug, Default)]
-pub struct ReasoningFold(Option<Box<Reasoning>>);
+pub struct ReasoningFold {
+    r: Option<Box<Reasoning>>,
+    inexact: bool,
+}
 
 impl Fold for ReasoningFold {
     type Out = Option<Box<Reasoning>>;
     fn row(&mut self, r: &GlobalRow) {
         if r.ok() {
-            Reasoning::add(&mut self.0, r);
+            Reasoning::add(&mut self.r, r);
+            if let (true, Some(s)) = (self.inexact, &mut self.r) {
+                s.drop_exact();
+            }
+        }
+    }
+    fn drop_exact(&mut self) {
+        self.inexact = true;
+        if let Some(s) = &mut self.r {
+            s.drop_exact();
         }
     }
     fn finish(mut self, _run: &Whole) -> Self::Out {
-        if let Some(r) = &mut self.0 {
+        if let Some(r) = &mut self.r {
             r.seal();
         }
-        self.0
+        self.r
     }
 }
 

@@ -3,7 +3,7 @@
 
 use crate::fleet::clock::Offset;
 use crate::plan::split::Share;
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::time::Instant;
 use surge_proto::{Done, ErrorKind, Health, HelloReply, Row, agent_msg};
 
@@ -90,23 +90,29 @@ impl RunStatus {
     }
 }
 
-/// Batch sequence numbers received, in memory that does not grow with the run: every
-/// number below `next` arrived, and the few above it that came early.
+/// Batch sequence numbers received, in memory that does not grow with the run: runs of
+/// consecutive numbers, each by its first and its last. An agent numbers its batches on
+/// across the runs of a session, so a run's numbers start wherever the last run's ended:
+/// they make one run, and one more for each gap a resend has yet to fill.
 #[derive(Debug, Clone, Default)]
 pub struct SeenBatches {
-    next: u64,
-    early: BTreeSet<u64>,
+    runs: BTreeMap<u64, u64>,
 }
 
 impl SeenBatches {
     /// Records `seq`; false when it was already received (a resend).
     pub fn insert(&mut self, seq: u64) -> bool {
-        if seq < self.next || !self.early.insert(seq) {
+        let before = self.runs.range(..=seq).next_back().map(|(&first, &last)| (first, last));
+        if before.is_some_and(|(_, last)| seq <= last) {
             return false;
         }
-        while self.early.remove(&self.next) {
-            self.next += 1;
-        }
+        // The run that starts just after `seq` joins it.
+        let last = seq.checked_add(1).and_then(|n| self.runs.remove(&n)).unwrap_or(seq);
+        match before {
+            // `l < seq`: no overflow.
+            Some((first, l)) if l + 1 == seq => self.runs.insert(first, last),
+            _ => self.runs.insert(seq, last),
+        };
         true
     }
 }
@@ -253,14 +259,37 @@ mod tests {
     #[test]
     fn seen_batches_drop_duplicates_and_stay_small() {
         let mut s = SeenBatches::default();
-        for seq in [0, 2, 1, 1, 0, 5, 3, 4, 4] {
-            let dup = matches!(seq, 1 | 0 | 4) && s.next > seq;
-            assert_eq!(s.insert(seq), !dup || seq == 5, "seq {seq}");
+        for (seq, new) in
+            [(0, true), (2, true), (1, true), (1, false), (0, false), (5, true), (3, true), (4, true), (4, false)]
+        {
+            assert_eq!(s.insert(seq), new, "seq {seq}");
         }
-        assert_eq!((s.next, s.early.len()), (6, 0));
+        assert_eq!(s.runs.iter().map(|(&a, &b)| (a, b)).collect::<Vec<_>>(), [(0, 5)]);
         for seq in 6..100_000 {
             assert!(s.insert(seq));
         }
-        assert!(!s.insert(99_999) && s.early.is_empty());
+        assert!(!s.insert(99_999) && !s.insert(0) && s.runs.len() == 1);
+        assert!(s.insert(u64::MAX) && !s.insert(u64::MAX), "the last number, once");
+    }
+
+    /// A later run of a session: its agent numbers on from where the last run's batches
+    /// ended, and a fresh record of them holds one run, not every number (it held every
+    /// one when it counted from 0).
+    #[test]
+    fn a_later_runs_numbers_from_where_the_last_ended_stay_one_run() {
+        let mut s = SeenBatches::default();
+        for seq in 40_000..140_000 {
+            assert!(s.insert(seq));
+        }
+        assert_eq!(s.runs.len(), 1);
+        // A resend after a reconnect: its batches arrive again, and some for the first time
+        // past a gap.
+        assert!(s.insert(140_005) && s.runs.len() == 2);
+        assert!(!s.insert(139_000) && !s.insert(140_005));
+        for seq in 140_000..140_005 {
+            assert!(s.insert(seq));
+        }
+        assert_eq!(s.runs.iter().map(|(&a, &b)| (a, b)).collect::<Vec<_>>(), [(40_000, 140_005)]);
+        assert!(s.insert(39_999) && s.runs.len() == 1, "a number just below joins the run");
     }
 }
