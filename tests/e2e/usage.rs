@@ -132,7 +132,9 @@ fn values_no_clock_or_memory_holds_are_refused_by_name() {
 {"session_id": "a", "delay": 1e22, "input_length": 9}"#,
         r#"{"timestamp": 0, "input_length": 4294967295}"#,
     ];
-    for (text, key) in lines.into_iter().zip(["\"delay\"", "\"input_length\""]) {
+    let lines =
+        [lines[0], lines[1], "{\"timestamp\": 0, \"input_length\": 9}\n{\"timestamp\": 1e300, \"input_length\": 9}"];
+    for (text, key) in lines.into_iter().zip(["\"delay\"", "\"input_length\"", "more than a year"]) {
         std::fs::write(&trace, text).unwrap();
         usage_error(&["run", "--dataset-name", "timed_trace", "--dataset-path", &trace], key);
     }
@@ -144,4 +146,27 @@ fn values_no_clock_or_memory_holds_are_refused_by_name() {
         std::fs::write(&config, format!("{profile}{extra}")).unwrap();
         usage_error(&["matrix", "--config", &config], key);
     }
+    // A rate of one request in more than a year sent nothing and ended as if it had sent
+    // all (exit 0); a tag suffix wrote outside --result-dir.
+    usage_error(&["run", "--request-rate", "1e-300"], "--request-rate");
+    // Headers the agent refused at the load's start (exit 1, no flag named), or that broke
+    // every body; images wider than JPEG's 16 bits, sent empty.
+    usage_error(&["run", "--header", "X-A: a\u{1}b"], "--header \"X-A\"");
+    usage_error(&["run", "--header", "Content-Length: 5"], "--header \"Content-Length\"");
+    usage_error(
+        &[
+            "run",
+            "--backend",
+            "openai-chat",
+            "--dataset-name",
+            "random-mm",
+            "--random-mm-bucket-config",
+            "{(1, 65536, 1): 1}",
+        ],
+        "each side from 1 to 65535",
+    );
+    std::fs::write(&config, format!("{profile}input-len = 8\nrequest-rate = 1e-300\n")).unwrap();
+    usage_error(&["matrix", "--config", &config], "request-rate is less than one request a year");
+    std::fs::write(&config, format!("{profile}input-len = 8\n")).unwrap();
+    usage_error(&["matrix", "--config", &config, "--tag-suffix", "/../../escaped"], "--tag-suffix");
 }

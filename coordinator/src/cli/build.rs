@@ -846,11 +846,8 @@ fn plan_matrix(mut a: MatrixArgs) -> Result<MatrixPlan, UsageError> {
         if let Err(why) = super::dataset::random_input_fits(&a.run, p.input_len) {
             return Err(UsageError(format!("--config: profile {:?}: input-len {}: {why}", p.tag, p.input_len)));
         }
-        if p.request_rate.is_some_and(|r| r.is_nan() || r <= 0.0) {
-            return Err(UsageError(format!(
-                "--config: profile {:?}: request-rate must be above 0 (or left out: inf)",
-                p.tag
-            )));
+        if let Some(Err(why)) = p.request_rate.map(super::parse::rate_value) {
+            return Err(UsageError(format!("--config: profile {:?}: request-rate {why} (or left out: inf)", p.tag)));
         }
         if profiles.iter().any(|q| q.tag == p.tag) {
             return Err(UsageError(format!("--config: profile {:?} defined twice", p.tag)));
@@ -859,6 +856,10 @@ fn plan_matrix(mut a: MatrixArgs) -> Result<MatrixPlan, UsageError> {
     }
     if profiles.is_empty() {
         return Err(UsageError("--standard or --config FILE with [[profile]] tables is required".into()));
+    }
+    // The suffix is part of each file's name: it may not leave --result-dir.
+    if a.tag_suffix.contains(['/', '\\']) || a.tag_suffix == ".." {
+        return Err(UsageError(format!("--tag-suffix {:?}: a result's name may not hold a path", a.tag_suffix)));
     }
     for p in &mut profiles {
         p.tag.push_str(&a.tag_suffix);
@@ -1047,9 +1048,21 @@ fn request_headers(raw: &[String], api_key: Option<String>) -> Result<Vec<(Strin
             _ => return usage(format!("--header {h:?}: expected NAME:VALUE or NAME=VALUE")),
         }
     }
+    for (k, v) in &headers {
+        // What frames the body is the client's to write: a given one broke every request.
+        if ["content-length", "transfer-encoding"].iter().any(|f| k.eq_ignore_ascii_case(f)) {
+            return usage(format!("--header {k:?}: surge writes this header itself"));
+        }
+        if http::HeaderName::from_bytes(k.as_bytes()).is_err() || http::HeaderValue::from_str(v).is_err() {
+            return usage(format!("--header {k:?}: not a valid HTTP header name and value"));
+        }
+    }
     if let Some(key) = api_key.filter(|k| !k.is_empty())
         && !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("authorization"))
     {
+        if http::HeaderValue::from_str(&format!("Bearer {key}")).is_err() {
+            return usage("OPENAI_API_KEY: not valid in an HTTP header (a control character?)".to_string());
+        }
         headers.push(("Authorization".into(), format!("Bearer {key}")));
     }
     Ok(headers)

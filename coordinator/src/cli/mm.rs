@@ -56,8 +56,12 @@ pub fn fill(spec: &mut DatasetSpec, a: &RunArgs) -> Result<(), UsageError> {
     if let Some((h, w, t, _)) = kept.iter().find(|b| b.2 != 1) {
         return bad(format!("{BUCKETS}: ({h}, {w}, {t}) is a video bucket; surge makes images only (frames 1)"));
     }
-    if let Some((h, w, ..)) = kept.iter().find(|b| b.0 == 0 || b.1 == 0 || u64::from(b.0) * u64::from(b.1) > 1 << 26) {
-        return bad(format!("{BUCKETS}: ({h}, {w}, 1): each side at least 1, at most 2^26 pixels"));
+    // JPEG's sides are 16-bit: a wider image was sent empty.
+    let fits = |b: &(u32, u32, u32, f64)| {
+        (1..=65_535).contains(&b.0) && (1..=65_535).contains(&b.1) && u64::from(b.0) * u64::from(b.1) <= 1 << 26
+    };
+    if let Some((h, w, ..)) = kept.iter().find(|b| !fits(b)) {
+        return bad(format!("{BUCKETS}: ({h}, {w}, 1): each side from 1 to 65535, at most 2^26 pixels"));
     }
     let total: f64 = kept.iter().map(|b| b.3).sum();
     if kept.is_empty() || total <= 0.0 {

@@ -56,7 +56,19 @@ pub fn rate(s: &str) -> Result<f64, String> {
     } else {
         s.parse::<f64>().map_err(|_| format!("{s:?} is not a number or inf"))?
     };
-    if v > 0.0 { Ok(v) } else { Err(format!("{s:?} must be greater than 0 (or inf)")) }
+    rate_value(v).map_err(|why| format!("{s:?} {why}"))
+}
+
+/// A rate of requests per second: at least one request in [`LONGEST`] (D88), since a
+/// slower one would send nothing and end as if it had sent all; `inf` is a rate.
+pub fn rate_value(v: f64) -> Result<f64, &'static str> {
+    if v.is_nan() || v <= 0.0 {
+        Err("must be greater than 0 (or inf)")
+    } else if v < 1.0 / LONGEST.as_secs_f64() {
+        Err("is less than one request a year")
+    } else {
+        Ok(v)
+    }
 }
 
 /// `--request-rate`: one rate for `surge run`, a list of levels for `surge sweep`.

@@ -7,6 +7,11 @@ use super::{Histogram, Metric};
 use prom_text_format_parser::{Type, ValueType, parse_scrape};
 use std::collections::BTreeMap;
 
+/// The largest magnitude a sample is read at: more than any counter of a serving stack
+/// reaches (2^59 tokens or bytes), and sums of many stay finite. A page's `1e308` made a
+/// run's mean of a gauge infinite, written as `null`, and its own result unreadable.
+const LARGEST: f64 = 1e18;
+
 /// The families of `text` that `wanted` accepts, by name. Counters keep the name they
 /// are exposed under (`vllm:generation_tokens_total`); an untyped family whose name ends
 /// in `_total` is a counter (OpenMetrics' counter samples); `_created` stamps and
@@ -18,18 +23,19 @@ pub fn parse(text: &str, wanted: impl Fn(&str) -> bool) -> BTreeMap<String, Metr
         if f.name.ends_with("_created") || !wanted(&f.name) {
             continue;
         }
-        let value = |s: &prom_text_format_parser::Sample| s.value.value.as_f64();
+        // Past LARGEST, not finite or NaN: not a measurement, left out.
+        let value = |s: &prom_text_format_parser::Sample| Some(s.value.value.as_f64()).filter(|v| v.abs() <= LARGEST);
         let metric = match f.kind {
             Type::Histogram => {
                 let mut h = Histogram::default();
                 for s in &f.samples {
                     match s.value.value_type {
-                        ValueType::Count => h.count += value(s),
-                        ValueType::Sum => h.sum += value(s),
+                        ValueType::Count => h.count += value(s).unwrap_or(0.0),
+                        ValueType::Sum => h.sum += value(s).unwrap_or(0.0),
                         ValueType::Sample => {
                             let le = s.labels.iter().find(|l| l.key == "le").and_then(|l| le(&l.value));
-                            if let Some(le) = le {
-                                h.add_bucket(le, value(s));
+                            if let (Some(le), Some(v)) = (le, value(s)) {
+                                h.add_bucket(le, v);
                             }
                         }
                     }
@@ -38,7 +44,7 @@ pub fn parse(text: &str, wanted: impl Fn(&str) -> bool) -> BTreeMap<String, Metr
             }
             Type::Summary => continue,
             kind => {
-                let sum = f.samples.iter().map(value).filter(|v| v.is_finite()).sum();
+                let sum = f.samples.iter().filter_map(value).sum();
                 let counter = kind == Type::Counter || (kind == Type::Untyped && f.name.ends_with("_total"));
                 if counter { Metric::Counter(sum) } else { Metric::Gauge(sum) }
             }
@@ -138,6 +144,20 @@ python_gc_objects_collected_total{generation=\"0\"} 9.0\n\
         assert_eq!(m.get("llamacpp:tokens_predicted_total"), Some(&Metric::Counter(4.0)));
         assert_eq!(m.get("llamacpp:prompt_tokens_total"), Some(&Metric::Counter(1.0)));
         assert!(matches!(m.get("llamacpp:requests_processing"), Some(Metric::Gauge(_))));
+    }
+
+    /// A sample no serving stack reports is left out of its family's sum, which then stays
+    /// finite through any run's sums and means (1e308 twice was infinite).
+    #[test]
+    fn samples_past_any_measure_are_left_out() {
+        let page = "# TYPE g gauge\ng{a=\"1\"} 1e308\ng{a=\"2\"} 1e308\ng{a=\"3\"} 2\n\
+# TYPE c_total counter\nc_total{a=\"1\"} -1e300\nc_total{a=\"2\"} 5\nc_total{a=\"3\"} 1e18\n\
+# TYPE h histogram\nh_bucket{le=\"1\"} 1e200\nh_bucket{le=\"+Inf\"} 3\nh_count 3\nh_sum 1e300\n";
+        let all = parse(page, |_| true);
+        assert_eq!(all["g"], Metric::Gauge(2.0));
+        assert_eq!(all["c_total"], Metric::Counter(5.0 + 1e18));
+        let Metric::Histogram(h) = &all["h"] else { panic!("a histogram: {all:?}") };
+        assert_eq!((h.count, h.sum), (3.0, 0.0));
     }
 
     #[test]
