@@ -34,6 +34,10 @@ pub fn message(text: &str) -> String {
 
 /// The largest pooling answer read (a batch of 4,096-float embeddings as JSON is a few MB).
 const ANSWER_MAX: usize = 64 << 20;
+/// Most bytes of streamed text kept (for the tokenizer, the row, an accuracy check): a
+/// reply past it is too large. A row must fit the agent's 64 MiB messages to the
+/// coordinator, and an endless stream kept its text until the run's end.
+pub const TEXT_MAX: usize = 16 << 20;
 
 /// Whether reading goes on after a chunk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -213,7 +217,7 @@ impl Decoder {
             }
             s.event(event, now);
         });
-        if res.is_err() {
+        if res.is_err() || self.text.as_ref().is_some_and(|t| t.len() > TEXT_MAX) {
             self.s.error.get_or_insert(ErrorKind::BodyTooLarge);
             return Flow::Stop;
         }
@@ -391,6 +395,23 @@ mod tests {
         assert_eq!((row.input_tokens, row.output_tokens, row.usage_from_server), (9, 3, true));
         assert_eq!(row.generated_text, " a b c");
         assert_eq!(row.response_id_str(), "cmpl-1");
+    }
+
+    /// Text kept past TEXT_MAX: the reply is too large, a counted error, and the decoder
+    /// stops reading (an 80 MB reply made a row no batch could carry, and the run invalid).
+    #[test]
+    fn kept_text_past_its_limit_is_a_body_too_large() {
+        let st = Instant::now();
+        let mut d = Decoder::new(Mode::Stream, true, st, st, true);
+        let piece = chunk(&"x".repeat(1 << 20));
+        let fed = (0..32).map(|_| d.feed(piece.as_bytes(), st)).position(|f| f == Flow::Stop);
+        assert_eq!(fed, Some(TEXT_MAX >> 20), "stops at the first chunk past the limit");
+        let mut row = Row::default();
+        assert!(!d.finish(st, (OK, H1, &http::HeaderMap::new()), None, true, &mut row));
+        assert_eq!(row.error(), ErrorKind::BodyTooLarge);
+        // Without keeping the text, the same reply is read whole.
+        let mut d = Decoder::new(Mode::Stream, true, st, st, false);
+        assert!((0..32).all(|_| d.feed(piece.as_bytes(), st) == Flow::More));
     }
 
     #[test]
