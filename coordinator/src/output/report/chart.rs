@@ -105,6 +105,39 @@ impl Chart {
         if !x0.is_finite() {
             return ((0.0, 1.0), (0.0, 1.0));
         }
-        ((x0, x1), (y0, y1))
+        // No axis reaches past AXIS_MAX: plotters' log axis never ended its key points over
+        // a hand-edited result's 1e308 (`surge report` hung).
+        let c = |v: f64| v.clamp(-AXIS_MAX, AXIS_MAX);
+        ((c(x0), c(x1)), (c(y0), c(y1)))
+    }
+}
+
+/// The farthest an axis goes: 1e15 (ms: 30,000 years; requests; tokens). A value past it
+/// is drawn at the edge.
+const AXIS_MAX: f64 = 1e15;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A chart of absurd values is drawn, at the axis' edge, and drawing ends.
+    #[test]
+    fn values_past_any_axis_are_drawn_at_its_edge() {
+        let point = |x: f64, y: f64| Point { x, y, range: None, label: None };
+        let c = Chart {
+            id: "x".into(),
+            title: "t".into(),
+            x_label: "ms".into(),
+            y_label: "n".into(),
+            log_x: true,
+            kind: Kind::Histogram,
+            series: vec![Series { name: "s".into(), points: vec![point(1.0, 1.0), point(1e308, f64::MAX)] }],
+            marks: Vec::new(),
+        };
+        assert_eq!(c.bounds(), ((1.0, AXIS_MAX), (1.0, AXIS_MAX)));
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(super::super::draw::svg(&c).map(|s| s.len())));
+        let drawn = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("drawing ends");
+        assert!(drawn.as_ref().is_ok_and(|n| *n > 0), "{drawn:?}");
     }
 }
