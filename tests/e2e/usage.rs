@@ -79,6 +79,18 @@ fn usage_errors_name_the_flag_and_exit_2() {
     usage_error(&["run", "--precision", "ttft:p99:0%"], "--precision");
 }
 
+/// An agent's TLS file that cannot be read is a usage error naming it, said once (it
+/// exited 1 with the OS's error twice).
+#[test]
+fn an_agents_missing_tls_file_is_a_usage_error() {
+    let missing = "/nonexistent/surge-test/ca.pem";
+    let args = ["--listen", "127.0.0.1:0", "--tls-ca", missing, "--tls-cert", missing, "--tls-key", missing];
+    let out = crate::util::bin_bg("surge-agent", &args).finish(Duration::from_secs(30));
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("tls-ca") && stderr.matches("os error").count() == 1, "{stderr}");
+}
+
 #[test]
 fn unreachable_server_is_a_clear_error_not_a_hang() {
     // Bind then drop a listener: the port is closed, connections are refused at once.

@@ -182,12 +182,17 @@ pub struct Background {
 }
 
 pub fn surge_bg(args: &[&str]) -> Background {
-    let mut child = Command::new(bin("surge"))
+    bin_bg("surge", args)
+}
+
+/// Starts the workspace's binary `name` with `args`, its output captured.
+pub fn bin_bg(name: &str, args: &[&str]) -> Background {
+    let mut child = Command::new(bin(name))
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("spawn surge");
+        .unwrap_or_else(|e| panic!("spawn {name}: {e}"));
     let mut o = child.stdout.take().expect("piped");
     let mut e = child.stderr.take().expect("piped");
     let out = std::thread::spawn(move || {
@@ -206,7 +211,7 @@ pub fn surge_bg(args: &[&str]) -> Background {
 impl Background {
     /// Waits for exit (at most `limit`) and returns status, stdout, stderr.
     pub fn finish(mut self, limit: Duration) -> Output {
-        let status = self.proc.wait_exit(limit).unwrap_or_else(|| panic!("surge did not exit within {limit:?}"));
+        let status = self.proc.wait_exit(limit).unwrap_or_else(|| panic!("it did not exit within {limit:?}"));
         let stdout = self.out.take().and_then(|t| t.join().ok()).unwrap_or_default();
         let stderr = self.err.take().and_then(|t| t.join().ok()).unwrap_or_default();
         Output { status, stdout, stderr }

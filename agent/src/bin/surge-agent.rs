@@ -30,6 +30,15 @@ fn main() -> ExitCode {
     for note in &cfg.notes {
         eprintln!("surge-agent: {note}");
     }
+    // The TLS files are read before anything starts: one missing or unreadable is a usage
+    // error naming its flag or key.
+    let tls = match cfg.tls.as_ref().map(daemon::server_tls).transpose() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("surge-agent: {e}");
+            return ExitCode::from(2);
+        }
+    };
     // 2000+ requests in flight need as many sockets: lift the soft limit to the hard one.
     if let Err(e) = rlimit::increase_nofile_limit(u64::MAX) {
         tracing::warn!("cannot raise the open-file limit: {e}");
@@ -41,7 +50,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let code = match rt.block_on(run(cfg)) {
+    let code = match rt.block_on(run(cfg, tls)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("surge-agent: {e:#}");
@@ -53,8 +62,7 @@ fn main() -> ExitCode {
     code
 }
 
-async fn run(cfg: AgentConfig) -> anyhow::Result<()> {
-    let tls = cfg.tls.as_ref().map(daemon::server_tls).transpose()?;
+async fn run(cfg: AgentConfig, tls: Option<tonic::transport::ServerTlsConfig>) -> anyhow::Result<()> {
     let listener =
         tokio::net::TcpListener::bind(&cfg.listen).await.map_err(|e| anyhow::anyhow!("listen {}: {e}", cfg.listen))?;
     let addr = listener.local_addr()?;
