@@ -181,4 +181,15 @@ fn values_no_clock_or_memory_holds_are_refused_by_name() {
     usage_error(&["matrix", "--config", &config], "request-rate is less than one request a year");
     std::fs::write(&config, format!("{profile}input-len = 8\n")).unwrap();
     usage_error(&["matrix", "--config", &config, "--tag-suffix", "/../../escaped"], "--tag-suffix");
+    usage_error(&["capacity", "--over", "rate", "--range", "1e-12:8", "--slo", "ttft:p99<=500"], "--range");
+    // A session trace whose second session comes years after the first; a trace of a
+    // second replayed a billion times slower.
+    std::fs::write(&trace, "{\"session_id\": \"a\", \"timestamp\": 0, \"input_length\": 9}\n{\"session_id\": \"b\", \"timestamp\": 1e12, \"input_length\": 9}").unwrap();
+    usage_error(&["run", "--dataset-name", "timed_trace", "--dataset-path", &trace], "more than a year");
+    std::fs::write(&trace, "{\"timestamp\": 0, \"input_length\": 9}\n{\"timestamp\": 1000, \"input_length\": 9}")
+        .unwrap();
+    usage_error(
+        &["run", "--dataset-name", "timed_trace", "--dataset-path", &trace, "--trace-speedup", "1e-9"],
+        "--trace-speedup",
+    );
 }

@@ -104,8 +104,11 @@ impl Sample {
     /// [`HIGH_US`], without zeroing 10 h of counts (2.6 MiB at 4 digits) for each call.
     fn view_of(&self, values: &Spilled<f64>) -> Histogram<u64> {
         let mut high = 2;
-        // Values that cannot be read back are missing, as in `histogram_of`.
-        let _ = values.for_each(|v| high = high.max(us(v)));
+        // Values that cannot be read back are missing, as in `histogram_of`; if the first
+        // reading failed, the second might read more: up to 10 h, then.
+        if values.for_each(|v| high = high.max(us(v))).is_err() {
+            high = HIGH_US;
+        }
         self.histogram_up_to(values, high)
     }
 

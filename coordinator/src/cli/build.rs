@@ -304,6 +304,15 @@ fn plan_run(mut a: RunArgs) -> Result<RunPlan, UsageError> {
     };
     let ramp = ramp_plan(&a.load, request_rate)?;
     let trace = d.name == "timed_trace";
+    // No request more than a year after the first at the replay's speed (D88): it would
+    // never be sent, and the run would end as if it had been.
+    let last_ms = if trace { d.prompts.iter().map(|p| p.timestamp_ms).fold(0.0, f64::max) } else { 0.0 };
+    if last_ms / a.load.trace_speedup > super::parse::LONGEST.as_secs_f64() * 1e3 {
+        return usage(format!(
+            "--dataset-path: its last request comes {last_ms} ms after its first, at --trace-speedup {}: more than a year",
+            a.load.trace_speedup
+        ));
+    }
     // A session trace counts its root sessions: sub-agents start when spawned (D68).
     let spawned = d.prompts.iter().map(|p| p.spawn.len() as u64).sum::<u64>();
     let sessions = d.prompts.iter().filter_map(|p| p.session).max().map(|s| s + 1 - spawned);
@@ -697,6 +706,9 @@ fn plan_capacity(mut a: super::CapacityArgs) -> Result<crate::plan::capacity::Ca
         super::OverArg::Sessions => Kind::Sessions,
     };
     let integer = kind != Kind::RequestRate;
+    if let (false, Err(why)) = (integer, super::parse::rate_value(lo)) {
+        return usage(format!("--range {:?}: the rate {lo} {why}", a.range));
+    }
     if integer && (lo.fract() != 0.0 || hi.fract() != 0.0) {
         return usage(format!("--range {:?}: concurrency and sessions are whole numbers", a.range));
     }
@@ -858,7 +870,7 @@ fn plan_matrix(mut a: MatrixArgs) -> Result<MatrixPlan, UsageError> {
         return Err(UsageError("--standard or --config FILE with [[profile]] tables is required".into()));
     }
     // The suffix is part of each file's name: it may not leave --result-dir.
-    if a.tag_suffix.contains(['/', '\\']) || a.tag_suffix == ".." {
+    if a.tag_suffix.contains(['/', '\\', '\0']) {
         return Err(UsageError(format!("--tag-suffix {:?}: a result's name may not hold a path", a.tag_suffix)));
     }
     for p in &mut profiles {
