@@ -34,9 +34,10 @@ pub fn message(text: &str) -> String {
 
 /// The largest pooling answer read (a batch of 4,096-float embeddings as JSON is a few MB).
 const ANSWER_MAX: usize = 64 << 20;
-/// Most bytes of streamed text kept (for the tokenizer, the row, an accuracy check): a
-/// reply past it is too large. A row must fit the agent's 64 MiB messages to the
-/// coordinator, and an endless stream kept its text until the run's end.
+/// Most bytes of streamed text kept (for the tokenizer, the row, an accuracy check), and
+/// of a row's gaps between token events (about 8 million of them): a reply past either
+/// is too large. A row must fit the agent's 64 MiB messages to the coordinator, and an
+/// endless stream kept its text and its gaps until the run's end.
 pub const TEXT_MAX: usize = 16 << 20;
 
 /// Whether reading goes on after a chunk.
@@ -217,7 +218,7 @@ impl Decoder {
             }
             s.event(event, now);
         });
-        if res.is_err() || self.text.as_ref().is_some_and(|t| t.len() > TEXT_MAX) {
+        if res.is_err() || self.text.as_ref().is_some_and(|t| t.len() > TEXT_MAX) || self.s.itl_us.len() > TEXT_MAX {
             self.s.error.get_or_insert(ErrorKind::BodyTooLarge);
             return Flow::Stop;
         }
@@ -412,6 +413,12 @@ mod tests {
         // Without keeping the text, the same reply is read whole.
         let mut d = Decoder::new(Mode::Stream, true, st, st, false);
         assert!((0..32).all(|_| d.feed(piece.as_bytes(), st) == Flow::More));
+        // Its gaps are bounded alike: events read together are a byte each (a zero gap), and
+        // 2^16 of them a chunk pass 16 MiB at the 257th (2^24 + 2^16 - 1 bytes).
+        let events = chunk("x").repeat(1 << 16);
+        let mut d = Decoder::new(Mode::Stream, true, st, st, false);
+        let fed = (0..300).map(|_| d.feed(events.as_bytes(), st)).position(|f| f == Flow::Stop);
+        assert_eq!(fed, Some(256), "stops past 16 MiB of gaps");
     }
 
     #[test]
