@@ -75,6 +75,27 @@ pub struct ServerMetrics {
     pub checks: Checks,
 }
 
+/// `name`'s place among a slice's `values`, its name kept once in `families`.
+fn slot<'a>(
+    values: &'a mut Vec<(f64, u32)>,
+    families: &mut Vec<String>,
+    index: &mut BTreeMap<String, usize>,
+    name: &str,
+) -> &'a mut (f64, u32) {
+    let k = match index.get(name) {
+        Some(&k) => k,
+        None => {
+            families.push(name.to_string());
+            index.insert(name.to_string(), families.len() - 1);
+            families.len() - 1
+        }
+    };
+    if values.len() <= k {
+        values.resize(k + 1, (0.0, 0));
+    }
+    &mut values[k]
+}
+
 /// Scrapes folded as they arrive.
 #[derive(Debug)]
 pub struct ServerView {
@@ -83,8 +104,12 @@ pub struct ServerView {
     last: Option<Snapshot>,
     prev: Option<Snapshot>,
     gauges: BTreeMap<String, (f64, u64, f64)>,
-    /// Per slice: per family, (sum, n); counters sum their increases.
-    slices: BTreeMap<i64, BTreeMap<String, (f64, u32)>>,
+    /// The families scraped, each name kept once; a slice refers to them by index.
+    families: Vec<String>,
+    family_index: BTreeMap<String, usize>,
+    /// Per slice: per family, by index, (sum, n); counters sum their increases; n = 0: not
+    /// in that slice. 16 bytes a family, where a map of names took about 100.
+    slices: BTreeMap<i64, Vec<(f64, u32)>>,
     scrapes: u64,
     failed: u64,
     last_error: Option<String>,
@@ -98,6 +123,8 @@ impl ServerView {
             last: None,
             prev: None,
             gauges: BTreeMap::new(),
+            families: Vec::new(),
+            family_index: BTreeMap::new(),
             slices: BTreeMap::new(),
             scrapes: 0,
             failed: 0,
@@ -120,19 +147,20 @@ impl ServerView {
         }
         let slice = (s.t_s.max(0.0) / self.slice_s).floor() as i64;
         let entry = self.slices.entry(slice).or_default();
+        let (families, index) = (&mut self.families, &mut self.family_index);
         for (name, m) in snap {
             match m {
                 Metric::Gauge(v) if !s.baseline => {
                     let g = self.gauges.entry(name.clone()).or_insert((0.0, 0, f64::NEG_INFINITY));
                     (g.0, g.1, g.2) = (g.0 + v, g.1 + 1, g.2.max(*v));
-                    let e = entry.entry(name.clone()).or_default();
+                    let e = slot(entry, families, index, name);
                     (e.0, e.1) = (e.0 + v, e.1 + 1);
                 }
                 Metric::Counter(v) => {
                     if let Some(Metric::Counter(p)) = self.prev.as_ref().and_then(|p| p.get(name)) {
                         // A counter that went down was reset: count from zero.
                         let inc = if v >= p { v - p } else { *v };
-                        let e = entry.entry(name.clone()).or_default();
+                        let e = slot(entry, families, index, name);
                         (e.0, e.1) = (e.0 + inc, e.1 + 1);
                     }
                 }
@@ -155,12 +183,13 @@ impl ServerView {
             last_error: self.last_error,
             ..Default::default()
         };
-        for (&i, families) in &self.slices {
+        for (&i, values) in &self.slices {
             let Ok(i) = usize::try_from(i) else { continue };
             if i >= slices {
                 continue;
             }
-            for (name, &(sum, n)) in families {
+            let seen = values.iter().enumerate().filter(|(_, v)| v.1 > 0);
+            for (name, &(sum, n)) in seen.map(|(k, v)| (&self.families[k], v)) {
                 let counter = matches!(self.last.as_ref().and_then(|l| l.get(name)), Some(Metric::Counter(_)));
                 let v = if counter { sum / self.slice_s } else { sum / f64::from(n.max(1)) };
                 out.series.entry(name.clone()).or_insert_with(|| vec![None; slices])[i] = Some(v);
@@ -336,6 +365,26 @@ mod tests {
         assert!((s.checks.ttft_mean_difference_ms.unwrap() - 4.0).abs() < 1e-9, "mean 30 ms from the sum");
         assert_eq!((s.scrapes, s.failed_scrapes), (5, 1));
         assert_eq!(s.checks.flagged.len(), 1, "the failed scrape: {:?}", s.checks.flagged);
+    }
+
+    /// A family that appears in some slices only is `null` in the others, whether or not a
+    /// family named after it is scraped there; over many scrapes each name is kept once.
+    #[test]
+    fn a_family_absent_from_a_slice_is_null_there_and_names_are_kept_once() {
+        let mut v = ServerView::new(1.0);
+        for k in 0..1000u32 {
+            let mut s = Snapshot::new();
+            if (k / 100) % 2 == 0 {
+                s.insert("a".into(), Metric::Gauge(1.0));
+            }
+            s.insert("b".into(), Metric::Gauge(f64::from(k % 3)));
+            v.add(&at(f64::from(k) / 100.0, s, false, false));
+        }
+        assert_eq!(v.families, ["a", "b"]);
+        let s = v.finish(10, ClientSide::default()).unwrap();
+        assert_eq!(s.series["a"], [Some(1.0), None].repeat(5), "every other second");
+        assert_eq!(s.series["b"].len(), 10);
+        assert!(s.series["b"].iter().all(|x| x.is_some_and(|m| (m - 1.0).abs() < 0.011)), "{:?}", s.series["b"]);
     }
 
     #[test]
