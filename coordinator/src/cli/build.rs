@@ -307,7 +307,7 @@ fn plan_run(mut a: RunArgs) -> Result<RunPlan, UsageError> {
     // No request more than a year after the first at the replay's speed (D88): it would
     // never be sent, and the run would end as if it had been.
     let last_ms = if trace { d.prompts.iter().map(|p| p.timestamp_ms).fold(0.0, f64::max) } else { 0.0 };
-    if last_ms / a.load.trace_speedup > super::parse::LONGEST.as_secs_f64() * 1e3 {
+    if last_ms / a.load.trace_speedup > crate::dataset::trace::YEAR_MS {
         return usage(format!(
             "--dataset-path: its last request comes {last_ms} ms after its first, at --trace-speedup {}: more than a year",
             a.load.trace_speedup
@@ -1072,10 +1072,11 @@ fn request_headers(raw: &[String], api_key: Option<String>) -> Result<Vec<(Strin
     if let Some(key) = api_key.filter(|k| !k.is_empty())
         && !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("authorization"))
     {
-        if http::HeaderValue::from_str(&format!("Bearer {key}")).is_err() {
+        let bearer = format!("Bearer {key}");
+        if http::HeaderValue::from_str(&bearer).is_err() {
             return usage("OPENAI_API_KEY: not valid in an HTTP header (a control character?)".to_string());
         }
-        headers.push(("Authorization".into(), format!("Bearer {key}")));
+        headers.push(("Authorization".into(), bearer));
     }
     Ok(headers)
 }

@@ -35,7 +35,7 @@ fn positive(v: &Value, key: &str) -> Result<u32, String> {
 
 /// The longest delay a trace may give: a year (366 days), in ms. Timestamps may be on any
 /// clock (Mooncake's are unix milliseconds): they count from the first.
-const YEAR_MS: f64 = surge_core::data::turns::LONGEST_WAIT.as_secs() as f64 * 1e3;
+pub(crate) const YEAR_MS: f64 = surge_core::data::turns::LONGEST_WAIT.as_secs() as f64 * 1e3;
 
 fn line_item(line: &str, tok: Option<&Tok>, default_output: u32, chat: bool) -> Result<PromptItem, String> {
     let v: Value = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
