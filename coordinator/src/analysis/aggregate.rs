@@ -9,6 +9,7 @@ use super::active::ActiveSeconds;
 use super::coalesce::Coalescing;
 use super::fold::{ClientSide, Whole};
 use super::folds::{Folds, Wanted};
+use super::grid::Grid;
 use super::metrics::{EXACT_SAMPLES, EXAMPLES_PER_KIND, ErrorSeen, Metrics, TRACKED_MESSAGES};
 use super::sample::Sample;
 use super::spilled::Spilled;
@@ -63,6 +64,7 @@ impl Aggregator {
     /// `keep_rows`: keep every row for the detailed arrays; `wanted`: the optional folds and
     /// the time series' slice.
     pub fn new(slo: Slo, keep_rows: bool, wanted: Wanted) -> Self {
+        let grid = Grid::new(wanted.slice_s);
         Self {
             m: Metrics::default(),
             slo,
@@ -76,8 +78,8 @@ impl Aggregator {
             events: Some((Spilled::new(), Spilled::new())),
             token_bins: BTreeMap::new(),
             keep_rows,
-            series: TimeSeries::new(wanted.slice_s),
-            folds: Folds::registered(wanted),
+            series: TimeSeries::new(grid.clone()),
+            folds: Folds::registered(wanted, &grid),
         }
     }
 
@@ -262,8 +264,9 @@ impl Aggregator {
             seen.sort_by_key(|e| std::cmp::Reverse(e.count));
             seen.truncate(EXAMPLES_PER_KIND);
         }
-        let (slices, peak_in_flight) = series.finish();
+        let (slices, slice_s, peak_in_flight) = series.finish();
         m.time_series = slices;
+        m.timeslice_s = (!m.time_series.is_empty()).then_some(slice_s);
         let mut whole = Whole { sends: m.sends.n, slices: m.time_series.len(), ..Whole::default() };
         if m.sends.n == 0 {
             // Probes may have answered when no request of the load was sent.

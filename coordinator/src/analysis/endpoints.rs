@@ -7,6 +7,7 @@
 use super::conversations::{MAX_TURN_METRICS, Turn};
 use super::dist::MetricStats;
 use super::fold::{Fold, Whole};
+use super::grid::{Grid, Merge, Slices};
 use crate::fleet::outcome::{GlobalRow, kind_name};
 use std::collections::BTreeMap;
 
@@ -53,7 +54,7 @@ pub struct EndpointStats {
     pub errors_by_kind: BTreeMap<String, u64>,
     /// Conversations: each turn's hits (turns past [`MAX_TURN_METRICS`] in the last).
     pub turns: Vec<Hits>,
-    /// By time-series slice (its index).
+    /// By time-series slice (its index), once the run is over.
     pub slices: BTreeMap<i64, Sliced>,
     /// TTFT, TPOT, ITL and E2EL at the run's percentiles (and 99), once the run is over:
     /// read one endpoint at a time, whose kept values then go, so the end of a run never
@@ -79,6 +80,7 @@ impl EndpointStats {
 pub struct EndpointsView {
     pub list: Vec<EndpointStats>,
     pub outliers: Vec<bool>,
+    /// The slices' width (the time series'), seconds.
     pub slice_s: f64,
 }
 
@@ -86,15 +88,28 @@ pub struct EndpointsView {
 #[derive(Debug)]
 pub struct EndpointsFold {
     view: EndpointsView,
+    /// Each endpoint's slices while the run goes (on the time series' grid, D90).
+    sliced: Vec<Slices<Sliced>>,
     /// The run's `--metric-percentiles` (99 is added for the outlier rule).
     percentiles: Vec<f64>,
 }
 
 impl EndpointsFold {
-    pub fn new(endpoints: usize, slice_s: f64, percentiles: Vec<f64>) -> Self {
+    pub fn new(endpoints: usize, grid: Grid, percentiles: Vec<f64>) -> Self {
         let list = (0..endpoints).map(|_| EndpointStats::new()).collect();
-        let slice_s = if slice_s > 0.0 { slice_s } else { 1.0 };
-        Self { view: EndpointsView { list, outliers: Vec::new(), slice_s }, percentiles }
+        let sliced = (0..endpoints).map(|_| Slices::new(grid.clone())).collect();
+        Self { view: EndpointsView { list, outliers: Vec::new(), slice_s: grid.width_s() }, sliced, percentiles }
+    }
+}
+
+impl Merge for Sliced {
+    fn merge(&mut self, o: Self) {
+        self.completed += o.completed;
+        self.failed += o.failed;
+        self.output_tokens += o.output_tokens;
+        self.ttft_rows += o.ttft_rows;
+        self.ttft_sum_s += o.ttft_sum_s;
+        self.ttft_max_s = self.ttft_max_s.max(o.ttft_max_s);
     }
 }
 
@@ -122,15 +137,18 @@ impl Fold for EndpointsFold {
         if r.row.probe {
             return;
         }
-        let slice_s = self.view.slice_s;
-        let Some(e) = self.view.list.get_mut(r.row.endpoint as usize) else { return };
+        let (Some(e), Some(sliced)) =
+            (self.view.list.get_mut(r.row.endpoint as usize), self.sliced.get_mut(r.row.endpoint as usize))
+        else {
+            return;
+        };
         let kind = r.row.error();
         if kind == surge_proto::ErrorKind::Cancelled {
             e.cancelled += 1;
             return;
         }
         e.all.add(r);
-        let slice = e.slices.entry((r.end_s().max(0.0) / slice_s).floor() as i64).or_default();
+        let slice = sliced.at(r.end_s());
         if !r.ok() {
             *e.errors_by_kind.entry(kind_name(kind)).or_default() += 1;
             slice.failed += 1;
@@ -164,7 +182,8 @@ impl Fold for EndpointsFold {
         if !ps.contains(&99.0) {
             ps.push(99.0);
         }
-        for e in &mut self.view.list {
+        for (e, sliced) in self.view.list.iter_mut().zip(self.sliced) {
+            (e.slices, self.view.slice_s) = sliced.finish();
             e.all.seal();
             e.latency = crate::plan::METRICS.iter().map(|k| MetricStats::of(k, e.all.dist(k), &ps)).collect();
             e.all.drop_exact();
@@ -191,7 +210,7 @@ mod tests {
 
     #[test]
     fn each_endpoint_has_its_own_counts_and_distribution() {
-        let mut f = EndpointsFold::new(3, 1.0, vec![50.0]);
+        let mut f = EndpointsFold::new(3, Grid::new(1.0), vec![50.0]);
         for k in 0..30 {
             f.row(&row(k % 3, 10 * u64::from(k % 3 + 1), ErrorKind::None));
         }
@@ -207,6 +226,31 @@ mod tests {
         assert_eq!(p99, [10.0, 20.0, 30.0]);
         assert!(v.list.iter().all(|e| !e.all.ttft.is_exact()), "each endpoint's values go once read");
         assert_eq!(v.list[0].slices.get(&0).map(|s| s.completed), Some(10), "ended at 0.52 s: slice 0");
+    }
+
+    /// Past MOST_SLICES slices each endpoint's slices widen with the time series': counts
+    /// add, the TTFT's sum adds and its maximum is the larger.
+    #[test]
+    fn an_endpoints_slices_widen_with_the_grid() {
+        let mut f = EndpointsFold::new(2, Grid::new(1.0), vec![50.0]);
+        let seconds = super::super::grid::MOST_SLICES as u64 + 10;
+        for k in 0..seconds * 2 {
+            let mut r = row((k % 2) as u32, 10 + k % 4, ErrorKind::None);
+            r.start_s = k as f64 * 0.5;
+            f.row(&r);
+        }
+        let v = f.finish(&Whole::default()).expect("a view");
+        assert_eq!(v.slice_s, 2.0);
+        let s = &v.list[0].slices;
+        assert_eq!(s.values().map(|x| x.completed).sum::<u64>(), seconds);
+        assert!(s.len() as i64 <= super::super::grid::MOST_SLICES);
+        // Slice 1 ([2, 4) s): endpoint 0's rows of 2 s (10 ms) and 3 s (12 ms), made in two
+        // slices of 1 s; endpoint 1's of 2.5 s (11 ms) and 3.5 s (13 ms).
+        let x = s[&1];
+        assert_eq!((x.completed, x.ttft_rows, x.ttft_max_s), (2, 2, 0.012));
+        assert!((x.ttft_sum_s - 0.022).abs() < 1e-12);
+        let x = v.list[1].slices[&1];
+        assert_eq!((x.completed, x.ttft_max_s), (2, 0.013));
     }
 
     #[test]

@@ -10,6 +10,7 @@ use super::endpoints::{EndpointsFold, EndpointsView};
 use super::fold::{Fold, Whole};
 use super::gpu::{GpuMetrics, GpuSlice, GpuView};
 use super::graphs::Graphs;
+use super::grid::Grid;
 use super::metrics::Metrics;
 use super::phases::Phases;
 use super::ramp::RampEvents;
@@ -47,8 +48,8 @@ pub struct Wanted {
 pub struct Folds(Vec<Box<dyn Erased>>);
 
 impl Folds {
-    /// The folds a run with `wanted` has.
-    pub fn registered(wanted: Wanted) -> Self {
+    /// The folds a run with `wanted` has; the sliced ones on the time series' `grid`.
+    pub fn registered(wanted: Wanted, grid: &Grid) -> Self {
         let mut f = Folds(Vec::new());
         f.put(ReasoningFold::default(), |out, m| m.reasoning = out);
         f.put(AnomaliesFold::default(), |out, m| m.anomalies = out);
@@ -66,13 +67,13 @@ impl Folds {
         }
         f.put(Graphs::default(), |out, m| m.graphs = out);
         if wanted.endpoints > 1 {
-            f.put(EndpointsFold::new(wanted.endpoints, wanted.slice_s, wanted.percentiles.clone()), put_endpoints);
+            f.put(EndpointsFold::new(wanted.endpoints, grid.clone(), wanted.percentiles.clone()), put_endpoints);
         }
         if wanted.replicas {
             f.put(ReplicasFold::default(), |out, m| m.replicas = out);
         }
-        f.put(ServerView::new(wanted.slice_s), |out, m| m.server = out);
-        f.put(GpuView::new(wanted.slice_s), put_gpu);
+        f.put(ServerView::new(grid.clone()), |out, m| m.server = out);
+        f.put(GpuView::new(grid.clone()), put_gpu);
         f
     }
 
@@ -268,7 +269,7 @@ mod tests {
             r
         };
         for reasons_first in [true, false] {
-            let mut f = Folds::registered(wanted());
+            let mut f = Folds::registered(wanted(), &Grid::new(1.0));
             for k in 0..2 {
                 f.row(&at(k, reasons_first, false));
                 f.row(&at(k, reasons_first, true));

@@ -13,6 +13,7 @@
 //! around it (the baseline scrape precedes the load, the last one follows it).
 
 use super::fold::{Fold, Whole};
+use super::grid::{Grid, Merge, Slices};
 use super::server::GaugeStats;
 use crate::target::gpu::GpuScrape;
 use serde::{Deserialize, Serialize};
@@ -38,6 +39,14 @@ impl Gauge {
             self.max = if self.n == 0 { v } else { self.max.max(v) };
             self.sum += v;
             self.n += 1;
+        }
+    }
+
+    fn merge(&mut self, o: &Self) {
+        if o.n > 0 {
+            self.max = if self.n == 0 { o.max } else { self.max.max(o.max) };
+            self.sum += o.sum;
+            self.n += o.n;
         }
     }
 
@@ -100,7 +109,7 @@ struct Track {
 impl Track {
     /// Folds one scrape at `t`; the energy of the gap since the previous one goes to
     /// `slices` in proportion to their overlap.
-    fn add(&mut self, t: f64, r: &GpuReading, slice_s: f64, slices: &mut BTreeMap<i64, SliceSum>) {
+    fn add(&mut self, t: f64, r: &GpuReading, slices: &mut Slices<SliceSum>) {
         if let Some((t0, p0, e0)) = self.prev
             && t > t0
         {
@@ -126,7 +135,7 @@ impl Track {
                 if t0 < 0.0 && t >= 0.0 {
                     self.at_start = Some(self.cum_j + j * (-t0) / (t - t0));
                 }
-                spread(slices, t0, t, j, slice_s);
+                spread(slices, t0, t, j);
                 self.cum_j += j;
             }
         }
@@ -183,19 +192,29 @@ struct SliceSum {
     utilization: Gauge,
 }
 
+impl Merge for SliceSum {
+    fn merge(&mut self, o: Self) {
+        self.energy_j += o.energy_j;
+        self.utilization.merge(&o.utilization);
+    }
+}
+
 /// Adds `j` joules spent evenly over `[t0, t1]` to the slices it overlaps (from 0 on).
-fn spread(slices: &mut BTreeMap<i64, SliceSum>, t0: f64, t1: f64, j: f64, slice_s: f64) {
+fn spread(slices: &mut Slices<SliceSum>, t0: f64, t1: f64, j: f64) {
     let (a, b) = (t0.max(0.0), t1);
     if b <= a {
         return;
     }
     let rate = j / (t1 - t0);
+    // The grid widened for the gap's end first, so every slice of it is at one width.
+    let last = slices.index(b);
+    let slice_s = slices.width_s();
     let mut k = (a / slice_s).floor() as i64;
-    while (k as f64) * slice_s < b {
+    while k <= last && (k as f64) * slice_s < b {
         let lo = a.max(k as f64 * slice_s);
         let hi = b.min((k + 1) as f64 * slice_s);
         if hi > lo {
-            slices.entry(k).or_default().energy_j += rate * (hi - lo);
+            slices.slot(k).energy_j += rate * (hi - lo);
         }
         k += 1;
     }
@@ -260,9 +279,8 @@ pub struct GpuSlice {
 /// Scrapes folded as they arrive.
 #[derive(Debug)]
 pub struct GpuView {
-    slice_s: f64,
     gpus: BTreeMap<GpuKey, Track>,
-    slices: BTreeMap<i64, SliceSum>,
+    slices: Slices<SliceSum>,
     scrapes: u64,
     failed: u64,
     last_error: Option<String>,
@@ -270,11 +288,10 @@ pub struct GpuView {
 }
 
 impl GpuView {
-    pub fn new(slice_s: f64) -> Self {
+    pub fn new(grid: Grid) -> Self {
         Self {
-            slice_s: if slice_s > 0.0 { slice_s } else { 1.0 },
             gpus: BTreeMap::new(),
-            slices: BTreeMap::new(),
+            slices: Slices::new(grid),
             scrapes: 0,
             failed: 0,
             last_error: None,
@@ -299,11 +316,10 @@ impl GpuView {
                 source: r.source.map_or("", |s| s.as_str()),
                 ..Default::default()
             });
-            track.add(s.t_s, r, self.slice_s, &mut self.slices);
+            track.add(s.t_s, r, &mut self.slices);
             power += r.power_w.unwrap_or(0.0);
             if s.t_s >= 0.0 {
-                let k = (s.t_s / self.slice_s).floor() as i64;
-                self.slices.entry(k).or_default().utilization.add(r.utilization_pct);
+                self.slices.at(s.t_s).utilization.add(r.utilization_pct);
             }
         }
         if s.t_s >= 0.0 {
@@ -347,12 +363,13 @@ impl GpuView {
             });
         }
         let total_energy_j: f64 = gpus.iter().map(|g| g.energy_j).sum();
+        let (kept, slice_s) = self.slices.finish();
         let per_slice = (0..slices as i64)
             .map(|k| {
-                let s = self.slices.get(&k).copied().unwrap_or_default();
+                let s = kept.get(&k).copied().unwrap_or_default();
                 GpuSlice {
                     energy_j: s.energy_j,
-                    power_w: s.energy_j / self.slice_s,
+                    power_w: s.energy_j / slice_s,
                     utilization_pct: s.utilization.stats().map(|g| g.mean),
                 }
             })
@@ -434,7 +451,7 @@ mod tests {
     #[test]
     fn the_window_reads_the_counter_between_the_scrapes_around_its_ends() {
         // 300 W on a counter from t = -0.5 to 10.5; the window is [0, 10]: 3000 J.
-        let mut v = GpuView::new(1.0);
+        let mut v = GpuView::new(Grid::new(1.0));
         for k in 0..=11 {
             let t = -0.5 + f64::from(k);
             v.add(&scrape(t, vec![reading(0, 300.0, Some(1e6 + 300.0 * (t + 0.5)))]));
@@ -452,9 +469,36 @@ mod tests {
         assert!((e.energy_cost_per_million_output_tokens.unwrap() - 2e6 / 3.6e6 * 0.12).abs() < 1e-12);
     }
 
+    /// Read past MOST_SLICES slices of 1 s, each slice's energy and utilization end as
+    /// those of a view planned at 2 s, the energy of a gap across slices included.
+    #[test]
+    fn a_view_widened_past_the_bound_equals_one_planned_wide() {
+        let seconds = super::super::grid::MOST_SLICES as u32 + 300;
+        let view = |base: f64| {
+            let mut v = GpuView::new(Grid::new(base));
+            let mut e = 0.0;
+            for k in 0..seconds * 2 / 3 {
+                let t = f64::from(k) * 1.5 + 0.25;
+                e += f64::from(100 + k % 11);
+                let mut r = reading(0, 200.0, Some(e));
+                r.utilization_pct = Some(f64::from(k % 4 * 10));
+                v.add(&scrape(t, vec![r]));
+            }
+            v.finish(f64::from(seconds), seconds as usize / 2).unwrap().1
+        };
+        let (narrow, wide) = (view(1.0), view(2.0));
+        assert_eq!(narrow.len(), wide.len());
+        for (n, w) in narrow.iter().zip(&wide) {
+            assert!((n.energy_j - w.energy_j).abs() < 1e-9 * w.energy_j.max(1.0), "{n:?} {w:?}");
+            assert!((n.power_w - w.power_w).abs() < 1e-9 * w.power_w.max(1.0), "{n:?} {w:?}");
+            assert_eq!(n.utilization_pct, w.utilization_pct);
+        }
+        assert!(narrow[100].energy_j > 0.0 && narrow[100].utilization_pct.is_some());
+    }
+
     #[test]
     fn a_counter_reset_and_a_page_without_counter_fall_back_to_power() {
-        let mut v = GpuView::new(1.0);
+        let mut v = GpuView::new(Grid::new(1.0));
         // GPU 0: counter reset to 0 between t = 4.5 and 5.5 (its gap integrated from power);
         // GPU 1: power only, 100 W.
         for k in 0..=11 {
@@ -473,7 +517,7 @@ mod tests {
 
     #[test]
     fn xid_errors_are_events_and_failed_scrapes_are_counted() {
-        let mut v = GpuView::new(1.0);
+        let mut v = GpuView::new(Grid::new(1.0));
         let with_xid = |t: f64, x: f64| {
             let mut r = reading(0, 100.0, None);
             r.xid = Some(x);

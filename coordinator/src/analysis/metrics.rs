@@ -109,6 +109,9 @@ pub struct Metrics {
     /// Whether the percentiles are exact (the samples fit [`EXACT_SAMPLES`]).
     pub exact: bool,
     pub time_series: Vec<Slice>,
+    /// The time series' slices' width: `--timeslice`, doubled as often as a run past
+    /// [`super::grid::MOST_SLICES`] slices needed (D90); `None` without a slice.
+    pub timeslice_s: Option<f64>,
     /// The rows themselves, only when asked (`--save-detailed`, `surge validate`).
     pub rows: Vec<GlobalRow>,
     /// Per agent: read coalescing of its successful streamed requests ([`Coalescing`]).

@@ -18,6 +18,7 @@ pub mod fold;
 pub mod folds;
 pub mod gpu;
 pub mod graphs;
+pub mod grid;
 pub mod interval;
 pub mod knee;
 pub mod metrics;

@@ -8,6 +8,7 @@
 
 pub use super::fold::ClientSide;
 use super::fold::{Fold, Whole};
+use super::grid::{Grid, Merge, Slices};
 use crate::target::scrape::ServerScrape;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -75,6 +76,21 @@ pub struct ServerMetrics {
     pub checks: Checks,
 }
 
+/// One slice's values, by family index: (sum, n); two neighbours add place by place.
+#[derive(Debug, Default)]
+struct Sums(Vec<(f64, u32)>);
+
+impl Merge for Sums {
+    fn merge(&mut self, o: Self) {
+        if self.0.len() < o.0.len() {
+            self.0.resize(o.0.len(), (0.0, 0));
+        }
+        for (a, b) in self.0.iter_mut().zip(o.0) {
+            (a.0, a.1) = (a.0 + b.0, a.1 + b.1);
+        }
+    }
+}
+
 /// `name`'s place among a slice's `values`, its name kept once in `families`.
 fn slot<'a>(
     values: &'a mut Vec<(f64, u32)>,
@@ -99,7 +115,6 @@ fn slot<'a>(
 /// Scrapes folded as they arrive.
 #[derive(Debug)]
 pub struct ServerView {
-    slice_s: f64,
     baseline: Option<Snapshot>,
     last: Option<Snapshot>,
     prev: Option<Snapshot>,
@@ -109,23 +124,22 @@ pub struct ServerView {
     family_index: BTreeMap<String, usize>,
     /// Per slice: per family, by index, (sum, n); counters sum their increases; n = 0: not
     /// in that slice. 16 bytes a family, where a map of names took about 100.
-    slices: BTreeMap<i64, Vec<(f64, u32)>>,
+    slices: Slices<Sums>,
     scrapes: u64,
     failed: u64,
     last_error: Option<String>,
 }
 
 impl ServerView {
-    pub fn new(slice_s: f64) -> Self {
+    pub fn new(grid: Grid) -> Self {
         Self {
-            slice_s: if slice_s > 0.0 { slice_s } else { 1.0 },
             baseline: None,
             last: None,
             prev: None,
             gauges: BTreeMap::new(),
             families: Vec::new(),
             family_index: BTreeMap::new(),
-            slices: BTreeMap::new(),
+            slices: Slices::new(grid),
             scrapes: 0,
             failed: 0,
             last_error: None,
@@ -145,8 +159,7 @@ impl ServerView {
         if s.baseline || self.baseline.is_none() {
             self.baseline = Some(snap.clone());
         }
-        let slice = (s.t_s.max(0.0) / self.slice_s).floor() as i64;
-        let entry = self.slices.entry(slice).or_default();
+        let entry = &mut self.slices.at(s.t_s).0;
         let (families, index) = (&mut self.families, &mut self.family_index);
         for (name, m) in snap {
             match m {
@@ -183,7 +196,8 @@ impl ServerView {
             last_error: self.last_error,
             ..Default::default()
         };
-        for (&i, values) in &self.slices {
+        let (slices_kept, width) = self.slices.finish();
+        for (&i, Sums(values)) in &slices_kept {
             let Ok(i) = usize::try_from(i) else { continue };
             if i >= slices {
                 continue;
@@ -191,7 +205,7 @@ impl ServerView {
             let seen = values.iter().enumerate().filter(|(_, v)| v.1 > 0);
             for (name, &(sum, n)) in seen.map(|(k, v)| (&self.families[k], v)) {
                 let counter = matches!(self.last.as_ref().and_then(|l| l.get(name)), Some(Metric::Counter(_)));
-                let v = if counter { sum / self.slice_s } else { sum / f64::from(n.max(1)) };
+                let v = if counter { sum / width } else { sum / f64::from(n.max(1)) };
                 out.series.entry(name.clone()).or_insert_with(|| vec![None; slices])[i] = Some(v);
             }
         }
@@ -343,7 +357,7 @@ mod tests {
     #[test]
     fn deltas_gauges_series_histograms_and_checks() {
         let inf = f64::INFINITY;
-        let mut v = ServerView::new(1.0);
+        let mut v = ServerView::new(Grid::new(1.0));
         // Before the load: 100 tokens from the initial test, 1 request in the histogram.
         v.add(&at(-0.1, snap(100.0, 0.0, &[(0.02, 0.0), (0.04, 1.0), (inf, 1.0)]), true, false));
         v.add(&at(0.5, snap(600.0, 4.0, &[(0.02, 0.0), (0.04, 5.0), (inf, 5.0)]), false, false));
@@ -371,7 +385,7 @@ mod tests {
     /// family named after it is scraped there; over many scrapes each name is kept once.
     #[test]
     fn a_family_absent_from_a_slice_is_null_there_and_names_are_kept_once() {
-        let mut v = ServerView::new(1.0);
+        let mut v = ServerView::new(Grid::new(1.0));
         for k in 0..1000u32 {
             let mut s = Snapshot::new();
             if (k / 100) % 2 == 0 {
@@ -387,15 +401,36 @@ mod tests {
         assert!(s.series["b"].iter().all(|x| x.is_some_and(|m| (m - 1.0).abs() < 0.011)), "{:?}", s.series["b"]);
     }
 
+    /// Scraped past MOST_SLICES slices of 1 s, the view ends as one planned at 2 s: a
+    /// counter's increase per second and a gauge's mean over each merged slice.
+    #[test]
+    fn a_view_widened_past_the_bound_equals_one_planned_wide() {
+        let seconds = super::super::grid::MOST_SLICES as u32 + 500;
+        let view = |base: f64| {
+            let mut v = ServerView::new(Grid::new(base));
+            for k in 0..seconds * 2 {
+                let mut s = Snapshot::new();
+                s.insert("tokens".into(), Metric::Counter(f64::from(k * (k % 5))));
+                s.insert("running".into(), Metric::Gauge(f64::from(k % 7)));
+                v.add(&at(f64::from(k) / 2.0, s, k == 0, false));
+            }
+            v.finish(seconds as usize / 2, ClientSide::default()).unwrap()
+        };
+        let (narrow, wide) = (view(1.0), view(2.0));
+        assert_eq!(narrow.series["tokens"].len(), seconds as usize / 2);
+        assert_eq!(narrow, wide);
+        assert_eq!(narrow.series["running"][1], Some(3.75), "k = 4..8: 4, 5, 6, 0");
+    }
+
     #[test]
     fn other_traffic_is_flagged_and_a_reset_counter_counts_from_zero() {
-        let mut v = ServerView::new(1.0);
+        let mut v = ServerView::new(Grid::new(1.0));
         v.add(&at(0.0, snap(5000.0, 0.0, &[]), true, false));
         v.add(&at(1.0, snap(300.0, 0.0, &[]), false, true));
         let s = v.finish(2, ClientSide { output_tokens: 250, ..Default::default() }).unwrap();
         assert_eq!(s.deltas["vllm:generation_tokens_total"], 300.0);
         assert_eq!(s.checks.output_tokens_mismatch_pct, Some(20.0));
         assert!(s.checks.flagged[0].contains("other traffic"), "{:?}", s.checks.flagged);
-        assert!(ServerView::new(1.0).finish(2, ClientSide::default()).is_none());
+        assert!(ServerView::new(Grid::new(1.0)).finish(2, ClientSide::default()).is_none());
     }
 }

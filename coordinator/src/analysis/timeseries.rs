@@ -7,11 +7,14 @@
 //! slice are averaged (send lag: the largest). Percentiles come from
 //! small per-slice histograms (3 significant digits) that are reduced to numbers once the
 //! slice is [`SETTLE_SLICES`] behind the newest one, so memory holds a few open slices and
-//! a line of numbers per closed one.
+//! per closed one its numbers and its histograms encoded (a few hundred bytes each), kept
+//! so that a run past [`super::grid::MOST_SLICES`] slices merges neighbours exactly (D90).
 
 use super::coalesce::Coalescing;
+use super::grid::{Grid, Merge, Slices};
 use crate::fleet::outcome::{GlobalRow, kind_name};
 use hdrhistogram::Histogram;
+use hdrhistogram::serialization::{Deserializer, Serializer, V2Serializer};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -55,6 +58,17 @@ struct AgentAcc {
 }
 
 impl AgentAcc {
+    fn merge(&mut self, o: &Self) {
+        self.reports += o.reports;
+        self.cpu += o.cpu;
+        self.lag_ms = self.lag_ms.max(o.lag_ms);
+        self.busy += o.busy;
+        self.pressure += o.pressure;
+        self.pressure_reports += o.pressure_reports;
+        self.coalescing.add(&o.coalescing);
+        self.sessions = self.sessions.max(o.sessions);
+    }
+
     fn slice(&self, agent: usize) -> AgentSlice {
         let n = f64::from(self.reports);
         let mean = |sum: f64| (self.reports > 0).then(|| sum / n);
@@ -160,10 +174,64 @@ struct Hists {
     ttfo: Histogram<u32>,
 }
 
+fn empty() -> Histogram<u32> {
+    Histogram::new_with_bounds(1, 36_000_000_000, 3).expect("valid histogram bounds")
+}
+
 impl Hists {
     fn new() -> Self {
-        let h = || Histogram::new_with_bounds(1, 36_000_000_000, 3).expect("valid histogram bounds");
-        Self { ttft: h(), itl: h(), e2el: h(), waiting: h(), blocked: h(), ttfo: h() }
+        Self { ttft: empty(), itl: empty(), e2el: empty(), waiting: empty(), blocked: empty(), ttfo: empty() }
+    }
+
+    fn each(&self) -> [&Histogram<u32>; 6] {
+        [&self.ttft, &self.itl, &self.e2el, &self.waiting, &self.blocked, &self.ttfo]
+    }
+
+    fn each_mut(&mut self) -> [&mut Histogram<u32>; 6] {
+        [&mut self.ttft, &mut self.itl, &mut self.e2el, &mut self.waiting, &mut self.blocked, &mut self.ttfo]
+    }
+
+    fn add(&mut self, o: &Self) {
+        for (a, b) in self.each_mut().into_iter().zip(o.each()) {
+            // Same bounds and digits on both sides: an addition cannot fail.
+            let _ = a.add(b);
+        }
+    }
+
+    /// A closed slice's histograms, decoded (one that cannot be reads as empty).
+    fn of(c: &Closed) -> Self {
+        let mut h = Self::new();
+        for (to, bytes) in h.each_mut().into_iter().zip(c.kept.iter()) {
+            if !bytes.is_empty()
+                && let Ok(d) = Deserializer::new().deserialize::<u32, _>(&mut bytes.as_slice())
+            {
+                let _ = to.add(d);
+            }
+        }
+        h
+    }
+}
+
+/// A closed slice: its percentiles, and its histograms encoded (HdrHistogram's V2 format,
+/// empty bytes for an empty one) for a merge with its neighbour when the grid widens.
+#[derive(Debug, Clone)]
+struct Closed {
+    numbers: [f64; 9],
+    kept: [Vec<u8>; 6],
+}
+
+impl Closed {
+    fn of(h: &Hists) -> Self {
+        let encode = |hist: &Histogram<u32>| {
+            let mut bytes = Vec::new();
+            if !hist.is_empty() && V2Serializer::new().serialize(hist, &mut bytes).is_err() {
+                bytes.clear();
+            }
+            bytes.shrink_to_fit();
+            bytes
+        };
+        let [a, b, c, d, e, f] = h.each();
+        Self { numbers: close(h), kept: [encode(a), encode(b), encode(c), encode(d), encode(e), encode(f)] }
     }
 }
 
@@ -185,7 +253,7 @@ struct Open {
     output_tokens: u64,
     errors: BTreeMap<String, u64>,
     hists: Option<Box<Hists>>,
-    closed: Option<[f64; 9]>,
+    closed: Option<Box<Closed>>,
     /// A successful row of the slice carried HTTP phases.
     phases: bool,
     /// A successful row of the slice reasoned first (it has a `ttfo`).
@@ -195,35 +263,77 @@ struct Open {
     agents: BTreeMap<usize, AgentAcc>,
 }
 
+/// Two neighbours as one slice twice as wide: counts add; a closed pair's histograms merge
+/// and its percentiles are read again; with one side still open, the other's values join
+/// it (its late rows stay counted as such).
+impl Merge for Open {
+    fn merge(&mut self, o: Self) {
+        self.started += o.started;
+        self.ended += o.ended;
+        self.completed += o.completed;
+        self.failed += o.failed;
+        self.cancelled += o.cancelled;
+        self.output_tokens += o.output_tokens;
+        for (kind, n) in o.errors {
+            *self.errors.entry(kind).or_default() += n;
+        }
+        self.phases |= o.phases;
+        self.reasoned |= o.reasoned;
+        self.late += o.late;
+        for (agent, acc) in &o.agents {
+            self.agents.entry(*agent).or_default().merge(acc);
+        }
+        match (self.hists.take(), o.hists) {
+            (None, None) => {
+                self.closed = match (self.closed.take(), o.closed) {
+                    (Some(a), Some(b)) => {
+                        let mut h = Hists::of(&a);
+                        h.add(&Hists::of(&b));
+                        Some(Box::new(Closed::of(&h)))
+                    }
+                    (a, b) => a.or(b),
+                };
+            }
+            (mine, theirs) => {
+                let mut h = match (mine, theirs) {
+                    (Some(mut a), Some(b)) => {
+                        a.add(&b);
+                        a
+                    }
+                    (a, b) => a.or(b).unwrap_or_else(|| Box::new(Hists::new())),
+                };
+                // The open sides were taken above; what is left of either is closed or empty.
+                for c in [self.closed.take(), o.closed].into_iter().flatten() {
+                    h.add(&Hists::of(&c));
+                }
+                self.hists = Some(h);
+            }
+        }
+    }
+}
+
 /// The slices of a run so far.
 #[derive(Debug)]
 pub struct TimeSeries {
-    slice_s: f64,
-    slices: BTreeMap<i64, Open>,
-    newest: i64,
+    slices: Slices<Open>,
+    /// The newest row's end, seconds.
+    newest_s: f64,
     /// A multi-turn run (a row carried a session): slices report open conversations.
     sessions: bool,
 }
 
 impl TimeSeries {
-    pub fn new(slice_s: f64) -> Self {
-        Self { slice_s: if slice_s > 0.0 { slice_s } else { 1.0 }, slices: BTreeMap::new(), newest: 0, sessions: false }
-    }
-
-    fn index(&self, t: f64) -> i64 {
-        (t.max(0.0) / self.slice_s).floor() as i64
-    }
-
-    fn slice(&mut self, i: i64) -> &mut Open {
-        self.slices.entry(i).or_default()
+    pub fn new(grid: Grid) -> Self {
+        Self { slices: Slices::new(grid), newest_s: 0.0, sessions: false }
     }
 
     /// One finished request, with its read coalescing when it counts.
     pub fn add(&mut self, r: &GlobalRow, coalescing: Option<&Coalescing>) {
-        let (s, e) = (self.index(r.start_s), self.index(r.end_s()));
+        let e = self.slices.index(r.end_s());
+        let (s, newest) = (self.slices.index(r.start_s), self.slices.index(self.newest_s));
         self.sessions |= r.row.session.is_some();
-        self.slice(s).started += 1;
-        let open = self.slice(e);
+        self.slices.slot(s).started += 1;
+        let open = self.slices.slot(e);
         open.ended += 1;
         if r.ok() {
             open.completed += 1;
@@ -259,17 +369,17 @@ impl TimeSeries {
             open.failed += 1;
             *open.errors.entry(kind_name(r.row.error())).or_default() += 1;
         }
-        if e > self.newest {
-            self.newest = e;
+        if e > newest {
+            self.newest_s = r.end_s();
             self.settle(e - SETTLE_SLICES);
         }
     }
 
-    /// Reduces the histograms of slices up to `upto` to their percentiles.
+    /// Reduces the histograms of slices up to `upto` to their percentiles, kept encoded.
     fn settle(&mut self, upto: i64) {
-        for (_, open) in self.slices.range_mut(..=upto) {
+        for (_, open) in self.slices.range_mut(upto) {
             if let Some(h) = open.hists.take() {
-                open.closed = Some(close(&h));
+                open.closed = Some(Box::new(Closed::of(&h)));
             }
         }
     }
@@ -277,18 +387,18 @@ impl TimeSeries {
     /// The newest slice that is over (the one before the newest row's): requests/s,
     /// output tokens/s, TTFT p99 (ms) and failures, for the live progress line.
     pub fn recent(&self) -> Option<(f64, f64, f64, u64)> {
-        let o = self.slices.get(&(self.newest - 1))?;
+        let width = self.slices.width_s();
+        let o = self.slices.get((self.newest_s.max(0.0) / width).floor() as i64 - 1)?;
         let p99 = match (&o.hists, &o.closed) {
             (Some(h), _) => ms(&h.ttft, 0.99),
-            (None, Some(c)) => c[1],
+            (None, Some(c)) => c.numbers[1],
             (None, None) => 0.0,
         };
-        Some((o.completed as f64 / self.slice_s, o.output_tokens as f64 / self.slice_s, p99, o.failed))
+        Some((o.completed as f64 / width, o.output_tokens as f64 / width, p99, o.failed))
     }
 
     pub fn health(&mut self, agent: usize, h: &surge_proto::Health, t_s: f64) {
-        let i = self.index(t_s);
-        let a = self.slice(i).agents.entry(agent).or_default();
+        let a = self.slices.at(t_s).agents.entry(agent).or_default();
         a.reports += 1;
         a.cpu += h.cpu_percent;
         a.lag_ms = a.lag_ms.max(h.lag_p99_us as f64 / 1000.0);
@@ -300,16 +410,18 @@ impl TimeSeries {
         }
     }
 
-    /// The slices, and the most requests in flight at a slice's start plus those started
-    /// within it (an upper bound of the instantaneous peak, for runs past the exact budget).
-    pub fn finish(mut self) -> (Vec<Slice>, u64) {
-        self.settle(i64::MAX);
-        let Some(&last) = self.slices.keys().next_back() else { return (Vec::new(), 0) };
+    /// The slices, their width (the asked one, or wider past [`super::grid::MOST_SLICES`]),
+    /// and the most requests in flight at a slice's start plus those started within it (an
+    /// upper bound of the instantaneous peak, for runs past the exact budget).
+    pub fn finish(self) -> (Vec<Slice>, f64, u64) {
+        let sessions = self.sessions;
+        let (mut slices, width) = self.slices.finish();
+        let Some(&last) = slices.keys().next_back() else { return (Vec::new(), width, 0) };
         let mut peak_in_flight = 0;
         let mut out = Vec::with_capacity(last as usize + 1);
         let mut in_flight = 0u64;
         for i in 0..=last {
-            let o = self.slices.remove(&i).unwrap_or_default();
+            let o = slices.remove(&i).unwrap_or_default();
             peak_in_flight = peak_in_flight.max(in_flight + o.started);
             in_flight = (in_flight + o.started).saturating_sub(o.ended);
             let [
@@ -322,19 +434,23 @@ impl TimeSeries {
                 p99_waiting,
                 p99_blocked,
                 p99_ttfo,
-            ] = o.closed.unwrap_or([0.0; 9]);
+            ] = match (&o.hists, &o.closed) {
+                (Some(h), _) => close(h),
+                (None, Some(c)) => c.numbers,
+                (None, None) => [0.0; 9],
+            };
             let phase = |v: f64| o.phases.then_some(v);
             out.push(Slice {
-                t: i as f64 * self.slice_s,
+                t: i as f64 * width,
                 started: o.started,
                 completed: o.completed,
                 failed: o.failed,
                 cancelled: o.cancelled,
                 in_flight,
-                active_sessions: self.sessions.then(|| o.agents.values().map(|a| u64::from(a.sessions)).sum()),
+                active_sessions: sessions.then(|| o.agents.values().map(|a| u64::from(a.sessions)).sum()),
                 output_tokens: o.output_tokens,
-                request_throughput: o.completed as f64 / self.slice_s,
-                output_throughput: o.output_tokens as f64 / self.slice_s,
+                request_throughput: o.completed as f64 / width,
+                output_throughput: o.output_tokens as f64 / width,
                 p50_ttft_ms,
                 p99_ttft_ms,
                 p50_itl_ms,
@@ -355,7 +471,7 @@ impl TimeSeries {
                 endpoints: Vec::new(),
             });
         }
-        (out, peak_in_flight)
+        (out, width, peak_in_flight)
     }
 }
 
@@ -393,13 +509,13 @@ mod tests {
     /// batch that came late) counts in the slice and is reported as missing from them.
     #[test]
     fn a_late_row_counts_and_its_slice_says_its_percentiles_miss_it() {
-        let mut ts = TimeSeries::new(1.0);
+        let mut ts = TimeSeries::new(Grid::new(1.0));
         ts.add(&row(0.1, 100, true), None);
         // Slice 20's row settles every slice up to 10.
         ts.add(&row(20.1, 100, true), None);
         ts.add(&row(0.2, 100, true), None);
         ts.add(&row(0.3, 100, false), None);
-        let (s, _) = ts.finish();
+        let (s, _, _) = ts.finish();
         assert_eq!((s[0].completed, s[0].failed, s[0].late_rows), (2, 1, 1));
         assert_eq!(s[20].late_rows, 0);
         assert!(serde_json::to_string(&s[20]).is_ok_and(|j| !j.contains("late_rows")), "absent when 0");
@@ -407,7 +523,7 @@ mod tests {
 
     #[test]
     fn slices_count_every_row_once_and_track_in_flight() {
-        let mut ts = TimeSeries::new(1.0);
+        let mut ts = TimeSeries::new(Grid::new(1.0));
         let mut rows = Vec::new();
         for k in 0..5000u64 {
             rows.push(row(k as f64 * 0.01, 20 + (k % 7) * 300, k % 50 != 0));
@@ -415,7 +531,7 @@ mod tests {
         for r in &rows {
             ts.add(r, None);
         }
-        let (s, peak) = ts.finish();
+        let (s, _, peak) = ts.finish();
         assert!(peak >= s.iter().map(|x| x.in_flight).max().unwrap_or(0));
         assert!(s.len() >= 50, "{}", s.len());
         assert_eq!(s.iter().map(|x| x.completed + x.failed).sum::<u64>(), 5000);
@@ -426,9 +542,42 @@ mod tests {
         assert!(s[3].errors_by_kind.get("timeout").copied().unwrap_or(0) > 0);
     }
 
+    /// A run past MOST_SLICES slices of 1 s ends as one planned at 2 s from its start:
+    /// every slice's counts, in-flight, agents' signals and percentiles alike (the closed
+    /// slices' histograms merged exactly, not their percentiles), in half the slices.
+    #[test]
+    fn a_run_widened_past_the_bound_equals_one_planned_wide() {
+        let seconds = super::super::grid::MOST_SLICES as u64 + 900;
+        let feed = |ts: &mut TimeSeries| {
+            for k in 0..seconds {
+                for j in 0..4u64 {
+                    let mut r = row(k as f64 + 0.1 + j as f64 * 0.2, 20 + (k * 7 + j * 13) % 400, (k + j) % 9 != 0);
+                    r.row.ttft_us = 1_000 + (k % 3) * 700 + j * 50;
+                    r.row.itl_us = surge_proto::gaps::pack(&[(100 + k % 50 * 30) as u32, (j * 40 + 9) as u32]);
+                    ts.add(&r, Some(&Coalescing { coalesced: k % 2, events: 2, ..Default::default() }));
+                }
+                let h = surge_proto::Health { cpu_percent: (k % 10) as f64, lag_p99_us: k % 77, ..Default::default() };
+                ts.health((k % 2) as usize, &h, k as f64 + 0.5);
+            }
+        };
+        let (mut narrow, mut wide) = (TimeSeries::new(Grid::new(1.0)), TimeSeries::new(Grid::new(2.0)));
+        feed(&mut narrow);
+        feed(&mut wide);
+        let ((n, nw, npeak), (w, ww, wpeak)) = (narrow.finish(), wide.finish());
+        assert_eq!((nw, ww), (2.0, 2.0));
+        assert_eq!(n.len(), w.len());
+        assert!(n.len() >= seconds as usize / 2 && n.len() <= super::super::grid::MOST_SLICES as usize);
+        assert_eq!(n.iter().map(|s| s.started).sum::<u64>(), seconds * 4);
+        assert_eq!(npeak, wpeak);
+        assert!(n.iter().all(|s| s.late_rows == 0));
+        let mismatch = n.iter().zip(&w).position(|(a, b)| a != b);
+        assert_eq!(mismatch, None, "first differing slice: {:?}", mismatch.map(|i| (&n[i], &w[i])));
+        assert!(n[100].p99_e2el_ms > n[100].p50_ttft_ms && n[100].agents.len() == 2);
+    }
+
     #[test]
     fn agent_signals_are_averaged_per_slice_and_coalescing_counted_where_rows_end() {
-        let mut ts = TimeSeries::new(2.0);
+        let mut ts = TimeSeries::new(Grid::new(2.0));
         let h = |cpu_percent, host_busy_pct, cpu_pressure_pct, lag_p99_us| surge_proto::Health {
             cpu_percent,
             host_busy_pct,
@@ -443,7 +592,7 @@ mod tests {
         ts.add(&row(0.2, 100, true), Some(&c));
         ts.add(&row(0.4, 100, true), Some(&c));
         ts.add(&row(0.6, 100, false), None);
-        let (s, _) = ts.finish();
+        let (s, _, _) = ts.finish();
         assert_eq!(s.len(), 2);
         let a = &s[0].agents[0];
         assert_eq!((a.agent, a.cpu_pct, a.host_busy_pct), (0, Some(50.0), Some(60.0)));

@@ -427,6 +427,7 @@ pub fn run_result(
             verdict::mark_slices(&mut slices, plan, &o.agents);
             slices
         },
+        timeslice_s: m.timeslice_s,
         distributions: distributions(m),
         server_metrics: m.server.clone(),
         gpu_metrics: m.gpu.clone(),

@@ -214,9 +214,13 @@ pub struct RunResult {
     /// Where this level-run sits in a sweep.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sweep: Option<SweepPosition>,
-    /// One entry per `--timeslice` of the run.
+    /// One entry per slice of the run: `--timeslice`, or wider in a run past 4,096 of them
+    /// (D90).
     #[serde(default)]
     pub time_series: Vec<Slice>,
+    /// The slices' width, seconds (absent without a slice, and in results before D90).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeslice_s: Option<f64>,
     /// Per latency metric (`ttft`, `tpot`, `itl`, `e2el`): its histogram, merged exactly
     /// across agents (D4); reports draw histograms and CDFs from it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
