@@ -35,7 +35,8 @@ pub fn meets(slo: &Slo, r: &GlobalRow) -> bool {
 }
 
 /// Folds rows into [`Metrics`] as they arrive, in memory that does not grow with the run
-/// (beyond the exact budget, the per-second peak bins and the time series' slices).
+/// (beyond the exact budget, the per-second peak bins; the time series' slices are
+/// bounded by D90).
 #[derive(Debug)]
 pub struct Aggregator {
     m: Metrics,
@@ -362,6 +363,22 @@ mod tests {
                 ..Default::default()
             },
         }
+    }
+
+    /// Past the exact budget the core's samples keep no value, the probes' included, and
+    /// their counts go on.
+    #[test]
+    fn past_the_budget_the_cores_samples_and_the_probes_keep_no_value() {
+        let mut a = Aggregator::new(Slo::default(), false, Wanted { slice_s: 1.0, ..Wanted::default() });
+        a.add(&row(0.0, 1000, 9000, 4, vec![100, 200, 300]));
+        a.probe(&row(0.1, 1000, 5000, 1, vec![]));
+        a.drop_exact();
+        a.add(&row(0.2, 1000, 9000, 4, vec![100, 200, 300]));
+        a.probe(&row(0.3, 1000, 6000, 1, vec![]));
+        let m = a.finish();
+        let exact = [&m.ttft, &m.tpot, &m.itl, &m.e2el, &m.probe].map(|s| s.is_exact());
+        assert_eq!(exact, [false; 5]);
+        assert_eq!((m.probe.len(), m.completed), (2, 2));
     }
 
     #[test]
