@@ -2,8 +2,10 @@
 # A run's time slices do not grow with its length (D90): `surge run` at RATE req/s [300]
 # for SECONDS_RUN [300] with `--timeslice 10ms` (30,000 slices asked: a run of 8 h at 1 s)
 # against `surge echo`, the coordinator's RSS read every 10 s; then the result's
-# `timeslice_s`, slice count and completed sum. With BEFORE=DIR (a directory holding an
-# older `surge`), the same run of that binary goes alongside, on the same echo.
+# `timeslice_s`, slice count and completed sum. The RSS compared is at 30 s and 10 s
+# before the load ends (the end's analysis, sorting the exact values, is a peak of its
+# own). With BEFORE=DIR (a directory holding an older `surge`), the same run of that
+# binary goes alongside, on the same echo.
 #
 #   bench/slices.sh                       # ~5 min
 #   SECONDS_RUN=120 BEFORE=/tmp/b/old bench/slices.sh
@@ -16,7 +18,7 @@ source "$(dirname "$0")/lib.sh"
 
 case "${1:-}" in
     "") ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument: $1" ;;
 esac
 RATE=${RATE:-300}
@@ -76,20 +78,20 @@ for p in "${pids[@]}"; do wait "$p" || die "a run failed: see $OUT/*/run.log"; d
 
 table=$OUT/table.md
 {
-    echo "| build | RSS at 30 s (MiB) | at the end (MiB) | growth after 30 s (KiB/s) | \`timeslice_s\` | slices | completed (sum of slices / result) |"
-    echo "|---|---|---|---|---|---|---|"
+    echo "| build | RSS at 30 s (MiB) | RSS 10 s before the load's end (MiB) | growth between (KiB/s) | peak RSS, the end's analysis included (MiB) | \`timeslice_s\` | slices | completed (sum of slices / result) |"
+    echo "|---|---|---|---|---|---|---|---|"
     for n in "${names[@]}"; do
-        python3 - "$OUT/$n" "$n" <<'EOF'
+        python3 - "$OUT/$n" "$n" "$SECONDS_RUN" <<'EOF'
 import glob, json, sys
-d, name = sys.argv[1], sys.argv[2]
+d, name, length = sys.argv[1], sys.argv[2], int(sys.argv[3])
 rss = [tuple(map(int, l.split())) for l in open(f"{d}/rss.txt")]
 at30 = min(rss, key=lambda p: abs(p[0] - 30))
-end = rss[-1]
+late = min(rss, key=lambda p: abs(p[0] - (length - 10)))
 r = json.load(open(glob.glob(f"{d}/*.json")[0]))
 ts = r["time_series"]
-growth = (end[1] - at30[1]) / max(end[0] - at30[0], 1)
-print(f"| {name} | {at30[1] / 1024:.1f} | {end[1] / 1024:.1f} | {growth:.1f} | {r.get('timeslice_s', '(absent)')} | "
-      f"{len(ts)} | {sum(s['completed'] for s in ts)} / {r['completed']} |")
+growth = (late[1] - at30[1]) / max(late[0] - at30[0], 1)
+print(f"| {name} | {at30[1] / 1024:.1f} | {late[1] / 1024:.1f} | {growth:.1f} | {max(p[1] for p in rss) / 1024:.1f} | "
+      f"{r.get('timeslice_s', '(absent)')} | {len(ts)} | {sum(s['completed'] for s in ts)} / {r['completed']} |")
 EOF
     done
 } >"$table"

@@ -202,9 +202,7 @@ impl Hists {
     fn of(c: &Closed) -> Self {
         let mut h = Self::new();
         for (to, bytes) in h.each_mut().into_iter().zip(c.kept.iter()) {
-            if !bytes.is_empty()
-                && let Ok(d) = Deserializer::new().deserialize::<u32, _>(&mut bytes.as_slice())
-            {
+            if let Some(d) = decode(bytes) {
                 let _ = to.add(d);
             }
         }
@@ -220,18 +218,46 @@ struct Closed {
     kept: [Vec<u8>; 6],
 }
 
+fn encode(hist: &Histogram<u32>) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    if !hist.is_empty() && V2Serializer::new().serialize(hist, &mut bytes).is_err() {
+        bytes.clear();
+    }
+    bytes.shrink_to_fit();
+    bytes
+}
+
+fn decode(bytes: &[u8]) -> Option<Histogram<u32>> {
+    if bytes.is_empty() { None } else { Deserializer::new().deserialize(&mut &bytes[..]).ok() }
+}
+
 impl Closed {
     fn of(h: &Hists) -> Self {
-        let encode = |hist: &Histogram<u32>| {
-            let mut bytes = Vec::new();
-            if !hist.is_empty() && V2Serializer::new().serialize(hist, &mut bytes).is_err() {
-                bytes.clear();
-            }
-            bytes.shrink_to_fit();
-            bytes
-        };
         let [a, b, c, d, e, f] = h.each();
         Self { numbers: close(h), kept: [encode(a), encode(b), encode(c), encode(d), encode(e), encode(f)] }
+    }
+
+    /// Two closed neighbours as one: a histogram only one side has is taken with its
+    /// numbers as they are; one both have is decoded, added and read again. (A doubling
+    /// merges about 2,000 pairs at once, in the ingest: nothing else is decoded.)
+    fn merge(&mut self, o: Self) {
+        for (i, theirs) in o.kept.into_iter().enumerate() {
+            if theirs.is_empty() {
+                continue;
+            }
+            if self.kept[i].is_empty() {
+                let at = first_number(i)..first_number(i) + REPORTED[i].0.len();
+                self.numbers[at.clone()].copy_from_slice(&o.numbers[at]);
+                self.kept[i] = theirs;
+                continue;
+            }
+            if let (Some(mut h), Some(b)) = (decode(&self.kept[i]), decode(&theirs)) {
+                // Same bounds and digits on both sides: an addition cannot fail.
+                let _ = h.add(&b);
+                read(i, &h, &mut self.numbers);
+                self.kept[i] = encode(&h);
+            }
+        }
     }
 }
 
@@ -286,10 +312,9 @@ impl Merge for Open {
         match (self.hists.take(), o.hists) {
             (None, None) => {
                 self.closed = match (self.closed.take(), o.closed) {
-                    (Some(a), Some(b)) => {
-                        let mut h = Hists::of(&a);
-                        h.add(&Hists::of(&b));
-                        Some(Box::new(Closed::of(&h)))
+                    (Some(mut a), Some(b)) => {
+                        a.merge(*b);
+                        Some(a)
                     }
                     (a, b) => a.or(b),
                 };
@@ -475,20 +500,38 @@ impl TimeSeries {
     }
 }
 
+/// Per histogram of [`Hists::each`], the quantiles a slice reports, in the order of its
+/// nine numbers (TTFT p50 and p99, ITL p50 and p99, E2EL p99, waiting p50 and p99,
+/// blocked p99, TTFO p99), and whether the values were recorded + 1 µs (the phases).
+const REPORTED: [(&[f64], bool); 6] = [
+    (&[0.5, 0.99], false),
+    (&[0.5, 0.99], false),
+    (&[0.99], false),
+    (&[0.5, 0.99], true),
+    (&[0.99], true),
+    (&[0.99], false),
+];
+
+/// Where histogram `i`'s numbers start among the nine.
+fn first_number(i: usize) -> usize {
+    REPORTED[..i].iter().map(|r| r.0.len()).sum()
+}
+
+/// Histogram `i`'s numbers, written in place.
+fn read(i: usize, hist: &Histogram<u32>, numbers: &mut [f64; 9]) {
+    let (quantiles, shifted) = REPORTED[i];
+    for (k, &q) in quantiles.iter().enumerate() {
+        let v = ms(hist, q);
+        numbers[first_number(i) + k] = if shifted { (v - 0.001).max(0.0) } else { v };
+    }
+}
+
 fn close(h: &Hists) -> [f64; 9] {
-    // The phases were recorded + 1 µs.
-    let shifted = |hist: &Histogram<u32>, q: f64| (ms(hist, q) - 0.001).max(0.0);
-    [
-        ms(&h.ttft, 0.5),
-        ms(&h.ttft, 0.99),
-        ms(&h.itl, 0.5),
-        ms(&h.itl, 0.99),
-        ms(&h.e2el, 0.99),
-        shifted(&h.waiting, 0.5),
-        shifted(&h.waiting, 0.99),
-        shifted(&h.blocked, 0.99),
-        ms(&h.ttfo, 0.99),
-    ]
+    let mut numbers = [0.0; 9];
+    for (i, hist) in h.each().into_iter().enumerate() {
+        read(i, hist, &mut numbers);
+    }
+    numbers
 }
 
 #[cfg(test)]
@@ -554,6 +597,10 @@ mod tests {
                     let mut r = row(k as f64 + 0.1 + j as f64 * 0.2, 20 + (k * 7 + j * 13) % 400, (k + j) % 9 != 0);
                     r.row.ttft_us = 1_000 + (k % 3) * 700 + j * 50;
                     r.row.itl_us = surge_proto::gaps::pack(&[(100 + k % 50 * 30) as u32, (j * 40 + 9) as u32]);
+                    if k % 3 == 0 {
+                        // Some slices reason first, their neighbours not: a histogram on one side.
+                        r.row.ttfo_us = Some(500 + k % 11 * 100 + j);
+                    }
                     ts.add(&r, Some(&Coalescing { coalesced: k % 2, events: 2, ..Default::default() }));
                 }
                 let h = surge_proto::Health { cpu_percent: (k % 10) as f64, lag_p99_us: k % 77, ..Default::default() };
