@@ -304,7 +304,8 @@ fn closed(starts: &mut [f64], ends: &mut [f64], target: u32, threshold: f64) -> 
 /// `starts` and `ends` (the successful requests', in the order they came) come back
 /// sorted when a window is found.
 fn open(starts: &mut [f64], ends: &mut [f64], rate: f64, slice_s: f64) -> Option<(f64, f64, Window)> {
-    // Slices on the run's timeline, as the time series has them.
+    // Slices on the run's timeline, as the time series starts them (`--timeslice`; D90 may
+    // widen the series' own, not these).
     // Folded in the order the requests came, before anything is sorted (as the records
     // were, to the bit: ties of -0.0 and 0.0 resolve as they did).
     let first_start = starts.iter().copied().fold(f64::INFINITY, f64::min);

@@ -7,7 +7,7 @@
 //! slice are averaged (send lag: the largest). Percentiles come from
 //! small per-slice histograms (3 significant digits) that are reduced to numbers once the
 //! slice is [`SETTLE_SLICES`] behind the newest one, so memory holds a few open slices and
-//! per closed one its numbers and its histograms encoded (a few hundred bytes each), kept
+//! per closed one its numbers and its histograms encoded (about 1 KB each when busy), kept
 //! so that a run past [`super::grid::MOST_SLICES`] slices merges neighbours exactly (D90).
 
 use super::coalesce::Coalescing;

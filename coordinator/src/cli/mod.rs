@@ -671,7 +671,7 @@ pub struct SamplingArgs {
 /// `surge run`'s flags, "Results": which numbers are reported and where they are written.
 #[derive(Debug, Clone, Args)]
 pub struct OutputArgs {
-    /// Length of one slice of the result's time series.
+    /// Length of one slice of the result's time series (a run past 4,096 slices widens them, D90).
     #[arg(long, default_value = "1s", value_parser = parse::duration, value_name = "DURATION")]
     pub timeslice: Duration,
     /// Also write surge's HTML report of the run beside the result (RESULT.timeline.html,
