@@ -59,20 +59,28 @@ pub trait Merge: Default {
 pub struct Slices<X> {
     grid: Grid,
     doublings: u32,
+    /// This view's width, and the first time past its last slice (MOST_SLICES of them):
+    /// a time below it, with the grid not widened since, needs no more than a division.
+    width_s: f64,
+    limit_s: f64,
     map: BTreeMap<i64, X>,
 }
 
 impl<X: Merge> Slices<X> {
     pub fn new(grid: Grid) -> Self {
-        Self { grid, doublings: 0, map: BTreeMap::new() }
+        let width_s = grid.width_at(0);
+        Self { grid, doublings: 0, width_s, limit_s: width_s * MOST_SLICES as f64, map: BTreeMap::new() }
     }
 
     /// The index of the slice of `t`, the grid first widened for it and this view caught
     /// up with the grid.
     pub fn index(&mut self, t: f64) -> i64 {
-        self.grid.reach(t);
-        self.catch_up();
-        (t.max(0.0) / self.width_s()).floor() as i64
+        let t = t.max(0.0);
+        if !(t < self.limit_s) || self.doublings != self.grid.doublings() {
+            self.grid.reach(t);
+            self.catch_up();
+        }
+        (t / self.width_s).floor() as i64
     }
 
     /// The slice of `t`, made empty if new.
@@ -92,7 +100,7 @@ impl<X: Merge> Slices<X> {
 
     /// This view's width, seconds (the grid's once caught up).
     pub fn width_s(&self) -> f64 {
-        self.grid.width_at(self.doublings)
+        self.width_s
     }
 
     pub fn range_mut(&mut self, upto: i64) -> impl Iterator<Item = (&i64, &mut X)> {
@@ -117,6 +125,8 @@ impl<X: Merge> Slices<X> {
             }
             self.doublings += 1;
         }
+        self.width_s = self.grid.width_at(self.doublings);
+        self.limit_s = self.width_s * MOST_SLICES as f64;
     }
 
     /// The slices at the grid's final width, and that width.
