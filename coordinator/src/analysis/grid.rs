@@ -76,7 +76,7 @@ impl<X: Merge> Slices<X> {
     /// up with the grid.
     pub fn index(&mut self, t: f64) -> i64 {
         let t = t.max(0.0);
-        if !(t < self.limit_s) || self.doublings != self.grid.doublings() {
+        if t >= self.limit_s || self.doublings != self.grid.doublings() {
             self.grid.reach(t);
             self.catch_up();
         }
