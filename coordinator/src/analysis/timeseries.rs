@@ -242,20 +242,20 @@ impl Closed {
     /// merges about 2,000 pairs at once, in the ingest: nothing else is decoded.)
     fn merge(&mut self, o: Self) {
         for (i, theirs) in o.kept.into_iter().enumerate() {
-            if theirs.is_empty() {
-                continue;
-            }
-            if self.kept[i].is_empty() {
-                let at = first_number(i)..first_number(i) + REPORTED[i].0.len();
-                self.numbers[at.clone()].copy_from_slice(&o.numbers[at]);
-                self.kept[i] = theirs;
-                continue;
-            }
-            if let (Some(mut h), Some(b)) = (decode(&self.kept[i]), decode(&theirs)) {
-                // Same bounds and digits on both sides: an addition cannot fail.
-                let _ = h.add(&b);
-                read(i, &h, &mut self.numbers);
-                self.kept[i] = encode(&h);
+            match (decode(&self.kept[i]), decode(&theirs)) {
+                (Some(mut h), Some(b)) => {
+                    // Same bounds and digits on both sides: an addition cannot fail.
+                    let _ = h.add(&b);
+                    read(i, &h, &mut self.numbers);
+                    self.kept[i] = encode(&h);
+                }
+                // Only theirs (or only theirs reads back): taken with its numbers.
+                (None, Some(_)) => {
+                    let at = first_number(i)..first_number(i) + REPORTED[i].0.len();
+                    self.numbers[at.clone()].copy_from_slice(&o.numbers[at]);
+                    self.kept[i] = theirs;
+                }
+                (_, None) => {}
             }
         }
     }
@@ -590,7 +590,8 @@ mod tests {
     /// slices' histograms merged exactly, not their percentiles), in half the slices.
     #[test]
     fn a_run_widened_past_the_bound_equals_one_planned_wide() {
-        let seconds = super::super::grid::MOST_SLICES as u64 + 900;
+        // Three doublings: 1 s, 2 s, 4 s, then 8 s slices.
+        let seconds = super::super::grid::MOST_SLICES as u64 * 4 + 900;
         let feed = |ts: &mut TimeSeries| {
             for k in 0..seconds {
                 for j in 0..4u64 {
@@ -601,25 +602,44 @@ mod tests {
                         // Some slices reason first, their neighbours not: a histogram on one side.
                         r.row.ttfo_us = Some(500 + k % 11 * 100 + j);
                     }
+                    if k % 5 == 1 {
+                        // And some time their HTTP phases (read shifted by 1 µs).
+                        let (waiting_us, blocked_us) = (300 + k % 13 * 50 + j, k % 3 * 20);
+                        r.row.phases = Some(surge_proto::HttpPhases { waiting_us, blocked_us, ..Default::default() });
+                    }
                     ts.add(&r, Some(&Coalescing { coalesced: k % 2, events: 2, ..Default::default() }));
                 }
                 let h = surge_proto::Health { cpu_percent: (k % 10) as f64, lag_p99_us: k % 77, ..Default::default() };
                 ts.health((k % 2) as usize, &h, k as f64 + 0.5);
             }
         };
-        let (mut narrow, mut wide) = (TimeSeries::new(Grid::new(1.0)), TimeSeries::new(Grid::new(2.0)));
+        let (mut narrow, mut wide) = (TimeSeries::new(Grid::new(1.0)), TimeSeries::new(Grid::new(8.0)));
         feed(&mut narrow);
         feed(&mut wide);
         let ((n, nw, npeak), (w, ww, wpeak)) = (narrow.finish(), wide.finish());
-        assert_eq!((nw, ww), (2.0, 2.0));
+        assert_eq!((nw, ww), (8.0, 8.0));
+        assert!(n.iter().any(|s| s.p99_http_req_waiting_ms.is_some()) && n.iter().any(|s| s.p99_ttfo_ms.is_some()));
         assert_eq!(n.len(), w.len());
-        assert!(n.len() >= seconds as usize / 2 && n.len() <= super::super::grid::MOST_SLICES as usize);
+        assert!(n.len() >= seconds as usize / 8 && n.len() <= super::super::grid::MOST_SLICES as usize);
         assert_eq!(n.iter().map(|s| s.started).sum::<u64>(), seconds * 4);
         assert_eq!(npeak, wpeak);
         assert!(n.iter().all(|s| s.late_rows == 0));
         let mismatch = n.iter().zip(&w).position(|(a, b)| a != b);
         assert_eq!(mismatch, None, "first differing slice: {:?}", mismatch.map(|i| (&n[i], &w[i])));
         assert!(n[100].p99_e2el_ms > n[100].p50_ttft_ms && n[100].agents.len() == 2);
+    }
+
+    /// A closed slice's nine numbers, in their order, the phases read 1 µs lower.
+    #[test]
+    fn a_slices_numbers_are_in_their_order() {
+        let mut h = Hists::new();
+        for (hist, v) in h.each_mut().into_iter().zip([100, 200, 300, 401, 501, 600]) {
+            hist.saturating_record(v);
+        }
+        let want = [0.1, 0.1, 0.2, 0.2, 0.3, 0.4, 0.4, 0.5, 0.6];
+        let got = close(&h);
+        assert!(got.iter().zip(want).all(|(g, w)| (g - w).abs() < 1e-12), "{got:?}");
+        assert_eq!(Closed::of(&h).numbers, got);
     }
 
     #[test]
