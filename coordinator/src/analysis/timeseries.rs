@@ -215,16 +215,31 @@ impl Hists {
 #[derive(Debug, Clone)]
 struct Closed {
     numbers: [f64; 9],
-    kept: [Vec<u8>; 6],
+    kept: [Box<[u8]>; 6],
 }
 
-fn encode(hist: &Histogram<u32>) -> Vec<u8> {
-    let mut bytes = Vec::new();
-    if !hist.is_empty() && V2Serializer::new().serialize(hist, &mut bytes).is_err() {
-        bytes.clear();
+/// The V2 serializer and a buffer, both reused: a histogram's encoding costs one
+/// allocation, its bytes.
+#[derive(Default)]
+struct Encoder {
+    serializer: V2Serializer,
+    scratch: Vec<u8>,
+}
+
+impl std::fmt::Debug for Encoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Encoder")
     }
-    bytes.shrink_to_fit();
-    bytes
+}
+
+impl Encoder {
+    fn encode(&mut self, hist: &Histogram<u32>) -> Box<[u8]> {
+        self.scratch.clear();
+        if hist.is_empty() || self.serializer.serialize(hist, &mut self.scratch).is_err() {
+            return Box::default();
+        }
+        Box::from(self.scratch.as_slice())
+    }
 }
 
 fn decode(bytes: &[u8]) -> Option<Histogram<u32>> {
@@ -232,22 +247,22 @@ fn decode(bytes: &[u8]) -> Option<Histogram<u32>> {
 }
 
 impl Closed {
-    fn of(h: &Hists) -> Self {
-        let [a, b, c, d, e, f] = h.each();
-        Self { numbers: close(h), kept: [encode(a), encode(b), encode(c), encode(d), encode(e), encode(f)] }
+    fn of(h: &Hists, enc: &mut Encoder) -> Self {
+        Self { numbers: close(h), kept: h.each().map(|hist| enc.encode(hist)) }
     }
 
     /// Two closed neighbours as one: a histogram only one side has is taken with its
     /// numbers as they are; one both have is decoded, added and read again. (A doubling
     /// merges about 2,000 pairs at once, in the ingest: nothing else is decoded.)
     fn merge(&mut self, o: Self) {
+        let mut enc = Encoder::default();
         for (i, theirs) in o.kept.into_iter().enumerate() {
             match (decode(&self.kept[i]), decode(&theirs)) {
                 (Some(mut h), Some(b)) => {
                     // Same bounds and digits on both sides: an addition cannot fail.
                     let _ = h.add(&b);
                     read(i, &h, &mut self.numbers);
-                    self.kept[i] = encode(&h);
+                    self.kept[i] = enc.encode(&h);
                 }
                 // Only theirs (or only theirs reads back): taken with its numbers.
                 (None, Some(_)) => {
@@ -279,7 +294,7 @@ struct Open {
     output_tokens: u64,
     errors: BTreeMap<String, u64>,
     hists: Option<Box<Hists>>,
-    closed: Option<Box<Closed>>,
+    closed: Option<Closed>,
     /// A successful row of the slice carried HTTP phases.
     phases: bool,
     /// A successful row of the slice reasoned first (it has a `ttfo`).
@@ -313,7 +328,7 @@ impl Merge for Open {
             (None, None) => {
                 self.closed = match (self.closed.take(), o.closed) {
                     (Some(mut a), Some(b)) => {
-                        a.merge(*b);
+                        a.merge(b);
                         Some(a)
                     }
                     (a, b) => a.or(b),
@@ -341,6 +356,10 @@ impl Merge for Open {
 #[derive(Debug)]
 pub struct TimeSeries {
     slices: Slices<Open>,
+    /// A closed slice's histograms, emptied for the next slice (a slice's six are 640 KB:
+    /// made once, not once a slice).
+    spare: Option<Box<Hists>>,
+    encoder: Encoder,
     /// The newest row's end, seconds.
     newest_s: f64,
     /// A multi-turn run (a row carried a session): slices report open conversations.
@@ -349,7 +368,7 @@ pub struct TimeSeries {
 
 impl TimeSeries {
     pub fn new(grid: Grid) -> Self {
-        Self { slices: Slices::new(grid), newest_s: 0.0, sessions: false }
+        Self { slices: Slices::new(grid), spare: None, encoder: Encoder::default(), newest_s: 0.0, sessions: false }
     }
 
     /// One finished request, with its read coalescing when it counts.
@@ -369,7 +388,8 @@ impl TimeSeries {
             if open.closed.is_some() {
                 open.late += 1;
             } else {
-                let h = open.hists.get_or_insert_with(|| Box::new(Hists::new()));
+                let spare = &mut self.spare;
+                let h = open.hists.get_or_insert_with(|| spare.take().unwrap_or_else(|| Box::new(Hists::new())));
                 if let Some(t) = r.first_token_s() {
                     h.ttft.saturating_record(us(t));
                 }
@@ -403,8 +423,10 @@ impl TimeSeries {
     /// Reduces the histograms of slices up to `upto` to their percentiles, kept encoded.
     fn settle(&mut self, upto: i64) {
         for (_, open) in self.slices.range_mut(upto) {
-            if let Some(h) = open.hists.take() {
-                open.closed = Some(Box::new(Closed::of(&h)));
+            if let Some(mut h) = open.hists.take() {
+                open.closed = Some(Closed::of(&h, &mut self.encoder));
+                h.each_mut().into_iter().for_each(Histogram::reset);
+                self.spare = Some(h);
             }
         }
     }
@@ -639,7 +661,7 @@ mod tests {
         let want = [0.1, 0.1, 0.2, 0.2, 0.3, 0.4, 0.4, 0.5, 0.6];
         let got = close(&h);
         assert!(got.iter().zip(want).all(|(g, w)| (g - w).abs() < 1e-12), "{got:?}");
-        assert_eq!(Closed::of(&h).numbers, got);
+        assert_eq!(Closed::of(&h, &mut Encoder::default()).numbers, got);
     }
 
     #[test]
