@@ -207,10 +207,10 @@ fn spread(slices: &mut Slices<SliceSum>, t0: f64, t1: f64, j: f64) {
     }
     let rate = j / (t1 - t0);
     // The grid widened for the gap's end first, so every slice of it is at one width.
-    let last = slices.index(b);
+    slices.index(b);
     let slice_s = slices.width_s();
     let mut k = (a / slice_s).floor() as i64;
-    while k <= last && (k as f64) * slice_s < b {
+    while (k as f64) * slice_s < b {
         let lo = a.max(k as f64 * slice_s);
         let hi = b.min((k + 1) as f64 * slice_s);
         if hi > lo {

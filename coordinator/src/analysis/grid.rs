@@ -107,10 +107,6 @@ impl<X: Merge> Slices<X> {
         self.map.range_mut(..=upto)
     }
 
-    pub fn last_index(&self) -> Option<i64> {
-        self.map.keys().next_back().copied()
-    }
-
     /// Merges neighbours until this view is as wide as the grid.
     fn catch_up(&mut self) {
         while self.doublings < self.grid.doublings() {
