@@ -191,6 +191,14 @@ async fn agent(lease: Duration) -> (String, CancellationToken) {
 /// A session stream whose first message (the agent waits for it before answering) is a
 /// Hello speaking `version`.
 async fn session(addr: &str, version: u32) -> (tokio::sync::mpsc::Sender<CoordinatorMsg>, tonic::Streaming<AgentMsg>) {
+    session_with(addr, Hello { protocol_version: version, ..Default::default() }).await
+}
+
+/// A session stream whose first message is `hello`.
+async fn session_with(
+    addr: &str,
+    hello: Hello,
+) -> (tokio::sync::mpsc::Sender<CoordinatorMsg>, tonic::Streaming<AgentMsg>) {
     let mut client = None;
     for _ in 0..100 {
         if let Ok(c) = AgentClient::connect(addr.to_string()).await {
@@ -200,7 +208,7 @@ async fn session(addr: &str, version: u32) -> (tokio::sync::mpsc::Sender<Coordin
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let (tx, rx) = tokio::sync::mpsc::channel(16);
-    tx.send(send(Msg::Hello(Hello { protocol_version: version, ..Default::default() }))).await.unwrap();
+    tx.send(send(Msg::Hello(hello))).await.unwrap();
     let inbound =
         client.expect("agent up").session(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap().into_inner();
     (tx, inbound)
@@ -218,6 +226,31 @@ async fn next_non_heartbeat(inbound: &mut tonic::Streaming<AgentMsg>) -> agent_m
 
 fn send(m: Msg) -> CoordinatorMsg {
     CoordinatorMsg { msg: Some(m) }
+}
+
+/// D91: a new session takes the id its Hello gives, so that the coordinator can resume
+/// it before it heard the answer; an id a live session holds is not given twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_takes_the_id_its_hello_gives_unless_a_live_one_has_it() {
+    let (addr, _shutdown) = agent(Duration::from_secs(3)).await;
+    let hello = |resume_session_id, session_id| Hello {
+        protocol_version: surge_proto::PROTOCOL_VERSION,
+        resume_session_id,
+        session_id,
+        ..Default::default()
+    };
+    let id = 0x5eed_0000_0000_0077;
+    let (_tx, mut first) = session_with(&addr, hello(0, id)).await;
+    let agent_msg::Msg::Hello(h) = next_non_heartbeat(&mut first).await else { panic!("expected a HelloReply") };
+    assert_eq!((h.session_id, h.resumed), (id, false));
+    // The same id again while that session lives: the agent picks its own.
+    let (_tx2, mut second) = session_with(&addr, hello(0, id)).await;
+    let agent_msg::Msg::Hello(h) = next_non_heartbeat(&mut second).await else { panic!("expected a HelloReply") };
+    assert!(h.session_id != id && h.session_id != 0, "{h:?}");
+    // A fresh stream resumes the first session by the id its Hello gave.
+    let (_tx3, mut third) = session_with(&addr, hello(id, 0)).await;
+    let agent_msg::Msg::Hello(h) = next_non_heartbeat(&mut third).await else { panic!("expected a HelloReply") };
+    assert_eq!((h.session_id, h.resumed), (id, true));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

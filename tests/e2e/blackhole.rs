@@ -3,7 +3,9 @@
 //! unanswered, and everything flows again when it is unblocked, or, released with
 //! `drop_old`, the connections that were open are closed and the bytes held for them
 //! discarded (a middlebox that lost its state): only a resume with a resend then keeps
-//! every row.
+//! every row. [`Blackhole::first_answer_held`] holds what the upstream says on the first
+//! connection for good (a path that broke as that connection's session opened, where new
+//! connections get through).
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -22,6 +24,16 @@ pub struct Blackhole {
 impl Blackhole {
     /// Forwards `127.0.0.1:PORT` to `upstream` (HOST:PORT).
     pub fn new(upstream: &str) -> Self {
+        Self::start(upstream, false)
+    }
+
+    /// [`Blackhole::new`], where nothing the upstream sends on the first connection gets
+    /// through, ever; the other direction and every later connection flow.
+    pub fn first_answer_held(upstream: &str) -> Self {
+        Self::start(upstream, true)
+    }
+
+    fn start(upstream: &str, hold_first: bool) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         listener.set_nonblocking(true).expect("nonblocking");
         let addr = listener.local_addr().expect("addr").to_string();
@@ -29,6 +41,7 @@ impl Blackhole {
         let generation = Arc::new(AtomicU64::new(0));
         let (b, d, g, up) = (Arc::clone(&blocked), Arc::clone(&done), Arc::clone(&generation), upstream.to_string());
         thread::spawn(move || {
+            let mut first = hold_first;
             while !d.load(Ordering::Relaxed) {
                 // A blocked proxy leaves new connections in the backlog, unanswered.
                 if b.load(Ordering::Relaxed) {
@@ -38,7 +51,7 @@ impl Blackhole {
                 match listener.accept() {
                     Ok((client, _)) => {
                         let Ok(server) = TcpStream::connect(&up) else { continue };
-                        pipe(client, server, &b, &d, &g);
+                        pipe(client, server, &b, &d, &g, std::mem::take(&mut first));
                     }
                     Err(e) if e.kind() == ErrorKind::WouldBlock => thread::sleep(Duration::from_millis(5)),
                     Err(_) => return,
@@ -70,11 +83,21 @@ impl Drop for Blackhole {
     }
 }
 
-fn pipe(a: TcpStream, b: TcpStream, blocked: &Arc<AtomicBool>, done: &Arc<AtomicBool>, generation: &Arc<AtomicU64>) {
+/// Copies `a` to `b` and back; with `mute`, nothing from `b` reaches `a`.
+fn pipe(
+    a: TcpStream,
+    b: TcpStream,
+    blocked: &Arc<AtomicBool>,
+    done: &Arc<AtomicBool>,
+    generation: &Arc<AtomicU64>,
+    mute: bool,
+) {
     let born = generation.load(Ordering::SeqCst);
-    for (from, to) in [(a.try_clone(), b.try_clone()), (b.try_clone(), a.try_clone())] {
+    for (back, (from, to)) in [(false, (a.try_clone(), b.try_clone())), (true, (b.try_clone(), a.try_clone()))] {
         let (Ok(from), Ok(to)) = (from, to) else { return };
         let (blocked, done, generation) = (Arc::clone(blocked), Arc::clone(done), Arc::clone(generation));
+        // Never read: held for good, as by a path that broke.
+        let blocked = if back && mute { Arc::new(AtomicBool::new(true)) } else { blocked };
         thread::spawn(move || copy(from, to, &blocked, &done, || generation.load(Ordering::SeqCst) != born));
     }
 }

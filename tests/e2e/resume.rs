@@ -92,6 +92,54 @@ fn blip(drop_old: bool) {
     assert_eq!((distinct as u64, dups), (finished, 0), "no row lost or doubled");
 }
 
+/// D91: a path that breaks as a session opens, after the agent read the Hello, holds its
+/// answer (here for good; over TCP it comes with a retransmission that may fall past the
+/// agent's 3 s lease). The coordinator, which gave the session its id, resumes it on a
+/// fresh connection as it resumes any silent session, and the run completes. Before, it
+/// waited for that answer and failed after 10 s ("no session within 10s").
+#[test]
+fn a_drop_as_the_session_opens_is_resumed_by_the_id_the_hello_gave() {
+    let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "5", "--itl-ms", "1"]);
+    let (_agent, addr) = agent("127.0.0.2", &["--plaintext", "--allowed-targets", "127.0.0.1"]);
+    let proxy = Blackhole::first_answer_held(&addr);
+    let dir = TempDir::new("opening");
+    let d = dir.path("");
+    let args = [
+        "run",
+        "--base-url",
+        &base,
+        "--model",
+        "m",
+        "--agents",
+        &proxy.addr,
+        "--agents-plaintext",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "8",
+        "--ignore-eos",
+        "--num-prompts",
+        "40",
+        "--no-initial-test",
+        "--save-result",
+        "--result-dir",
+        &d,
+        "--result-filename",
+        "r.json",
+    ];
+    let t0 = Instant::now();
+    let out = crate::util::surge(&args, Duration::from_secs(60));
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    // Resumed after the 0.5 s of silence that starts any resume (D2), well within the lease.
+    let said =
+        stderr.lines().find(|l| l.contains("control connection resumed after")).unwrap_or_else(|| panic!("{stderr}"));
+    let after: f64 = said.rsplit("after ").next().and_then(|s| s.trim_end_matches('s').parse().ok()).expect(said);
+    assert!((0.5..3.0).contains(&after), "{said}");
+    assert_eq!(read_json(&dir.path("r.json"))["completed"], 40);
+    assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
+}
+
 #[test]
 fn a_partition_longer_than_the_lease_is_a_loss_and_the_load_stops() {
     let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "20", "--itl-ms", "10"]);

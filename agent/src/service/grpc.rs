@@ -63,9 +63,9 @@ impl AgentService {
         // reads; what waits here is bounded by the lease (the stream is replaced or the
         // session ends).
         let (tx, rx) = mpsc::unbounded_channel();
-        let resume = match &first.msg {
-            Some(coordinator_msg::Msg::Hello(h)) => h.resume_session_id,
-            _ => 0,
+        let (resume, given) = match &first.msg {
+            Some(coordinator_msg::Msg::Hello(h)) => (h.resume_session_id, h.session_id),
+            _ => (0, 0),
         };
         if resume != 0 {
             let attach = self.sessions.lock().expect("sessions lock").get(&resume).cloned();
@@ -73,9 +73,25 @@ impl AgentService {
             let attach = attach.ok_or_else(gone)?;
             attach.send(Attach { inbound, tx, peer }).await.map_err(|_| gone())?;
         } else {
-            let id = self.next_id.fetch_add(2, Ordering::Relaxed);
             let (attach_tx, attach_rx) = mpsc::channel(4);
-            self.sessions.lock().expect("sessions lock").insert(id, attach_tx);
+            let id = {
+                let mut sessions = self.sessions.lock().expect("sessions lock");
+                // The coordinator's id, so that it can resume before it heard the answer (D91);
+                // an agent emulating an older protocol did not know the field.
+                let take = given != 0
+                    && self.settings.protocol >= surge_proto::PROTOCOL_VERSION
+                    && !sessions.contains_key(&given);
+                // Its own ids step past one a coordinator gave (64-bit ids: a bounded loop).
+                let id = if take {
+                    given
+                } else {
+                    std::iter::repeat_with(|| self.next_id.fetch_add(2, Ordering::Relaxed))
+                        .find(|id| *id != 0 && !sessions.contains_key(id))
+                        .expect("an unused id")
+                };
+                sessions.insert(id, attach_tx);
+                id
+            };
             let inbound: Inbound = Box::pin(tokio_stream::once(Ok(first)).chain(inbound));
             let (settings, shutdown, sessions) =
                 (Arc::clone(&self.settings), self.shutdown.clone(), self.sessions.clone());

@@ -76,16 +76,24 @@ pub async fn open_fleet(plan: &RunPlan, embedded: &CancellationToken, table: boo
     let fleet = match &plan.agents {
         Agents::Embedded => crate::fleet::local::embedded(embedded.clone()).await,
         Agents::Remote { addrs, tls, wait } => {
-            Fleet::connect(addrs, tls.as_ref(), *wait, &mut |m| crate::output::terminal::say("", m)).await
+            Fleet::connect(addrs, tls.as_ref(), *wait, &mut |m| terminal::say("", m)).await
         }
     };
     let fleet = fleet.map_err(|e| Failure::run("", &e))?;
-    let mut session = Session::open(fleet, plan).await.map_err(|e| run_failure(plan, &e))?;
+    let mut session = Session::open(fleet, plan, &mut Said).await.map_err(|e| run_failure(plan, &e))?;
     if table && matches!(plan.agents, Agents::Remote { .. }) {
         let checked = crate::fleet::check::check(&mut session, plan, true).await.map_err(|e| run_failure(plan, &e))?;
         crate::output::terminal::out(&crate::output::fleet::table(&checked, session.missing()));
     }
     Ok(session)
+}
+
+/// Says a session's notices on the terminal before the run's outputs hear them.
+struct Said;
+impl Observer for Said {
+    fn notice(&mut self, message: &str) {
+        terminal::say("", message);
+    }
 }
 
 /// A run that could not happen. With the embedded agent its address is noise: the

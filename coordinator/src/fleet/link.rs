@@ -23,7 +23,7 @@ use tonic::transport::{Channel, Endpoint};
 /// Liveness both ways (D2).
 pub(super) const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(100);
 /// Silence after which the coordinator dials a fresh connection to resume (D2).
-const REDIAL_AFTER: Duration = Duration::from_millis(500);
+pub(super) const REDIAL_AFTER: Duration = Duration::from_millis(500);
 /// TCP connect timeout of a resume's connection (D2).
 pub(super) const RESUME_CONNECT_TIMEOUT: Duration = Duration::from_millis(100);
 /// A new connection attempt this often while resuming, at most this many in flight.
@@ -38,16 +38,17 @@ fn client(channel: Channel) -> AgentClient<Channel> {
     AgentClient::new(channel).max_decoding_message_size(64 << 20).max_encoding_message_size(64 << 20)
 }
 
-/// The Hello that opens (`resume_session_id` 0) or resumes a session, in the protocol
-/// `version` the session speaks (this coordinator's, or the previous one for an agent that
-/// refused it, D43).
-pub(super) fn hello(resume_session_id: u64, version: u32) -> CoordinatorMsg {
+/// The Hello that opens (`resume_session_id` 0, giving the new session `session_id`, D91)
+/// or resumes a session, in the protocol `version` the session speaks (this coordinator's,
+/// or the previous one for an agent that refused it, D43).
+pub(super) fn hello(resume_session_id: u64, session_id: u64, version: u32) -> CoordinatorMsg {
     CoordinatorMsg {
         msg: Some(coordinator_msg::Msg::Hello(Hello {
             protocol_version: version,
             coordinator_version: env!("CARGO_PKG_VERSION").into(),
             lease_ms: 0,
             resume_session_id,
+            session_id,
         })),
     }
 }
@@ -86,16 +87,16 @@ async fn connect(ep: Endpoint) -> Result<Channel, ResumeError> {
 
 /// Resumes session `id` on `channel`: Hello with the id, and the agent's HelloReply
 /// saying it resumed.
-async fn attach(channel: Channel, id: u64, version: u32) -> Result<Stream, ResumeError> {
+async fn attach(channel: Channel, id: u64, version: u32) -> Result<(Stream, HelloReply), ResumeError> {
     let attempt = async {
-        let mut s = open_stream(channel, hello(id, version)).await.map_err(|s| match s.code() {
+        let mut s = open_stream(channel, hello(id, 0, version)).await.map_err(|s| match s.code() {
             tonic::Code::NotFound => ResumeError::Gone(s.message().to_string()),
             _ => ResumeError::Retry(format!("{}: {}", s.code(), s.message())),
         })?;
         // The agent's heartbeats may come before its answer to the Hello.
         loop {
             match s.inbound.message().await {
-                Ok(Some(AgentMsg { msg: Some(agent_msg::Msg::Hello(h)) })) if h.resumed => return Ok(s),
+                Ok(Some(AgentMsg { msg: Some(agent_msg::Msg::Hello(h)) })) if h.resumed => return Ok((s, h)),
                 Ok(Some(AgentMsg { msg: Some(agent_msg::Msg::Heartbeat(_) | agent_msg::Msg::Health(_)) })) => {}
                 other => return Err(ResumeError::Retry(format!("unexpected answer to a resume: {other:?}"))),
             }
@@ -126,6 +127,101 @@ enum ResumeError {
     Gone(String),
 }
 
+/// A resume's two stages (D2): while asked, a fresh connection is dialled every 50 ms
+/// (the endpoint's 100 ms connect timeout, at most four in flight), and the first that
+/// connects, alone, carries the Hello that resumes the session, so two streams never race
+/// to attach.
+pub(super) struct Resume {
+    agent: usize,
+    ep: Endpoint,
+    version: u32,
+    /// The session the connections dialled resume.
+    id: u64,
+    redial: tokio::time::Interval,
+    connecting: JoinSet<Result<Channel, ResumeError>>,
+    attaching: JoinSet<Result<(Stream, HelloReply), ResumeError>>,
+}
+
+/// What a resume did.
+pub(super) enum Step {
+    /// A new attempt was due (dialled unless four are in flight).
+    Dialled,
+    /// Silent for this long, past the agent's lease: no more attempts.
+    Expired(Duration),
+    /// A connection was made and carries the resume's Hello.
+    Attaching,
+    /// The session resumed on this stream, with the agent's answer.
+    Resumed(Stream, HelloReply),
+    /// An attempt (its connection, or its Hello) failed and another is worth it.
+    Failed(String),
+    /// The agent refused the connection, or (`attached`) has no such session.
+    Gone { attached: bool, why: String },
+}
+
+impl Resume {
+    pub(super) fn new(agent: usize, ep: Endpoint, version: u32) -> Self {
+        let mut redial = tokio::time::interval(REDIAL_EVERY);
+        // After a long quiet spell, one attempt at once, then one every 50 ms (not a burst).
+        redial.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        Self { agent, ep, version, id: 0, redial, connecting: JoinSet::new(), attaching: JoinSet::new() }
+    }
+
+    /// Whether a connection carries the resume's Hello: its answer decides.
+    pub(super) fn attaching(&self) -> bool {
+        !self.attaching.is_empty()
+    }
+
+    /// Whether an attempt is under way.
+    fn busy(&self) -> bool {
+        !self.connecting.is_empty() || !self.attaching.is_empty()
+    }
+
+    /// The next step. With `dial` (the session to resume, and when it fell silent) a new
+    /// connection is dialled every 50 ms while none attaches; without it, the attempts
+    /// under way go on. Cancel safe: used as a branch of the caller's `select!`.
+    pub(super) async fn next(&mut self, dial: Option<(u64, tokio::time::Instant)>) -> Step {
+        loop {
+            tokio::select! {
+                _ = self.redial.tick(), if dial.is_some() && self.attaching.is_empty() => {
+                    let (id, since) = dial.expect("checked");
+                    let silent = since.elapsed();
+                    if silent > RESUME_WINDOW {
+                        return Step::Expired(silent);
+                    }
+                    if self.connecting.len() < MAX_CONNECTS {
+                        tracing::debug!(agent = self.agent, silent_ms = silent.as_millis() as u64, "dialling to resume the session");
+                        self.id = id;
+                        self.connecting.spawn(connect(self.ep.clone()));
+                    }
+                    return Step::Dialled;
+                }
+                Some(res) = self.connecting.join_next(), if !self.connecting.is_empty() => match res {
+                    // The first connection carries the resume; the others are dropped
+                    // before they say anything.
+                    Ok(Ok(channel)) => {
+                        self.connecting.abort_all();
+                        self.attaching.spawn(attach(channel, self.id, self.version));
+                        return Step::Attaching;
+                    }
+                    Ok(Err(ResumeError::Gone(why))) => return Step::Gone { attached: false, why },
+                    Ok(Err(ResumeError::Retry(why))) => return Step::Failed(why),
+                    Err(_) => {}
+                },
+                Some(res) = self.attaching.join_next(), if !self.attaching.is_empty() => match res {
+                    Ok(Ok((stream, reply))) => return Step::Resumed(stream, reply),
+                    Ok(Err(ResumeError::Gone(why))) => return Step::Gone { attached: true, why },
+                    Ok(Err(ResumeError::Retry(why))) => {
+                        tracing::info!(agent = self.agent, error = %why, "resume failed; dialling again");
+                        return Step::Failed(why);
+                    }
+                    Err(_) => {}
+                },
+                else => std::future::pending().await,
+            }
+        }
+    }
+}
+
 /// A session's link to one agent: forwards the fleet's messages to the current stream,
 /// the agent's messages to the fleet's events (its heartbeats only to `heard`, D79), sends
 /// a heartbeat where nothing else went for 100 ms, and when
@@ -141,6 +237,8 @@ pub(super) struct Link {
     pub version: u32,
     /// The agent's answer to the Hello that opened the session (read when it opened).
     pub opened: HelloReply,
+    /// The session opened by a resume after this long without an answer (D91).
+    pub resumed: Option<Duration>,
     /// The fleet's messages for this agent.
     pub rx: mpsc::Receiver<CoordinatorMsg>,
     pub events: mpsc::Sender<Event>,
@@ -170,10 +268,14 @@ impl Link {
         let mut out = Outgoing::new(Beat::new(HEARTBEAT_INTERVAL, now, now_ns(), now));
         let beat_due = tokio::time::sleep_until(now);
         tokio::pin!(beat_due);
-        let mut redial = tokio::time::interval(REDIAL_EVERY);
-        let mut connecting: JoinSet<Result<Channel, ResumeError>> = JoinSet::new();
-        let mut attaching: JoinSet<Result<Stream, ResumeError>> = JoinSet::new();
+        let mut resume = Resume::new(agent, self.ep.clone(), self.version);
         let mut last_error = String::new();
+        // A session that opened by a resume (D91) says so as any resume does.
+        if let Some(after) = self.resumed
+            && self.events.send(Event::Resumed { agent, after }).await.is_err()
+        {
+            return;
+        }
         loop {
             let resuming = session_id != 0 && (broken || last_heard.elapsed() >= REDIAL_AFTER);
             tokio::select! {
@@ -190,7 +292,7 @@ impl Link {
                 m = cur.inbound.message(), if !broken => match m {
                     Ok(Some(m)) => {
                         last_heard = tokio::time::Instant::now();
-                        if connecting.is_empty() && attaching.is_empty() {
+                        if !resume.busy() {
                             silent_since = None;
                         }
                         let Some(msg) = self.heard.arrived(agent, last_heard.into_std(), m.msg) else { continue };
@@ -228,39 +330,21 @@ impl Link {
                     });
                     beat_due.as_mut().reset(out.due());
                 },
-                _ = redial.tick(), if resuming && attaching.is_empty() => {
-                    let silent = last_heard.elapsed();
-                    silent_since.get_or_insert(last_heard);
-                    if silent > RESUME_WINDOW {
+                step = resume.next(resuming.then_some((session_id, last_heard))) => match step {
+                    Step::Dialled => {
+                        silent_since.get_or_insert(last_heard);
+                    }
+                    Step::Expired(silent) => {
                         let error = format!("no answer for {:.1}s and no resume ({last_error})", silent.as_secs_f64());
                         let _ = self.events.send(Event::Closed { agent, error: Some(error) }).await;
                         return;
                     }
-                    if connecting.len() < MAX_CONNECTS {
-                        tracing::debug!(agent, silent_ms = silent.as_millis() as u64, "dialling to resume the session");
-                        connecting.spawn(connect(self.ep.clone()));
-                    }
-                },
-                Some(res) = connecting.join_next(), if !connecting.is_empty() => match res {
-                    // The first connection carries the resume; the others are dropped
-                    // before they say anything.
-                    Ok(Ok(channel)) => {
-                        connecting.abort_all();
-                        attaching.spawn(attach(channel, session_id, self.version));
+                    Step::Attaching => {
                         if self.events.send(Event::Reattaching { agent }).await.is_err() {
                             return;
                         }
                     }
-                    Ok(Err(ResumeError::Gone(m))) => {
-                        let error = format!("the agent is gone ({m})");
-                        let _ = self.events.send(Event::Closed { agent, error: Some(error) }).await;
-                        return;
-                    }
-                    Ok(Err(ResumeError::Retry(m))) => last_error = m,
-                    Err(_) => {}
-                },
-                Some(res) = attaching.join_next(), if !attaching.is_empty() => match res {
-                    Ok(Ok(fresh)) => {
+                    Step::Resumed(fresh, _) => {
                         let after = silent_since.take().unwrap_or(last_heard).elapsed();
                         cur = fresh;
                         broken = false;
@@ -269,16 +353,16 @@ impl Link {
                             return;
                         }
                     }
-                    Ok(Err(ResumeError::Gone(m))) => {
-                        let error = format!("the agent ended the session ({m})");
+                    Step::Gone { attached, why } => {
+                        let error = if attached {
+                            format!("the agent ended the session ({why})")
+                        } else {
+                            format!("the agent is gone ({why})")
+                        };
                         let _ = self.events.send(Event::Closed { agent, error: Some(error) }).await;
                         return;
                     }
-                    Ok(Err(ResumeError::Retry(m))) => {
-                        tracing::info!(agent, error = %m, "resume failed; dialling again");
-                        last_error = m;
-                    }
-                    Err(_) => {}
+                    Step::Failed(why) => last_error = why,
                 },
             }
         }

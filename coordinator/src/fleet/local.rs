@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 /// encoding); its address in results and messages is [`EMBEDDED`].
 pub async fn embedded(stop_agent: CancellationToken) -> Result<Fleet, FleetError> {
     let agent = surge_agent::daemon::embedded(stop_agent);
-    let session = agent.open_local(hello(0, PROTOCOL_VERSION)).await.map_err(|s| FleetError::Connect {
+    let session = agent.open_local(hello(0, 0, PROTOCOL_VERSION)).await.map_err(|s| FleetError::Connect {
         addr: EMBEDDED.to_string(),
         message: format!("session refused: {}", chain(&s)),
     })?;

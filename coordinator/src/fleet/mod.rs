@@ -13,6 +13,7 @@ pub mod collect;
 pub mod heard;
 mod link;
 pub mod local;
+mod open;
 pub mod outcome;
 mod outgoing;
 pub mod session;
@@ -20,22 +21,17 @@ pub mod wire;
 
 use crate::plan::{ConnectWait, TlsPaths};
 use heard::Heard;
-use link::{Link, RESUME_CONNECT_TIMEOUT, hello, open_stream};
+use link::{Link, RESUME_CONNECT_TIMEOUT};
+use open::{Opened, open_all};
 use std::sync::Arc;
 use std::time::Duration;
-use surge_proto::{
-    AgentMsg, CoordinatorMsg, ErrorCode, HelloReply, PREVIOUS_PROTOCOL_VERSION, PROTOCOL_VERSION, agent_msg,
-    coordinator_msg,
-};
+use surge_proto::{CoordinatorMsg, agent_msg, coordinator_msg};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
 
 /// The embedded agent's name where a remote agent's address goes.
 pub const EMBEDDED: &str = "embedded";
-
-/// How long opening a session may take before the agent counts as unreachable.
-const SESSION_OPEN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Something one agent did.
 #[derive(Debug)]
@@ -165,139 +161,6 @@ fn endpoint(addr: &str, tls: Option<&TlsPaths>, connect_timeout: Duration) -> Re
     Ok(ep)
 }
 
-/// Opens a session on `channel` and reads the agent's answer to its Hello. An agent that
-/// refuses this coordinator's protocol version is asked again in the previous one, which
-/// agents of that version require exactly (D43); an agent that refuses both is named with
-/// its version and which side to upgrade. A call that never gets its answer (how a TLS
-/// 1.3 refusal of the client's certificate may show) is bounded here.
-async fn open_session(
-    channel: tonic::transport::Channel,
-    addr: &str,
-    tls: bool,
-) -> Result<(link::Stream, HelloReply), NotOpened> {
-    let err = |message: String| NotOpened::Failed(FleetError::Connect { addr: addr.to_string(), message });
-    let mut refusal = String::new();
-    for version in [PROTOCOL_VERSION, PREVIOUS_PROTOCOL_VERSION] {
-        let opening = async {
-            let mut s = open_stream(channel.clone(), hello(0, version)).await?;
-            // The agent's heartbeats may come before its answer to the Hello.
-            loop {
-                match s.inbound.message().await? {
-                    Some(AgentMsg { msg: Some(agent_msg::Msg::Heartbeat(_) | agent_msg::Msg::Health(_)) }) => {}
-                    first => return Ok::<_, tonic::Status>((s, first)),
-                }
-            }
-        };
-        let (stream, first) = match tokio::time::timeout(SESSION_OPEN_TIMEOUT, opening).await {
-            Ok(Ok(got)) => got,
-            Ok(Err(s)) => {
-                // The agent went away after the connection was made (D87): tried again as
-                // an agent not listening yet is. On plaintext, so is a connection that broke
-                // before any answer; on TLS that is how a rejected certificate shows.
-                if link::refused(&s) || (!tls && dropped(&s)) {
-                    return Err(NotOpened::Dropped { why: chain(&s), broke: !link::refused(&s) });
-                }
-                // With TLS 1.3 a rejected client certificate surfaces only as a broken
-                // transport on the first call, or a stream that dies before its first message.
-                let h = tls_hint(tls || is_tls_failure(&s, false));
-                return Err(err(format!("session refused: {}{h}", chain(&s))));
-            }
-            Err(_) => {
-                let h = tls_hint(tls);
-                return Err(err(format!("no session within {}s{h}", SESSION_OPEN_TIMEOUT.as_secs())));
-            }
-        };
-        match first {
-            Some(AgentMsg { msg: Some(agent_msg::Msg::Hello(h)) }) => return Ok((stream, h)),
-            Some(AgentMsg { msg: Some(agent_msg::Msg::Error(e)) }) if e.code() == ErrorCode::ProtocolMismatch => {
-                refusal = e.message;
-            }
-            Some(AgentMsg { msg: Some(agent_msg::Msg::Error(e)) }) => {
-                return Err(err(format!("session refused: {}", e.message)));
-            }
-            other => return Err(err(format!("unexpected answer to Hello: {other:?}"))),
-        }
-    }
-    Err(err(version_refusal(&refusal)))
-}
-
-/// An agent's open session: its stream, and its answer to the Hello.
-type Opened = (link::Stream, HelloReply);
-
-/// Agents that went away before their session opened (D87): by agent, why, and whether
-/// the connection broke (rather than a redial being refused).
-type Dropped = Vec<(usize, String, bool)>;
-
-/// Opens the session of every agent reached (`channels`, by agent) at once; the sessions
-/// open hear a heartbeat every 100 ms until the last one has answered. `Ok(Err(..))`: the
-/// agents that went away before answering; the sessions opened beside them are dropped
-/// with it (they would outlive their lease while those are awaited, D2).
-async fn open_all(
-    channels: &[Option<tonic::transport::Channel>],
-    addrs: &[String],
-    secure: bool,
-) -> Result<Result<Vec<Option<Opened>>, Dropped>, FleetError> {
-    let mut set = tokio::task::JoinSet::new();
-    for (i, ch) in channels.iter().enumerate() {
-        let Some(ch) = ch.clone() else { continue };
-        let addr = addrs[i].clone();
-        set.spawn(async move { (i, open_session(ch, &addr, secure).await) });
-    }
-    let mut sessions: Vec<Option<Opened>> = channels.iter().map(|_| None).collect();
-    let mut dropped = Vec::new();
-    let mut beat = tokio::time::interval(link::HEARTBEAT_INTERVAL);
-    beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        let joined = tokio::select! {
-            joined = set.join_next() => joined,
-            _ = beat.tick() => {
-                sessions.iter().flatten().for_each(|(s, _)| s.heartbeat());
-                continue;
-            }
-        };
-        let Some(joined) = joined else { break };
-        let (i, opened) = joined
-            .map_err(|e| FleetError::Connect { addr: "?".into(), message: format!("opening a session failed: {e}") })?;
-        match opened {
-            Ok(session) => sessions[i] = Some(session),
-            Err(NotOpened::Failed(e)) => return Err(e),
-            Err(NotOpened::Dropped { why, broke }) => dropped.push((i, why, broke)),
-        }
-    }
-    Ok(if dropped.is_empty() { Ok(sessions) } else { Err(dropped) })
-}
-
-/// Why a session did not open.
-#[derive(Debug)]
-enum NotOpened {
-    /// The agent went away between the connection and its answer: tried again (`broke`:
-    /// the connection broke, rather than a redial being refused).
-    Dropped { why: String, broke: bool },
-    /// Anything else: the run fails at once.
-    Failed(FleetError),
-}
-
-/// What to say when an agent refused both versions this coordinator speaks: both
-/// versions, and which side to upgrade (the agent says its version in its refusal).
-fn version_refusal(refusal: &str) -> String {
-    let theirs = refusal.rsplit_once("this agent speaks version ").and_then(|(_, v)| v.trim().parse::<u32>().ok());
-    let ours = format!(
-        "this coordinator (surge {}) speaks protocol version {PROTOCOL_VERSION} and drives agents of version \
-         {PREVIOUS_PROTOCOL_VERSION} too",
-        env!("CARGO_PKG_VERSION")
-    );
-    match theirs {
-        Some(v) if v > PROTOCOL_VERSION => {
-            format!("protocol version mismatch: the agent speaks version {v}; {ours}: upgrade the coordinator")
-        }
-        Some(v) => format!(
-            "protocol version mismatch: the agent speaks version {v}; {ours}: upgrade the agent to surge {}",
-            env!("CARGO_PKG_VERSION")
-        ),
-        None => format!("protocol version mismatch: {ours}; the agent refused both ({refusal})"),
-    }
-}
-
 impl Fleet {
     /// Connects to every agent and opens its session stream (its first message, the
     /// Hello, is sent here; the handshake gathers the replies). An agent that refuses the
@@ -324,6 +187,9 @@ impl Fleet {
         let mut next_notice = started + Duration::from_secs(1);
         let mut retried = false;
         let secure = tls.is_some();
+        // Where a session is resumed, while it opens (D91) and after (D2).
+        let resume_eps =
+            addrs.iter().map(|a| endpoint(a, tls, RESUME_CONNECT_TIMEOUT)).collect::<Result<Vec<_>, _>>()?;
         // Whether `reached` agents may go on past the timeout (`--min-agents`).
         let enough = |reached: usize| wait.min_agents.is_some_and(|k| reached >= k.max(1));
         let sessions = loop {
@@ -369,7 +235,7 @@ impl Fleet {
                 pending.iter().for_each(|&i| left_out[i] = true);
             }
             if pending.is_empty() || now >= until {
-                let dropped = match open_all(&channels, addrs, secure).await? {
+                let dropped = match open_all(&channels, &resume_eps, addrs, secure).await? {
                     Ok(sessions) => break sessions,
                     Err(dropped) => dropped,
                 };
@@ -414,25 +280,25 @@ impl Fleet {
         };
         let waited = if retried { started.elapsed() } else { Duration::ZERO };
         let missing: Vec<String> = addrs.iter().zip(&left_out).filter(|(_, l)| **l).map(|(a, _)| a.clone()).collect();
-        let reached: Vec<(String, Opened)> =
-            addrs.iter().cloned().zip(sessions).filter_map(|(a, c)| Some((a, c?))).collect();
+        let reached: Vec<(String, Opened, Endpoint)> =
+            addrs.iter().cloned().zip(sessions).zip(resume_eps).filter_map(|((a, c), ep)| Some((a, c?, ep))).collect();
         // Bounded: a link waits when the coordinator falls behind, which slows that
         // agent's stream (gRPC flow control) instead of growing memory here.
         let (ev_tx, events) = mpsc::channel(8192);
         let mut senders = Vec::new();
         let stop = CancellationToken::new();
         let tasks = tokio_util::task::TaskTracker::new();
-        let addrs: Vec<String> = reached.iter().map(|(a, _)| a.clone()).collect();
+        let addrs: Vec<String> = reached.iter().map(|(a, _, _)| a.clone()).collect();
         let heard = Arc::new(Heard::new(addrs.len()));
-        for (agent, (addr, (stream, opened))) in reached.into_iter().enumerate() {
-            let addr = &addr;
+        for (agent, (_, Opened { stream, reply, resumed }, ep)) in reached.into_iter().enumerate() {
             let (tx, rx) = mpsc::channel::<CoordinatorMsg>(1024);
             let link = Link {
                 agent,
-                ep: endpoint(addr, tls, RESUME_CONNECT_TIMEOUT)?,
+                ep,
                 tls: tls.is_some(),
-                version: opened.protocol_version,
-                opened,
+                version: reply.protocol_version,
+                opened: reply,
+                resumed,
                 rx,
                 events: ev_tx.clone(),
                 heard: heard.clone(),
@@ -477,80 +343,5 @@ impl Fleet {
     pub async fn close_and_wait(self, limit: std::time::Duration) {
         self.links.cancel();
         let _ = tokio::time::timeout(limit, self.tasks.wait()).await;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use surge_proto::agent_server::{Agent, AgentServer};
-    use tonic::{Request, Response, Status, Streaming};
-
-    /// An agent that answers the Hello after `delay`, then counts the heartbeats it hears.
-    struct Slow {
-        delay: Duration,
-        beats: Arc<AtomicUsize>,
-    }
-
-    type Out = std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<AgentMsg, Status>> + Send>>;
-
-    #[tonic::async_trait]
-    impl Agent for Slow {
-        type SessionStream = Out;
-
-        async fn session(&self, req: Request<Streaming<CoordinatorMsg>>) -> Result<Response<Out>, Status> {
-            let mut inbound = req.into_inner();
-            let (tx, rx) = mpsc::unbounded_channel();
-            let (delay, beats) = (self.delay, self.beats.clone());
-            tokio::spawn(async move {
-                let _hello = inbound.message().await;
-                tokio::time::sleep(delay).await;
-                let _ = tx.send(Ok(AgentMsg { msg: Some(agent_msg::Msg::Hello(HelloReply::default())) }));
-                while let Ok(Some(m)) = inbound.message().await {
-                    if matches!(m.msg, Some(coordinator_msg::Msg::Heartbeat(_))) {
-                        beats.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            });
-            Ok(Response::new(Box::pin(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))))
-        }
-    }
-
-    /// A slow agent on loopback port 0, its address, and the heartbeats it has heard.
-    async fn slow_agent(delay: Duration) -> (String, Arc<AtomicUsize>) {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr").to_string();
-        let beats = Arc::new(AtomicUsize::new(0));
-        let service = AgentServer::new(Slow { delay, beats: beats.clone() });
-        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-        tokio::spawn(tonic::transport::Server::builder().add_service(service).serve_with_incoming(incoming));
-        (addr, beats)
-    }
-
-    /// D87: the sessions opened first hear a heartbeat every 100 ms while another agent
-    /// is slow to answer, so their lease (3 s, D2) does not run out before the links start.
-    #[tokio::test]
-    async fn sessions_open_first_hear_heartbeats_until_the_last_answers() {
-        let (fast, fast_beats) = slow_agent(Duration::ZERO).await;
-        let (slow, slow_beats) = slow_agent(Duration::from_millis(1000)).await;
-        let addrs = vec![fast, slow];
-        let mut channels = Vec::new();
-        for a in &addrs {
-            let ep = endpoint(a, None, Duration::from_secs(5)).expect("endpoint");
-            channels.push(Some(ep.connect().await.expect("connect")));
-        }
-        let t0 = std::time::Instant::now();
-        let opened = open_all(&channels, &addrs, false).await.expect("no failure").expect("no drop");
-        let ticks = t0.elapsed().as_millis() as usize / 100 + 1;
-        assert!(opened.iter().all(Option::is_some));
-        // The heartbeats sent before it returned arrive within a moment.
-        let until = std::time::Instant::now() + Duration::from_secs(5);
-        while fast_beats.load(Ordering::Relaxed) < 5 && std::time::Instant::now() < until {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let heard = fast_beats.load(Ordering::Relaxed);
-        assert!((5..=ticks).contains(&heard), "one heartbeat every 100 ms of {ticks}: {heard}");
-        assert!(slow_beats.load(Ordering::Relaxed) <= 1, "the slow one opened last");
     }
 }

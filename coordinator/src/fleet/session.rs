@@ -96,20 +96,13 @@ pub struct Session {
 }
 
 impl Session {
-    /// Hello and clock pings with every agent of `fleet`.
-    pub async fn open(mut fleet: Fleet, plan: &RunPlan) -> Result<Self, RunError> {
+    /// Hello and clock pings with every agent of `fleet`; `observer` hears the notices (a
+    /// session resumed while it opened, D91).
+    pub async fn open(mut fleet: Fleet, plan: &RunPlan, observer: &mut dyn Observer) -> Result<Self, RunError> {
         let agents: Vec<AgentReport> =
             fleet.addrs.iter().map(|a| AgentReport { addr: a.clone(), ..Default::default() }).collect();
-        let mut r = Runner {
-            fleet: &mut fleet,
-            plan,
-            agents,
-            run_id: 0,
-            observer: &mut Silent,
-            start_ns: 0,
-            profiler: None,
-            halted: None,
-        };
+        let mut r =
+            Runner { fleet: &mut fleet, plan, agents, run_id: 0, observer, start_ns: 0, profiler: None, halted: None };
         r.handshake().await?;
         let agents =
             r.agents.into_iter().map(|a| AgentBase { addr: a.addr, hello: a.hello, offset: a.offset }).collect();
@@ -213,7 +206,7 @@ impl Session {
 
 /// Runs `plan` once on `fleet` and closes it.
 pub async fn execute(fleet: Fleet, plan: &RunPlan, model: &str) -> Result<Outcome, RunError> {
-    let mut session = Session::open(fleet, plan).await?;
+    let mut session = Session::open(fleet, plan, &mut Silent).await?;
     let res = session.run(plan, model, &mut Silent).await;
     session.close();
     res
