@@ -151,7 +151,7 @@ pub(super) enum Step {
     /// A connection was made and carries the resume's Hello.
     Attaching,
     /// The session resumed on this stream, with the agent's answer.
-    Resumed(Stream, HelloReply),
+    Resumed(Box<(Stream, HelloReply)>),
     /// An attempt (its connection, or its Hello) failed and another is worth it.
     Failed(String),
     /// The agent refused the connection, or (`attached`) has no such session.
@@ -208,7 +208,7 @@ impl Resume {
                     Err(_) => {}
                 },
                 Some(res) = self.attaching.join_next(), if !self.attaching.is_empty() => match res {
-                    Ok(Ok((stream, reply))) => return Step::Resumed(stream, reply),
+                    Ok(Ok(resumed)) => return Step::Resumed(Box::new(resumed)),
                     Ok(Err(ResumeError::Gone(why))) => return Step::Gone { attached: true, why },
                     Ok(Err(ResumeError::Retry(why))) => {
                         tracing::info!(agent = self.agent, error = %why, "resume failed; dialling again");
@@ -344,7 +344,8 @@ impl Link {
                             return;
                         }
                     }
-                    Step::Resumed(fresh, _) => {
+                    Step::Resumed(resumed) => {
+                        let (fresh, _) = *resumed;
                         let after = silent_since.take().unwrap_or(last_heard).elapsed();
                         cur = fresh;
                         broken = false;

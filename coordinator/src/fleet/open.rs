@@ -110,7 +110,10 @@ async fn first_answer(channel: tonic::transport::Channel, version: u32, mut resu
         tokio::select! {
             got = &mut opening, if answered.is_none() => answered = Some(got),
             step = resume.next(silent.then_some((id, heard))) => match step {
-                Step::Resumed(stream, reply) => return Answer::Resumed(stream, reply, sent.elapsed()),
+                Step::Resumed(resumed) => {
+                    let (stream, reply) = *resumed;
+                    return Answer::Resumed(stream, reply, sent.elapsed());
+                }
                 // Not this agent's id, or past its lease: the old stream decides.
                 Step::Gone { .. } | Step::Expired(_) => dialling = false,
                 Step::Dialled | Step::Attaching | Step::Failed(_) => {}
