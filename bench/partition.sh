@@ -18,8 +18,9 @@
 #                    agent's requests at the target stop within its lease (3 s).
 # The table also gives each agent's time from Prepare to Ready (its log's "prepared" line).
 # Needs root, iproute2 and nftables (apt-installed when missing). Exit 77 = cannot run here.
-# Usage: [BIN=debug] bench/partition.sh   (appends a table to bench/RESULTS.md; BIN=debug
-# uses the optimized dev profile without a release build)
+# Usage: [BIN=debug] [PARTITION_ROUNDS=N] [PARTITION_LEVELS="blip-setup-2.5s ..."] bench/partition.sh
+# (appends a table to bench/RESULTS.md; BIN=debug uses the optimized dev profile without a
+# release build; PARTITION_LEVELS runs only the levels named)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -196,12 +197,15 @@ PY
     echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 } >"$WORK/table.md"
 ROUNDS=${PARTITION_ROUNDS:-5}
+# PARTITION_LEVELS: the levels each round runs (default all), by name without the " #N".
+LEVELS=${PARTITION_LEVELS:-blip-setup-2.5s blip-ready-2.5s blip-2.5s blip-end-2.5s cut-10s}
+wanted() { [[ " $LEVELS " == *" $1 "* ]]; }
 for round in $(seq "$ROUNDS"); do
-    level "blip-setup-2.5s #$round" 12 2.5 "log:session opened"
-    level "blip-ready-2.5s #$round" 10 2.5 "log:prepared; Ready follows"
-    level "blip-2.5s #$round" 12 2.5 "log:prepared; Ready follows+3"
-    level "blip-end-2.5s #$round" 8 2.5 "log:prepared; Ready follows+7.8"
-    level "cut-10s #$round" 20 10 "log:prepared; Ready follows+3"
+    if wanted blip-setup-2.5s; then level "blip-setup-2.5s #$round" 12 2.5 "log:session opened"; fi
+    if wanted blip-ready-2.5s; then level "blip-ready-2.5s #$round" 10 2.5 "log:prepared; Ready follows"; fi
+    if wanted blip-2.5s; then level "blip-2.5s #$round" 12 2.5 "log:prepared; Ready follows+3"; fi
+    if wanted blip-end-2.5s; then level "blip-end-2.5s #$round" 8 2.5 "log:prepared; Ready follows+7.8"; fi
+    if wanted cut-10s; then level "cut-10s #$round" 20 10 "log:prepared; Ready follows+3"; fi
 done
 cat "$WORK/table.md"
 {
@@ -211,7 +215,7 @@ cat "$WORK/table.md"
     echo "Two agents and the echo target in network namespaces, 2,000 in flight (echo TTFT 500 ms, ITL 50 ms, 8 tokens);"
     echo "An nft drop of everything between the coordinator and agent a1, both directions: from a1's new session (setup),"
     echo "from a1's \"prepared\" (its Ready and the Start), 3 s after it (the load), 7.8 s after it in an 8 s level (its end), and a 10 s cut 3 s into the load;"
-    echo "$ROUNDS rounds. \"prepare ms\" is each agent's time from Prepare to Ready (its log)."
+    echo "$ROUNDS rounds of: $LEVELS. \"prepare ms\" is each agent's time from Prepare to Ready (its log)."
     echo "\"served by the target\" counts the target's completed requests (tokens / 8) during the level."
     echo
     cat "$WORK/table.md"
