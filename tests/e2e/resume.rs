@@ -96,7 +96,8 @@ fn blip(drop_old: bool) {
 /// answer (here for good; over TCP it comes with a retransmission that may fall past the
 /// agent's 3 s lease). The coordinator, which gave the session its id, resumes it on a
 /// fresh connection as it resumes any silent session, and the run completes. Before, it
-/// waited for that answer and failed after 10 s ("no session within 10s").
+/// waited for that answer: the agent's lease ran out, and the connection's keep-alive
+/// (1 s, then 3 s) failed the run ("session refused: ... keep-alive timed out").
 #[test]
 fn a_drop_as_the_session_opens_is_resumed_by_the_id_the_hello_gave() {
     let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "5", "--itl-ms", "1"]);

@@ -196,6 +196,9 @@ impl Resume {
                     return Step::Dialled;
                 }
                 Some(res) = self.connecting.join_next(), if !self.connecting.is_empty() => match res {
+                    // One that ended before the others were aborted, made or failed: the
+                    // attach under way decides, alone.
+                    _ if !self.attaching.is_empty() => {}
                     // The first connection carries the resume; the others are dropped
                     // before they say anything.
                     Ok(Ok(channel)) => {
