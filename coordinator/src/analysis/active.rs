@@ -4,8 +4,9 @@
 //! count. (So requests shorter than a second count once per second they touch: at 4 in
 //! flight and 1.2 s requests vLLM reports about 8.) Exact while the run's samples are kept
 //! (D23); beyond, buckets are anchored at the run's start instead of the first start, in
-//! memory of one entry per second.
+//! bounded memory (D92).
 
+use super::seconds::{RunningPeak, Seconds};
 use super::spilled::Spilled;
 use std::collections::BTreeMap;
 
@@ -13,13 +14,13 @@ use std::collections::BTreeMap;
 pub struct ActiveSeconds {
     /// Successful requests' (start, end), seconds, while exact.
     exact: Option<Spilled<(f64, f64)>>,
-    /// Start second -> +1, second after the end -> -1, on the run's timeline.
-    bins: BTreeMap<i64, i64>,
+    /// Start second +1, second after the end -1, on the run's timeline.
+    bins: Seconds<RunningPeak>,
 }
 
 impl ActiveSeconds {
     pub fn new() -> Self {
-        Self { exact: Some(Spilled::new()), bins: BTreeMap::new() }
+        Self { exact: Some(Spilled::new()), bins: Seconds::default() }
     }
 
     /// One successful request.
@@ -27,8 +28,8 @@ impl ActiveSeconds {
         if let Some(e) = &mut self.exact {
             e.push((start_s, end_s));
         }
-        *self.bins.entry(start_s.floor() as i64).or_default() += 1;
-        *self.bins.entry(end_s.floor() as i64 + 1).or_default() -= 1;
+        self.bins.add(start_s.floor() as i64, 1);
+        self.bins.add(end_s.floor() as i64 + 1, -1);
     }
 
     /// Stops keeping the intervals (the exact budget is spent).
@@ -38,13 +39,14 @@ impl ActiveSeconds {
 
     /// The largest number of successful requests active within one second (the kept
     /// intervals are read back for it; if they cannot be, the run-anchored bins answer).
-    pub fn peak(&mut self) -> u64 {
-        if let Some(e) = &mut self.exact
+    pub fn peak(self) -> u64 {
+        let Self { mut exact, bins } = self;
+        if let Some(e) = &mut exact
             && e.load().is_err()
         {
-            self.exact = None;
+            exact = None;
         }
-        match &self.exact {
+        match &exact {
             Some(e) if !e.is_empty() => {
                 let e = e.values();
                 let min = e.iter().map(|r| r.0).fold(f64::INFINITY, f64::min);
@@ -56,7 +58,7 @@ impl ActiveSeconds {
                 }
                 max_prefix(&diff)
             }
-            _ => max_prefix(&self.bins),
+            _ => bins.answer().max(0) as u64,
         }
     }
 }
@@ -103,11 +105,11 @@ mod tests {
         for &(s, e) in &rows {
             a.add(s, e);
         }
-        assert_eq!(a.peak(), vllm(&rows));
-        assert_eq!(a.peak(), 8);
+        assert_eq!(a.clone().peak(), vllm(&rows));
+        assert_eq!(a.clone().peak(), 8);
         // Beyond the exact budget, anchored at 0 instead of 0.3: still 8 here.
         a.drop_exact();
-        assert_eq!(a.peak(), 8);
+        assert_eq!(a.clone().peak(), 8);
         assert_eq!(ActiveSeconds::new().peak(), 0);
     }
 }

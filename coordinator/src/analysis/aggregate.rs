@@ -12,13 +12,13 @@ use super::folds::{Folds, Wanted};
 use super::grid::Grid;
 use super::metrics::{EXACT_SAMPLES, EXAMPLES_PER_KIND, ErrorSeen, Metrics, TRACKED_MESSAGES};
 use super::sample::Sample;
+use super::seconds::{Largest, Seconds};
 use super::spilled::Spilled;
 use super::timeseries::TimeSeries;
 pub use crate::fleet::outcome::{GlobalRow, kind_name};
 use crate::plan::{RunPlan, Slo};
 use crate::target::gpu::GpuScrape;
 use crate::target::scrape::ServerScrape;
-use std::collections::BTreeMap;
 use surge_core::data::share::Stripe;
 
 /// Whether a successful row met every objective of `slo` (vLLM's goodput, and surge's
@@ -54,7 +54,7 @@ pub struct Aggregator {
     /// Every request's start and end while exact.
     events: Option<(Spilled<f64>, Spilled<f64>)>,
     /// Output tokens per second of the run's timeline.
-    token_bins: BTreeMap<i64, u64>,
+    token_bins: Seconds<Largest>,
     keep_rows: bool,
     series: TimeSeries,
     /// Every other part of the analysis.
@@ -77,7 +77,7 @@ impl Aggregator {
             client_queue: Sample::new(),
             active: ActiveSeconds::new(),
             events: Some((Spilled::new(), Spilled::new())),
-            token_bins: BTreeMap::new(),
+            token_bins: Seconds::default(),
             keep_rows,
             series: TimeSeries::new(grid.clone()),
             folds: Folds::registered(wanted, &grid),
@@ -184,17 +184,17 @@ impl Aggregator {
         if r.row.ttft_us > 0 {
             // A row's tokens mostly share a second: one map entry per second they span.
             let mut t = r.start_s + r.ttft_s();
-            let (mut second, mut tokens) = (t.floor() as i64, 1u64);
+            let (mut second, mut tokens) = (t.floor() as i64, 1i64);
             for g in r.row.gaps() {
                 t += f64::from(g) / 1e6;
                 let s = t.floor() as i64;
                 if s != second {
-                    *self.token_bins.entry(second).or_default() += tokens;
+                    self.token_bins.add(second, tokens);
                     (second, tokens) = (s, 0);
                 }
                 tokens += 1;
             }
-            *self.token_bins.entry(second).or_default() += tokens;
+            self.token_bins.add(second, tokens);
         }
         self.good += u64::from(!self.slo.is_empty() && meets(&self.slo, r));
     }
@@ -251,7 +251,7 @@ impl Aggregator {
             last,
             queued,
             mut client_queue,
-            mut active,
+            active,
             events,
             token_bins,
             series,
@@ -291,7 +291,7 @@ impl Aggregator {
             _ => peak_in_flight as f64,
         };
         m.max_concurrent_requests = active.peak() as f64;
-        m.max_output_tokens_per_s = token_bins.values().copied().max().unwrap_or(0) as f64;
+        m.max_output_tokens_per_s = token_bins.answer() as f64;
         for s in [&mut m.ttft, &mut m.tpot, &mut m.itl, &mut m.e2el, &mut m.probe] {
             s.seal();
         }

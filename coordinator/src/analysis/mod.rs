@@ -31,6 +31,7 @@ pub mod repeat;
 pub mod replicas;
 pub mod sample;
 pub mod saturation;
+pub mod seconds;
 pub mod server;
 pub mod spilled;
 pub mod stats;
