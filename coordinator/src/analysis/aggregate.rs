@@ -43,6 +43,8 @@ pub struct Aggregator {
     slo: Slo,
     good: u64,
     samples: u64,
+    /// The exact budget (D23): past it, every exact record goes.
+    budget: u64,
     first: f64,
     last: f64,
     queued: Sample,
@@ -71,6 +73,7 @@ impl Aggregator {
             slo,
             good: 0,
             samples: 0,
+            budget: EXACT_SAMPLES,
             first: f64::INFINITY,
             last: f64::NEG_INFINITY,
             queued: Sample::new(),
@@ -133,14 +136,14 @@ impl Aggregator {
         }
         if r.row.error() == surge_proto::ErrorKind::Cancelled {
             m.cancelled += 1;
-            return;
-        }
-        if !r.ok() {
+        } else if !r.ok() {
             failure(m, r);
-            return;
+        } else {
+            self.success(r, coalescing);
         }
-        self.success(r, coalescing);
-        if self.samples > EXACT_SAMPLES && self.events.is_some() {
+        // Every row weighs in the budget, a failure's events too (a target that only
+        // fails would otherwise keep them for the whole run).
+        if self.samples > self.budget && self.events.is_some() {
             self.drop_exact();
         }
     }
@@ -379,6 +382,22 @@ mod tests {
         let exact = [&m.ttft, &m.tpot, &m.itl, &m.e2el, &m.probe].map(|s| s.is_exact());
         assert_eq!(exact, [false; 5]);
         assert_eq!((m.probe.len(), m.completed), (2, 2));
+    }
+
+    #[test]
+    fn failures_alone_spend_the_budget() {
+        let mut a = Aggregator::new(Slo::default(), false, Wanted { slice_s: 1.0, ..Wanted::default() });
+        a.budget = 20;
+        for i in 0..11 {
+            let mut r = row(f64::from(i) * 0.1, 0, 10_000, 0, vec![]);
+            r.row.set_error(if i % 2 == 0 { ErrorKind::HttpStatus } else { ErrorKind::Cancelled });
+            a.add(&r);
+        }
+        // 11 rows of two events each: 22 past 20, so the starts and ends are no longer kept.
+        assert!(a.events.is_none());
+        let m = a.finish();
+        assert!(!m.exact);
+        assert_eq!((m.failed, m.cancelled), (6, 5));
     }
 
     #[test]
