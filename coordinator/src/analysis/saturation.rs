@@ -5,36 +5,93 @@
 //! queue and never trips it; an open loop above capacity does within a fraction of its
 //! requests.
 
-/// `points`: (send time s, TTFT ms) of successes.
-pub fn growing(points: &[(f64, f64)]) -> bool {
-    let n = points.len();
-    if n < 30 {
-        return false;
+/// TTFT against send time over a run's successes, as running sums (Welford's, centred):
+/// constant memory whatever the run's length.
+#[derive(Debug, Clone, Default)]
+pub struct Trend {
+    n: u64,
+    mean_x: f64,
+    mean_y: f64,
+    sxx: f64,
+    syy: f64,
+    sxy: f64,
+    min_x: f64,
+    max_x: f64,
+}
+
+impl Trend {
+    /// One success: its send time (s) and TTFT (ms).
+    pub fn add(&mut self, x: f64, y: f64) {
+        if self.n == 0 {
+            (self.min_x, self.max_x) = (x, x);
+        }
+        self.n += 1;
+        let n = self.n as f64;
+        let (dx, dy) = (x - self.mean_x, y - self.mean_y);
+        self.mean_x += dx / n;
+        self.mean_y += dy / n;
+        self.sxx += dx * (x - self.mean_x);
+        self.syy += dy * (y - self.mean_y);
+        self.sxy += dx * (y - self.mean_y);
+        self.min_x = self.min_x.min(x);
+        self.max_x = self.max_x.max(x);
     }
-    let nf = n as f64;
-    let mx = points.iter().map(|p| p.0).sum::<f64>() / nf;
-    let my = points.iter().map(|p| p.1).sum::<f64>() / nf;
-    let (mut sxx, mut sxy) = (0.0, 0.0);
-    for &(x, y) in points {
-        sxx += (x - mx) * (x - mx);
-        sxy += (x - mx) * (y - my);
+
+    /// Whether the TTFT grows with the send time, significantly and by at least half its
+    /// mean over the span (never before 30 successes).
+    pub fn growing(&self) -> bool {
+        if self.n < 30 || self.sxx <= 0.0 || self.mean_y <= 0.0 {
+            return false;
+        }
+        let slope = self.sxy / self.sxx;
+        // The residuals' sum of squares: syy less what the line explains.
+        let sse = (self.syy - slope * self.sxy).max(0.0);
+        let se = (sse / (self.n as f64 - 2.0) / self.sxx).sqrt();
+        let significant = if se > 0.0 { slope / se > 3.29 } else { slope > 0.0 };
+        significant && slope * (self.max_x - self.min_x) >= 0.5 * self.mean_y
     }
-    if sxx <= 0.0 || my <= 0.0 {
-        return false;
-    }
-    let slope = sxy / sxx;
-    let intercept = my - slope * mx;
-    let sse: f64 = points.iter().map(|&(x, y)| (y - intercept - slope * x).powi(2)).sum();
-    let se = (sse / (nf - 2.0) / sxx).sqrt();
-    let span = points.iter().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max)
-        - points.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
-    let significant = if se > 0.0 { slope / se > 3.29 } else { slope > 0.0 };
-    significant && slope * span >= 0.5 * my
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn growing(points: &[(f64, f64)]) -> bool {
+        let mut t = Trend::default();
+        for &(x, y) in points {
+            t.add(x, y);
+        }
+        t.growing()
+    }
+
+    /// The two-pass regression the running sums replace.
+    fn two_pass(points: &[(f64, f64)]) -> (f64, f64) {
+        let nf = points.len() as f64;
+        let mx = points.iter().map(|p| p.0).sum::<f64>() / nf;
+        let my = points.iter().map(|p| p.1).sum::<f64>() / nf;
+        let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+        let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+        let slope = sxy / sxx;
+        let sse = points.iter().map(|p| (p.1 - (my - slope * mx) - slope * p.0).powi(2)).sum();
+        (slope, sse)
+    }
+
+    #[test]
+    fn the_running_sums_give_the_two_pass_regression() {
+        // Send times far from 0 (a run's later seconds), TTFTs noisy.
+        let points: Vec<(f64, f64)> = (0..5000)
+            .map(|i| (3600.0 + f64::from(i) * 0.002, 40.0 + f64::from(i) * 0.01 + f64::from(i * 31 % 17)))
+            .collect();
+        let mut t = Trend::default();
+        for &(x, y) in &points {
+            t.add(x, y);
+        }
+        let (slope, sse) = two_pass(&points);
+        let got = t.sxy / t.sxx;
+        assert!((got - slope).abs() <= 1e-9 * slope.abs(), "{got} against {slope}");
+        let got_sse = t.syy - got * t.sxy;
+        assert!((got_sse - sse).abs() <= 1e-6 * sse, "{got_sse} against {sse}");
+    }
 
     #[test]
     fn a_growing_queue_is_seen_and_a_steady_one_is_not() {

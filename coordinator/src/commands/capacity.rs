@@ -43,8 +43,8 @@ struct Level<'p> {
     answered: u64,
     /// Requests that ended, cancelled ones too.
     ended: u64,
-    /// This run's successes, for the trend.
-    trend: Vec<(f64, f64)>,
+    /// This run's successes' TTFT against their send time.
+    trend: saturation::Trend,
     checks: Checkpoints,
     run_rows: u64,
 }
@@ -60,14 +60,14 @@ impl<'p> Level<'p> {
             right: 0,
             answered: 0,
             ended: 0,
-            trend: Vec::new(),
+            trend: saturation::Trend::default(),
             checks: Checkpoints::new(50),
             run_rows: 0,
         }
     }
 
     fn start_run(&mut self) {
-        self.trend.clear();
+        self.trend = saturation::Trend::default();
         self.checks = Checkpoints::new(50);
         self.run_rows = 0;
     }
@@ -152,7 +152,7 @@ impl Monitor for Level<'_> {
             }
             if r.ok() {
                 if let Some(t) = r.first_token_s() {
-                    self.trend.push((r.start_s, t * 1000.0));
+                    self.trend.add(r.start_s, t * 1000.0);
                 }
                 if crate::analysis::aggregate::meets(slo, r) {
                     self.good += 1;
@@ -168,7 +168,7 @@ impl Monitor for Level<'_> {
         if self.plan.sweep.kind != crate::plan::sweep::Kind::RequestRate {
             return None;
         }
-        if !self.checks.due(self.run_rows) || !saturation::growing(&self.trend) {
+        if !self.checks.due(self.run_rows) || !self.trend.growing() {
             return None;
         }
         (self.judge().0 == Verdict::Fail).then_some(Halt::Saturated)
