@@ -9,10 +9,10 @@
 //! Without it, requests are plain POSTs to `/echo` and tokens are estimated from the
 //! bytes echoed back at [`BYTES_PER_TOKEN`].
 
-use super::{open_session, run_on};
-use crate::analysis::metrics::Metrics;
+use super::{open_session, run_watched};
+use crate::analysis::monitor::Monitor;
 use crate::exit::{self, Failure};
-use crate::fleet::outcome::RunStatus;
+use crate::fleet::outcome::{GlobalRow, Halt, RunStatus};
 use crate::output::Outputs;
 use crate::output::result::{Headroom, JudgedRun, RunResult, ValidationResult, ValidationRow, saved_at};
 use crate::plan::RunPlan;
@@ -26,18 +26,30 @@ fn read_against(path: &Path) -> Result<JudgedRun, Failure> {
     serde_json::from_slice(&text).map_err(|e| usage(e.to_string()))
 }
 
-/// One row of the table from one level's run.
-fn row(plan: &ValidatePlan, p: &RunPlan, level: u32, r: &RunResult, m: &Metrics) -> ValidationRow {
+/// The bytes the echo sent back on a level's successes (their prompts'), counted as the
+/// rows arrive rather than kept.
+struct Echoed<'p> {
+    plan: &'p RunPlan,
+    bytes: usize,
+}
+
+impl Monitor for Echoed<'_> {
+    fn rows(&mut self, rows: &[&GlobalRow]) {
+        for r in rows.iter().filter(|r| r.ok()) {
+            self.bytes += surge_core::data::dataset::prompt(&self.plan.dataset, r.row.index).text.len();
+        }
+    }
+    fn halt(&mut self) -> Option<Halt> {
+        None
+    }
+}
+
+/// One row of the table from one level's run (`echoed`: the bytes echoed back).
+fn row(plan: &ValidatePlan, level: u32, r: &RunResult, echoed: usize) -> ValidationRow {
     let tokens_per_sec = if plan.streaming {
         r.output_throughput
     } else if r.duration > 0.0 {
-        let bytes: usize = m
-            .rows
-            .iter()
-            .filter(|x| x.ok())
-            .map(|x| surge_core::data::dataset::prompt(&p.dataset, x.row.index).text.len())
-            .sum();
-        bytes as f64 / BYTES_PER_TOKEN / r.duration
+        echoed as f64 / BYTES_PER_TOKEN / r.duration
     } else {
         0.0
     };
@@ -108,15 +120,17 @@ async fn validate(plan: &ValidatePlan, outputs: &mut Outputs) -> Result<u8, Fail
     for &level in &levels {
         let p = plan.at(&base, level);
         let label = format!("level {level}");
-        let res = run_on(&mut session, outputs, &p, "surge-echo", &label, !plan.streaming).await;
-        let (record, _, m) = match res {
+        let mut echoed = Echoed { plan: &p, bytes: 0 };
+        let watch = (!plan.streaming).then_some(&mut echoed as &mut dyn Monitor);
+        let res = run_watched(&mut session, outputs, &p, "surge-echo", &label, false, watch).await;
+        let (record, _, _) = match res {
             Ok(r) => r,
             Err(f) => {
                 session.close();
                 return Err(Failure::new(f.code, format!("level {level}: {}", f.message)));
             }
         };
-        rows.push(row(plan, &p, level, &record.result, &m));
+        rows.push(row(plan, level, &record.result, echoed.bytes));
         // Ctrl-C / SIGTERM (or a lost agent): keep what was measured, run no further level.
         if record.status != RunStatus::Complete {
             stopped = Some(record.status.clone());
