@@ -447,7 +447,8 @@ impl EchoConfig {
         check_delay("--ttft-ms", self.ttft_ms)?;
         check_delay("--itl-ms", self.itl_ms)?;
         check_delay("--jitter-ms", self.jitter_ms)?;
-        check_delay("--prefill-us-per-token", self.prefill_us_per_token)?;
+        check_delay("--head-delay-ms", self.head_delay_ms)?;
+        check_number("--prefill-us-per-token", "microseconds", self.prefill_us_per_token)?;
         if self.block_size == 0 {
             return Err("--block-size must be at least 1".to_owned());
         }
@@ -502,10 +503,14 @@ fn check_rate(flag: &str, rate: f64) -> Result<(), String> {
 }
 
 fn check_delay(flag: &str, ms: f64) -> Result<(), String> {
-    if (0.0..=MAX_DELAY_MS).contains(&ms) {
+    check_number(flag, "milliseconds", ms)
+}
+
+fn check_number(flag: &str, unit: &str, v: f64) -> Result<(), String> {
+    if (0.0..=MAX_DELAY_MS).contains(&v) {
         Ok(())
     } else {
-        Err(format!("{flag} must be a number of milliseconds within 0..={MAX_DELAY_MS}, got {ms}"))
+        Err(format!("{flag} must be a number of {unit} within 0..={MAX_DELAY_MS}, got {v}"))
     }
 }
 
@@ -622,6 +627,9 @@ mod tests {
             (&["--itl-ms", "inf"][..], "--itl-ms"),
             (&["--jitter-ms", "NaN"][..], "--jitter-ms"),
             (&["--fault-stall-ms=-5"][..], "--fault-stall-ms"),
+            (&["--head-delay-ms", "inf"][..], "--head-delay-ms"),
+            (&["--head-delay-ms=-1"][..], "--head-delay-ms"),
+            (&["--prefill-us-per-token", "NaN"][..], "--prefill-us-per-token must be a number of microseconds"),
             (&["--output-tokens", "0"][..], "--output-tokens"),
             (&["--max-concurrent-streams", "0"][..], "--max-concurrent-streams"),
             (&["--model", ""][..], "--model"),

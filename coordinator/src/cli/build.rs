@@ -284,7 +284,7 @@ fn plan_run(mut a: RunArgs) -> Result<RunPlan, UsageError> {
         a.target.endpoints.as_deref(),
         a.target.endpoint_policy,
         a.target.replica_header.as_deref(),
-        format!("http://{}:{}", a.target.host, a.target.port),
+        (&a.target.host, a.target.port),
     )?;
     let base_url = endpoints.list[0].url.clone();
     let (backend, backend_name, default_endpoint) = backend_of(a.target.backend);
@@ -537,8 +537,8 @@ fn verdict_limits(v: &VerdictArgs) -> VerdictLimits {
 fn otlp_plan(tm: &TelemetryArgs) -> Result<Option<OtlpPlan>, UsageError> {
     Ok(match &tm.otlp_endpoint {
         None => None,
-        Some(url) => match url.parse::<http::Uri>() {
-            Ok(u) if matches!(u.scheme_str(), Some("http" | "https")) && u.authority().is_some() => Some(OtlpPlan {
+        Some(url) => match super::url::http(url) {
+            Some(_) => Some(OtlpPlan {
                 endpoint: url.clone(),
                 protocol: match tm.otlp_protocol {
                     super::OtlpProtocolArg::Grpc => OtlpProtocol::Grpc,
@@ -547,7 +547,7 @@ fn otlp_plan(tm: &TelemetryArgs) -> Result<Option<OtlpPlan>, UsageError> {
                 headers: tm.otlp_headers.clone(),
                 sample_ratio: tm.otlp_sample_ratio,
             }),
-            _ => return usage(format!("--otlp-endpoint {url:?}: expected http(s)://HOST:PORT[/PATH]")),
+            None => return usage(format!("--otlp-endpoint {url:?}: expected http(s)://HOST:PORT[/PATH]")),
         },
     })
 }
@@ -1092,9 +1092,8 @@ fn scrape_plan(
         return Ok(None);
     }
     for url in &s.metrics_urls {
-        match url.parse::<http::Uri>() {
-            Ok(u) if matches!(u.scheme_str(), Some("http" | "https")) && u.authority().is_some() => {}
-            _ => return usage(format!("--metrics-url {url:?}: expected http://HOST[:PORT]/PATH")),
+        if super::url::http(url).is_none() {
+            return usage(format!("--metrics-url {url:?}: expected http://HOST[:PORT]/PATH (a port from 1 to 65535)"));
         }
     }
     let explicit = !s.metrics_urls.is_empty();
@@ -1120,9 +1119,10 @@ fn gpu_plan(s: &ServerViewArgs, tls: &crate::plan::TargetTls) -> Result<Option<G
         return Ok(None);
     }
     for url in &s.gpu_metrics_urls {
-        match url.parse::<http::Uri>() {
-            Ok(u) if matches!(u.scheme_str(), Some("http" | "https")) && u.authority().is_some() => {}
-            _ => return usage(format!("--gpu-metrics-url {url:?}: expected http://HOST[:PORT]/PATH")),
+        if super::url::http(url).is_none() {
+            return usage(format!(
+                "--gpu-metrics-url {url:?}: expected http://HOST[:PORT]/PATH (a port from 1 to 65535)"
+            ));
         }
     }
     Ok(Some(GpuPlan { urls: s.gpu_metrics_urls.clone(), interval: s.scrape_interval, tls: tls.clone() }))

@@ -11,11 +11,11 @@ pub const MAX_ENDPOINTS: usize = 64;
 
 /// `url` if it is an http(s) URL with a host, without its trailing `/`.
 fn checked(url: &str, origin: &str) -> Result<String, UsageError> {
-    match url.parse::<http::Uri>() {
-        Ok(u) if matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some() => {
-            Ok(url.trim_end_matches('/').to_string())
-        }
-        _ => Err(UsageError(format!("{origin} {url:?}: expected http://HOST[:PORT] or https://..."))),
+    match super::url::http(url) {
+        Some(_) => Ok(url.trim_end_matches('/').to_string()),
+        None => Err(UsageError(format!(
+            "{origin} {url:?}: expected http://HOST[:PORT] or https://... (a port from 1 to 65535)"
+        ))),
     }
 }
 
@@ -82,12 +82,15 @@ pub fn plan(
     file: Option<&Path>,
     policy: super::EndpointPolicyArg,
     replica_header: Option<&str>,
-    host_port: String,
+    (host, port): (&str, u16),
 ) -> Result<EndpointsPlan, UsageError> {
     let mut list = match file {
         Some(path) => read_file(path)?,
         None if base_urls.is_empty() => {
-            vec![EndpointPlan { url: checked(&host_port, "--host/--port")?, weight: 1, name: default_name(&host_port) }]
+            let url = super::url::from_host(host, port).ok_or_else(|| {
+                UsageError(format!("--host {host:?} --port {port}: not a host name or address and a port"))
+            })?;
+            vec![EndpointPlan { name: default_name(&url), url, weight: 1 }]
         }
         None => base_urls
             .iter()
@@ -123,7 +126,7 @@ mod tests {
     #[test]
     fn urls_get_names_and_a_file_gives_weights_and_names() {
         let urls = ["http://10.0.0.1:8000/".to_string(), "http://10.0.0.2:8000".into(), "https://h/v2".into()];
-        let p = plan(&urls, None, EndpointPolicyArg::Session, Some("X-Served-By"), String::new()).unwrap();
+        let p = plan(&urls, None, EndpointPolicyArg::Session, Some("X-Served-By"), ("", 0)).unwrap();
         assert_eq!(names(&p), ["10.0.0.1:8000", "10.0.0.2:8000", "h:443"]);
         assert_eq!(p.list[0].url, "http://10.0.0.1:8000", "no trailing slash");
         assert_eq!(
@@ -131,16 +134,16 @@ mod tests {
             (surge_proto::EndpointPolicy::Session, Some("x-served-by"))
         );
         let same = ["http://h:1/a".to_string(), "http://h:1/b".into()];
-        let p = plan(&same, None, EndpointPolicyArg::RoundRobin, None, String::new()).unwrap();
+        let p = plan(&same, None, EndpointPolicyArg::RoundRobin, None, ("", 0)).unwrap();
         assert_eq!(names(&p), ["h:1/a", "h:1/b"], "a shared host:port gets the path");
         let dir = std::env::temp_dir().join(format!("surge-endpoints-a-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let f = dir.join("e.txt");
         std::fs::write(&f, "# fleet\nhttp://a:1 3 gpu-a\n\nhttp://b:2   # default weight\n").unwrap();
-        let p = plan(&[], Some(&f), EndpointPolicyArg::RoundRobin, None, String::new()).unwrap();
+        let p = plan(&[], Some(&f), EndpointPolicyArg::RoundRobin, None, ("", 0)).unwrap();
         assert_eq!(names(&p), ["gpu-a", "b:2"]);
         assert_eq!(p.list.iter().map(|e| e.weight).collect::<Vec<_>>(), [3, 1]);
-        let p = plan(&[], None, EndpointPolicyArg::RoundRobin, None, "http://127.0.0.1:8000".into()).unwrap();
+        let p = plan(&[], None, EndpointPolicyArg::RoundRobin, None, ("127.0.0.1", 8000)).unwrap();
         assert_eq!(names(&p), ["127.0.0.1:8000"]);
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -152,14 +155,14 @@ mod tests {
         let f = dir.join("e.txt");
         let err = |text: &str| {
             std::fs::write(&f, text).unwrap();
-            plan(&[], Some(&f), EndpointPolicyArg::RoundRobin, None, String::new()).unwrap_err().0
+            plan(&[], Some(&f), EndpointPolicyArg::RoundRobin, None, ("", 0)).unwrap_err().0
         };
         assert!(err("http://a:1\nftp://b\n").contains("e.txt:2"), "{}", err("http://a:1\nftp://b\n"));
         assert!(err("http://a:1 0\n").contains("weight \"0\""));
         assert!(err("http://a:1 1 x y\n").contains("unexpected \"y\""));
         assert!(err("# nothing\n").contains("no endpoint"));
         assert!(err("http://a:1 1 x\nhttp://b:1 1 x\n").contains("\"x\" is given to two"));
-        let bad = plan(&["http://a:1".into()], None, EndpointPolicyArg::RoundRobin, Some("bad header"), String::new());
+        let bad = plan(&["http://a:1".into()], None, EndpointPolicyArg::RoundRobin, Some("bad header"), ("", 0));
         assert!(bad.unwrap_err().0.contains("--replica-header"));
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -12,6 +12,7 @@ pub mod ignored;
 mod mm;
 pub mod parse;
 pub mod reference;
+pub mod url;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
