@@ -19,12 +19,24 @@ pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), Out
 }
 
 /// What `write` writes, into `path` atomically: to `path` with `.tmp` appended (its
-/// directory created), then renamed. A file cut short is not left behind.
+/// directory created), then renamed. A file cut short is not left behind. A path that is
+/// a device or a pipe (`/dev/stdout`, a FIFO) is written in place, as vLLM's `open` does,
+/// rather than replaced by a file; a directory is refused before anything is written.
 fn write_atomic_with(
     path: &Path,
     write: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
 ) -> Result<(), OutputError> {
     let err = |source| OutputError::Write { path: path.to_path_buf(), source };
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => {
+            return Err(err(std::io::Error::new(std::io::ErrorKind::IsADirectory, "is a directory")));
+        }
+        Ok(m) if !m.is_file() => {
+            let mut out = std::io::BufWriter::new(std::fs::OpenOptions::new().write(true).open(path).map_err(err)?);
+            return write(&mut out).and_then(|()| std::io::Write::flush(&mut out)).map_err(err);
+        }
+        _ => {}
+    }
     let tmp = tmp_of(path);
     if let Some(dir) = tmp.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(err)?;
@@ -36,7 +48,10 @@ fn write_atomic_with(
         let _ = std::fs::remove_file(&tmp);
         return Err(err(e));
     }
-    std::fs::rename(&tmp, path).map_err(err)
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        err(e)
+    })
 }
 
 /// `path` with `.tmp` appended: where an atomic write goes before its rename.
@@ -154,6 +169,29 @@ mod tests {
         let e = write_json(&path, &bad).expect_err("refused");
         assert!(e.to_string().contains("r.json"), "{e}");
         assert!(!path.exists() && !tmp_of(&path).exists(), "nothing is left behind");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_pipe_is_written_in_place_and_a_directory_is_refused_leaving_nothing() {
+        use std::os::unix::fs::FileTypeExt;
+        let dir = scratch("special");
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("pipe");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo runs");
+        assert!(made.success());
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+        };
+        write_json(&fifo, &serde_json::json!([1])).expect("written into the pipe");
+        // Checked before the reader is joined: a pipe replaced by a file is never opened
+        // for writing, and its reader would wait for good.
+        assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo(), "the pipe is not replaced by a file");
+        assert_eq!(reader.join().unwrap(), "[\n  1\n]");
+        let e = write_json(&dir, &serde_json::json!([1])).expect_err("a directory is refused");
+        assert!(e.to_string().contains("directory"), "{e}");
+        assert!(!tmp_of(&dir).exists(), "no temporary file is left");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
