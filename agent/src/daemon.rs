@@ -179,7 +179,7 @@ pub enum ConfigError {
     /// The configuration file is not TOML, or holds a key that is no option name.
     #[error("config {}: {why}", path.display())]
     BadKey { path: PathBuf, why: String },
-    /// A TLS file cannot be read; `what` is its key (`tls-ca`, ...).
+    /// A file cannot be read; `what` names it.
     #[error("{what} {}: {source}", path.display())]
     Read {
         what: &'static str,
@@ -187,6 +187,9 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
+    /// A TLS file cannot be read or does not hold what it must (its flag named).
+    #[error(transparent)]
+    Identity(#[from] surge_core::transport::identity::IdentityError),
 }
 
 fn load_layers(path: Option<&Path>) -> Result<FileConfig, ConfigError> {
@@ -355,16 +358,12 @@ fn cert_names(path: &Path) -> String {
     names.join(", ")
 }
 
-fn read(path: &Path, what: &'static str) -> Result<Vec<u8>, ConfigError> {
-    std::fs::read(path).map_err(|source| ConfigError::Read { what, path: path.to_path_buf(), source })
-}
-
 /// The server-side mutual-TLS configuration: clients must present a certificate signed by `ca`.
 pub fn server_tls(files: &TlsFiles) -> Result<ServerTlsConfig, ConfigError> {
-    let ca = read(&files.ca, "tls-ca")?;
-    let cert = read(&files.cert, "tls-cert")?;
-    let key = read(&files.key, "tls-key")?;
-    Ok(ServerTlsConfig::new().identity(Identity::from_pem(cert, key)).client_ca_root(Certificate::from_pem(ca)))
+    let id = surge_core::transport::identity::read(&files.ca, &files.cert, &files.key)?;
+    Ok(ServerTlsConfig::new()
+        .identity(Identity::from_pem(id.cert, id.key))
+        .client_ca_root(Certificate::from_pem(id.ca)))
 }
 
 /// Serves the agent on `listener` until `shutdown` is cancelled; sessions then stop their

@@ -23,7 +23,11 @@ fn main() -> ExitCode {
         tracing::warn!("cannot raise the open-file limit: {e}");
     }
     let code = match cli.command {
-        Command::Certs(CertsCommand::Init { out }) => report_certs(certs::init(&out)),
+        Command::Certs(CertsCommand::Init { out }) => report_certs(certs::init(&out).map(|done| {
+            if done == certs::Init::Kept {
+                eprintln!("surge certs: {} already holds a CA: kept (what it signed stays valid)", out.display());
+            }
+        })),
         Command::Certs(CertsCommand::Issue { ca, name, sans, out }) => {
             report_certs(certs::issue(&ca, &name, &sans, &out))
         }
@@ -80,7 +84,10 @@ fn report_certs(r: Result<(), certs::CertError>) -> u8 {
         Ok(()) => exit::OK,
         Err(e) => {
             eprintln!("surge certs: {e}");
-            exit::FAILURE
+            match e {
+                certs::CertError::Usage(_) => exit::USAGE,
+                certs::CertError::Failed(_) => exit::FAILURE,
+            }
         }
     }
 }

@@ -491,7 +491,10 @@ fn agents_plan(f: &super::FleetArgs, file: CoordinatorFile) -> Result<Agents, Us
         let cert = f.tls_cert.clone().or(file.tls_cert);
         let key = f.tls_key.clone().or(file.tls_key);
         let tls = match (ca, cert, key) {
-            (Some(ca), Some(cert), Some(key)) if !f.agents_plaintext => Some(TlsPaths { ca, cert, key }),
+            (Some(ca), Some(cert), Some(key)) if !f.agents_plaintext => {
+                surge_core::transport::identity::read(&ca, &cert, &key).map_err(|e| UsageError(e.to_string()))?;
+                Some(TlsPaths { ca, cert, key })
+            }
             (None, None, None) if f.agents_plaintext => {
                 if let Some(bad) = addrs.iter().find(|a| !is_loopback(a)) {
                     return usage(format!(
@@ -706,11 +709,16 @@ fn plan_capacity(mut a: super::CapacityArgs) -> Result<crate::plan::capacity::Ca
         super::OverArg::Sessions => Kind::Sessions,
     };
     let integer = kind != Kind::RequestRate;
-    if let (false, Err(why)) = (integer, super::parse::rate_value(lo)) {
-        return usage(format!("--range {:?}: the rate {lo} {why}", a.range));
+    for v in [lo, hi] {
+        if let (false, Err(why)) = (integer, super::parse::rate_value(v)) {
+            return usage(format!("--range {:?}: the rate {v} {why}", a.range));
+        }
     }
     if integer && (lo.fract() != 0.0 || hi.fract() != 0.0) {
         return usage(format!("--range {:?}: concurrency and sessions are whole numbers", a.range));
+    }
+    if integer && hi > f64::from(u32::MAX) {
+        return usage(format!("--range {:?}: concurrency and sessions are at most {}", a.range, u32::MAX));
     }
     let resolution = match a.resolution.as_deref() {
         None if integer => 1.0,

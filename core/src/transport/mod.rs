@@ -8,6 +8,7 @@ pub mod conn;
 pub mod connector;
 pub mod ending;
 pub mod h3;
+pub mod identity;
 pub mod ioclock;
 pub mod opening;
 pub mod stats;
