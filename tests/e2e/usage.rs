@@ -193,3 +193,46 @@ fn values_no_clock_or_memory_holds_are_refused_by_name() {
         "--trace-speedup",
     );
 }
+
+/// Values a sweep of the command line found accepted (2026-11-28): a URL's port that is
+/// not one became port 80, an infinite head delay hung every stream, a TLS file that was
+/// empty or another's key failed at the first connection with exit 1 and no file named,
+/// `surge certs issue --name ca` overwrote the CA, and a concurrency range past `u32`
+/// was clamped.
+#[test]
+fn ports_hosts_tls_files_and_certificates_that_cannot_be_used_are_refused_by_name() {
+    for url in ["http://127.0.0.1:99999", "http://127.0.0.1:-1", "http://127.0.0.1:abc", "http://127.0.0.1:"] {
+        usage_error(&["run", "--base-url", url], "--base-url");
+    }
+    usage_error(&["run", "--host", "127.0.0.1/x", "--port", "1"], "--host");
+    usage_error(&["run", "--metrics-url", "http://127.0.0.1:70000/metrics"], "--metrics-url");
+    usage_error(&["echo", "--head-delay-ms", "inf"], "--head-delay-ms");
+    usage_error(&["capacity", "--slo", "ttft:p99<=30", "--range", "4294967296:4294967297"], "--range");
+    let dir = crate::util::TempDir::new("tls-files");
+    let pki = dir.path("pki");
+    for args in [
+        vec!["certs", "init", "--out", &pki],
+        vec!["certs", "issue", "--ca", &pki, "--name", "a", "--san", "127.0.0.1", "--out", &pki],
+        vec!["certs", "issue", "--ca", &pki, "--name", "b", "--san", "127.0.0.1", "--out", &pki],
+    ] {
+        let out = surge(&args, Duration::from_secs(30));
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", text(&out.stderr));
+    }
+    let (ca, a_pem, a_key, b_key) =
+        (dir.path("pki/ca.pem"), dir.path("pki/a.pem"), dir.path("pki/a.key"), dir.path("pki/b.key"));
+    let empty = dir.path("empty");
+    std::fs::write(&empty, "").unwrap();
+    let agents = ["run", "--agents", "127.0.0.1:1", "--tls-ca"];
+    usage_error(&[&agents[..], &[empty.as_str(), "--tls-cert", &a_pem, "--tls-key", &a_key]].concat(), "--tls-ca");
+    usage_error(&[&agents[..], &[ca.as_str(), "--tls-cert", &a_pem, "--tls-key", &b_key]].concat(), "--tls-key");
+    let args = ["--listen", "127.0.0.1:0", "--tls-ca", &ca, "--tls-cert", &a_pem, "--tls-key", &b_key];
+    let out = crate::util::bin_bg("surge-agent", &args).finish(Duration::from_secs(30));
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--tls-key") && stderr.contains("b.key"), "{stderr}");
+    let before = std::fs::read(&ca).unwrap();
+    usage_error(&["certs", "issue", "--ca", &pki, "--name", "ca", "--out", &pki], "--name");
+    let out = surge(&["certs", "init", "--out", &pki], Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read(&ca).unwrap(), before, "the CA is kept");
+}
