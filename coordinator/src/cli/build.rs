@@ -121,6 +121,7 @@ fn run_time(l: &LoadArgs) -> Result<(Option<std::time::Duration>, std::time::Dur
     }
     let graceful_stop = l.duration.map(|_| l.graceful_stop.unwrap_or(crate::plan::DEFAULT_GRACEFUL_STOP));
     let max_run_time = match (l.max_run_time, l.duration) {
+        (Some(m), _) if m.is_zero() => return usage("--max-run-time 0s: the run would end before it began"),
         (Some(m), Some(d)) if m < d => {
             return usage(format!(
                 "--max-run-time {}: shorter than --duration {} (the hard limit would cut the run)",

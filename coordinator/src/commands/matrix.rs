@@ -58,7 +58,7 @@ async fn profiles(plan: &MatrixPlan, session: &mut Session, outputs: &mut Output
         record.file = Some(path);
         outputs.run(&record).map_err(|e| Failure::run("", &e))?;
         let r = &record.result;
-        let (c, why) = exit::of_run(&record.status, r.completed, &r.errors_by_kind, p.max_failure_rate);
+        let (c, why) = exit::of_run(&record.status, r.completed, r.cancelled, &r.errors_by_kind, p.max_failure_rate);
         if let (exit::FAILURE, Some(why)) = (c, why) {
             outputs.notice(&format!("{}: {why}", profile.tag));
         }
