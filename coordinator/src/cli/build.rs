@@ -622,6 +622,7 @@ fn plan_sweep(mut a: SweepArgs) -> Result<SweepPlan, UsageError> {
     }
     // A sweep writes every level's result: --result-dir and the rest are read.
     a.run.output.save_result = true;
+    let settings = std::mem::take(&mut a.run.settings);
     let mut base = plan_run(a.run)?.normalized();
     base.save_result = true;
     // Each level-run's file is named by its tag and level.
@@ -641,6 +642,7 @@ fn plan_sweep(mut a: SweepArgs) -> Result<SweepPlan, UsageError> {
         rule: KneeRule { efficiency: a.knee_efficiency, latency_growth: a.knee_latency_growth },
         knee_steps: a.knee_steps,
         resume: a.resume,
+        settings: crate::plan::Settings(settings),
         reset_prefix_cache: a.reset_prefix_cache,
         dir,
         tag: a.tag,
@@ -766,6 +768,7 @@ fn plan_capacity(mut a: super::CapacityArgs) -> Result<crate::plan::capacity::Ca
     a.run.output.save_result = true;
     let confidence = a.run.output.confidence;
     let asked = a.run.load.num_prompts;
+    let settings = std::mem::take(&mut a.run.settings);
     let mut base = plan_run(a.run)?.normalized();
     base.save_result = true;
     base.result_filename = None;
@@ -806,6 +809,7 @@ fn plan_capacity(mut a: super::CapacityArgs) -> Result<crate::plan::capacity::Ca
         rule: KneeRule { efficiency: 0.5, latency_growth: 1.0 },
         knee_steps: 1,
         resume: a.resume,
+        settings: crate::plan::Settings(settings),
         reset_prefix_cache: a.reset_prefix_cache,
         dir,
         tag: a.tag,
@@ -885,6 +889,8 @@ fn plan_matrix(mut a: MatrixArgs) -> Result<MatrixPlan, UsageError> {
     for p in &mut profiles {
         p.tag.push_str(&a.tag_suffix);
     }
+    let mut settings = a.run.settings.clone();
+    settings.push(("(the profiles)".into(), profiles.iter().map(|p| format!("{p:?}")).collect()));
     let mut base = plan_run(a.run)?;
     base.save_result = true;
     // What each profile sets (`MatrixPlan::at`) is not read from the command line, and
@@ -904,7 +910,7 @@ fn plan_matrix(mut a: MatrixArgs) -> Result<MatrixPlan, UsageError> {
         }
     }
     let dir = base.result_dir.clone().unwrap_or_else(|| PathBuf::from("surge-matrix"));
-    Ok(MatrixPlan { base, profiles, dir, resume: a.resume })
+    Ok(MatrixPlan { base, profiles, dir, resume: a.resume, settings: crate::plan::Settings(settings) })
 }
 
 /// `--http-version` (or `--http2`) as on the wire; HTTP/3 needs an https:// target.

@@ -254,6 +254,27 @@ pub fn given(cmd: &clap::Command, m: &clap::ArgMatches) -> Vec<String> {
         .collect()
 }
 
+/// Flags that change how a resumed sweep or search goes on, not what its results measured:
+/// `--resume` does not compare them (D93).
+const NOT_SETTINGS: [&str; 7] =
+    ["resume", "runs", "max-level-runs", "cooldown", "result-dir", "agent-connect-timeout", "min-agents"];
+
+/// The arguments given on the command line in `m` with their values as given, in the
+/// order of their definition, but for [`NOT_SETTINGS`]: what `--resume` compares (D93).
+pub fn settings(cmd: &clap::Command, m: &clap::ArgMatches) -> Vec<(String, Vec<String>)> {
+    cmd.get_arguments()
+        .filter(|x| m.value_source(x.get_id().as_str()) == Some(ValueSource::CommandLine))
+        .filter_map(|x| {
+            let long = x.get_long().filter(|l| !NOT_SETTINGS.contains(l))?;
+            let values = m
+                .get_raw(x.get_id().as_str())
+                .map(|v| v.map(|s| s.to_string_lossy().into_owned()).collect())
+                .unwrap_or_default();
+            Some((format!("--{long}"), values))
+        })
+        .collect()
+}
+
 impl BackendArg {
     /// Whether it generates text (reads the sampling flags and an output length).
     pub fn generates(self) -> bool {

@@ -78,6 +78,7 @@ impl Cli {
             _ => return,
         };
         run.given = ignored::given(sub_cmd, sub);
+        run.settings = ignored::settings(sub_cmd, sub);
         run.argv = argv.to_vec();
     }
 }
@@ -363,6 +364,9 @@ pub struct RunArgs {
     /// The whole command line these arguments were parsed from (empty when built in code).
     #[arg(skip)]
     pub argv: Vec<std::ffi::OsString>,
+    /// The flags given and their values, as `--resume` compares them (D93).
+    #[arg(skip)]
+    pub settings: Vec<(String, Vec<String>)>,
 }
 
 /// `surge run`'s flags, "Target": the server under test: where, which API, which model, how to reach it.
@@ -902,7 +906,7 @@ pub struct SweepArgs {
     /// Levels tried between the two coarse levels around the knee.
     #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub knee_steps: u32,
-    /// Skip level-runs whose result files are complete (after a crash or Ctrl-C).
+    /// Skip level-runs whose result files are complete (after a crash or Ctrl-C). Refused when the flags differ from those DIR/surge-settings.json keeps (--runs, --cooldown and --result-dir aside).
     #[arg(long)]
     pub resume: bool,
     /// Prefix of the result files.
@@ -962,7 +966,7 @@ pub struct CapacityArgs {
     /// Pause between level-runs.
     #[arg(long, default_value = "0s", value_parser = parse::duration, value_name = "DURATION")]
     pub cooldown: Duration,
-    /// Continue a cut search: the levels already in DIR/capacity.json are not run again.
+    /// Continue a cut search: the levels already in DIR/capacity.json are not run again. Refused when the flags differ from those DIR/surge-settings.json keeps (--runs, --cooldown, --max-level-runs and --result-dir aside).
     #[arg(long)]
     pub resume: bool,
     /// Prefix of the level-run files.
@@ -991,7 +995,8 @@ pub struct MatrixArgs {
     /// Appended to every profile tag, e.g. -8x when the profile ran on several shapes.
     #[arg(long, default_value = "")]
     pub tag_suffix: String,
-    /// Skip profiles whose result files are complete.
+    /// Skip profiles whose result files are complete. Refused when the flags or the
+    /// profiles differ from those DIR/surge-settings.json keeps.
     #[arg(long)]
     pub resume: bool,
     #[command(flatten)]

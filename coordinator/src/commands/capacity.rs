@@ -390,6 +390,7 @@ pub async fn capacity_command(plan: CapacityPlan) -> u8 {
 /// The search; the caller closes `outputs` when it returns.
 async fn capacity(plan: &CapacityPlan, outputs: &mut Outputs) -> Result<u8, Failure> {
     let base = &plan.sweep.base;
+    super::resume::check_and_keep(&plan.sweep.dir, plan.sweep.resume, &plan.sweep.settings.0, outputs)?;
     let model = resolve_model(base).await?;
     let embedded = CancellationToken::new();
     let _stop_embedded = embedded.clone().drop_guard();

@@ -27,6 +27,7 @@ pub async fn matrix_command(plan: MatrixPlan) -> u8 {
 
 /// The profiles; the caller closes `outputs` when it returns.
 async fn matrix(plan: &MatrixPlan, outputs: &mut Outputs) -> Result<u8, Failure> {
+    super::resume::check_and_keep(&plan.dir, plan.resume, &plan.settings.0, outputs)?;
     let model = resolve_model(&plan.base).await?;
     let embedded = CancellationToken::new();
     let _stop_embedded = embedded.clone().drop_guard();

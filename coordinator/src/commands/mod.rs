@@ -11,6 +11,7 @@ pub mod fleet;
 mod golden_tests;
 pub mod matrix;
 pub mod report;
+pub mod resume;
 pub mod sweep;
 pub mod validate;
 

@@ -191,6 +191,7 @@ pub async fn sweep_command(plan: SweepPlan) -> u8 {
 
 /// The sweep; the caller closes `outputs` when it returns.
 async fn sweep(plan: &SweepPlan, outputs: &mut Outputs) -> Result<u8, Failure> {
+    super::resume::check_and_keep(&plan.dir, plan.resume, &plan.settings.0, outputs)?;
     let model = resolve_model(&plan.base).await?;
     let embedded = CancellationToken::new();
     let _stop_embedded = embedded.clone().drop_guard();

@@ -44,6 +44,8 @@ pub struct MatrixPlan {
     pub profiles: Vec<ProfileSpec>,
     pub dir: PathBuf,
     pub resume: bool,
+    /// The flags given and the profiles, as `--resume` compares them (D93).
+    pub settings: super::Settings,
 }
 
 impl MatrixPlan {

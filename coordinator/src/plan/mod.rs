@@ -145,6 +145,18 @@ pub struct ConnectWait {
     pub min_agents: Option<usize>,
 }
 
+/// The flags a sweep, a search or a matrix was given, as `--resume` compares them with
+/// its directory's (D93). They say how a plan was asked for, not what it is: no part of
+/// its equality (D78 compares plans built with and without each flag).
+#[derive(Debug, Clone, Default)]
+pub struct Settings(pub Vec<(String, Vec<String>)>);
+
+impl PartialEq for Settings {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
 /// A base URL's default name: its `host:port` (the scheme's port when it names none).
 pub fn default_name(url: &str) -> String {
     match url.parse::<http::Uri>() {

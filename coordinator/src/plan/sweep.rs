@@ -55,6 +55,8 @@ pub struct SweepPlan {
     pub rule: KneeRule,
     pub knee_steps: u32,
     pub resume: bool,
+    /// The flags given, as `--resume` compares them with the directory's (D93).
+    pub settings: super::Settings,
     /// POST /reset_prefix_cache before each level-run.
     pub reset_prefix_cache: bool,
     pub dir: PathBuf,
