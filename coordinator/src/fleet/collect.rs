@@ -197,6 +197,13 @@ impl Collector {
                             out.push(Action::Rows(rows));
                         }
                     }
+                    // A batch of an earlier run, resent after a resume because its ack
+                    // was lost with the old connection: that run had all its rows (it
+                    // ended only then), so it is acknowledged and dropped, or the agent
+                    // would keep it and send it again on every resume of the session.
+                    agent_msg::Msg::Batch(b) => {
+                        out.push(Action::Send { agent, msg: Msg::Ack(Ack { run_id: b.run_id, seq: b.seq }) });
+                    }
                     agent_msg::Msg::Done(d) if d.run_id == run_id => {
                         // An agent stopped by a signal ran only part of its share.
                         if d.stop() == surge_proto::StopReason::Signal {
@@ -494,17 +501,21 @@ mod tests {
                 other => panic!("batch {seq}: {other:?}"),
             }
         }
-        // A batch of another run is neither acknowledged nor kept.
+        // A batch of an earlier run, resent after a resume: acknowledged (or the agent
+        // would keep it for the session and resend it on every resume), not kept.
         let stale = Input::Msg {
             agent: 0,
             msg: agent_msg::Msg::Batch(SampleBatch {
-                run_id: RUN + 1,
+                run_id: RUN - 1,
                 seq: 3,
                 rows: vec![Row::default()],
                 ..Default::default()
             }),
         };
-        assert!(c.handle(stale, t0).is_empty());
+        assert_eq!(
+            c.handle(stale, t0),
+            vec![Action::Send { agent: 0, msg: Msg::Ack(Ack { run_id: RUN - 1, seq: 3 }) }]
+        );
         c.handle(done(0, surge_proto::StopReason::Finished), t0);
         let (agents, status) = c.finish();
         assert_eq!(status, RunStatus::Complete);
