@@ -208,6 +208,10 @@ fn ports_hosts_tls_files_and_certificates_that_cannot_be_used_are_refused_by_nam
     usage_error(&["run", "--metrics-url", "http://127.0.0.1:70000/metrics"], "--metrics-url");
     usage_error(&["echo", "--head-delay-ms", "inf"], "--head-delay-ms");
     usage_error(&["run", "--max-run-time", "0s"], "--max-run-time");
+    usage_error(&["run", "--top-p=-1"], "--top-p");
+    usage_error(&["run", "--repetition-penalty=-1"], "--repetition-penalty");
+    usage_error(&["run", "--multi-turn", "--session-id-header", "Content-Length"], "--session-id-header");
+    usage_error(&["run", "--request-id-prefix", "a\r\nX-Injected: 1"], "--request-id-prefix");
     usage_error(&["capacity", "--slo", "ttft:p99<=30", "--range", "4294967296:4294967297"], "--range");
     let dir = crate::util::TempDir::new("tls-files");
     let pki = dir.path("pki");

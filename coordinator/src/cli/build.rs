@@ -183,6 +183,24 @@ fn check_values(a: &RunArgs, backend: Backend) -> Result<(), UsageError> {
     if a.sampling.temperature.is_some_and(|t| !(t >= 0.0 && t.is_finite())) {
         return usage("--temperature: must be a number >= 0");
     }
+    // The ranges vLLM's SamplingParams accepts: a value outside was sent and refused by
+    // the server on every request.
+    let s = &a.sampling;
+    let ranges = [
+        ("--top-p", s.top_p, "within (0, 1]", (|v: f64| v > 0.0 && v <= 1.0) as fn(f64) -> bool),
+        ("--min-p", s.min_p, "within [0, 1]", |v| (0.0..=1.0).contains(&v)),
+        ("--frequency-penalty", s.frequency_penalty, "within [-2, 2]", |v| (-2.0..=2.0).contains(&v)),
+        ("--presence-penalty", s.presence_penalty, "within [-2, 2]", |v| (-2.0..=2.0).contains(&v)),
+        ("--repetition-penalty", s.repetition_penalty, "above 0", |v| v > 0.0 && v.is_finite()),
+    ];
+    for (flag, value, range, ok) in ranges {
+        if let Some(v) = value.filter(|v| !ok(*v)) {
+            return usage(format!("{flag} {v}: must be {range}, as vLLM accepts it"));
+        }
+    }
+    if let Some(k) = s.top_k.filter(|k| *k < -1) {
+        return usage(format!("--top-k {k}: must be -1 (all), 0 or more, as vLLM accepts it"));
+    }
     if a.target.read_timeout.is_some_and(|t| t.as_millis() == 0) {
         return usage("--read-timeout: must be at least 1ms (leave it out for no limit)");
     }
@@ -346,6 +364,11 @@ fn plan_run(mut a: RunArgs) -> Result<RunPlan, UsageError> {
     let slo = parse::goodput(&a.output.goodput).map_err(|e| UsageError(format!("--goodput: {e}")))?;
     let headers = request_headers(&a.target.headers, std::env::var("OPENAI_API_KEY").ok())?;
     let (graceful_stop, max_run_time) = run_time(&a.load)?;
+    if let Some(p) = &a.telemetry.request_id_prefix
+        && http::HeaderValue::from_str(&format!("{p}0")).is_err()
+    {
+        return usage(format!("--request-id-prefix {p:?}: not valid in an HTTP header (a control character?)"));
+    }
     if a.load.num_prompts.is_none()
         && a.load.duration.is_some()
         && a.load.max_concurrency.is_none()

@@ -170,10 +170,14 @@ pub fn multi_turn_plan(
     };
     let tool_loop = tool_loop_plan(a, generated, trace)?;
     let header = if a.no_session_id_header { None } else { Some(a.session_id_header.clone()) };
-    if let Some(h) = &header
-        && http::HeaderName::try_from(h.as_str()).is_err()
-    {
-        return usage(format!("--session-id-header {h:?}: not an HTTP header name"));
+    if let Some(h) = &header {
+        if http::HeaderName::try_from(h.as_str()).is_err() {
+            return usage(format!("--session-id-header {h:?}: not an HTTP header name"));
+        }
+        // Headers the client writes itself: one given here was silently not sent.
+        if ["content-length", "transfer-encoding", "host", "connection"].iter().any(|f| h.eq_ignore_ascii_case(f)) {
+            return usage(format!("--session-id-header {h:?}: surge writes this header itself"));
+        }
     }
     Ok(Some(MultiTurnPlan {
         generated,
