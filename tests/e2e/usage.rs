@@ -208,6 +208,8 @@ fn ports_hosts_tls_files_and_certificates_that_cannot_be_used_are_refused_by_nam
     usage_error(&["run", "--metrics-url", "http://127.0.0.1:70000/metrics"], "--metrics-url");
     usage_error(&["echo", "--head-delay-ms", "inf"], "--head-delay-ms");
     usage_error(&["run", "--max-run-time", "0s"], "--max-run-time");
+    usage_error(&["validate", "--target", ""], "--target");
+    usage_error(&["validate", "--target", "http://127.0.0.1:9", "--http-version", "3"], "--target");
     usage_error(&["run", "--top-p=-1"], "--top-p");
     usage_error(&["run", "--repetition-penalty=-1"], "--repetition-penalty");
     usage_error(&["run", "--multi-turn", "--session-id-header", "Content-Length"], "--session-id-header");

@@ -1179,8 +1179,16 @@ pub fn validate_plan(a: ValidateArgs) -> Result<ValidatePlan, UsageError> {
     if !a.fleet.agents.is_empty() && a.target.is_none() {
         return usage("--target URL is required with --agents (remote agents cannot reach an embedded echo server)");
     }
+    if let Some(t) = &a.target
+        && super::url::http(t).is_none()
+    {
+        return usage(format!("--target {t:?}: expected http://HOST[:PORT] or https://... (a port from 1 to 65535)"));
+    }
     let mut r = default_run_args()?;
     let h3 = a.http_version.as_deref() == Some("3");
+    if h3 && a.target.as_deref().is_some_and(|t| !t.starts_with("https://")) {
+        return usage("--http-version 3: needs an https:// --target (QUIC always carries TLS)");
+    }
     let placeholder = if h3 { "https://127.0.0.1:9" } else { "http://127.0.0.1:9" };
     r.target.base_url = vec![a.target.clone().unwrap_or_else(|| placeholder.into())];
     r.transport.http_version = a.http_version.clone();
