@@ -24,7 +24,8 @@ pub fn table(agents: &[AgentCheck], missing: &[String]) -> String {
         let clock = format!("{:+.2} ({:.2})", a.clock_offset_ms, a.clock_bound_ms);
         let reach = a.reach.map_or_else(|| "-".to_string(), |(status, ms)| format!("{ms:.1} ({status})"));
         let cert = if a.cert_name.is_empty() { "(plaintext)" } else { a.cert_name.as_str() };
-        let allowed = if a.allowed_targets.is_empty() { "(any)".to_string() } else { a.allowed_targets.join(",") };
+        // An agent with no allowed-targets loads none (its allowlist is empty).
+        let allowed = if a.allowed_targets.is_empty() { "(none)".to_string() } else { a.allowed_targets.join(",") };
         let status = if a.ok() { "ok".to_string() } else { format!("FAIL: {}", a.problems.join("; ")) };
         let _ = writeln!(
             out,
