@@ -219,6 +219,11 @@ impl Aggregator {
     pub fn probe(&mut self, r: &GlobalRow) {
         if r.ok() {
             self.m.probe.add(r.e2el_s());
+            // A probe's value weighs in the exact budget as a request's does.
+            self.samples += 1;
+            if self.samples > self.budget && self.events.is_some() {
+                self.drop_exact();
+            }
         } else {
             self.m.probe_failed += 1;
         }
