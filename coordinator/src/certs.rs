@@ -61,6 +61,9 @@ pub fn init(out: &Path) -> Result<Init, CertError> {
                 .map_err(|e| CertError::Usage(format!("--out {}: not a CA's key: {e}", key.display())))?;
             Issuer::from_ca_cert_pem(&text(&pem)?, k)
                 .map_err(|e| CertError::Usage(format!("--out {}: not a CA's certificate: {e}", pem.display())))?;
+            // The key must be the certificate's, or what `issue` signs would not verify.
+            surge_core::transport::identity::read(&pem, &pem, &key)
+                .map_err(|e| CertError::Usage(format!("--out {}: not a CA: {}", out.display(), e.message)))?;
             return Ok(Init::Kept);
         }
         (true, false) | (false, true) => {
@@ -91,7 +94,7 @@ pub fn issue(ca_dir: &Path, name: &str, sans: &[String], out: &Path) -> Result<(
     if name.is_empty() || name.contains(['/', '\0']) || name.starts_with('.') {
         return Err(CertError::Usage(format!("--name {name:?}: must be a plain file name")));
     }
-    if name == "ca" {
+    if name.eq_ignore_ascii_case("ca") {
         return Err(CertError::Usage("--name ca: ca.pem and ca.key are the CA's own files".into()));
     }
     let read = |f: &str| {
@@ -115,8 +118,9 @@ pub fn issue(ca_dir: &Path, name: &str, sans: &[String], out: &Path) -> Result<(
         let san = match s.parse::<std::net::IpAddr>() {
             Ok(ip) => SanType::IpAddress(ip),
             Err(_) => {
-                // A host name as TLS checks it (letters, digits, '-' and dots).
-                rustls::pki_types::DnsName::try_from(s.as_str())
+                // A host name as TLS checks it (letters, digits, '-' and dots), after a
+                // wildcard's `*.`, which webpki matches.
+                rustls::pki_types::DnsName::try_from(s.strip_prefix("*.").unwrap_or(s))
                     .map_err(|_| bad("not a host name or an IP address".into()))?;
                 SanType::DnsName(s.clone().try_into().map_err(|e| bad(format!("{e}")))?)
             }
@@ -158,10 +162,11 @@ mod tests {
             CertError::Failed(m) => panic!("a failure, not a usage error: {m}"),
         };
         assert!(usage(issue(&dir.join("missing"), "x", &[], &dir).unwrap_err()).contains("--ca"));
-        for name in ["", "../evil", "ca", ".hidden"] {
+        issue(&dir, "wild", &["*.agents.internal".into()], &dir).expect("a wildcard name is one");
+        for name in ["", "../evil", "ca", "CA", ".hidden"] {
             assert!(usage(issue(&dir, name, &[], &dir).unwrap_err()).contains("--name"), "{name}");
         }
-        for san in ["bad host!", ""] {
+        for san in ["bad host!", "", "*."] {
             assert!(usage(issue(&dir, "x", &[san.into()], &dir).unwrap_err()).contains("--san"), "{san}");
         }
         assert_eq!(std::fs::read(dir.join("ca.pem")).unwrap(), ca, "the CA is untouched");

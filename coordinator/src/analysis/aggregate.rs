@@ -403,6 +403,14 @@ mod tests {
         let m = a.finish();
         assert!(!m.exact);
         assert_eq!((m.failed, m.cancelled), (6, 5));
+        // Probes weigh in it too.
+        let mut p = Aggregator::new(Slo::default(), false, Wanted { slice_s: 1.0, ..Wanted::default() });
+        p.budget = 5;
+        for i in 0..6 {
+            p.probe(&row(f64::from(i), 1000, 5000, 1, vec![]));
+        }
+        assert!(p.events.is_none(), "six probes past a budget of five");
+        assert!(!p.finish().probe.is_exact());
     }
 
     #[test]

@@ -44,7 +44,8 @@ impl Reduce for RunningPeak {
 pub struct Largest(i64);
 
 impl Reduce for Largest {
-    // A second that is gone was already judged; adding to another would invent a count.
+    // A second before the window was judged, or never held in it; adding its tokens to
+    // another second would invent a count.
     const LATE_TO_OLDEST: bool = false;
     fn take(&mut self, count: i64) {
         self.0 = self.0.max(count);
@@ -82,10 +83,12 @@ impl<R: Reduce> Seconds<R> {
             self.first = second;
             self.counts.push_back(0);
         }
+        // Times are bounded (D88), but a non-finite one floors to i64's ends: wide
+        // arithmetic keeps that from overflowing.
         let mut second = second;
         if second < self.first {
             let room = self.window - self.counts.len();
-            if !self.gone && (self.first - second) as u64 <= room as u64 {
+            if !self.gone && (i128::from(self.first) - i128::from(second)) <= room as i128 {
                 for _ in second..self.first {
                     self.counts.push_front(0);
                 }
@@ -96,9 +99,9 @@ impl<R: Reduce> Seconds<R> {
                 return;
             }
         }
-        let at = (second - self.first) as u64;
-        if at >= self.window as u64 {
-            self.leave(at - self.window as u64 + 1);
+        let at = i128::from(second) - i128::from(self.first);
+        if at >= self.window as i128 {
+            self.leave(u64::try_from(at - self.window as i128 + 1).unwrap_or(u64::MAX));
         }
         let at = (second - self.first) as usize;
         if at >= self.counts.len() {
@@ -110,11 +113,11 @@ impl<R: Reduce> Seconds<R> {
     /// The oldest `n` seconds leave the window (those never counted are zeros).
     fn leave(&mut self, n: u64) {
         self.gone = true;
-        let kept = (self.counts.len() as u64).min(n) as usize;
+        let kept = usize::try_from(n).unwrap_or(usize::MAX).min(self.counts.len());
         for c in self.counts.drain(..kept) {
             self.reduce.take(c);
         }
-        self.first += n as i64;
+        self.first = self.first.saturating_add(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
     /// The answer over every second.
@@ -200,5 +203,11 @@ mod tests {
         j.add(31_000_000, 2);
         assert!(j.counts.len() <= 4);
         assert_eq!(j.answer(), 7);
+        // A non-finite time floors to i64's ends: no overflow.
+        let mut e = Seconds::<RunningPeak>::with_window(4);
+        e.add(5, 1);
+        e.add(i64::MAX, -1);
+        e.add(i64::MIN, 1);
+        let _ = e.answer();
     }
 }

@@ -912,8 +912,7 @@ fn plan_matrix(mut a: MatrixArgs) -> Result<MatrixPlan, UsageError> {
     for p in &mut profiles {
         p.tag.push_str(&a.tag_suffix);
     }
-    let mut settings = a.run.settings.clone();
-    settings.push(("(the profiles)".into(), profiles.iter().map(|p| format!("{p:?}")).collect()));
+    let settings = a.run.settings.clone();
     let mut base = plan_run(a.run)?;
     base.save_result = true;
     // What each profile sets (`MatrixPlan::at`) is not read from the command line, and

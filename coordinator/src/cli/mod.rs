@@ -755,7 +755,8 @@ pub struct OutputArgs {
     #[arg(long, value_parser = parse::positive, value_name = "USD")]
     pub energy_price_kwh: Option<f64>,
     /// Exit code 1 when more than this fraction of requests failed (cancelled ones
-    /// excluded); a run where no request succeeded always exits 1.
+    /// excluded); a run where no request succeeded and one failed always exits 1 (one whose
+    /// every request was cancelled at its end exits 0: cancellations are not failures).
     #[arg(long, default_value_t = 1.0, value_parser = parse::fraction, value_name = "FRACTION")]
     pub max_failure_rate: f64,
     /// Exit code 1 when a successful request showed an anomaly (no finish_reason, usage
@@ -906,7 +907,9 @@ pub struct SweepArgs {
     /// Levels tried between the two coarse levels around the knee.
     #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub knee_steps: u32,
-    /// Skip level-runs whose result files are complete (after a crash or Ctrl-C). Refused when the flags differ from those DIR/surge-settings.json keeps (--runs, --cooldown and --result-dir aside).
+    /// Skip level-runs whose result files are complete (after a crash or Ctrl-C) and were
+    /// measured with the same flags (each result keeps them; --runs, --cooldown and
+    /// --result-dir aside); the others are measured again.
     #[arg(long)]
     pub resume: bool,
     /// Prefix of the result files.
@@ -966,7 +969,9 @@ pub struct CapacityArgs {
     /// Pause between level-runs.
     #[arg(long, default_value = "0s", value_parser = parse::duration, value_name = "DURATION")]
     pub cooldown: Duration,
-    /// Continue a cut search: the levels already in DIR/capacity.json are not run again. Refused when the flags differ from those DIR/surge-settings.json keeps (--runs, --cooldown, --max-level-runs and --result-dir aside).
+    /// Continue a cut search: the levels already in DIR/capacity.json are not run again,
+    /// when it was written with the same flags (--runs, --cooldown, --max-level-runs and
+    /// --result-dir aside); else the search starts over.
     #[arg(long)]
     pub resume: bool,
     /// Prefix of the level-run files.
@@ -995,8 +1000,8 @@ pub struct MatrixArgs {
     /// Appended to every profile tag, e.g. -8x when the profile ran on several shapes.
     #[arg(long, default_value = "")]
     pub tag_suffix: String,
-    /// Skip profiles whose result files are complete. Refused when the flags or the
-    /// profiles differ from those DIR/surge-settings.json keeps.
+    /// Skip profiles whose result files are complete and were measured with the same flags
+    /// and profile; the others are measured again.
     #[arg(long)]
     pub resume: bool,
     #[command(flatten)]

@@ -25,13 +25,16 @@ pub fn http(url: &str) -> Option<http::Uri> {
     Some(u)
 }
 
-/// vLLM's `http://{host}:{port}` from `--host` and `--port` (an IPv6 address bracketed);
-/// `None` when the host is empty or holds a character a host cannot.
+/// vLLM's `http://{host}:{port}` from `--host` and `--port` (an IPv6 address bracketed,
+/// given with its brackets or without); `None` when that is not a URL [`http`] takes, or
+/// the host holds a character a host cannot.
 pub fn from_host(host: &str, port: u16) -> Option<String> {
-    if host.is_empty() || host.contains(['/', '?', '#', '@', ' ', '[', ']']) || port == 0 {
+    let bare = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+    if bare.is_empty() || bare.contains(['/', '?', '#', '@', ' ', '[', ']']) || port == 0 {
         return None;
     }
-    Some(if host.contains(':') { format!("http://[{host}]:{port}") } else { format!("http://{host}:{port}") })
+    let url = if bare.contains(':') { format!("http://[{bare}]:{port}") } else { format!("http://{bare}:{port}") };
+    http(&url).map(|_| url)
 }
 
 #[cfg(test)]
@@ -71,7 +74,8 @@ mod tests {
     fn a_host_and_port_make_vllms_url() {
         assert_eq!(from_host("127.0.0.1", 8000).as_deref(), Some("http://127.0.0.1:8000"));
         assert_eq!(from_host("::1", 8000).as_deref(), Some("http://[::1]:8000"));
-        for bad in ["", "127.0.0.1/x", "127.0.0.1?x", "a b", "u@h"] {
+        assert_eq!(from_host("[::1]", 8000).as_deref(), Some("http://[::1]:8000"));
+        for bad in ["", "127.0.0.1/x", "127.0.0.1?x", "a b", "u@h", "a\"b", "[]"] {
             assert_eq!(from_host(bad, 8000), None, "{bad}");
         }
         assert_eq!(from_host("h", 0), None);

@@ -234,6 +234,7 @@ impl Capacity<'_> {
                 run_watched(&mut self.session, self.outputs, &p, &self.model, &label, false, Some(&mut state)).await?;
             let path = sweep.file(level, k);
             record.result.sweep = Some(SweepPosition { kind: sweep.kind, level, run: k, runs: sweep.runs });
+            record.result.settings = sweep.settings.map();
             record.file = Some(path.clone());
             self.outputs.run(&record).map_err(|e| Failure::run("", &e))?;
             record.result.detailed_spill = None;
@@ -360,6 +361,9 @@ fn resumed(plan: &CapacityPlan, search: &mut Search, outputs: &mut Outputs) -> (
         outputs.notice(&format!("{}: not a capacity result; starting over", plan.file().display()));
         return (Vec::new(), 0.0);
     };
+    if !super::resume::same(&old.settings, &plan.sweep.settings.map(), &plan.file(), outputs) {
+        return (Vec::new(), 0.0);
+    }
     let wall = old.totals.wall_s;
     let mut kept = Vec::new();
     for l in old.levels {
@@ -390,7 +394,6 @@ pub async fn capacity_command(plan: CapacityPlan) -> u8 {
 /// The search; the caller closes `outputs` when it returns.
 async fn capacity(plan: &CapacityPlan, outputs: &mut Outputs) -> Result<u8, Failure> {
     let base = &plan.sweep.base;
-    super::resume::check_and_keep(&plan.sweep.dir, plan.sweep.resume, &plan.sweep.settings.0, outputs)?;
     let model = resolve_model(base).await?;
     let embedded = CancellationToken::new();
     let _stop_embedded = embedded.clone().drop_guard();
@@ -415,6 +418,7 @@ async fn capacity(plan: &CapacityPlan, outputs: &mut Outputs) -> Result<u8, Fail
         complete: false,
         ended: String::new(),
         saved_at_utc: String::new(),
+        settings: plan.sweep.settings.map(),
     };
     let mut c = Capacity {
         plan,

@@ -27,7 +27,6 @@ pub async fn matrix_command(plan: MatrixPlan) -> u8 {
 
 /// The profiles; the caller closes `outputs` when it returns.
 async fn matrix(plan: &MatrixPlan, outputs: &mut Outputs) -> Result<u8, Failure> {
-    super::resume::check_and_keep(&plan.dir, plan.resume, &plan.settings.0, outputs)?;
     let model = resolve_model(&plan.base).await?;
     let embedded = CancellationToken::new();
     let _stop_embedded = embedded.clone().drop_guard();
@@ -48,7 +47,11 @@ async fn profiles(plan: &MatrixPlan, session: &mut Session, outputs: &mut Output
     let mut code = exit::OK;
     for profile in &plan.profiles {
         let path = plan.file(profile);
-        if plan.resume && complete_result(&path).is_some() {
+        let settings = plan.settings_of(profile);
+        if plan.resume
+            && let Some(r) = complete_result(&path)
+            && super::resume::same(&r.settings, &settings, &path, outputs)
+        {
             outputs.notice(&format!("{} complete, skipped", path.display()));
             continue;
         }
@@ -56,10 +59,11 @@ async fn profiles(plan: &MatrixPlan, session: &mut Session, outputs: &mut Output
         let res = run_on(session, outputs, &p, model, &profile.tag, false).await;
         let (mut record, _, _) = res.map_err(|f| Failure::new(f.code, format!("{}: {}", profile.tag, f.message)))?;
         record.heading = Some(format!("surge matrix: {}", profile.tag));
+        record.result.settings = settings;
         record.file = Some(path);
         outputs.run(&record).map_err(|e| Failure::run("", &e))?;
         let r = &record.result;
-        let (c, why) = exit::of_run(&record.status, r.completed, r.cancelled, &r.errors_by_kind, p.max_failure_rate);
+        let (c, why) = exit::of_run(&record.status, r.completed, &r.errors_by_kind, p.max_failure_rate);
         if let (exit::FAILURE, Some(why)) = (c, why) {
             outputs.notice(&format!("{}: {why}", profile.tag));
         }

@@ -367,7 +367,7 @@ async fn run_once(plan: RunPlan, outputs: &mut Outputs) -> Result<u8, Failure> {
     outputs.stop(Some(&record.result)).await;
     // The reason for a non-zero code is the summary's last line.
     let r = &record.result;
-    match exit::of_run(&record.status, r.completed, r.cancelled, &r.errors_by_kind, plan.max_failure_rate).0 {
+    match exit::of_run(&record.status, r.completed, &r.errors_by_kind, plan.max_failure_rate).0 {
         exit::OK => Ok(exit::of_anomalies(plan.fail_on_anomaly, r.anomalies.requests, &r.anomalies.by_kind).0),
         code => Ok(code),
     }

@@ -1,55 +1,30 @@
-//! What `--resume` goes on from (D93): a sweep, a capacity search or a matrix keeps the
-//! flags it was given in `DIR/surge-settings.json`, and a resume with other flags is refused
-//! rather than mixing results measured under other settings with new ones.
+//! What `--resume` goes on from (D93): each level-run's result, and a capacity search's
+//! `capacity.json`, carries the flags that measured it (`settings`), and a resume takes
+//! only what was measured with the flags it is given; the rest is measured again, said.
 
-use crate::exit::{self, Failure};
 use crate::output::Outputs;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// The file beside the results.
-pub const FILE: &str = "surge-settings.json";
+/// The flags given and their values, as a result keeps them.
+pub type Settings = BTreeMap<String, Vec<String>>;
 
-type Settings = BTreeMap<String, Vec<String>>;
-
-/// With `resume`, refuses when `dir` holds results of other settings (and goes on, the
-/// file untouched, when they are the same); else keeps `given` as the directory's.
-pub fn check_and_keep(
-    dir: &Path,
-    resume: bool,
-    given: &[(String, Vec<String>)],
-    outputs: &mut Outputs,
-) -> Result<(), Failure> {
-    let path = dir.join(FILE);
-    let now: Settings = given.iter().cloned().collect();
-    if resume {
-        match std::fs::read(&path) {
-            Ok(bytes) => {
-                let before: Settings = serde_json::from_slice(&bytes).map_err(|e| {
-                    Failure::new(exit::USAGE, format!("--resume: {}: not what surge writes there: {e}", path.display()))
-                })?;
-                let changed = differences(&before, &now);
-                if changed.is_empty() {
-                    return Ok(());
-                }
-                return Err(Failure::new(
-                    exit::USAGE,
-                    format!(
-                        "--resume: the results in {} were measured with other settings ({}); give the same flags, \
-                         or leave out --resume to measure again",
-                        dir.display(),
-                        changed.join("; ")
-                    ),
-                ));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => outputs.notice(&format!(
-                "--resume: {} has no {FILE} (written by an older surge): its results' settings cannot be checked",
-                dir.display()
-            )),
-            Err(e) => return Err(Failure::new(exit::USAGE, format!("--resume: {}: {e}", path.display()))),
-        }
+/// Whether a result at `path` measured with `before` may stand for one measured `now`.
+/// One without settings (written before results kept them) is taken, as it always was.
+pub fn same(before: &Settings, now: &Settings, path: &Path, outputs: &mut Outputs) -> bool {
+    if before.is_empty() {
+        return true;
     }
-    crate::output::files::write_json(&path, &now).map_err(|e| Failure::run("--result-dir", &e))
+    let changed = differences(before, now);
+    if changed.is_empty() {
+        return true;
+    }
+    outputs.notice(&format!(
+        "{}: measured with other settings ({}); measured again",
+        path.display(),
+        changed.join("; ")
+    ));
+    false
 }
 
 /// Each flag whose values differ, as `--flag: before -> now`.
@@ -74,31 +49,24 @@ fn differences(before: &Settings, now: &Settings) -> Vec<String> {
 mod tests {
     use super::*;
 
-    fn given(v: &[(&str, &[&str])]) -> Vec<(String, Vec<String>)> {
+    fn settings(v: &[(&str, &[&str])]) -> Settings {
         v.iter().map(|(k, vs)| (k.to_string(), vs.iter().map(|s| s.to_string()).collect())).collect()
     }
 
     #[test]
-    fn a_resume_with_other_flags_is_refused_naming_them() {
-        let dir = std::env::temp_dir().join(format!("surge-resume-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+    fn only_what_the_same_flags_measured_is_taken() {
         let mut out = Outputs::standard("test", true);
-        let first = given(&[("--num-prompts", &["3"]), ("--slo", &["ttft:p99<=1000"])]);
-        // A fresh start writes the settings; resuming with the same goes on.
-        check_and_keep(&dir, false, &first, &mut out).unwrap();
-        check_and_keep(&dir, true, &first, &mut out).unwrap();
-        let other = given(&[("--num-prompts", &["5"]), ("--random-output-len", &["9"])]);
-        let e = check_and_keep(&dir, true, &other, &mut out).unwrap_err();
-        assert_eq!(e.code, exit::USAGE);
-        for part in
+        let path = Path::new("r.json");
+        let first = settings(&[("--num-prompts", &["3"]), ("--slo", &["ttft:p99<=1000"])]);
+        assert!(same(&first, &first, path, &mut out));
+        let other = settings(&[("--num-prompts", &["5"]), ("--random-output-len", &["9"])]);
+        assert!(!same(&first, &other, path, &mut out));
+        let d = differences(&first, &other);
+        assert_eq!(
+            d,
             ["--num-prompts: 3 -> 5", "--random-output-len: not given -> 9", "--slo: ttft:p99<=1000 -> not given"]
-        {
-            assert!(e.message.contains(part), "{part}: {}", e.message);
-        }
-        // Refused, the directory keeps its settings; measured again, it takes the new ones.
-        assert!(check_and_keep(&dir, true, &first, &mut out).is_ok());
-        check_and_keep(&dir, false, &other, &mut out).unwrap();
-        check_and_keep(&dir, true, &other, &mut out).unwrap();
-        std::fs::remove_dir_all(&dir).unwrap();
+        );
+        // A result written before results kept their settings is taken, as before.
+        assert!(same(&Settings::new(), &other, path, &mut out));
     }
 }

@@ -114,6 +114,7 @@ impl Sweep<'_> {
                 let path = plan.file(level, k);
                 if plan.resume
                     && let Some(r) = complete_result(&path)
+                    && super::resume::same(&r.settings, &plan.settings.map(), &path, self.outputs)
                 {
                     self.outputs.notice(&format!("{} complete, skipped", path.display()));
                     self.results.push(level, r);
@@ -131,6 +132,7 @@ impl Sweep<'_> {
                 let (mut record, _, _) =
                     run_on(&mut self.session, self.outputs, &p, &self.model, &label, false).await?;
                 record.result.sweep = Some(SweepPosition { kind: plan.kind, level, run: k, runs: plan.runs });
+                record.result.settings = plan.settings.map();
                 record.file = Some(path);
                 self.outputs.run(&record).map_err(|e| Failure::run("", &e))?;
                 if record.status != RunStatus::Complete {
@@ -191,7 +193,6 @@ pub async fn sweep_command(plan: SweepPlan) -> u8 {
 
 /// The sweep; the caller closes `outputs` when it returns.
 async fn sweep(plan: &SweepPlan, outputs: &mut Outputs) -> Result<u8, Failure> {
-    super::resume::check_and_keep(&plan.dir, plan.resume, &plan.settings.0, outputs)?;
     let model = resolve_model(&plan.base).await?;
     let embedded = CancellationToken::new();
     let _stop_embedded = embedded.clone().drop_guard();

@@ -198,9 +198,10 @@ impl Collector {
                         }
                     }
                     // A batch of an earlier run, resent after a resume because its ack
-                    // was lost with the old connection: that run had all its rows (it
-                    // ended only then), so it is acknowledged and dropped, or the agent
-                    // would keep it and send it again on every resume of the session.
+                    // was lost with the old connection: that run's result is written
+                    // (with this batch, unless the agent was lost from it), so it is
+                    // acknowledged and dropped, or the agent would keep it and send it
+                    // again on every resume of the session.
                     agent_msg::Msg::Batch(b) => {
                         out.push(Action::Send { agent, msg: Msg::Ack(Ack { run_id: b.run_id, seq: b.seq }) });
                     }

@@ -422,6 +422,7 @@ pub fn run_result(
         run_metadata: run_metadata(plan, model, o, saved_at_utc),
         client,
         sweep: None,
+        settings: Default::default(),
         time_series: {
             let mut slices = m.time_series.clone();
             verdict::mark_slices(&mut slices, plan, &o.agents);

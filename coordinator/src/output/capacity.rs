@@ -31,6 +31,9 @@ pub struct CapacityResult {
     /// Why it ended, in words.
     pub ended: String,
     pub saved_at_utc: String,
+    /// The flags of the search (D93): `--resume` goes on only from the same.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub settings: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 /// One level: its verdict and what decided it.

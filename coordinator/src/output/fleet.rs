@@ -52,3 +52,30 @@ pub fn table(agents: &[AgentCheck], missing: &[String]) -> String {
 fn known(n: u64) -> String {
     if n == 0 { "-".to_string() } else { n.to_string() }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_agent_without_allowed_targets_shows_none_beside_its_failure() {
+        let agent = |allowed: &[&str], problems: &[&str]| AgentCheck {
+            address: "10.0.0.1:7171".into(),
+            cert_name: "agent".into(),
+            version: "0.1.0".into(),
+            protocol: 10,
+            cores: 2,
+            open_files: 1024,
+            host_max_in_flight: 1000,
+            max_in_flight: 1000,
+            clock_offset_ms: 0.0,
+            clock_bound_ms: 0.1,
+            allowed_targets: allowed.iter().map(|s| s.to_string()).collect(),
+            reach: None,
+            problems: problems.iter().map(|s| s.to_string()).collect(),
+        };
+        let t = table(&[agent(&[], &["allowlist (empty: set allowed-targets)"])], &[]);
+        assert!(t.contains("(none)") && !t.contains("(any)"), "{t}");
+        assert!(table(&[agent(&["10.0.0.0/8"], &[])], &[]).contains("10.0.0.0/8"));
+    }
+}

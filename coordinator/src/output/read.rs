@@ -39,12 +39,7 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
             .map_err(|e| format!("{}: {e}", path.display()))?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|x| x == "json"))
-            .filter(|p| {
-                !matches!(
-                    p.file_name().and_then(|n| n.to_str()),
-                    Some("summary.json" | "validate.json" | "surge-settings.json")
-                )
-            })
+            .filter(|p| !matches!(p.file_name().and_then(|n| n.to_str()), Some("summary.json" | "validate.json")))
             .collect();
         f.sort();
         f

@@ -214,6 +214,10 @@ pub struct RunResult {
     /// Where this level-run sits in a sweep.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sweep: Option<SweepPosition>,
+    /// The flags of the sweep, search or matrix that measured it (D93): `--resume` takes
+    /// it only for the same.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub settings: BTreeMap<String, Vec<String>>,
     /// One entry per slice of the run: `--timeslice`, or wider in a run past 4,096 of them
     /// (D90).
     #[serde(default)]

@@ -320,9 +320,7 @@ fn surge_section(out: &mut String, r: &RunResult, view: &SummaryView, status: &R
     }
     let _ = writeln!(out, "{}", "=".repeat(50));
     // The last line says why the exit code is not 0 (D8).
-    if let (_, Some(why)) =
-        crate::exit::of_run(status, r.completed, r.cancelled, &r.errors_by_kind, view.max_failure_rate)
-    {
+    if let (_, Some(why)) = crate::exit::of_run(status, r.completed, &r.errors_by_kind, view.max_failure_rate) {
         let _ = writeln!(out, "{why}");
     } else if let (_, Some(why)) =
         crate::exit::of_anomalies(view.fail_on_anomaly, r.anomalies.requests, &r.anomalies.by_kind)

@@ -44,11 +44,18 @@ pub struct MatrixPlan {
     pub profiles: Vec<ProfileSpec>,
     pub dir: PathBuf,
     pub resume: bool,
-    /// The flags given and the profiles, as `--resume` compares them (D93).
+    /// The flags given, as its results keep them (D93).
     pub settings: super::Settings,
 }
 
 impl MatrixPlan {
+    /// The flags and `p` itself, as its result keeps them (D93).
+    pub fn settings_of(&self, p: &ProfileSpec) -> std::collections::BTreeMap<String, Vec<String>> {
+        let mut s = self.settings.map();
+        s.insert("(profile)".into(), vec![format!("{p:?}")]);
+        s
+    }
+
     /// The result file of one profile.
     pub fn file(&self, p: &ProfileSpec) -> PathBuf {
         self.dir.join(format!("{}.json", p.tag))

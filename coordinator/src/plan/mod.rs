@@ -145,8 +145,8 @@ pub struct ConnectWait {
     pub min_agents: Option<usize>,
 }
 
-/// The flags a sweep, a search or a matrix was given, as `--resume` compares them with
-/// its directory's (D93). They say how a plan was asked for, not what it is: no part of
+/// The flags a sweep, a search or a matrix was given, kept in each result it writes and
+/// compared by `--resume` (D93). They say how a plan was asked for, not what it is: no part of
 /// its equality (D78 compares plans built with and without each flag).
 #[derive(Debug, Clone, Default)]
 pub struct Settings(pub Vec<(String, Vec<String>)>);
@@ -154,6 +154,13 @@ pub struct Settings(pub Vec<(String, Vec<String>)>);
 impl PartialEq for Settings {
     fn eq(&self, _: &Self) -> bool {
         true
+    }
+}
+
+impl Settings {
+    /// As a result keeps them: by flag.
+    pub fn map(&self) -> std::collections::BTreeMap<String, Vec<String>> {
+        self.0.iter().cloned().collect()
     }
 }
 

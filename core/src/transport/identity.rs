@@ -55,9 +55,12 @@ pub fn read(ca: &Path, cert: &Path, key: &Path) -> Result<Identity, IdentityErro
         Ok(list)
     };
     let ca_pem = load(Which::Ca, ca)?;
+    // As tonic reads a CA file: certificates webpki cannot parse are skipped, and one
+    // at least must be usable.
     let mut roots = rustls::RootCertStore::empty();
-    for c in certs(Which::Ca, ca, &ca_pem)? {
-        roots.add(c).map_err(|e| fail(Which::Ca, ca, format!("not a usable certificate: {e}")))?;
+    let (usable, _) = roots.add_parsable_certificates(certs(Which::Ca, ca, &ca_pem)?);
+    if usable == 0 {
+        return Err(fail(Which::Ca, ca, "no usable certificate in it".into()));
     }
     let cert_pem = load(Which::Cert, cert)?;
     let chain = certs(Which::Cert, cert, &cert_pem)?;
