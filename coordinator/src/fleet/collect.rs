@@ -206,9 +206,20 @@ impl Collector {
                         out.push(Action::Send { agent, msg: Msg::Ack(Ack { run_id: b.run_id, seq: b.seq }) });
                     }
                     agent_msg::Msg::Done(d) if d.run_id == run_id => {
-                        // An agent stopped by a signal ran only part of its share.
-                        if d.stop() == surge_proto::StopReason::Signal {
-                            self.mark_lost(agent, "stopped by a signal (its share is incomplete)".into(), &mut out);
+                        // An agent stopped by a signal ran only part of its share; so did one
+                        // whose lease ran out (its Done can still arrive, by TCP's own
+                        // retransmission, when the path comes back after the lease).
+                        match d.stop() {
+                            surge_proto::StopReason::Signal => {
+                                self.mark_lost(agent, "stopped by a signal (its share is incomplete)".into(), &mut out);
+                            }
+                            surge_proto::StopReason::Lease | surge_proto::StopReason::CoordinatorGone => self
+                                .mark_lost(
+                                    agent,
+                                    "stopped its load when it lost the coordinator (its share is incomplete)".into(),
+                                    &mut out,
+                                ),
+                            _ => {}
                         }
                         let a = &mut self.agents[agent];
                         a.started_unix_ns = Some(d.started_unix_ns);
@@ -564,6 +575,19 @@ mod tests {
         let t0 = Instant::now();
         let mut c = collector(1, false, t0);
         c.handle(done(0, surge_proto::StopReason::Signal), t0);
+        let (_, status) = c.finish();
+        assert_eq!(status, RunStatus::Invalid { lost: vec!["a0".into()] });
+    }
+
+    /// A Done that says the lease ran out reached the coordinator on the old connection,
+    /// once the path came back (bench/partition.sh, blip-2.5s: the run was called
+    /// complete with 7,000 of the agent's 15,000 rows).
+    #[test]
+    fn an_agent_whose_lease_ran_out_counts_as_lost() {
+        let t0 = Instant::now();
+        let mut c = collector(1, false, t0);
+        c.handle(batch(0, 0, 0, 5), t0);
+        c.handle(done(0, surge_proto::StopReason::Lease), t0);
         let (_, status) = c.finish();
         assert_eq!(status, RunStatus::Invalid { lost: vec!["a0".into()] });
     }
