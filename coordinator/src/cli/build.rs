@@ -912,7 +912,7 @@ fn plan_matrix(mut a: MatrixArgs) -> Result<MatrixPlan, UsageError> {
     for p in &mut profiles {
         p.tag.push_str(&a.tag_suffix);
     }
-    let settings = a.run.settings.clone();
+    let settings = std::mem::take(&mut a.run.settings);
     let mut base = plan_run(a.run)?;
     base.save_result = true;
     // What each profile sets (`MatrixPlan::at`) is not read from the command line, and
