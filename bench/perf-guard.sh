@@ -28,7 +28,8 @@
 #    per agent-second in a steady window (from 3 s after the first request to 3 s
 #    before the end, read from /proc, so the sessions' setup is not in it); then runs
 #    of LOAD_S [20] s at RATE [1000] requests/s (`--backend http`) from AGENTS agents
-#    and from 3: the coordinator's CPU per row served in the same kind of window.
+#    and from 3: the coordinator's CPU per row served in the same kind of window, all of
+#    it and less that fleet's idle CPU per second (an idle run of 3 agents gives theirs).
 #
 # FIGURES [token path ingest control] picks the sections. Prints the table and writes
 # it to OUT/table.md; with RECORD=1 it replaces the perf-guard section of
@@ -56,7 +57,7 @@ v8=- v64=- v_event=- event_ratio="- (no vllm-bench)" request_ratio="- (no vllm-b
 want() { [[ " $FIGURES " == *" $1 "* ]]; }
 cpu8=- cpu64=- per_event=- per_request=- per_token=- split=- ingest_rows=- per_row=- ingest_rss=0
 marginal=- fixed_ms=-
-setup=- per_agent_s=- idle_rss=0 many=- few=- ratio=- n_rows=-
+setup=- per_agent_s=- idle_rss=0 many=- few=- ratio=- n_rows=- many_more=- few_more=- ratio_more=-
 OUT=${OUT:-$(mktemp -d /tmp/surge-perf-guard.XXXXXX)}
 mkdir -p "$OUT"
 ulimit -n 65536 2>/dev/null || true
@@ -250,27 +251,40 @@ window() {
 }
 finish_run() { wait "$RUN" || die "surge run failed: $(tail -3 "$OUT/run.out")"; }
 win=$((IDLE_S - 6))
-start_run --base-url "$BASE" --model m --random-input-len 16 --random-output-len 8 --no-initial-test \
-    --agents "$fleet_list" --agents-plaintext --request-rate 2 --duration "$IDLE_S" --max-concurrency "$AGENTS"
+few_list=$(IFS=,; echo "${fleet[*]:0:3}")
+# The coordinator's CPU per second (s) over a steady window of an idle run (2 req/s).
+idle_run() { # agent list, agents
+    start_run --base-url "$BASE" --model m --random-input-len 16 --random-output-len 8 --no-initial-test \
+        --agents "$1" --agents-plaintext --request-rate 2 --duration "$IDLE_S" --max-concurrency "$2"
+}
+idle_run "$fleet_list" "$AGENTS"
 setup=$(python3 -c "print(round($FIRST - $T0, 2))")
 read -r idle_cpu idle_secs _ < <(window "$win")
 finish_run
 idle_rss=$(awk '{print $3}' "$OUT/time.txt")
 per_agent_s=$(python3 -c "print(round($idle_cpu / ($AGENTS * $idle_secs) * 1e6, 1))")
+idle_many=$(python3 -c "print($idle_cpu / $idle_secs)")
 log "control plane: setup $setup s, idle $per_agent_s us per agent-second ($idle_cpu s over $idle_secs s)"
-# CPU per row at AGENTS agents and at 3, the same open-loop rate, in a steady window.
-per_row_under_load() { # agent list
+idle_run "$few_list" 3
+read -r cpu3 secs3 _ < <(window "$win")
+finish_run
+idle_few=$(python3 -c "print($cpu3 / $secs3)")
+log "control plane: idle at 3 agents $idle_few s of CPU per second"
+# CPU per row at AGENTS agents and at 3, the same open-loop rate, in a steady window:
+# all of it, and what the rows add to the same fleet's idle CPU per second.
+per_row_under_load() { # agent list, idle CPU per second
     start_run --base-url "$BASE" --model m --backend http --no-initial-test --agents "$1" --agents-plaintext \
         --request-rate "$RATE" --duration "$LOAD_S" --max-concurrency 1000
     local cpu secs rows
     read -r cpu secs rows < <(window $((LOAD_S - 6)))
     finish_run
-    python3 -c "print(round($cpu / max($rows, 1) * 1e6, 2), int($rows))"
+    python3 -c "r = max($rows, 1); print(round($cpu / r * 1e6, 2), int($rows), round(($cpu - $2 * $secs) / r * 1e6, 2))"
 }
-read -r many n_rows < <(per_row_under_load "$fleet_list")
-read -r few _ < <(per_row_under_load "$(IFS=,; echo "${fleet[*]:0:3}")")
+read -r many n_rows many_more < <(per_row_under_load "$fleet_list" "$idle_many")
+read -r few _ few_more < <(per_row_under_load "$few_list" "$idle_few")
 ratio=$(python3 -c "print(round($many / max($few, 1e-9), 2))")
-log "control plane: per row under load $many us at $AGENTS agents, $few us at 3"
+ratio_more=$(python3 -c "print(round($many_more / $few_more, 2) if $few_more > 0 else '-')")
+log "control plane: per row under load $many us at $AGENTS agents, $few us at 3 ($many_more / $few_more us more than idle)"
 fi
 
 cat <<EOF | tee "$OUT/table.md"
@@ -290,6 +304,7 @@ cat <<EOF | tee "$OUT/table.md"
 | control plane: setup of $AGENTS agents (launch to the load's first request) | **$setup s** | <= 5 s |
 | control plane: coordinator CPU per agent-second, $AGENTS agents at 2 req/s, steady window | **$per_agent_s us** (peak RSS $((idle_rss / 1024)) MiB) | <= 20 us |
 | control plane: coordinator CPU per row at $RATE req/s, $AGENTS agents / 3 agents, steady window ($n_rows rows) | $many / $few us: **${ratio}x** | <= 1.5x |
+| control plane: the same less each fleet's idle CPU per second (what the rows add) | $many_more / $few_more us: ${ratio_more}x | |
 
 - raw output: \`$OUT\`; git $(git -C "$ROOT" rev-parse --short HEAD)
 <!-- perf-guard:end -->

@@ -860,24 +860,24 @@ pub struct TelemetryArgs {
 #[derive(Debug, Clone, Args)]
 pub struct VerdictArgs {
     /// Client-bound verdict: an agent above this fraction of its cores' CPU is saturated.
-    #[arg(long, default_value_t = 0.85, value_parser = parse::positive, value_name = "FRACTION")]
+    #[arg(long, default_value_t = 0.85, value_parser = parse::share, value_name = "FRACTION")]
     pub client_cpu_limit: f64,
     /// Client-bound verdict: an open-loop send lag p99 above this means the client was late.
     #[arg(long, default_value = "1ms", value_parser = parse::duration, value_name = "DURATION")]
     pub client_lag_limit: Duration,
     /// Client-bound verdict: an achieved send rate this fraction below the requested rate.
-    #[arg(long, default_value_t = 0.01, value_parser = parse::positive, value_name = "FRACTION")]
+    #[arg(long, default_value_t = 0.01, value_parser = parse::share, value_name = "FRACTION")]
     pub client_rate_shortfall: f64,
     /// Client-bound verdict: an agent's host busier than this percent of all its CPUs.
-    #[arg(long, default_value_t = 90.0, value_parser = parse::positive, value_name = "PERCENT")]
+    #[arg(long, default_value_t = 90.0, value_parser = parse::percent, value_name = "PERCENT")]
     pub client_host_busy_limit: f64,
     /// Client-bound verdict: tasks waiting for a CPU on an agent's host more than this
     /// percent of the time (/proc/pressure/cpu "some").
-    #[arg(long, default_value_t = 50.0, value_parser = parse::positive, value_name = "PERCENT")]
+    #[arg(long, default_value_t = 50.0, value_parser = parse::percent, value_name = "PERCENT")]
     pub client_pressure_limit: f64,
     /// Client-bound verdict: more than this fraction of token events read together with
     /// the previous one of their stream (the client read late).
-    #[arg(long, default_value_t = 0.01, value_parser = parse::positive, value_name = "FRACTION")]
+    #[arg(long, default_value_t = 0.01, value_parser = parse::share, value_name = "FRACTION")]
     pub client_coalesced_limit: f64,
 }
 
@@ -899,7 +899,7 @@ pub struct SweepArgs {
     pub find_knee: bool,
     /// Knee rule: a step stops scaling when its throughput gain is below this fraction of
     /// the ideal linear gain...
-    #[arg(long, default_value_t = 0.5, value_parser = parse::positive)]
+    #[arg(long, default_value_t = 0.5, value_parser = parse::share)]
     pub knee_efficiency: f64,
     /// ...or when its p99 E2EL grows by more than this fraction (1.0 = doubles).
     #[arg(long, default_value_t = 1.0, value_parser = parse::positive)]

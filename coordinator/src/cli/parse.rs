@@ -75,9 +75,19 @@ pub fn rate_value(v: f64) -> Result<f64, &'static str> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RateList(pub Vec<f64>);
 
+/// The items of a comma-separated list, trimmed. An empty item (two commas together, or
+/// one at an end) is refused, as vLLM's `float("")` refuses it: it is a value left out.
+fn items(s: &str) -> Result<Vec<&str>, String> {
+    let v: Vec<&str> = s.split(',').map(str::trim).collect();
+    if v.len() > 1 && v.iter().any(|p| p.is_empty()) {
+        return Err(format!("{s:?}: an empty item in the list"));
+    }
+    Ok(v.into_iter().filter(|p| !p.is_empty()).collect())
+}
+
 /// `inf`, `20`, or `1,2,4,8`.
 pub fn rate_list(s: &str) -> Result<RateList, String> {
-    let v = s.split(',').map(str::trim).filter(|p| !p.is_empty()).map(rate).collect::<Result<Vec<_>, _>>()?;
+    let v = items(s)?.into_iter().map(rate).collect::<Result<Vec<_>, _>>()?;
     if v.is_empty() { Err("no rate given".into()) } else { Ok(RateList(v)) }
 }
 
@@ -88,7 +98,7 @@ pub struct Levels(pub Vec<u32>);
 /// `10,50,100`: positive integers (concurrency levels), sorted, deduplicated.
 pub fn level_list(s: &str) -> Result<Levels, String> {
     let mut v = Vec::new();
-    for p in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+    for p in items(s)? {
         match p.parse::<u32>() {
             Ok(n) if n > 0 => v.push(n),
             _ => return Err(format!("{p:?} is not a positive integer")),
@@ -115,6 +125,22 @@ pub fn fraction(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
         _ => Err(format!("{s:?}: expected a number from 0 to 1")),
+    }
+}
+
+/// A share of a whole: above 0 and at most 1.
+pub fn share(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 1.0 => Ok(v),
+        _ => Err(format!("{s:?}: expected a number above 0 and at most 1")),
+    }
+}
+
+/// A percentage of a whole: above 0 and at most 100.
+pub fn percent(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 100.0 => Ok(v),
+        _ => Err(format!("{s:?}: expected a percentage above 0 and at most 100")),
     }
 }
 
@@ -173,7 +199,7 @@ pub struct Percentiles(pub Vec<f64>);
 /// `ttft,tpot,itl,e2el` (any subset, in any order; reported in the canonical order).
 pub fn metric_list(s: &str) -> Result<MetricList, String> {
     let mut wanted = Vec::new();
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+    for part in items(s)? {
         let m = METRICS.iter().chain(&QUEUE_METRICS).chain(&["ttfo"]).find(|m| **m == part).ok_or_else(|| {
             format!(
                 "unknown metric {part:?} (use ttft, tpot, itl, e2el, ttfo, client_queue_time, e2el_including_client_queue)"
@@ -192,7 +218,7 @@ pub fn metric_list(s: &str) -> Result<MetricList, String> {
 /// `50,90,99` (each in 0..=100).
 pub fn percentile_list(s: &str) -> Result<Percentiles, String> {
     let mut out = Vec::new();
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+    for part in items(s)? {
         let p: f64 = part.parse().map_err(|_| format!("{part:?} is not a number"))?;
         if !(0.0..=100.0).contains(&p) {
             return Err(format!("{part} is not between 0 and 100"));
@@ -233,6 +259,33 @@ mod tests {
         assert_eq!(level_list("64,8,16,8").unwrap().0, vec![8, 16, 64]);
         assert!(level_list("8,0").is_err());
         assert!(level_list("x").is_err());
+    }
+
+    /// A value left out of a list is refused, not skipped; a lone value needs no comma.
+    #[test]
+    fn an_empty_item_in_a_list_is_refused() {
+        for bad in ["1,,2", "1,2,", ",1", " , "] {
+            assert!(rate_list(bad).unwrap_err().contains("empty item"), "{bad}");
+            assert!(level_list(bad).unwrap_err().contains("empty item"), "{bad}");
+            assert!(percentile_list(bad).unwrap_err().contains("empty item"), "{bad}");
+        }
+        assert!(metric_list("ttft,,itl").unwrap_err().contains("empty item"));
+        assert_eq!(level_list(" 4 ").unwrap().0, vec![4]);
+        assert_eq!(percentile_list("50, 99").unwrap().0, vec![50.0, 99.0]);
+        assert!(rate_list("").is_err());
+    }
+
+    #[test]
+    fn shares_and_percentages_are_bounded() {
+        assert_eq!(share("1").unwrap(), 1.0);
+        assert_eq!(share("0.4").unwrap(), 0.4);
+        for bad in ["0", "1.5", "2", "-0.1", "nan", "inf"] {
+            assert!(share(bad).is_err(), "{bad}");
+        }
+        assert_eq!(percent("100").unwrap(), 100.0);
+        for bad in ["0", "100.5", "nan"] {
+            assert!(percent(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
