@@ -95,5 +95,5 @@ md=$OUT/section.md
     echo "<!-- compare-transports:end -->"
 } >"$md"
 cat "$md"
-[[ -n $RESULTS ]] && replace_section "$RESULTS" compare-transports "$md"
+if [[ -n $RESULTS ]]; then replace_section "$RESULTS" compare-transports "$md"; fi
 exit 0

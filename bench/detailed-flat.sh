@@ -7,7 +7,11 @@
 #
 # `surge run --duration DUR_S --max-concurrency 2000 --save-detailed` against `surge echo`
 # (16 words in, 8 tokens out, TTFT 20 ms, ITL 2 ms): RSS of the surge process every 10 s;
-# goal: within 5 % from 30 s to the end. Also: the arrays' length equals completed + failed.
+# goal: within 5 % over the run's second half (from the 10 s sample at or after DUR_S / 2
+# to the end). The one step D23 allows, when the run spends its exact budget (10,000,000
+# values, about 0.8M rows here), falls in the first half at this host's rates even when
+# a busy host halves them; a fixed 30 s did not (14.5 % once, the step at about 45 s).
+# Also: the arrays' length equals completed + failed.
 #
 # Environment: BIN=release|debug [release], OUT raw-output directory.
 set -euo pipefail
@@ -37,9 +41,11 @@ done
 wait "$RUN" || log "surge run exited non-zero (see $OUT/run.out)"
 read -r n completed failed cancelled < <(python3 -c "
 import json; r=json.load(open('$OUT/r.json')); print(len(r['ttfts']), r['completed'], r['failed'], r['cancelled'])")
-at30=$(printf '%s\n' "${samples[@]}" | awk -F: '$1==30 {print $2}')
+half=$(( (DUR_S / 2 + 9) / 10 * 10 ))
+at_half=$(printf '%s\n' "${samples[@]}" | awk -F: -v h="$half" '$1==h {print $2}')
+[[ -n $at_half ]] || die "no RSS sample at ${half} s (DUR_S ${DUR_S} too short?)"
 last=$(printf '%s\n' "${samples[@]}" | tail -1 | cut -d: -f2)
-growth=$(python3 -c "print(round(($last - $at30) * 100 / $at30, 1))")
+growth=$(python3 -c "print(round(($last - $at_half) * 100 / $at_half, 1))")
 series=$(printf '%s\n' "${samples[@]}" | awk -F: '{printf "%s%ss %d MiB", (NR>1?", ":""), $1, $2/1024}')
 cat <<EOT | tee "$OUT/table.md"
 ## --save-detailed at 2000 in flight for ${DUR_S} s (bench/detailed-flat.sh, $START_DATE, binaries $BINS_BUILT)
@@ -47,6 +53,6 @@ cat <<EOT | tee "$OUT/table.md"
 | check | result |
 |---|---|
 | RSS of surge every 10 s | $series |
-| growth from 30 s to the end | **$growth %** (goal: within 5 %) |
+| growth from ${half} s to the end | **$growth %** (goal: within 5 %) |
 | arrays' length / completed + failed + cancelled | $n / $((completed + failed + cancelled)) |
 EOT

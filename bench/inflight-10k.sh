@@ -63,4 +63,4 @@ md=$OUT/section.md
     echo "<!-- inflight-10k:end -->"
 } >"$md"
 cat "$md"
-[[ -n $RESULTS ]] && replace_section "$RESULTS" inflight-10k "$md"
+if [[ -n $RESULTS ]]; then replace_section "$RESULTS" inflight-10k "$md"; fi

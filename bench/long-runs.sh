@@ -182,4 +182,4 @@ md=$OUT/section.md
     echo "<!-- long-runs:end -->"
 } >"$md"
 cat "$md"
-[[ -n $RESULTS ]] && replace_section "$RESULTS" long-runs "$md"
+if [[ -n $RESULTS ]]; then replace_section "$RESULTS" long-runs "$md"; fi
