@@ -26,7 +26,8 @@
 #    loopback), one `surge run` of IDLE_S [20] s at 2 requests/s (8-token completions):
 #    setup (launch to the echo's first request), peak RSS, and the coordinator's CPU
 #    per agent-second in a steady window (from 3 s after the first request to 3 s
-#    before the end, read from /proc, so the sessions' setup is not in it); then runs
+#    before the end, perf's task-clock of the coordinator, so the sessions' setup is
+#    not in it); then runs
 #    of LOAD_S [20] s at RATE [1000] requests/s (`--backend http`) from AGENTS agents
 #    and from 3: the coordinator's CPU per row served in the same kind of window, all of
 #    it and less that fleet's idle CPU per second (an idle run of 3 agents gives theirs).
@@ -241,13 +242,16 @@ start_run() {
 }
 # The coordinator's CPU (s), the seconds and the requests served over a steady window
 # of $1 s that starts 3 s after the first request.
+# CPU from perf's task-clock over the window, all threads (/proc's 10 ms ticks are too
+# coarse for 3 agents' 5 ms a second).
 window() {
     sleep 3
-    local c1 t1 s1 c2 t2 s2
-    c1=$(cpu_ticks "$COORD"); t1=$(date +%s.%N); s1=$(served)
-    sleep "$1"
-    c2=$(cpu_ticks "$COORD"); t2=$(date +%s.%N); s2=$(served)
-    python3 -c "print(($c2 - $c1) / 100, $t2 - $t1, $s2 - $s1 - 1)"
+    local ms t1 s1 t2 s2
+    t1=$(date +%s.%N); s1=$(served)
+    perf stat -e task-clock -x, -o "$OUT/window.txt" -p "$COORD" -- sleep "$1" 2>/dev/null
+    t2=$(date +%s.%N); s2=$(served)
+    ms=$(awk -F, '$3 ~ /^task-clock/ {print $1}' "$OUT/window.txt")
+    python3 -c "print(${ms:-0} / 1000, $t2 - $t1, $s2 - $s1 - 1)"
 }
 finish_run() { wait "$RUN" || die "surge run failed: $(tail -3 "$OUT/run.out")"; }
 win=$((IDLE_S - 6))

@@ -7,7 +7,7 @@
 use super::link::ATTACH_TIMEOUT;
 use super::outcome::{AgentReport, GlobalRow, RunStatus, finished_requests};
 use std::time::{Duration, Instant};
-use surge_proto::{Ack, Stop, agent_msg, coordinator_msg::Msg};
+use surge_proto::{Stop, agent_msg, coordinator_msg::Msg};
 
 /// Silence after which an agent is declared lost (D2: reported within 3.0 s of a cut,
 /// while a shorter blip is resumed in time).
@@ -187,10 +187,10 @@ impl Collector {
                     }
                 }
                 match msg {
+                    // Its link acknowledged it as it handed it on (D94), whatever its run.
                     agent_msg::Msg::Batch(b) if b.run_id == run_id => {
-                        out.push(Action::Send { agent, msg: Msg::Ack(Ack { run_id, seq: b.seq }) });
                         let a = &mut self.agents[agent];
-                        // A batch resent after a reconnect is acknowledged again, kept once.
+                        // A batch resent after a reconnect is kept once.
                         if a.seen.insert(b.seq) {
                             a.rows += b.rows.len() as u64;
                             let rows = a.place(agent, b.rows, b.started_unix_ns, self.run_start_ns);
@@ -200,11 +200,9 @@ impl Collector {
                     // A batch of an earlier run, resent after a resume because its ack
                     // was lost with the old connection: that run's result is written
                     // (with this batch, unless the agent was lost from it), so it is
-                    // acknowledged and dropped, or the agent would keep it and send it
-                    // again on every resume of the session.
-                    agent_msg::Msg::Batch(b) => {
-                        out.push(Action::Send { agent, msg: Msg::Ack(Ack { run_id: b.run_id, seq: b.seq }) });
-                    }
+                    // dropped; its link acknowledged it, or the agent would keep it and
+                    // send it again on every resume of the session.
+                    agent_msg::Msg::Batch(_) => {}
                     agent_msg::Msg::Done(d) if d.run_id == run_id => {
                         // An agent stopped by a signal ran only part of its share; so did one
                         // whose lease ran out (its Done can still arrive, by TCP's own
@@ -500,21 +498,22 @@ mod tests {
     }
 
     #[test]
-    fn every_batch_is_acked_and_kept_once_in_order() {
+    fn every_batch_is_kept_once_in_order() {
         let t0 = Instant::now();
         let mut c = collector(1, false, t0);
         let mut order = Vec::new();
         for (seq, first, dup) in [(0, 0, false), (1, 10, false), (1, 10, true), (2, 20, false)] {
             let acts = c.handle(batch(0, seq, first, 10), t0);
-            assert_eq!(acts[0], Action::Send { agent: 0, msg: Msg::Ack(Ack { run_id: RUN, seq }) });
-            match &acts[1..] {
+            // The link acknowledges (D94): nothing goes back from here.
+            assert!(!acts.iter().any(|a| matches!(a, Action::Send { .. })), "{acts:?}");
+            match &acts[..] {
                 [Action::Rows(rows)] if !dup => order.extend(rows.iter().map(|r| r.row.index)),
                 [] if dup => {}
                 other => panic!("batch {seq}: {other:?}"),
             }
         }
-        // A batch of an earlier run, resent after a resume: acknowledged (or the agent
-        // would keep it for the session and resend it on every resume), not kept.
+        // A batch of an earlier run, resent after a resume: not kept (its link
+        // acknowledged it).
         let stale = Input::Msg {
             agent: 0,
             msg: agent_msg::Msg::Batch(SampleBatch {
@@ -524,10 +523,7 @@ mod tests {
                 ..Default::default()
             }),
         };
-        assert_eq!(
-            c.handle(stale, t0),
-            vec![Action::Send { agent: 0, msg: Msg::Ack(Ack { run_id: RUN - 1, seq: 3 }) }]
-        );
+        assert_eq!(c.handle(stale, t0), vec![]);
         c.handle(done(0, surge_proto::StopReason::Finished), t0);
         let (agents, status) = c.finish();
         assert_eq!(status, RunStatus::Complete);
@@ -559,9 +555,10 @@ mod tests {
         c.handle(batch(0, 0, 0, 4), t0);
         let acts = c.handle(Input::Interrupt, t0);
         assert_eq!(stops(&acts), 1);
-        // Batches sent before the agents saw Stop still arrive, are acked and kept.
+        // Batches sent before the agents saw Stop still arrive and are kept (their
+        // links acknowledged them, D94).
         let acts = c.handle(batch(1, 0, 4, 3), t0);
-        assert!(matches!(&acts[..], [Action::Send { .. }, Action::Rows(r)] if r.len() == 3), "{acts:?}");
+        assert!(matches!(&acts[..], [Action::Rows(r)] if r.len() == 3), "{acts:?}");
         c.handle(done(0, surge_proto::StopReason::Stopped), t0);
         c.handle(done(1, surge_proto::StopReason::Stopped), t0);
         assert!(c.finished(t0));

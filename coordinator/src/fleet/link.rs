@@ -6,7 +6,7 @@
 //! that resumes the session by id, so two streams never race to attach.
 
 use super::heard::Heard;
-use super::outgoing::Outgoing;
+use super::outgoing::{Outgoing, ack_for};
 use super::{Event, chain, is_tls_failure, now_ns, tls_hint};
 use std::sync::Arc;
 use std::time::Duration;
@@ -302,8 +302,15 @@ impl Link {
                         if let agent_msg::Msg::Hello(h) = &msg {
                             session_id = h.session_id;
                         }
+                        let ack = ack_for(&msg);
                         if self.events.send(Event::Msg { agent, msg, recv_ns: now_ns() }).await.is_err() {
                             return;
+                        }
+                        // Held for the next beat (D86), owed by the link itself (D94).
+                        if let Some(ack) = ack {
+                            out.message(ack, last_heard, |m| {
+                                let _ = cur.tx.send(m);
+                            });
                         }
                     }
                     Ok(None) if session_id == 0 => {
@@ -370,5 +377,77 @@ impl Link {
                 },
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::plan::ConnectWait;
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+    use surge_proto::agent_server::{Agent, AgentServer};
+    use surge_proto::{AgentMsg, CoordinatorMsg, HelloReply, PROTOCOL_VERSION, SampleBatch, agent_msg, coordinator_msg};
+    use tokio::sync::mpsc;
+    use tonic::{Request, Response, Status, Streaming};
+
+    /// An agent that opens a session, sends `batches` (run id, seq) and notes every ack it hears.
+    struct Sender {
+        batches: Vec<(u64, u64)>,
+        acks: Arc<Mutex<Vec<(u64, u64)>>>,
+    }
+
+    type Out = std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<AgentMsg, Status>> + Send>>;
+
+    #[tonic::async_trait]
+    impl Agent for Sender {
+        type SessionStream = Out;
+
+        async fn session(&self, req: Request<Streaming<CoordinatorMsg>>) -> Result<Response<Out>, Status> {
+            let mut inbound = req.into_inner();
+            let (tx, rx) = mpsc::unbounded_channel();
+            let (batches, acks) = (self.batches.clone(), self.acks.clone());
+            tokio::spawn(async move {
+                let _hello = inbound.message().await;
+                let reply = HelloReply { protocol_version: PROTOCOL_VERSION, session_id: 7, ..Default::default() };
+                let _ = tx.send(Ok(AgentMsg { msg: Some(agent_msg::Msg::Hello(reply)) }));
+                for (run_id, seq) in batches {
+                    let b = SampleBatch { run_id, seq, ..Default::default() };
+                    let _ = tx.send(Ok(AgentMsg { msg: Some(agent_msg::Msg::Batch(b)) }));
+                }
+                while let Ok(Some(m)) = inbound.message().await {
+                    if let Some(coordinator_msg::Msg::Ack(a)) = m.msg {
+                        acks.lock().expect("acks").push((a.run_id, a.seq));
+                    }
+                }
+            });
+            Ok(Response::new(Box::pin(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))))
+        }
+    }
+
+    /// D94: the link acknowledges every batch it hands on, of this run or an earlier one,
+    /// with nothing sent back by the collection (here nobody answers the events).
+    #[tokio::test]
+    async fn a_link_acknowledges_every_batch_it_hands_on() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        let sent = vec![(2, 0), (2, 1), (2, 2), (1, 9), (2, 3)];
+        let acks = Arc::new(Mutex::new(Vec::new()));
+        let service = AgentServer::new(Sender { batches: sent.clone(), acks: acks.clone() });
+        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        tokio::spawn(tonic::transport::Server::builder().add_service(service).serve_with_incoming(incoming));
+        let wait = ConnectWait { timeout: Duration::from_secs(5), min_agents: None };
+        let mut fleet = super::super::Fleet::connect(&[addr], None, wait, &mut |_| {}).await.expect("connect");
+        let mut batches = 0;
+        let until = Instant::now() + Duration::from_secs(5);
+        while acks.lock().expect("acks").len() < sent.len() && Instant::now() < until {
+            if let Some(super::Event::Msg { msg: agent_msg::Msg::Batch(_), .. }) =
+                fleet.next(Duration::from_millis(20)).await
+            {
+                batches += 1;
+            }
+        }
+        assert_eq!(batches, sent.len(), "every batch handed on");
+        assert_eq!(*acks.lock().expect("acks"), sent, "every batch acknowledged, in order");
+        fleet.close();
     }
 }

@@ -7,6 +7,7 @@
 
 use super::heard::Heard;
 use super::link::{HEARTBEAT_INTERVAL, hello};
+use super::outgoing::ack_for;
 use super::{EMBEDDED, Event, Fleet, FleetError, chain, now_ns};
 use std::sync::Arc;
 use std::time::Duration;
@@ -85,8 +86,13 @@ impl LocalLink {
                                 continue;
                             };
                             opened |= matches!(msg, agent_msg::Msg::Hello(_));
+                            let ack = ack_for(&msg);
                             if events.send(Event::Msg { agent, msg, recv_ns: now_ns() }).await.is_err() {
                                 return;
+                            }
+                            // Owed by the link (D94); at once, as nothing here costs a syscall.
+                            if let Some(ack) = ack {
+                                let _ = tx.send(ack);
                             }
                             continue;
                         }
@@ -115,6 +121,48 @@ mod tests {
     use std::time::{Duration, Instant};
     use surge_proto::agent_msg;
     use tokio_util::sync::CancellationToken;
+
+    /// D94: the embedded link acknowledges each batch it hands on, of this run or an
+    /// earlier one; nothing comes back from the collection (nobody reads the events here
+    /// but the test).
+    #[tokio::test]
+    async fn the_embedded_link_acknowledges_every_batch_it_hands_on() {
+        use surge_proto::{AgentMsg, SampleBatch, coordinator_msg};
+        use tokio::sync::mpsc;
+        let (to_agent, mut agent_hears) = mpsc::unbounded_channel();
+        let (agent_says, from_agent) = mpsc::unbounded_channel();
+        let (ev_tx, mut events) = mpsc::channel(16);
+        let (_tx, rx) = mpsc::channel(16);
+        let stop = CancellationToken::new();
+        let link = super::LocalLink {
+            agent: 0,
+            session: surge_agent::service::LocalSession { tx: to_agent, rx: from_agent },
+            rx,
+            events: ev_tx,
+            heard: std::sync::Arc::new(super::Heard::new(1)),
+            stop: stop.clone(),
+        };
+        let task = tokio::spawn(link.run());
+        let sent = [(2, 0), (1, 4), (2, 1)];
+        for (run_id, seq) in sent {
+            let b = SampleBatch { run_id, seq, ..Default::default() };
+            agent_says.send(Ok(AgentMsg { msg: Some(agent_msg::Msg::Batch(b)) })).expect("send");
+        }
+        let mut acks = Vec::new();
+        let until = Instant::now() + Duration::from_secs(5);
+        while acks.len() < sent.len() && Instant::now() < until {
+            tokio::select! {
+                Some(m) = agent_hears.recv() => if let Some(coordinator_msg::Msg::Ack(a)) = m.msg {
+                    acks.push((a.run_id, a.seq));
+                },
+                Some(_) = events.recv() => {}
+                () = tokio::time::sleep(Duration::from_millis(50)) => {}
+            }
+        }
+        assert_eq!(acks, sent, "every batch acknowledged, in order");
+        stop.cancel();
+        let _ = task.await;
+    }
 
     /// The session opens, outlives the agent's 3 s lease on the link's heartbeats alone,
     /// and is reported closed when the agent stops.

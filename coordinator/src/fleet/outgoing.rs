@@ -3,12 +3,23 @@
 //! grid of D79. An ack of a batch is not urgent (it only spares the batch a resend after a
 //! reconnect), so it waits for the next beat and goes in the heartbeat's place: a batch
 //! then costs the coordinator no message of its own, and the link keeps to the grid.
-//! Every other message goes at once.
+//! Every other message goes at once. The link itself owes the ack of each batch it hands
+//! on (D94): the collection loop does not send one back through it.
 
 use std::ops::{Add, Sub};
 use std::time::Duration;
 use surge_core::beat::Beat;
-use surge_proto::{CoordinatorMsg, Heartbeat, coordinator_msg::Msg};
+use surge_proto::{Ack, CoordinatorMsg, Heartbeat, agent_msg, coordinator_msg::Msg};
+
+/// The ack a link owes its agent for a message it hands on to the collection (D94): one
+/// for every batch, of this run or of an earlier one (resent after a resume because its
+/// ack was lost with the old connection), or the agent keeps it for the session.
+pub(super) fn ack_for(m: &agent_msg::Msg) -> Option<CoordinatorMsg> {
+    match m {
+        agent_msg::Msg::Batch(b) => Some(CoordinatorMsg { msg: Some(Msg::Ack(Ack { run_id: b.run_id, seq: b.seq })) }),
+        _ => None,
+    }
+}
 
 /// One link's outgoing schedule; generic over the instant type, as [`Beat`] is.
 #[derive(Debug)]
