@@ -386,7 +386,9 @@ mod tests {
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
     use surge_proto::agent_server::{Agent, AgentServer};
-    use surge_proto::{AgentMsg, CoordinatorMsg, HelloReply, PROTOCOL_VERSION, SampleBatch, agent_msg, coordinator_msg};
+    use surge_proto::{
+        AgentMsg, CoordinatorMsg, HelloReply, PROTOCOL_VERSION, SampleBatch, agent_msg, coordinator_msg,
+    };
     use tokio::sync::mpsc;
     use tonic::{Request, Response, Status, Streaming};
 
