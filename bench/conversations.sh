@@ -8,7 +8,8 @@
 #    (--multi-turn-concurrency SESSIONS), think time exponential with mean THINK_MS [5000],
 #    chat, 32 new words per turn, 16 output tokens, --max-concurrency INFLIGHT [2000], against
 #    `surge echo` (TTFT 20 ms, ITL 2 ms): completed turns and conversations, peak RSS of surge
-#    and its RSS before the load (RSS per open session), client CPU per turn (user+sys of the
+#    and that of the same command with one session of one turn (RSS per open session: the
+#    difference over SESSIONS), client CPU per turn (user+sys of the
 #    surge process over the turns), the echo's request count.
 # 2. duration: DUR_S [60] s of sessions (--multi-turn-concurrency 2000, 4 turns, think 500 ms
 #    exponential): RSS at 1/3 and at the end of the run (goal: flat once sessions finish and new
@@ -51,6 +52,14 @@ json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval
 common=(run --base-url "$BASE" --backend openai-chat --model m --random-input-len 32 --random-output-len 16
     --multi-turn --multi-turn-delay-dist exponential --no-initial-test --save-result --result-dir "$OUT")
 
+# The process without the load: the peak RSS of the same command with one session of one
+# turn (read at 1 s into the scale run, it already held every session a release build
+# had opened by then).
+/usr/bin/time -f '%M' -o "$OUT/base.time" "$SURGE" "${common[@]}" --num-prompts 1 --multi-turn-num-turns 1 \
+    --multi-turn-concurrency 1 --multi-turn-delay-ms 0 --max-concurrency 1 --result-filename base.json \
+    >"$OUT/base.out" 2>&1 || die "the one-session run failed (see $OUT/base.out)"
+base_rss=$(tail -1 "$OUT/base.time")
+
 # 1. scale
 log "scale: $SESSIONS sessions x $TURNS turns, think ${THINK_MS} ms (exponential), $INFLIGHT in flight"
 "$SURGE" "${common[@]}" --num-prompts "$SESSIONS" --multi-turn-num-turns "$TURNS" \
@@ -58,9 +67,6 @@ log "scale: $SESSIONS sessions x $TURNS turns, think ${THINK_MS} ms (exponential
     --result-filename scale.json >"$OUT/scale.out" 2>&1 &
 SURGE_PID=$!
 PIDS+=("$SURGE_PID")
-base_rss=$(rss_kib "$SURGE_PID")
-sleep 1
-base_rss=$(rss_kib "$SURGE_PID")
 peak_rss=$base_rss
 cpu=0
 while kill -0 "$SURGE_PID" 2>/dev/null; do
@@ -102,7 +108,7 @@ cat <<EOF | tee "$OUT/table.md"
 | check | result |
 |---|---|
 | $SESSIONS sessions x $TURNS turns, think exp ${THINK_MS} ms, $INFLIGHT in flight | $completed turns completed, $failed failed; $conv conversations completed; ${dur} s |
-| surge RSS before the load / peak | $((base_rss / 1024)) MiB / $((peak_rss / 1024)) MiB: **$per_session B per open session** |
+| surge peak RSS with one session / with all | $((base_rss / 1024)) MiB / $((peak_rss / 1024)) MiB: **$per_session B per open session** |
 | client CPU per turn (surge process, user+sys) | **$per_turn_us us** ($cpu s over $completed turns) |
 | ${DUR_S}s duration run, 2000 open | started $d_started, completed $d_done, unfinished $d_unfinished |
 | RSS at ${DUR_S}/3 s and at the end | $((rss_a / 1024)) MiB, $((rss_b / 1024)) MiB (growth $growth %) |
