@@ -206,7 +206,9 @@ async fn turns(
         } else {
             limits.script.turn(&plan, t, &history)
         };
-        let mut row = ctx.send(turn_job(&plan, t, turn.planned), Some((plan.index, t))).await;
+        // Boxed, as the steps below: a session waits out its think time holding only
+        // what a request needs while it is in flight (D95), not its 3.5 KB state.
+        let mut row = Box::pin(ctx.send(turn_job(&plan, t, turn.planned), Some((plan.index, t)))).await;
         drop(_permit);
         row.session = Some(plan.index);
         (row.turn, row.parent) = (t, parent);
@@ -218,7 +220,7 @@ async fn turns(
         {
             history.push_user(&turn.user, turn.user_tokens);
             let steps = Steps { tl, plan: &plan, t, output_tokens: turn.output_tokens, requests, limits };
-            (row, cut) = steps.run(ctx, &mut history, row, &mut tally).await;
+            (row, cut) = Box::pin(steps.run(ctx, &mut history, row, &mut tally)).await;
         } else {
             let reply =
                 if limits.keep_text { row.generated_text.clone() } else { std::mem::take(&mut row.generated_text) };
