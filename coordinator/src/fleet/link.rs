@@ -6,7 +6,7 @@
 //! that resumes the session by id, so two streams never race to attach.
 
 use super::heard::Heard;
-use super::outgoing::{Outgoing, ack_for};
+use super::outgoing::Outgoing;
 use super::{Event, chain, is_tls_failure, now_ns, tls_hint};
 use std::sync::Arc;
 use std::time::Duration;
@@ -302,15 +302,10 @@ impl Link {
                         if let agent_msg::Msg::Hello(h) = &msg {
                             session_id = h.session_id;
                         }
-                        let ack = ack_for(&msg);
+                        // Its ack, owed by the link (D94), waits for the next beat (D86).
+                        out.received(&msg);
                         if self.events.send(Event::Msg { agent, msg, recv_ns: now_ns() }).await.is_err() {
                             return;
-                        }
-                        // Held for the next beat (D86), owed by the link itself (D94).
-                        if let Some(ack) = ack {
-                            out.message(ack, last_heard, |m| {
-                                let _ = cur.tx.send(m);
-                            });
                         }
                     }
                     Ok(None) if session_id == 0 => {

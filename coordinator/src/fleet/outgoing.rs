@@ -47,6 +47,12 @@ impl<I: Copy + Ord + Add<Duration, Output = I> + Sub<I, Output = Duration>> Outg
         self.beat.sent(now);
     }
 
+    /// A message from the agent, handed on to the collection: the ack it is owed (D94)
+    /// waits for the next beat, as any ack does.
+    pub(super) fn received(&mut self, m: &agent_msg::Msg) {
+        self.held.extend(ack_for(m));
+    }
+
     /// When the link's beat timer next wakes it: at most one interval on.
     pub(super) fn due(&self) -> I {
         self.beat.due()
