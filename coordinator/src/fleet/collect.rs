@@ -12,10 +12,15 @@ use surge_proto::{Stop, agent_msg, coordinator_msg::Msg};
 /// Silence after which an agent is declared lost (D2: reported within 3.0 s of a cut,
 /// while a shorter blip is resumed in time).
 pub const LOSS_TIMEOUT: Duration = Duration::from_millis(2900);
+const _: () =
+    assert!(ATTACH_TIMEOUT.as_millis() < LOSS_TIMEOUT.as_millis(), "hearing an agent never brings its loss sooner");
 
 /// When agent `a`'s silence becomes a loss: [`LOSS_TIMEOUT`] after it was last heard, or
 /// later while a resume that reached it is under way, bounded by the resume's own timeout
-/// (D72). A cut lets no connection through, so it is still reported after 2.9 s.
+/// (D72). A cut lets no connection through, so it is still reported after 2.9 s. Hearing
+/// the agent at `t` (which ends a resume begun before `t`) moves this to `t + LOSS_TIMEOUT`,
+/// never sooner, as the resume's timeout is the shorter: a loss walked for when it fell due
+/// is not missed (D96).
 fn loss_at(a: &AgentReport) -> Option<Instant> {
     let silent = a.last_heard? + LOSS_TIMEOUT;
     Some(a.reattaching.map_or(silent, |r| silent.max(r + ATTACH_TIMEOUT)))
@@ -74,6 +79,10 @@ pub struct Collector {
     /// A second interrupt: stop waiting for the agents.
     abandoned: bool,
     halted: Option<super::outcome::Halt>,
+    /// When the quietest pending agent's silence becomes a loss, as of the last walk over
+    /// the agents (D96). Never later than the truth: hearing an agent only makes its
+    /// silence end later (see [`loss_at`]), and every input but a message walks again.
+    loss_due: Option<Instant>,
 }
 
 impl Collector {
@@ -91,6 +100,7 @@ impl Collector {
             a.last_heard = Some(now);
         }
         let (lost, interrupted, terminated, stopping, abandoned) = (Vec::new(), false, false, false, false);
+        let loss_due = agents.iter().filter(|a| a.pending()).filter_map(loss_at).min();
         Self {
             run_id,
             run_start_ns,
@@ -103,6 +113,7 @@ impl Collector {
             stopping,
             abandoned,
             halted: None,
+            loss_due,
         }
     }
 
@@ -115,8 +126,7 @@ impl Collector {
     /// loop wakes then (a quiet input), so a loss is declared on time rather than at the
     /// next input or poll.
     pub fn next_loss_check(&self) -> Option<Instant> {
-        let at = self.agents.iter().filter(|a| a.pending()).filter_map(loss_at).min()?;
-        Some(at + Duration::from_millis(1))
+        Some(self.loss_due? + Duration::from_millis(1))
     }
 
     /// Every agent is done or lost, the hard stop passed, or a second interrupt came.
@@ -158,6 +168,9 @@ impl Collector {
     pub fn handle(&mut self, input: Input, now: Instant) -> Vec<Action> {
         let run_id = self.run_id;
         let mut out = Vec::new();
+        // A message from a pending agent moves no loss sooner: the agents are walked for
+        // losses only when one falls due, not once per batch (D96).
+        let message = matches!(input, Input::Msg { .. });
         match input {
             Input::Halt(h) => {
                 if !self.interrupted && self.halted.is_none() {
@@ -258,17 +271,25 @@ impl Collector {
             }
             Input::Quiet => {}
         }
-        for i in 0..self.agents.len() {
-            let a = &self.agents[i];
-            if a.pending() && loss_at(a).is_some_and(|t| now > t) {
-                self.mark_lost(i, format!("silent for more than {:.1}s", LOSS_TIMEOUT.as_secs_f64()), &mut out);
-            }
+        if !message || self.loss_due.is_some_and(|t| now > t) {
+            self.walk_agents(now, &mut out);
         }
         if !self.lost.is_empty() && !self.tolerate_loss && !self.stopping {
             self.stopping = true;
             out.push(Action::Broadcast(Msg::Stop(Stop { run_id, reason: "another agent was lost".into() })));
         }
         out
+    }
+
+    /// Every pending agent silent past its time is lost; then when the next one is due.
+    fn walk_agents(&mut self, now: Instant, out: &mut Vec<Action>) {
+        for i in 0..self.agents.len() {
+            let a = &self.agents[i];
+            if a.pending() && loss_at(a).is_some_and(|t| now > t) {
+                self.mark_lost(i, format!("silent for more than {:.1}s", LOSS_TIMEOUT.as_secs_f64()), out);
+            }
+        }
+        self.loss_due = self.agents.iter().filter(|a| a.pending()).filter_map(loss_at).min();
     }
 
     fn mark_lost(&mut self, agent: usize, why: String, out: &mut Vec<Action>) {
@@ -450,6 +471,27 @@ mod tests {
         );
         c.handle(done(0, surge_proto::StopReason::Stopped), t0 + Duration::from_secs(4));
         assert_eq!(c.next_loss_check(), None);
+    }
+
+    /// D96: a message walks no agent list. The check stays when it was due (the loop wakes
+    /// then, and a quiet input walks), and a loss that falls due is found by the first
+    /// message after it, as before.
+    #[test]
+    fn the_agents_are_walked_for_losses_when_one_falls_due_not_per_message() {
+        let t0 = Instant::now();
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        let mut c = collector(2, false, t0);
+        c.handle(heartbeat(0), ms(1_000));
+        c.handle(heartbeat(1), ms(1_000));
+        assert_eq!(c.next_loss_check(), Some(t0 + LOSS_TIMEOUT + Duration::from_millis(1)), "not walked");
+        assert_eq!(stops(&c.handle(heartbeat(0), ms(2_901))), 0, "walked: both heard at 1.0 s");
+        assert_eq!(c.next_loss_check(), Some(ms(1_000) + LOSS_TIMEOUT + Duration::from_millis(1)));
+        // Agent 1 falls silent after 1.0 s while agent 0 keeps talking.
+        assert_eq!(stops(&c.handle(heartbeat(0), ms(3_900))), 0);
+        let acts = c.handle(heartbeat(0), ms(3_901));
+        assert_eq!(stops(&acts), 1, "{acts:?}");
+        assert!(acts.iter().any(|a| matches!(a, Action::Notice(n) if n.contains("a1 lost: silent"))), "{acts:?}");
+        assert_eq!(c.next_loss_check(), Some(ms(3_901) + LOSS_TIMEOUT + Duration::from_millis(1)), "a0's");
     }
 
     #[test]

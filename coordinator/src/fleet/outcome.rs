@@ -153,7 +153,8 @@ impl AgentReport {
 
     /// Notes that the agent spoke at `now`; keeps its health. True for a Health message.
     pub(crate) fn absorb(&mut self, msg: &agent_msg::Msg, now: Instant) -> bool {
-        self.last_heard = Some(now);
+        // Its link may have marked a later time (D79): the silence never starts earlier.
+        self.last_heard = Some(self.last_heard.map_or(now, |t| t.max(now)));
         self.reattaching = None;
         if let agent_msg::Msg::ServerMetrics(m) = msg {
             self.scrape_points_dropped += m.dropped_before;
