@@ -165,9 +165,10 @@ fn an_overloaded_client_is_flagged_client_bound_and_a_light_one_is_not() {
             "--result-filename",
             "light.json",
             // The suite runs tests in parallel on 2 cores; the verdict's logic is under test,
-            // not this machine's scheduling jitter.
+            // not this machine's scheduling jitter (a send lag p99 of 5.76 ms seen on a slow
+            // 2-core host, its timers 5.6 ms late at p99 with the client nearly idle).
             "--client-lag-limit",
-            "5ms",
+            "20ms",
         ],
         Duration::from_secs(60),
     );
