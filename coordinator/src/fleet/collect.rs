@@ -26,6 +26,11 @@ fn loss_at(a: &AgentReport) -> Option<Instant> {
     Some(a.reattaching.map_or(silent, |r| silent.max(r + ATTACH_TIMEOUT)))
 }
 
+/// The soonest loss among the pending `agents`.
+fn soonest_loss(agents: &[AgentReport]) -> Option<Instant> {
+    agents.iter().filter(|a| a.pending()).filter_map(loss_at).min()
+}
+
 /// What happened.
 #[derive(Debug)]
 pub enum Input {
@@ -100,7 +105,7 @@ impl Collector {
             a.last_heard = Some(now);
         }
         let (lost, interrupted, terminated, stopping, abandoned) = (Vec::new(), false, false, false, false);
-        let loss_due = agents.iter().filter(|a| a.pending()).filter_map(loss_at).min();
+        let loss_due = soonest_loss(&agents);
         Self {
             run_id,
             run_start_ns,
@@ -289,7 +294,7 @@ impl Collector {
                 self.mark_lost(i, format!("silent for more than {:.1}s", LOSS_TIMEOUT.as_secs_f64()), out);
             }
         }
-        self.loss_due = self.agents.iter().filter(|a| a.pending()).filter_map(loss_at).min();
+        self.loss_due = soonest_loss(&self.agents);
     }
 
     fn mark_lost(&mut self, agent: usize, why: String, out: &mut Vec<Action>) {
