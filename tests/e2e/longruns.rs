@@ -51,7 +51,12 @@ fn duration_alone_has_no_cap_and_the_time_series_adds_up() {
     assert_eq!(started, completed);
     assert_eq!(ts.last().unwrap()["in_flight"], 0);
     let busy = &ts[1];
-    assert!(busy["in_flight"].as_u64().unwrap() > 0 && busy["p99_ttft_ms"].as_f64().unwrap() >= 5.0, "{busy}");
+    assert!(busy["p99_ttft_ms"].as_f64().unwrap() >= 5.0, "{busy}");
+    // In flight at a slice's end, counted from the rows' start and end times. It read 0 at
+    // slice 1's end once on a 2-core VM (host 98 % busy: a stall across the boundary), so
+    // the gauge is asked to show requests in flight at some boundary before the last.
+    let open = ts[..ts.len() - 1].iter().map(|s| s["in_flight"].as_u64().unwrap());
+    assert!(open.clone().any(|n| n > 0), "in flight at the slices' ends: {:?}", open.collect::<Vec<_>>());
     assert!(!busy["agents"].as_array().unwrap().is_empty(), "{busy}");
     // The CSV beside the result has a line per slice.
     let csv = std::fs::read_to_string(dir.path("r.timeseries.csv")).unwrap();

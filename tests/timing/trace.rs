@@ -3,6 +3,7 @@
 //! within 1 ms plus the clock-offset bound), faster with `--trace-speedup`, and bad trace
 //! lines and flags are usage errors naming FILE:LINE or the flag.
 
+use crate::stalls::Stalls;
 use crate::util::{TempDir, agent, echo, read_json, run_saved, surge, text};
 use std::time::Duration;
 
@@ -33,10 +34,12 @@ pub fn lateness_ms(r: &serde_json::Value, offsets: &[f64]) -> Vec<f64> {
     late
 }
 
-/// The p99 send lateness a cargo test accepts (D13: `cargo test` keeps generous bounds).
-/// Sends are typically within 1 ms p99 here, but on a 2-core machine a run now and then is
-/// not: 2 of 5 runs of the first test, on the code before the reverse-proxy change too,
-/// gave 1.096 and 4.221 ms. A lateness of 5 ms would still be a bug.
+/// The p99 send lateness a cargo test accepts (D13: `cargo test` keeps generous bounds),
+/// beyond the longest stall of the host's own timers during the run ([`Stalls`]). Sends are
+/// typically within 1 ms p99 on a quiet machine, but on a virtual machine whose CPUs stall
+/// for milliseconds they are not: on one 2-core VM, p99 0.4-3.4 ms over 14 runs with the
+/// probe's longest stall 4.2-13.8 ms, and CI's once read 9.0 ms. Drift, the wrong speed
+/// or a send waiting for the last would be late by tens of ms or more.
 const P99_LATE_MS: f64 = 5.0;
 
 #[test]
@@ -58,7 +61,9 @@ fn a_mooncake_trace_is_sent_at_its_timestamps() {
         &file,
         "--save-detailed",
     ];
+    let stalls = Stalls::start();
     let r = run_saved(&dir, &args, Duration::from_secs(60));
+    let stall = stalls.finish();
     assert_eq!(r["completed"], 1000, "the whole trace by default");
     assert_eq!(r["run_metadata"]["dataset_name"], "timed_trace");
     // Mooncake lengths: 8..16 words each (the echo counts words).
@@ -67,16 +72,20 @@ fn a_mooncake_trace_is_sent_at_its_timestamps() {
     let late = lateness_ms(&r, &offsets);
     let p99 = late[late.len() * 99 / 100];
     assert!(late[0] > -0.05, "a request went {:.3} ms early", -late[0]);
-    assert!(p99 < P99_LATE_MS, "p99 lateness {p99:.3} ms (max {:.3})", late[late.len() - 1]);
+    let bound = P99_LATE_MS + stall;
+    assert!(p99 < bound, "p99 lateness {p99:.3} ms (max {:.3}), bound {bound:.3} ms", late[late.len() - 1]);
 
     // Twice as fast: the same requests in half the time.
     let mut fast = args.to_vec();
     fast.extend(["--trace-speedup", "2", "--num-prompts", "500"]);
+    let stalls = Stalls::start();
     let r = run_saved(&dir, &fast, Duration::from_secs(60));
+    let bound = P99_LATE_MS + stalls.finish();
     assert_eq!(r["completed"], 500);
     let halved: Vec<f64> = offsets[..500].iter().map(|o| o / 2.0).collect();
     let late = lateness_ms(&r, &halved);
-    assert!(late[late.len() * 99 / 100] < P99_LATE_MS, "p99 {:.3} ms", late[late.len() * 99 / 100]);
+    let p99 = late[late.len() * 99 / 100];
+    assert!(p99 < bound, "p99 {p99:.3} ms, bound {bound:.3} ms");
 
     // Refusals name the flag or FILE:LINE.
     for (extra, want) in [
@@ -127,7 +136,9 @@ fn a_trace_is_replayed_on_one_schedule_across_two_agents() {
         "--result-filename",
         "r.json",
     ];
+    let stalls = Stalls::start();
     let out = surge(&args, Duration::from_secs(120));
+    let stall = stalls.finish();
     assert_eq!(out.status.code(), Some(0), "{}\n{}", text(&out.stdout), text(&out.stderr));
     let r = read_json(&dir.path("r.json"));
     assert_eq!(r["completed"], 1000);
@@ -141,5 +152,6 @@ fn a_trace_is_replayed_on_one_schedule_across_two_agents() {
     let late = lateness_ms(&r, &offsets);
     let p99 = late[late.len() * 99 / 100];
     assert!(late[0] > -(bound + 0.05), "{:.3} ms early, bound {bound:.3} ms", -late[0]);
-    assert!(p99 < P99_LATE_MS + bound, "p99 lateness {p99:.3} ms, bound {bound:.3} ms");
+    let limit = P99_LATE_MS + stall + bound;
+    assert!(p99 < limit, "p99 lateness {p99:.3} ms, limit {limit:.3} ms (stall {stall:.3}, offset bound {bound:.3})");
 }
