@@ -7,7 +7,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Row fields decoded as `Bytes` borrowed from the received batch, not copied into a
     // vector or string of their own: a row from the wire allocates nothing (D80).
     // Messages are decoded from their bytes frozen whole (D82, `codec.rs`).
+    // `Prepare` carries a whole `Workload` (about 950 bytes); boxed, every other message
+    // of a session's channels takes a slot of tens of bytes, not of a kilobyte (D97).
     tonic_prost_build::configure()
+        .boxed(".surge.v1.CoordinatorMsg.msg.prepare")
         .bytes(".surge.v1.Row.itl_us")
         .bytes(".surge.v1.Row.response_id")
         .codec_path("crate::codec::FrozenCodec")

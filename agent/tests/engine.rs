@@ -280,7 +280,7 @@ async fn targets_outside_the_allowlist_are_refused() {
     let (tx, mut inbound) = session(&addr, surge_proto::PROTOCOL_VERSION).await;
     assert!(matches!(next_non_heartbeat(&mut inbound).await, agent_msg::Msg::Hello(_)));
     let w = workload("http://10.1.2.3:8000", 1, 1, 0.0);
-    tx.send(send(Msg::Prepare(Prepare { run_id: 1, workload: Some(w) }))).await.unwrap();
+    tx.send(send(Msg::Prepare(Box::new(Prepare { run_id: 1, workload: Some(w) })))).await.unwrap();
     let agent_msg::Msg::Error(e) = next_non_heartbeat(&mut inbound).await else { panic!("expected an error") };
     assert_eq!(e.code, ErrorCode::TargetNotAllowed as i32);
     assert!(e.message.contains("allowlist") && e.message.contains("10.1.2.3"), "{}", e.message);
@@ -300,7 +300,7 @@ async fn dead_man_switch_stops_load_after_the_lease() {
     // This coordinator says nothing, not even during Prepare: a 20 s initial test request
     // (1000 tokens at 20 ms) would outlast the lease before the load starts.
     w.skip_initial_test = true;
-    tx.send(send(Msg::Prepare(Prepare { run_id: 7, workload: Some(w) }))).await.unwrap();
+    tx.send(send(Msg::Prepare(Box::new(Prepare { run_id: 7, workload: Some(w) })))).await.unwrap();
     assert!(matches!(next_non_heartbeat(&mut inbound).await, agent_msg::Msg::Ready(_)));
     let now_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64;
     let start = Start { run_id: 7, start_at_unix_ns: now_ns, deadline_unix_ns: now_ns + 600_000_000_000 };

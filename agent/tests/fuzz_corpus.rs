@@ -43,7 +43,7 @@ fn session_seed(version: u32) -> Vec<u8> {
     };
     let msgs = [
         Msg::Hello(Hello { protocol_version: version, ..Default::default() }),
-        Msg::Prepare(Prepare { run_id: 1, workload: Some(w) }),
+        Msg::Prepare(Box::new(Prepare { run_id: 1, workload: Some(w) })),
         Msg::Start(Start { run_id: 1, start_at_unix_ns: 1_800_000_000_000_000_000, deadline_unix_ns: i64::MAX }),
         Msg::Ack(Ack { run_id: 1, seq: 0 }),
         Msg::Stop(Stop { run_id: 1, reason: "x".into() }),

@@ -45,3 +45,16 @@ pub const LISTED_FEATURES: &[&str] = &[
 pub const PREVIOUS_PROTOCOL_VERSION: u32 = v9::VERSION;
 
 const _: () = assert!(PREVIOUS_PROTOCOL_VERSION + 1 == PROTOCOL_VERSION);
+
+#[cfg(test)]
+mod tests {
+    /// Every message of a session waits in the link's channels in a slot of the largest
+    /// one's size: `Prepare` (its `Workload` about 950 bytes) is boxed, so a heartbeat or
+    /// an ack does not take a kilobyte (D97).
+    #[test]
+    fn a_coordinator_message_is_small_whatever_the_workload() {
+        let size = std::mem::size_of::<super::CoordinatorMsg>();
+        assert!(size <= 96, "CoordinatorMsg takes {size} bytes");
+        assert!(std::mem::size_of::<super::AgentMsg>() <= 256);
+    }
+}

@@ -214,9 +214,7 @@ impl Driver {
     /// A background task's result as a session event (keeping the engine's side here).
     fn internal(&mut self, ev: Internal) -> Event {
         match ev {
-            Internal::Checked { run_id, workload, verdict } => {
-                Event::TargetChecked { run_id, workload: *workload, verdict }
-            }
+            Internal::Checked { run_id, workload, verdict } => Event::TargetChecked { run_id, workload, verdict },
             Internal::Prepared(run_id, res) => match *res {
                 Ok(p) => {
                     let info =

@@ -119,7 +119,7 @@ pub(crate) enum Event {
     /// Rows the engine finished since the last flush (flush tick or a full batch).
     Rows(Vec<Row>),
     /// The allowlist's verdict on a Prepare's target.
-    TargetChecked { run_id: u64, workload: Workload, verdict: Result<(), Refused> },
+    TargetChecked { run_id: u64, workload: Box<Workload>, verdict: Result<(), Refused> },
     /// The engine prepared a workload (or could not).
     Prepared { run_id: u64, result: Result<PrepInfo, EngineError> },
     /// The run ended; `rows` are those recorded after the last flush; `host` is the
@@ -318,7 +318,7 @@ impl Session {
                 out.push(Action::Send(agent_msg::Msg::GpuSamples(g)));
             }
             Event::GpuSamples(_) => {}
-            Event::TargetChecked { run_id, workload, verdict } => self.on_checked(run_id, workload, verdict, out),
+            Event::TargetChecked { run_id, workload, verdict } => self.on_checked(run_id, *workload, verdict, out),
             Event::Prepared { run_id, result: Ok(p) } => {
                 self.prepared = Some(run_id);
                 self.preparing = self.preparing.filter(|r| *r != run_id);
@@ -776,16 +776,16 @@ mod tests {
         s.handle(msg(coordinator_msg::Msg::Hello(hello)), now);
         let prepare =
             Prepare { run_id: 1, workload: Some(readable(Workload { max_concurrency: 0, ..Default::default() })) };
-        let again = || msg(coordinator_msg::Msg::Prepare(prepare.clone()));
+        let again = || msg(coordinator_msg::Msg::Prepare(Box::new(prepare.clone())));
         let a = s.handle(again(), now);
         let [Action::CheckTarget { workload, .. }] = &a[..] else { panic!("{a:?}") };
         let workload = workload.clone();
         assert!(s.handle(again(), now).is_empty(), "being checked: ignored");
-        let a = s.handle(Event::TargetChecked { run_id: 1, workload, verdict: Ok(()) }, now);
+        let a = s.handle(Event::TargetChecked { run_id: 1, workload: Box::new(workload), verdict: Ok(()) }, now);
         assert!(matches!(&a[..], [Action::Prepare { run_id: 1, .. }]), "{a:?}");
         assert!(s.handle(again(), now).is_empty(), "being prepared: ignored");
         let other = Prepare { run_id: 2, ..prepare.clone() };
-        let busy = sent(&s.handle(msg(coordinator_msg::Msg::Prepare(other)), now));
+        let busy = sent(&s.handle(msg(coordinator_msg::Msg::Prepare(Box::new(other))), now));
         assert!(busy.len() == 1 && busy[0].starts_with("error"), "another run while one is prepared: {busy:?}");
         let info = PrepInfo { connections_open: 7, warmups_completed: 2 };
         let a = s.handle(Event::Prepared { run_id: 1, result: Ok(info) }, now);
@@ -807,9 +807,10 @@ mod tests {
         assert_eq!(sent(&s.handle(msg(coordinator_msg::Msg::Hello(hello)), now)), ["hello"]);
         let prepare =
             Prepare { run_id: 1, workload: Some(readable(Workload { max_concurrency: 0, ..Default::default() })) };
-        let a = s.handle(msg(coordinator_msg::Msg::Prepare(prepare)), now);
+        let a = s.handle(msg(coordinator_msg::Msg::Prepare(Box::new(prepare))), now);
         let [Action::CheckTarget { run_id: 1, workload }] = &a[..] else { panic!("{a:?}") };
-        let a = s.handle(Event::TargetChecked { run_id: 1, workload: workload.clone(), verdict: Ok(()) }, now);
+        let a =
+            s.handle(Event::TargetChecked { run_id: 1, workload: Box::new(workload.clone()), verdict: Ok(()) }, now);
         let [Action::Prepare { run_id: 1, workload }] = &a[..] else { panic!("{a:?}") };
         assert_eq!(workload.max_concurrency, 100, "no concurrency asked: the agent's cap");
         let a = s.handle(Event::Prepared { run_id: 1, result: Ok(PrepInfo::default()) }, now);
@@ -1009,7 +1010,7 @@ mod tests {
         assert_eq!(sent(&s.handle(Event::Resumed, c.at(ms(2800)))), ["hello", "done finished 5"]);
         // The next run's Prepare forgets the old Done.
         let prepare = Prepare { run_id: 2, workload: Some(Workload::default()) };
-        s.handle(msg(coordinator_msg::Msg::Prepare(prepare)), c.at(ms(2900)));
+        s.handle(msg(coordinator_msg::Msg::Prepare(Box::new(prepare))), c.at(ms(2900)));
         assert_eq!(sent(&s.handle(Event::Resumed, c.at(ms(3000)))), ["hello"]);
     }
 
@@ -1043,10 +1044,14 @@ mod tests {
             Session::new(Arc::clone(&settings), 1, c.at(Duration::ZERO)),
             Session::new(settings, 2, c.at(Duration::ZERO)),
         );
-        let check = |s: &mut Session, n: u32| {
-            let workload = Workload { max_concurrency: n, ..Default::default() };
-            sent(&s.handle(Event::TargetChecked { run_id: 1, workload, verdict: Ok(()) }, c.at(ms(0))))
-        };
+        let check =
+            |s: &mut Session, n: u32| {
+                let workload = Workload { max_concurrency: n, ..Default::default() };
+                sent(&s.handle(
+                    Event::TargetChecked { run_id: 1, workload: Box::new(workload), verdict: Ok(()) },
+                    c.at(ms(0)),
+                ))
+            };
         let over = format!("error {}", ErrorCode::OverCapacity as i32);
         assert_eq!(check(&mut a, 70), ["prepare"]);
         assert_eq!(check(&mut b, 40), std::slice::from_ref(&over), "70 of 100 are held by the other session");
@@ -1058,7 +1063,8 @@ mod tests {
         let settings = Arc::new(AgentSettings { limits, ..AgentSettings::new(5000, LEASE, Allowlist::any()) });
         let mut s = Session::new(settings, 3, c.at(Duration::ZERO));
         let workload = Workload { max_concurrency: 2000, ..Default::default() };
-        let a = s.handle(Event::TargetChecked { run_id: 1, workload, verdict: Ok(()) }, c.at(ms(0)));
+        let a =
+            s.handle(Event::TargetChecked { run_id: 1, workload: Box::new(workload), verdict: Ok(()) }, c.at(ms(0)));
         let [Action::Send(agent_msg::Msg::Error(e))] = &a[..] else { panic!("{a:?}") };
         assert!(e.message.contains("open-file limit 1024"), "{}", e.message);
     }
@@ -1091,7 +1097,7 @@ mod tests {
             ramp_end_rps: 2.0,
             ..Default::default()
         };
-        let a = s.handle(msg(coordinator_msg::Msg::Prepare(Prepare { run_id: 1, workload: Some(w) })), now);
+        let a = s.handle(msg(coordinator_msg::Msg::Prepare(Box::new(Prepare { run_id: 1, workload: Some(w) }))), now);
         let [Action::CheckTarget { workload, .. }] = &a[..] else { panic!("{a:?}") };
         assert_eq!(workload.http(), surge_proto::HttpChoice::Http2);
         assert_eq!(workload.ramp(), surge_proto::RampStrategy::Linear);
@@ -1141,17 +1147,20 @@ mod tests {
         // A newer coordinator's HTTP version: refused, naming the field and the value;
         // the target is not even checked (nothing resolved, connected or sent).
         let w = Workload { http: 7, ..readable(Workload::default()) };
-        let a = s.handle(msg(coordinator_msg::Msg::Prepare(Prepare { run_id: 1, workload: Some(w) })), now);
+        let a = s.handle(msg(coordinator_msg::Msg::Prepare(Box::new(Prepare { run_id: 1, workload: Some(w) }))), now);
         let [Action::Send(agent_msg::Msg::Error(e))] = &a[..] else { panic!("{a:?}") };
         assert_eq!(e.code(), ErrorCode::BadRequest);
         assert_eq!(e.message, "workload field `http`: value 7 is not one this agent knows (a newer coordinator?)");
         let w = Workload { ramp: 9, ..readable(Workload::default()) };
-        let a = s.handle(msg(coordinator_msg::Msg::Prepare(Prepare { run_id: 2, workload: Some(w) })), now);
+        let a = s.handle(msg(coordinator_msg::Msg::Prepare(Box::new(Prepare { run_id: 2, workload: Some(w) }))), now);
         let [Action::Send(agent_msg::Msg::Error(e))] = &a[..] else { panic!("{a:?}") };
         assert!(e.message.contains("`ramp`: value 9"), "{}", e.message);
         // The same workload with known values goes on to the target check.
         let a = s.handle(
-            msg(coordinator_msg::Msg::Prepare(Prepare { run_id: 3, workload: Some(readable(Workload::default())) })),
+            msg(coordinator_msg::Msg::Prepare(Box::new(Prepare {
+                run_id: 3,
+                workload: Some(readable(Workload::default())),
+            }))),
             now,
         );
         assert!(matches!(&a[..], [Action::CheckTarget { run_id: 3, .. }]), "{a:?}");
@@ -1173,13 +1182,16 @@ mod tests {
         let a = s.handle(msg(coordinator_msg::Msg::Start(start)), now);
         assert_eq!(sent(&a), [format!("error {}", ErrorCode::BadRequest as i32)]);
         let w = Workload { max_concurrency: 101, ..Default::default() };
-        let a = s.handle(Event::TargetChecked { run_id: 1, workload: w, verdict: Ok(()) }, now);
+        let a = s.handle(Event::TargetChecked { run_id: 1, workload: Box::new(w), verdict: Ok(()) }, now);
         assert_eq!(sent(&a), [format!("error {}", ErrorCode::OverCapacity as i32)]);
         let refused = Refused::NoHost { url: "x".into() };
-        let a = s.handle(Event::TargetChecked { run_id: 1, workload: Workload::default(), verdict: Err(refused) }, now);
+        let a = s.handle(
+            Event::TargetChecked { run_id: 1, workload: Box::new(Workload::default()), verdict: Err(refused) },
+            now,
+        );
         assert_eq!(sent(&a), [format!("error {}", ErrorCode::TargetNotAllowed as i32)]);
         start_run(&mut s, now);
-        let a = s.handle(msg(coordinator_msg::Msg::Prepare(Prepare { run_id: 2, workload: None })), now);
+        let a = s.handle(msg(coordinator_msg::Msg::Prepare(Box::new(Prepare { run_id: 2, workload: None }))), now);
         assert_eq!(sent(&a), [format!("error {}", ErrorCode::Busy as i32)]);
     }
 

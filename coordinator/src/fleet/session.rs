@@ -425,11 +425,11 @@ impl Runner<'_> {
             let (version, listed) = (self.agents[i].hello.protocol_version, &self.agents[i].hello.features);
             workloads.push(wire::for_version(w, version, listed).map_err(|l| agent_err(&self.fleet.addrs[i], l))?);
         }
-        self.broadcast(|i| Msg::Prepare(Prepare { run_id, workload: Some(workloads[i].clone()) })).await;
+        self.broadcast(|i| Msg::Prepare(Box::new(Prepare { run_id, workload: Some(workloads[i].clone()) }))).await;
         // Agents answer Ready after their initial test: it waits for a loading server, and
         // each attempt is bounded by --max-run-time.
         let ready_wait = Duration::from_secs(120) + plan.ready_timeout.unwrap_or_default() + plan.max_run_time;
-        let prepare = |i: usize| Some(Msg::Prepare(Prepare { run_id, workload: Some(workloads[i].clone()) }));
+        let prepare = |i: usize| Some(Msg::Prepare(Box::new(Prepare { run_id, workload: Some(workloads[i].clone()) })));
         self.gather_resending("Ready", ready_wait, prepare, |m, _| match m {
             agent_msg::Msg::Ready(r) if r.run_id == run_id => Some(()),
             _ => None,
@@ -714,12 +714,12 @@ mod tests {
             // The Prepare comes again on the resumed stream.
             let again = tokio::time::timeout(Duration::from_secs(3), rx.recv()).await.expect("resent within 3 s");
             let again = again.expect("a resent message");
-            assert!(matches!(again.msg, Some(Msg::Prepare(Prepare { run_id: 5, .. }))), "{again:?}");
+            assert!(matches!(&again.msg, Some(Msg::Prepare(p)) if p.run_id == 5), "{again:?}");
             let ready = agent_msg::Msg::Ready(surge_proto::Ready { run_id: 5, ..Default::default() });
             ev_tx.send(Event::Msg { agent: 0, msg: ready, recv_ns: 0 }).await.unwrap();
             rx
         });
-        let prepare = |_| Some(Msg::Prepare(Prepare { run_id: 5, workload: None }));
+        let prepare = |_| Some(Msg::Prepare(Box::new(Prepare { run_id: 5, workload: None })));
         let got = r
             .gather_resending("Ready", Duration::from_secs(5), prepare, |m, _| match m {
                 agent_msg::Msg::Ready(x) if x.run_id == 5 => Some(()),
