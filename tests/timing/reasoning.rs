@@ -3,10 +3,11 @@
 //! usage's `completion_tokens_details`): TTFT stays vLLM's (the first thought), `ttfo` is
 //! when the answer began, K tokens later. Alone ([`crate::ALONE`]): every row's TTFO is
 //! checked within 1 ms of its TTFT plus the K gaps it saw (the echo's actual timing), and
-//! against the echo's setting each backend's median within 1 ms and every row within 4 ms. A busy 2-core host delays whole waves
-//! of rows by 2-3 ms (the echo's timer wakes late; CI once saw 3.0 ms, a CPU hog beside the
-//! test 2.2 ms on 4 rows in 40), and 4 ms is still closer than the 5 ms that separate the
-//! answer's first token from the last thought.
+//! against the echo's setting each backend's median within 1 ms and every row within 15 ms.
+//! The per-row bound measures the echo's timers, not surge: a busy 2-core host delays whole
+//! waves of rows by 2-3 ms (CI once saw 3.0 ms, a CPU hog beside the test 2.2 ms on 4 rows
+//! in 40), and a VM whose CPUs stall, by 4 ms and more (104.06 ms for 100). A token off
+//! (5 ms) is caught by the 1 ms check against the row's own gaps.
 
 use crate::util::{TempDir, echo, run_saved};
 use std::time::Duration;
