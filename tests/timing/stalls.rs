@@ -6,38 +6,29 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// At most this many sleeps (about a minute's worth), so the probe's loop is bounded.
 const MAX_SLEEPS: usize = 60_000;
 
-/// A running probe; [`Stalls::finish`] stops it and gives the longest stall.
-pub struct Stalls {
-    stop: Arc<AtomicBool>,
-    thread: JoinHandle<Vec<f64>>,
-}
-
-impl Stalls {
-    pub fn start() -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let seen = Arc::clone(&stop);
-        let thread = std::thread::spawn(move || {
-            let mut late = Vec::new();
-            while !seen.load(Ordering::Relaxed) && late.len() < MAX_SLEEPS {
-                let t = Instant::now();
-                std::thread::sleep(Duration::from_millis(1));
-                late.push((t.elapsed().as_secs_f64() - 0.001) * 1000.0);
+/// Runs `f` with a probe beside it; returns what `f` returned and the longest stall the
+/// probe saw meanwhile, ms.
+pub fn during<T>(f: impl FnOnce() -> T) -> (T, f64) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let seen = Arc::clone(&stop);
+    let probe = std::thread::spawn(move || {
+        let mut longest: f64 = 0.0;
+        for _ in 0..MAX_SLEEPS {
+            if seen.load(Ordering::Relaxed) {
+                break;
             }
-            late
-        });
-        Self { stop, thread }
-    }
-
-    /// The longest stall since the start, ms.
-    pub fn finish(self) -> f64 {
-        self.stop.store(true, Ordering::Relaxed);
-        let late = self.thread.join().expect("stall probe");
-        late.into_iter().fold(0.0, f64::max)
-    }
+            let t = Instant::now();
+            std::thread::sleep(Duration::from_millis(1));
+            longest = longest.max((t.elapsed().as_secs_f64() - 0.001) * 1000.0);
+        }
+        longest
+    });
+    let out = f();
+    stop.store(true, Ordering::Relaxed);
+    (out, probe.join().expect("stall probe"))
 }

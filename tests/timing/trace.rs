@@ -3,7 +3,7 @@
 //! within 1 ms plus the clock-offset bound), faster with `--trace-speedup`, and bad trace
 //! lines and flags are usage errors naming FILE:LINE or the flag.
 
-use crate::stalls::Stalls;
+use crate::stalls;
 use crate::util::{TempDir, agent, echo, read_json, run_saved, surge, text};
 use std::time::Duration;
 
@@ -35,10 +35,10 @@ pub fn lateness_ms(r: &serde_json::Value, offsets: &[f64]) -> Vec<f64> {
 }
 
 /// The p99 send lateness a cargo test accepts (D13: `cargo test` keeps generous bounds),
-/// beyond the longest stall of the host's own timers during the run ([`Stalls`]). Sends are
+/// beyond the longest stall of the host's own timers during the run ([`stalls::during`]). Sends are
 /// typically within 1 ms p99 on a quiet machine, but on a virtual machine whose CPUs stall
-/// for milliseconds they are not: on one 2-core VM, p99 0.4-3.4 ms over 14 runs with the
-/// probe's longest stall 4.2-13.8 ms, and CI's once read 9.0 ms. Drift, the wrong speed
+/// for milliseconds they are not: on one 2-core VM, p99 0.4-4.0 ms over 14 runs (the
+/// probe's longest stall 4.2-13.8 ms in the 8 it watched), and CI's once read 9.0 ms. Drift, the wrong speed
 /// or a send waiting for the last would be late by tens of ms or more.
 const P99_LATE_MS: f64 = 5.0;
 
@@ -61,9 +61,7 @@ fn a_mooncake_trace_is_sent_at_its_timestamps() {
         &file,
         "--save-detailed",
     ];
-    let stalls = Stalls::start();
-    let r = run_saved(&dir, &args, Duration::from_secs(60));
-    let stall = stalls.finish();
+    let (r, stall) = stalls::during(|| run_saved(&dir, &args, Duration::from_secs(60)));
     assert_eq!(r["completed"], 1000, "the whole trace by default");
     assert_eq!(r["run_metadata"]["dataset_name"], "timed_trace");
     // Mooncake lengths: 8..16 words each (the echo counts words).
@@ -78,9 +76,8 @@ fn a_mooncake_trace_is_sent_at_its_timestamps() {
     // Twice as fast: the same requests in half the time.
     let mut fast = args.to_vec();
     fast.extend(["--trace-speedup", "2", "--num-prompts", "500"]);
-    let stalls = Stalls::start();
-    let r = run_saved(&dir, &fast, Duration::from_secs(60));
-    let bound = P99_LATE_MS + stalls.finish();
+    let (r, stall) = stalls::during(|| run_saved(&dir, &fast, Duration::from_secs(60)));
+    let bound = P99_LATE_MS + stall;
     assert_eq!(r["completed"], 500);
     let halved: Vec<f64> = offsets[..500].iter().map(|o| o / 2.0).collect();
     let late = lateness_ms(&r, &halved);
@@ -136,9 +133,7 @@ fn a_trace_is_replayed_on_one_schedule_across_two_agents() {
         "--result-filename",
         "r.json",
     ];
-    let stalls = Stalls::start();
-    let out = surge(&args, Duration::from_secs(120));
-    let stall = stalls.finish();
+    let (out, stall) = stalls::during(|| surge(&args, Duration::from_secs(120)));
     assert_eq!(out.status.code(), Some(0), "{}\n{}", text(&out.stdout), text(&out.stderr));
     let r = read_json(&dir.path("r.json"));
     assert_eq!(r["completed"], 1000);
