@@ -86,12 +86,14 @@ async fn check_against_echo(chat: bool, cfg: surge_echo::EchoConfig) {
     let (t, i) = (median(ttft), median(itl.clone()));
     assert!((t - TTFT_MS).abs() <= 1.0, "median TTFT {t:.3} ms, the echo's is {TTFT_MS} ms");
     assert!((i - ITL_MS).abs() <= 0.3, "median ITL {i:.3} ms, the echo's is {ITL_MS} ms");
-    // A merged pair of intervals would be ~2 x ITL; about 29 % of tokens are empty, so a
-    // client skipping them would show hundreds of such gaps (near 29 % of them). An echo
-    // whose timer wakes a whole interval late doubles a few on a busy host (22 of 3,720
-    // seen on a slow 2-core one): at most 2 %.
+    // A merged pair of intervals would be ~2 x ITL. About 29 % of tokens are empty: a
+    // client that skipped them fails the gap count above, and one that stamped them with
+    // the next chunk's arrival would double every run of empties, near 20 % of the gaps.
+    // The echo schedules on absolute time, so a host whose CPUs stall doubles a gap per
+    // stall too: 22 of 3,720 on a slow 2-core host, 98-135 (2.6-3.6 %) on CI's stalling
+    // one. At most 10 % keeps twice the margin on both sides.
     let doubled = itl.iter().filter(|&&g| g >= 1.8 * ITL_MS).count();
-    assert!(doubled * 50 <= itl.len(), "{doubled} of {} gaps look like two intervals merged", itl.len());
+    assert!(doubled * 10 <= itl.len(), "{doubled} of {} gaps look like two intervals merged", itl.len());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
