@@ -203,14 +203,12 @@ fn check_hand_written(rows: &[Row]) {
         // TTFT at the first output chunk (empty text), not at the role announcement.
         let ttft_ms = (r.ttft_us as f64) / 1e3;
         assert!((FIRST_MS as f64..FIRST_MS as f64 + 40.0).contains(&ttft_ms), "TTFT {ttft_ms} ms");
-        // No gap spans two intervals.
+        // No two chunks share a stamp. (No upper bound per gap: the server sleeps between
+        // chunks, so a host stalling for 9 ms or more lengthens a gap; a skipped chunk
+        // fails the count above and a late E2EL the span below.)
         for g in r.gaps() {
             let g = f64::from(g) / 1e3;
-            assert!(
-                (GAP_MS as f64 - 1.0..2.0 * GAP_MS as f64 - 1.0).contains(&g),
-                "gap {g} ms in {:?}",
-                r.gaps().collect::<Vec<_>>()
-            );
+            assert!(g >= GAP_MS as f64 - 1.0, "gap {g} ms in {:?}", r.gaps().collect::<Vec<_>>());
         }
         // E2EL ends at the last output chunk, not at the finish-only chunk FINISH_MS later.
         let span = ((r.latency_us - r.ttft_us) as f64) / 1e3;
@@ -261,7 +259,7 @@ async fn a_finish_chunk_is_the_last_token_when_usage_counts_it() {
             r.gaps().collect::<Vec<_>>()
         );
         let last = f64::from(r.gaps().last().unwrap()) / 1e3;
-        assert!((GAP_MS as f64 - 1.0..2.0 * GAP_MS as f64 - 1.0).contains(&last), "last gap {last} ms");
+        assert!(last >= GAP_MS as f64 - 1.0, "last gap {last} ms");
         let span = ((r.latency_us - r.ttft_us) as f64) / 1e3;
         let sum: f64 = r.gaps().map(|g| f64::from(g) / 1e3).sum();
         assert!((span - sum).abs() < 0.01, "E2EL ends at the finish chunk: E2EL - TTFT {span} ms, gaps {sum} ms");

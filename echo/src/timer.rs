@@ -391,9 +391,11 @@ mod tests {
         assert!(now - t0 < Duration::from_secs(2), "{:?}", now - t0);
         // Reset to a later deadline while an earlier one is registered: the
         // stale entry must not wake it early.
-        let mut sleep = PreciseSleep::new(timer.clone(), Instant::now() + ms(5));
+        // (The first deadline is far enough that a host stalling for milliseconds does not
+        // let it pass before the 1 ms timeout's poll.)
+        let mut sleep = PreciseSleep::new(timer.clone(), Instant::now() + ms(100));
         assert!(timeout(ms(1), &mut sleep).await.is_err());
-        let later = Instant::now() + ms(30);
+        let later = Instant::now() + ms(130);
         sleep.reset(later);
         timeout(LIMIT, &mut sleep).await.unwrap();
         assert!(Instant::now() >= later);
@@ -446,8 +448,9 @@ mod tests {
         for i in 0..400u64 {
             let timer = timer.clone();
             set.spawn(async move {
-                // Stagger the starts so the deadlines are spread out.
-                tokio::time::sleep(Duration::from_micros(i * 97 % 10_000)).await;
+                // Stagger the starts so the deadlines are spread over 400 ms: one stall of
+                // the host then makes a few of them late, not the median.
+                tokio::time::sleep(Duration::from_micros(i * 997 % 400_000)).await;
                 let deadline = Instant::now() + ms(20);
                 PreciseSleep::new(timer, deadline).await;
                 Instant::now() - deadline

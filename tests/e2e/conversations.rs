@@ -338,8 +338,10 @@ fn a_duration_run_starts_no_turn_after_its_end_and_counts_cut_sessions_unfinishe
     assert_eq!(r["ended_by"], "duration");
     let rows = rows(&rows_path);
     let latest = rows.iter().map(|r| r["start_time"].as_f64().unwrap()).fold(0.0, f64::max);
-    // Issued before 2 s (its write may follow by the time it takes to build it).
-    assert!(latest < 2.02, "a turn started at {latest} s, after the 2 s duration");
+    // Issued before 2 s (its write may follow by the time it takes to build it, or a stall
+    // of the host: up to 14 ms seen on CI's); a turn let through would come a think time
+    // (300 ms on average) late.
+    assert!(latest < 2.05, "a turn started at {latest} s, after the 2 s duration");
     // Think time never holds the run past its duration: it ends with its last turn in flight.
     assert!(r["duration"].as_f64().unwrap() < 2.5, "{}", r["duration"]);
     let (started, done, failed) = (

@@ -279,8 +279,10 @@ fn a_dead_coordinator_stops_the_load_and_the_agent_serves_the_next() {
     ));
     wait_for(Duration::from_secs(30), "load to flow", || echo_metric(&base, "surge_echo_requests_total") > 300.0);
     bg.proc.kill9();
-    // Tokens, not requests: scraping /metrics is itself a request.
-    std::thread::sleep(Duration::from_secs(3));
+    // Tokens, not requests: scraping /metrics is itself a request. The agent keeps the
+    // session for a resume until its 3 s lease from the last message runs out, so the
+    // first reading waits a second past it (one at 3 s raced the agent's own stop).
+    std::thread::sleep(Duration::from_secs(4));
     let a = echo_metric(&base, "surge_echo_tokens_total");
     std::thread::sleep(Duration::from_millis(1500));
     let b = echo_metric(&base, "surge_echo_tokens_total");

@@ -93,9 +93,9 @@ fn check(r: &Value, bases: &[String], rows_path: &str, per_endpoint: u64) {
             // Exact over its rows (µs values; only the float rounding of s -> ms differs).
             let rows_say = np_percentile(mine, p);
             assert!((got - rows_say).abs() < 1e-9, "{name} {key}: {got} against its rows' {rows_say}");
-            // Within 5 ms at the median, 20 at p99 (the slowest of 30, on a loaded CI host
-            // running the other tests beside it).
-            let (want, slack) = (TTFT_MS[i] as f64, if p == 50.0 { 5.0 } else { 20.0 });
+            // Within 5 ms at the median, 30 at p99 (the slowest of 30, on a loaded CI host
+            // running the other tests beside it, whose CPUs stall for up to 14 ms).
+            let (want, slack) = (TTFT_MS[i] as f64, if p == 50.0 { 5.0 } else { 30.0 });
             assert!(got >= want && got < want + slack, "{name} {key} {got} ms against the echo's {want} ms");
         }
         assert_eq!(e["outlier"], i == 2, "only the 60 ms endpoint is an outlier: {e}");

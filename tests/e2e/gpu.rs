@@ -205,10 +205,13 @@ fn energy_run(kind: Exporter, tag: &str) {
     let known = (POWER[0] + POWER[1]) * duration;
     let per_token = r["energy_per_output_token_j"].as_f64().unwrap();
     let want = known / tokens;
-    assert!((per_token - want).abs() <= 0.01 * want, "{per_token} J/token, want {want} ({g})");
+    // Within 2 %: the exporter's clock and surge's meet at each end within its 2 ms accept
+    // poll and the host's stalls (up to 14 ms on CI's: 1 % of the 3.6 s run at both ends);
+    // a reset whose gap went unintegrated is 5.5 % off.
+    assert!((per_token - want).abs() <= 0.02 * want, "{per_token} J/token, want {want} ({g})");
     for (i, gpu) in list.iter().enumerate() {
         let e = gpu["energy_j"].as_f64().unwrap();
-        assert!((e - POWER[i] * duration).abs() <= 0.01 * POWER[i] * duration, "GPU {i}: {e} J ({gpu})");
+        assert!((e - POWER[i] * duration).abs() <= 0.02 * POWER[i] * duration, "GPU {i}: {e} J ({gpu})");
         assert_eq!(gpu["power_w"]["mean"].as_f64(), Some(POWER[i]));
     }
     assert_eq!(list[0]["counter_resets"], 0);
@@ -216,7 +219,7 @@ fn energy_run(kind: Exporter, tag: &str) {
     assert_eq!(list[0]["energy_from"], "counter");
     assert_eq!(list[1]["energy_from"], "counter+power");
     let avg = r["average_gpu_power_w"].as_f64().unwrap();
-    assert!((avg - 450.0).abs() <= 4.5, "{avg}");
+    assert!((avg - 450.0).abs() <= 9.0, "{avg}");
     let tpj = r["output_tokens_per_joule"].as_f64().unwrap();
     assert!((tpj * per_token - 1.0).abs() < 1e-9);
     let cost = r["energy_cost_per_million_output_tokens"].as_f64().unwrap();

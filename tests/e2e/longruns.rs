@@ -181,7 +181,9 @@ fn an_interrupt_keeps_what_was_measured() {
         assert_eq!(r["ended_by"], "interrupt", "SIG{sig}");
         assert_eq!(r["client"]["status"], "interrupted");
         assert!(r["completed"].as_u64().unwrap() >= 300, "SIG{sig}: {}", r["completed"]);
-        // The load stopped with the process: the echo's token counter is frozen.
+        // The load stopped with the process: the echo's token counter is frozen (once the
+        // echo has met the closed sockets: a token written just after the exit counts).
+        std::thread::sleep(Duration::from_millis(300));
         let frozen = echo_metric(&base, "surge_echo_tokens_total");
         std::thread::sleep(Duration::from_secs(1));
         assert_eq!(echo_metric(&base, "surge_echo_tokens_total"), frozen, "SIG{sig}: tokens served after the exit");

@@ -1,12 +1,46 @@
 //! `surge capacity` (D62) against `surge echo --max-concurrent-streams 48`, whose capacity
 //! is known: a closed loop's under a tight TTFT objective is exactly 48 (one request more
 //! waits a whole service time), an evenly paced open loop's is 48 divided by the 50 ms
-//! service time. Alone ([`crate::ALONE`]): a 30 ms objective against a 20 ms TTFT leaves
-//! 10 ms for the host's noise, which other tests' load would take.
+//! service time. Alone ([`crate::ALONE`]): a 45 ms objective against a 20 ms TTFT leaves
+//! 25 ms for the host's noise, which other tests' load would take; one request more than
+//! 48 still waits up to 50 ms. A host whose CPUs stall longer than that margin fails a
+//! level whatever its load (stalls of 27-100 ms seen on a 2-core VM, the three-agent
+//! search once failing its first level, 16, at a p99 of 51 ms): such a search is run
+//! again, at most twice ([`held`]).
 
 use crate::caputil::{capacity, echo_48};
 use crate::util::{TempDir, agent, read_json, surge, text};
+use serde_json::Value;
 use std::time::Duration;
+
+/// The objective: p99 TTFT within 45 ms, against the echo's 20 ms TTFT.
+const SLO: &str = "ttft:p99<=45";
+const SLO_MS: f64 = 45.0;
+/// The objective's margin over the echo's TTFT: a longer stall of the host fails a level.
+const MARGIN_MS: f64 = SLO_MS - 20.0;
+
+/// Runs a capacity search into a fresh directory named `tag` with the stall probe beside
+/// it ([`crate::stalls`]); when `right` rejects its answer and the host stalled longer than
+/// [`MARGIN_MS`] meanwhile, runs it again (three tries at most). Returns the last try, for
+/// the caller's assertions: without such a stall a wrong answer is returned at once.
+fn held(
+    tag: &str,
+    search: impl Fn(&TempDir) -> (Value, String),
+    right: impl Fn(&Value) -> bool,
+) -> (TempDir, Value, String) {
+    for attempt in 1..=3 {
+        let dir = TempDir::new(&format!("{tag}-{attempt}"));
+        let ((c, stdout), stall) = crate::stalls::during(|| search(&dir));
+        if right(&c) || stall <= MARGIN_MS || attempt == 3 {
+            return (dir, c, stdout);
+        }
+        eprintln!(
+            "{tag} try {attempt}: capacity {} with a {stall:.1} ms stall of the host; again\n{stdout}",
+            c["capacity"]
+        );
+    }
+    unreachable!("the third try returns")
+}
 
 /// The closed-loop search from 1 to 1024 finds exactly 48, bracket [48, 49], in at most
 /// 14 level-runs; every level-run's file is written; the summary prints the answer.
@@ -14,8 +48,11 @@ use std::time::Duration;
 fn a_closed_loop_capacity_is_exactly_the_servers_slots() {
     let _alone = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
     let (_echo, base) = echo_48();
-    let dir = TempDir::new("capacity-closed");
-    let (c, stdout) = capacity(&base, &dir, &["--over", "concurrency", "--slo", "ttft:p99<=30", "--range", "1:1024"]);
+    let (dir, c, stdout) = held(
+        "capacity-closed",
+        |dir| capacity(&base, dir, &["--over", "concurrency", "--slo", SLO, "--range", "1:1024"]),
+        |c| c["capacity"] == 48.0,
+    );
     assert_eq!(c["capacity"], 48.0, "{stdout}");
     assert_eq!(c["bracket"], serde_json::json!([48.0, 49.0]), "{stdout}");
     assert!(c["totals"]["level_runs"].as_u64().unwrap() <= 14, "{stdout}");
@@ -26,12 +63,12 @@ fn a_closed_loop_capacity_is_exactly_the_servers_slots() {
     assert_eq!(first, [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0], "doubling up to the first failure");
     for l in levels {
         let s = &l["slos"][0];
-        assert_eq!(s["slo"], "ttft:p99<=30");
+        assert_eq!(s["slo"], SLO);
         let verdict = l["verdict"].as_str().unwrap();
         // A pass is an upper bound within the limit, a fail a lower bound beyond it.
         match verdict {
-            "pass" => assert!(s["high_ms"].as_f64().unwrap() <= 30.0, "{l}"),
-            "fail" => assert!(l["stopped_early"].is_object() || s["low_ms"].as_f64().unwrap() > 30.0, "{l}"),
+            "pass" => assert!(s["high_ms"].as_f64().unwrap() <= SLO_MS, "{l}"),
+            "fail" => assert!(l["stopped_early"].is_object() || s["low_ms"].as_f64().unwrap() > SLO_MS, "{l}"),
             v => panic!("{v}: {l}"),
         }
         for f in l["files"].as_array().unwrap() {
@@ -79,21 +116,13 @@ fn three_agents_find_the_same_closed_loop_capacity() {
         .map(|ip| agent(ip, &["--plaintext", "--allowed-targets", "127.0.0.1"]))
         .collect();
     let addrs = agents.iter().map(|(_, a)| a.as_str()).collect::<Vec<_>>().join(",");
-    let dir = TempDir::new("capacity-agents");
-    let (c, stdout) = capacity(
-        &base,
-        &dir,
-        &[
-            "--over",
-            "concurrency",
-            "--slo",
-            "ttft:p99<=30",
-            "--range",
-            "16:1024",
-            "--agents",
-            &addrs,
-            "--agents-plaintext",
-        ],
+    let (_dir, c, stdout) = held(
+        "capacity-agents",
+        |dir| {
+            let range = ["--range", "16:1024", "--agents", &addrs, "--agents-plaintext"];
+            capacity(&base, dir, &[&["--over", "concurrency", "--slo", SLO][..], &range].concat())
+        },
+        |c| c["capacity"] == 48.0,
     );
     assert_eq!(c["capacity"], 48.0, "{stdout}");
     assert_eq!(c["bracket"], serde_json::json!([48.0, 49.0]), "{stdout}");
@@ -102,23 +131,22 @@ fn three_agents_find_the_same_closed_loop_capacity() {
 }
 
 /// An evenly paced open loop: capacity near 48 / 50 ms = 960 requests/s (from 8 % below
-/// to 5 % above); the levels above it are stopped early as over-saturated. Below: at 951
-/// requests/s (99 % busy) the echo's timer jitter queues requests, and on a 2-core VM whose
-/// CPUs stall the p99 TTFT read 33-34 ms against the SLO's 30 in 3 runs of 6, so the search
-/// rightly settled at 911 (5.1 % below); the doubling grid's last pass (800) and the
-/// refinement's 872 stay outside.
+/// to 5 % above); the levels above it are stopped early as over-saturated. Seen on a 2-core
+/// VM whose CPUs stall: 911, 951 and 995 (a level of a few seconds just past 960 builds a
+/// queue of tens of milliseconds, inside the objective's margin; 1,040 fails); the doubling
+/// grid's last pass (800) and the refinement's 872 stay outside.
 #[test]
 fn an_open_loop_capacity_is_slots_over_service_time() {
     let _alone = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
     let (_echo, base) = echo_48();
-    let dir = TempDir::new("capacity-rate");
-    let (c, stdout) = capacity(
-        &base,
-        &dir,
-        &["--over", "rate", "--burstiness", "1000", "--slo", "ttft:p99<=30", "--range", "100:4000"],
+    let within = |c: &Value| c["capacity"].as_f64().is_some_and(|cap| (0.92 * 960.0..=1.05 * 960.0).contains(&cap));
+    let (_dir, c, stdout) = held(
+        "capacity-rate",
+        |dir| capacity(&base, dir, &["--over", "rate", "--burstiness", "1000", "--slo", SLO, "--range", "100:4000"]),
+        within,
     );
     let cap = c["capacity"].as_f64().unwrap_or_else(|| panic!("no capacity:\n{stdout}"));
-    assert!((0.92 * 960.0..=1.05 * 960.0).contains(&cap), "capacity {cap}\n{stdout}");
+    assert!(within(&c), "capacity {cap}\n{stdout}");
     let [p, f] = [c["bracket"][0].as_f64().unwrap(), c["bracket"][1].as_f64().unwrap()];
     assert!(f / p - 1.0 <= 0.05, "bracket [{p}, {f}]");
     assert_eq!(c["unit"], "request_rate");

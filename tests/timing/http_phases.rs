@@ -85,7 +85,7 @@ fn phases_run(version: &str, tag: &str) -> (Vec<serde_json::Value>, serde_json::
 
 fn check(version: &str, tag: &str) {
     let _alone = crate::ALONE.lock().unwrap_or_else(|e| e.into_inner());
-    let (rows, r) = phases_run(version, tag);
+    let ((rows, r), stall) = crate::stalls::during(|| phases_run(version, tag));
     // Over HTTP/3 the echo's --close-after-stream closes the QUIC connection at once, which
     // can cut the tail of the stream just sent (a fault the HTTP/3 fault tests count).
     let completed = r["completed"].as_u64().unwrap();
@@ -102,11 +102,13 @@ fn check(version: &str, tag: &str) {
         // tokens through a channel, so a busy 2-core CI machine running a debug build
         // delays one without the other (seen: 26.5 ms with the TTFT 0.4 ms late; 29.4 ms over
         // HTTP/3 with it 0.5 ms late, with another process spinning on one of the 2 cores).
-        // The medians below are held to 1 ms.
+        // A stall of the host over the head's instant that ended before the first token's
+        // makes the head late alone: the longest stall seen is added. The medians below are
+        // held to 1 ms.
         let late = (f("ttft") * 1000.0 - TTFT_MS).max(0.0);
         assert!(
-            (f("waiting") * 1000.0 - HEAD_MS).abs() <= 1.0 + late + ROW_SLACK_MS,
-            "waiting within 1 ms of the head delay: {h}"
+            (f("waiting") * 1000.0 - HEAD_MS).abs() <= 1.0 + late + ROW_SLACK_MS + stall,
+            "waiting within 1 ms of the head delay (longest stall {stall:.1} ms): {h}"
         );
         if h["reused"] == true {
             reused += 1;

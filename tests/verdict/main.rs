@@ -169,6 +169,10 @@ fn an_overloaded_client_is_flagged_client_bound_and_a_light_one_is_not() {
             // 2-core host, its timers 5.6 ms late at p99 with the client nearly idle).
             "--client-lag-limit",
             "20ms",
+            // 150 sends span 1.5 s: a host stall of 15 ms before the last send is the
+            // default 1 % shortfall by itself.
+            "--client-rate-shortfall",
+            "0.05",
         ],
         Duration::from_secs(60),
     );
