@@ -271,7 +271,7 @@ fn http2_warmups_goodput_and_metadata() {
             "20",
             "--goodput",
             "ttft:5000",
-            "tpot:1",
+            "e2el:20",
             "--metadata",
             "cluster_label=lab",
             "note=x",
@@ -289,7 +289,10 @@ fn http2_warmups_goodput_and_metadata() {
     let r = read_json(&dir.path("r.json"));
     assert_eq!(r["completed"], 300, "warm-ups are not counted");
     assert_eq!(r["failed"], 0);
-    // TPOT is ~2 ms, so a 1 ms TPOT SLO is met by no request.
+    // Every request meets the TTFT objective and none the E2EL one: the echo sends its 8
+    // tokens at 10 ms + 2 ms per token from the request, so E2EL is at least 24 ms. (A TPOT
+    // objective is not certain to fail: after a stall of the host the echo sends the tokens
+    // that fell due at once, and a fresh clone's run once found 133 req/s of TPOT <= 1 ms.)
     assert_eq!(r["request_goodput"], 0.0);
     assert_eq!(r["note"], "x");
     assert_eq!(r["run_metadata"]["cluster_label"], "lab");
