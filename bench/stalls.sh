@@ -11,6 +11,10 @@
 set -euo pipefail
 STALL_MS=${STALL_MS:-10}
 PERIOD_MS=${PERIOD_MS:-200}
+[[ $STALL_MS =~ ^[0-9]+$ && $PERIOD_MS =~ ^[1-9][0-9]*$ ]] || {
+    echo "stalls: STALL_MS and PERIOD_MS are whole milliseconds, PERIOD_MS above 0 (got '$STALL_MS', '$PERIOD_MS')" >&2
+    exit 2
+}
 [[ $# -gt 0 ]] || set -- cargo test --workspace --locked --no-fail-fast
 stall_s=$(awk -v m="$STALL_MS" 'BEGIN { printf "%.3f", m / 1000 }')
 period_s=$(awk -v m="$PERIOD_MS" 'BEGIN { printf "%.3f", m / 1000 }')
