@@ -116,8 +116,12 @@ fn two_hundred_sessions_of_four_turns_match_the_echos_prefix_cache() {
                 TTFT_MS + PREFILL_US * uncached as f64 / 1000.0
             })
             .collect();
+        // Within 2 ms: turn 0 starts 200 sessions at once against a debug echo, and a
+        // 2-core VM whose CPUs stall read 9.3 ms against 8.2 twice. Prefill of a history
+        // taken as uncached is 3-11 ms more from turn 1 on; the per-turn figures'
+        // exactness against the rows is checked over three agents below.
         let (want, got) = (np_percentile(&expected, 50.0), turn["median_ttft_ms"].as_f64().unwrap());
-        assert!((got - want).abs() < 1.0, "turn {t}: median TTFT {got} ms, the echo's {want} ms");
+        assert!((got - want).abs() < 2.0, "turn {t}: median TTFT {got} ms, the echo's {want} ms");
     }
     // Every session's 4 turns, once each, in order.
     let mut seen: BTreeMap<u64, Vec<u64>> = BTreeMap::new();

