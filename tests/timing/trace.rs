@@ -38,9 +38,27 @@ pub fn lateness_ms(r: &serde_json::Value, offsets: &[f64]) -> Vec<f64> {
 /// beyond the longest stall of the host's own timers during the run ([`stalls::during`]). Sends are
 /// typically within 1 ms p99 on a quiet machine, but on a virtual machine whose CPUs stall
 /// for milliseconds they are not: on one 2-core VM, p99 0.4-4.0 ms over 14 runs (the
-/// probe's longest stall 4.2-13.8 ms in the 8 it watched), and CI's once read 9.0 ms. Drift, the wrong speed
-/// or a send waiting for the last would be late by tens of ms or more.
+/// probe's longest stall 4.2-13.8 ms in the 8 it watched), and CI's once read 9.0 ms. The
+/// stall counts twice: the sends that fell due during it go out after it, behind one
+/// another (a fresh clone read 32.5 ms with a 25.9 ms stall). Drift, the wrong speed or a
+/// send waiting for the last moves the median too: [`P50_LATE_MS`] (a 3 % slow schedule
+/// is some 30 ms late at its median, 60 at p99).
 const P99_LATE_MS: f64 = 5.0;
+/// The median send lateness accepted, whatever the stalls (0.25-0.6 ms on the VM above).
+const P50_LATE_MS: f64 = 3.0;
+
+/// Asserts the median within [`P50_LATE_MS`] and p99 within [`P99_LATE_MS`] plus twice
+/// the longest stall plus `offset_bound` (the agents' clock offsets), of `late` sorted.
+fn assert_on_time(late: &[f64], stall: f64, offset_bound: f64) {
+    let (p50, p99) = (late[late.len() / 2], late[late.len() * 99 / 100]);
+    assert!(p50 < P50_LATE_MS, "median lateness {p50:.3} ms, limit {P50_LATE_MS} ms");
+    let limit = P99_LATE_MS + 2.0 * stall + offset_bound;
+    assert!(
+        p99 < limit,
+        "p99 lateness {p99:.3} ms (max {:.3}), limit {limit:.3} ms (stall {stall:.3}, offset bound {offset_bound:.3})",
+        late[late.len() - 1]
+    );
+}
 
 #[test]
 fn a_mooncake_trace_is_sent_at_its_timestamps() {
@@ -68,21 +86,16 @@ fn a_mooncake_trace_is_sent_at_its_timestamps() {
     let want: u64 = (0..1000u64).map(|i| 8 + i % 9).sum();
     assert_eq!(r["total_input_tokens"].as_u64().unwrap(), want);
     let late = lateness_ms(&r, &offsets);
-    let p99 = late[late.len() * 99 / 100];
     assert!(late[0] > -0.05, "a request went {:.3} ms early", -late[0]);
-    let bound = P99_LATE_MS + stall;
-    assert!(p99 < bound, "p99 lateness {p99:.3} ms (max {:.3}), bound {bound:.3} ms", late[late.len() - 1]);
+    assert_on_time(&late, stall, 0.0);
 
     // Twice as fast: the same requests in half the time.
     let mut fast = args.to_vec();
     fast.extend(["--trace-speedup", "2", "--num-prompts", "500"]);
     let (r, stall) = stalls::during(|| run_saved(&dir, &fast, Duration::from_secs(60)));
-    let bound = P99_LATE_MS + stall;
     assert_eq!(r["completed"], 500);
     let halved: Vec<f64> = offsets[..500].iter().map(|o| o / 2.0).collect();
-    let late = lateness_ms(&r, &halved);
-    let p99 = late[late.len() * 99 / 100];
-    assert!(p99 < bound, "p99 {p99:.3} ms, bound {bound:.3} ms");
+    assert_on_time(&lateness_ms(&r, &halved), stall, 0.0);
 
     // Refusals name the flag or FILE:LINE.
     for (extra, want) in [
@@ -145,8 +158,6 @@ fn a_trace_is_replayed_on_one_schedule_across_two_agents() {
     assert!(turns.windows(2).all(|w| w[0] != w[1]), "line by line, the agents take turns");
     let bound = by_agent.iter().map(|a| a["clock_offset_bound_ms"].as_f64().unwrap()).fold(0.0, f64::max);
     let late = lateness_ms(&r, &offsets);
-    let p99 = late[late.len() * 99 / 100];
     assert!(late[0] > -(bound + 0.05), "{:.3} ms early, bound {bound:.3} ms", -late[0]);
-    let limit = P99_LATE_MS + stall + bound;
-    assert!(p99 < limit, "p99 lateness {p99:.3} ms, limit {limit:.3} ms (stall {stall:.3}, offset bound {bound:.3})");
+    assert_on_time(&late, stall, bound);
 }
