@@ -95,7 +95,10 @@ const CASES: &[Case] = &[
 ];
 
 fn check(case: &Case, agents: Option<&str>) {
-    let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "20", "--itl-ms", "2", "--embedding-dim", "32"]);
+    // Tokens 10 ms apart: after a stall of the host shorter than that the echo has no
+    // token due to send at once (2 ms apart, a host stalling 15 ms in every 150 read a
+    // third of the gaps as zero, the catch-up).
+    let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "20", "--itl-ms", "10", "--embedding-dim", "32"]);
     let dir = TempDir::new(&format!("backend-{}-{}", case.backend, agents.is_some()));
     let mut args = vec![
         "run",
@@ -152,7 +155,7 @@ fn check(case: &Case, agents: Option<&str>) {
             assert!((20.0..30.0).contains(&ttft), "{what}");
             // The median: under load a few token events share a read (a zero gap, the truth
             // there), which pulls the mean down.
-            assert!(r["median_itl_ms"].as_f64().unwrap() >= 1.9, "{what}");
+            assert!(r["median_itl_ms"].as_f64().unwrap() >= 9.0, "{what}");
         }
     }
 }

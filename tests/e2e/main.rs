@@ -29,6 +29,7 @@ mod reasoning;
 mod report;
 mod resume;
 mod server_view;
+mod stalls;
 mod sweep;
 mod usage;
 mod util;

@@ -13,6 +13,7 @@ mod h3util;
 mod http3;
 mod http_phases;
 mod reasoning;
+#[path = "../e2e/stalls.rs"]
 mod stalls;
 mod steady;
 mod trace;

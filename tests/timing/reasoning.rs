@@ -3,7 +3,7 @@
 //! usage's `completion_tokens_details`): TTFT stays vLLM's (the first thought), `ttfo` is
 //! when the answer began, K tokens later. Alone ([`crate::ALONE`]): every row's TTFO is
 //! checked within 1 ms of its TTFT plus the K gaps it saw (the echo's actual timing), and
-//! against the echo's setting each backend's median within 1 ms and every row within 15 ms
+//! against the echo's setting each backend's median within 2.5 ms and every row within 15 ms
 //! plus the host's longest stall during the run ([`crate::stalls`]).
 //! The per-row bound measures the echo's timers, not surge: a busy 2-core host delays whole
 //! waves of rows by 2-3 ms (CI once saw 3.0 ms, a CPU hog beside the test 2.2 ms on 4 rows
@@ -63,7 +63,8 @@ fn the_answer_is_timed_apart_from_the_reasoning() {
         // Per row, against the echo's schedule: its timer may wake late on a busy host
         // (104.06 ms for the 100 ms below, where the host's timer lateness p99 was 5.6 ms).
         // surge's own exactness is checked against the gaps each row saw, within 1 ms, and
-        // the schedule by the medians, within 1 ms.
+        // the schedule by the medians, within half a token's 5 ms gap (one token off moves
+        // every row by 5 ms; a host stalled 15 ms in every 150 moved the median by 2.3).
         // The echo's schedule is absolute: a stall of the host at the first or the 21st
         // token moves one row by as much, so the longest stall seen is added.
         let near = |what: &str, got: f64, want: f64| {
@@ -101,8 +102,8 @@ fn the_answer_is_timed_apart_from_the_reasoning() {
             v[v.len() / 2]
         };
         let (gap, span) = (median(&mut gaps), median(&mut spans));
-        assert!((gap - 100.0).abs() <= 1.0, "{backend}: median TTFO - TTFT {gap:.3} ms: {gaps:?}");
-        assert!((span - 95.0).abs() <= 1.0, "{backend}: median reasoning span {span:.3} ms: {spans:?}");
+        assert!((gap - 100.0).abs() <= 2.5, "{backend}: median TTFO - TTFT {gap:.3} ms: {gaps:?}");
+        assert!((span - 95.0).abs() <= 2.5, "{backend}: median reasoning span {span:.3} ms: {spans:?}");
         let answer_tpot = rs["median_answer_tpot_ms"].as_f64().unwrap();
         assert!((answer_tpot - 5.0).abs() < 1.0, "{backend}: {answer_tpot}");
         // --percentile-metrics ttfo: the top-level keys too, equal to the block's.
