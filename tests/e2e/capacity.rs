@@ -95,15 +95,16 @@ fn a_sessions_search_finds_a_capacity_with_per_turn_metrics() {
 }
 
 /// `surge run --precision ttft:p90:1%`: the run ends before its 100,000 requests, with
-/// the exact interval over every row (those still in flight at the halt too) within 1 %
-/// of the estimate. The echo's TTFT is jittered over 80-120 ms, so the interval narrows
-/// as one over the root of the rows (1.6 % at 280): the monitor halts near 1,100 rows
-/// (with its fifth to spare), and the 64 in flight narrow it further; not on the first
-/// wave, whose rows a stall ties (D98). A p99's upper bound at such counts is the
-/// largest row or next to it, which one stalled row in flight at the halt moved past the
-/// width (on CI, by 1.2 ms at 22 ms); a p90's has some 100 rows above it, and a stall
-/// delays about one in-flight row per 1.6 ms it lasts, so a stall past
-/// [`PRECISION_STALL_MS`] lets a wrong answer be tried again (three tries at most).
+/// the exact interval over every row within 1 % of the estimate, the rows on their way at
+/// the halt included (the requests in flight are cancelled, as by Ctrl-C). The echo's
+/// TTFT is jittered over 80-120 ms, so the interval narrows as one over the root of the
+/// rows (1.6 % at 280): the monitor halts near 1,100 rows, with a fifth to spare for the
+/// rows merged after it; not on the first wave, whose rows a stall ties (D98). A p99's
+/// upper bound at such counts is the largest row or next to it, which one stalled row
+/// merged after the halt moved past the width (on CI, by 1.2 ms at 22 ms); a p90's has
+/// some 100 rows above it, and a stall delays about one of the 64 in flight per 1.6 ms
+/// it lasts, so a stall past [`PRECISION_STALL_MS`] lets a wrong answer be tried again
+/// (three tries at most).
 #[test]
 fn a_run_stops_once_its_percentile_is_precise_enough() {
     let (_echo, base) =

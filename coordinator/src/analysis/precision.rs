@@ -57,8 +57,9 @@ impl PrecisionMonitor {
     }
 
     /// Whether every target's interval is within its width now, with a fifth to spare: the
-    /// requests still in flight at the halt join the result's exact interval, and the
-    /// histogram reads ranks within 0.1 %.
+    /// rows on their way at the halt (finished at the agents, not yet merged) join the
+    /// result's exact interval, and the histogram reads ranks within 0.1 %. The requests
+    /// in flight at the halt are cancelled, as by Ctrl-C, and join no interval.
     fn reached(&self) -> bool {
         self.spanned()
             && self.targets.iter().all(|(t, h)| {
