@@ -4,7 +4,7 @@
 //! timing binary (`tests/timing/capacity.rs`).
 
 use crate::caputil::{capacity, echo_48};
-use crate::util::{TempDir, echo, read_json, surge, text};
+use crate::util::{TempDir, echo, read_json, run_saved};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -109,37 +109,24 @@ fn a_sessions_search_finds_a_capacity_with_per_turn_metrics() {
 fn a_run_stops_once_its_percentile_is_precise_enough() {
     let (_echo, base) =
         echo("127.0.0.1", &["--ttft-ms", "100", "--jitter-ms", "20", "--itl-ms", "1", "--output-tokens", "4"]);
-    let run = |n: u32| {
-        let dir = TempDir::new(&format!("precision-{n}"));
-        let d = dir.path("");
-        let out = surge(
-            &[
-                "run",
-                "--base-url",
-                &base,
-                "--model",
-                "m",
-                "--random-input-len",
-                "8",
-                "--random-output-len",
-                "4",
-                "--num-prompts",
-                "100000",
-                "--max-concurrency",
-                "64",
-                "--precision",
-                "ttft:p90:1%",
-                "--save-result",
-                "--result-dir",
-                &d,
-                "--result-filename",
-                "r.json",
-            ],
-            Duration::from_secs(300),
-        );
-        assert!(out.status.success(), "{}", text(&out.stderr));
-        read_json(&dir.path("r.json"))
-    };
+    let args = [
+        "run",
+        "--base-url",
+        &base,
+        "--model",
+        "m",
+        "--random-input-len",
+        "8",
+        "--random-output-len",
+        "4",
+        "--num-prompts",
+        "100000",
+        "--max-concurrency",
+        "64",
+        "--precision",
+        "ttft:p90:1%",
+    ];
+    let run = |n: u32| run_saved(&TempDir::new(&format!("precision-{n}")), &args, Duration::from_secs(300));
     let reached = |r: &Value| r["precision"][0]["reached"] == true;
     let Some(r) = crate::stalls::held("precision", PRECISION_STALL_MS, run, reached) else {
         return;
