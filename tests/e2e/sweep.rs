@@ -26,20 +26,42 @@ fn sweep_args<'a>(base: &'a str, dir: &'a str, levels: &'a str, extra: &[&'a str
     v
 }
 
-#[test]
-fn knee_of_a_32_slot_server_and_ci_columns() {
-    let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "20", "--itl-ms", "5", "--max-concurrent-streams", "32"]);
-    let dir = TempDir::new("knee");
+/// How many times the knee's sweep may run before its answer is judged. The knee is read
+/// from mean throughputs between neighbouring levels: CI's 2-core host, shared with the
+/// test beside it, once served the refinement levels 23 and 30 at 337 and 437 req/s
+/// (418 and 545 by the echo's schedule) with a p99 TTFT of 51-63 ms against the echo's
+/// 20, and the knee read 16. A rule or a refinement that is wrong reads wrong every time.
+const KNEE_TRIES: u32 = 3;
+
+/// The knee of one sweep in `dir`, with what the sweep printed; `None` without a knee.
+fn knee_sweep(base: &str, dir: &TempDir) -> (Option<f64>, String) {
     let d = dir.path("");
     let out = surge(
-        &sweep_args(&base, &d, "8,16,64,128", &["--runs", "3", "--cooldown", "0s", "--find-knee", "--plot-timeline"]),
+        &sweep_args(base, &d, "8,16,64,128", &["--runs", "3", "--cooldown", "0s", "--find-knee", "--plot-timeline"]),
         Duration::from_secs(400),
     );
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
     let summary = read_json(&dir.path("summary.json"));
-    let knee = summary["knee"]["concurrency"].as_f64().unwrap_or_else(|| panic!("no knee: {summary}"));
-    assert!((24.0..=48.0).contains(&knee), "knee {knee}\n{stdout}");
+    (summary["knee"]["concurrency"].as_f64(), format!("{stdout}{}", text(&out.stderr)))
+}
+
+#[test]
+fn knee_of_a_32_slot_server_and_ci_columns() {
+    let (_echo, base) = echo("127.0.0.1", &["--ttft-ms", "20", "--itl-ms", "5", "--max-concurrent-streams", "32"]);
+    let right = |k: Option<f64>| k.is_some_and(|k| (24.0..=48.0).contains(&k));
+    let mut tried = 0;
+    let (dir, knee, stdout) = loop {
+        tried += 1;
+        let dir = TempDir::new("knee");
+        let (knee, said) = knee_sweep(&base, &dir);
+        if right(knee) || tried == KNEE_TRIES {
+            break (dir, knee, said);
+        }
+        eprintln!("knee try {tried}: {knee:?}, outside 24..=48; measured again\n{said}");
+    };
+    let knee = knee.unwrap_or_else(|| panic!("no knee in {tried} tries\n{stdout}"));
+    assert!((24.0..=48.0).contains(&knee), "knee {knee} in each of {tried} tries\n{stdout}");
     assert!(stdout.contains("<- knee"), "{stdout}");
     let csv = std::fs::read_to_string(dir.path("summary.csv")).unwrap();
     let header = csv.lines().next().unwrap();
@@ -64,8 +86,7 @@ fn knee_of_a_32_slot_server_and_ci_columns() {
     let html = std::fs::read_to_string(dir.path("report.html")).expect("--plot-timeline writes DIR/report.html");
     assert!(html.contains("<h2>Sweep</h2>") && html.contains("sweep-output-throughput"), "no sweep charts");
     assert!(html.matches("<svg").count() >= 5, "charts drawn");
-    let said = format!("{stdout}{}", text(&out.stderr));
-    assert!(said.contains("report saved to"), "{said}");
+    assert!(stdout.contains("report saved to"), "{stdout}");
 }
 
 #[test]
