@@ -4,6 +4,7 @@
 //! tell every agent to stop, report progress or a notice. The loop that performs them
 //! lives in `session`; the rules live here, testable without sockets.
 
+use super::incoming::RowBatch;
 use super::link::ATTACH_TIMEOUT;
 use super::outcome::{AgentReport, GlobalRow, RunStatus, finished_requests};
 use std::time::{Duration, Instant};
@@ -36,6 +37,8 @@ fn soonest_loss(agents: &[AgentReport]) -> Option<Instant> {
 pub enum Input {
     /// A message from agent `agent`.
     Msg { agent: usize, msg: agent_msg::Msg },
+    /// A batch of rows from agent `agent` (D99).
+    Batch { agent: usize, batch: RowBatch },
     /// Agent `agent`'s session ended.
     Closed { agent: usize, error: Option<String> },
     /// Agent `agent`'s session resumed on a fresh connection after `after` of silence.
@@ -175,7 +178,13 @@ impl Collector {
         let mut out = Vec::new();
         // A message from a pending agent moves no loss sooner: the agents are walked for
         // losses only when one falls due, not once per batch (D96).
-        let message = matches!(input, Input::Msg { .. });
+        let message = matches!(input, Input::Msg { .. } | Input::Batch { .. });
+        // Links hand batches on decoded into global rows (D99); one decoded by prost is
+        // read the same way.
+        let input = match input {
+            Input::Msg { agent, msg: agent_msg::Msg::Batch(b) } => Input::Batch { agent, batch: RowBatch::from(b) },
+            other => other,
+        };
         match input {
             Input::Halt(h) => {
                 if !self.interrupted && self.halted.is_none() {
@@ -205,22 +214,6 @@ impl Collector {
                     }
                 }
                 match msg {
-                    // Its link acknowledged it as it handed it on (D94), whatever its run.
-                    agent_msg::Msg::Batch(b) if b.run_id == run_id => {
-                        let a = &mut self.agents[agent];
-                        // A batch resent after a reconnect is kept once.
-                        if a.seen.insert(b.seq) {
-                            a.rows += b.rows.len() as u64;
-                            let rows = a.place(agent, b.rows, b.started_unix_ns, self.run_start_ns);
-                            out.push(Action::Rows(rows));
-                        }
-                    }
-                    // A batch of an earlier run, resent after a resume because its ack
-                    // was lost with the old connection: that run's result is written
-                    // (with this batch, unless the agent was lost from it), so it is
-                    // dropped; its link acknowledged it, or the agent would keep it and
-                    // send it again on every resume of the session.
-                    agent_msg::Msg::Batch(_) => {}
                     agent_msg::Msg::Done(d) if d.run_id == run_id => {
                         // An agent stopped by a signal ran only part of its share; so did one
                         // whose lease ran out (its Done can still arrive, by TCP's own
@@ -243,6 +236,21 @@ impl Collector {
                     }
                     agent_msg::Msg::Error(e) => self.mark_lost(agent, format!("error: {}", e.message), &mut out),
                     _ => {}
+                }
+            }
+            // Its link acknowledged it as it handed it on (D94), whatever its run.
+            Input::Batch { agent, mut batch } => {
+                let a = &mut self.agents[agent];
+                a.heard(now);
+                // A batch resent after a reconnect is kept once. One of an earlier run,
+                // resent after a resume because its ack was lost with the old
+                // connection, is dropped: that run's result is written (with this batch,
+                // unless the agent was lost from it); its link acknowledged it, or the
+                // agent would keep it and send it again on every resume of the session.
+                if batch.run_id == run_id && a.seen.insert(batch.seq) {
+                    a.rows += batch.rows.len() as u64;
+                    a.place(agent, &mut batch.rows, batch.started_unix_ns, self.run_start_ns);
+                    out.push(Action::Rows(batch.rows));
                 }
             }
             Input::Closed { agent, error } => {
@@ -338,7 +346,8 @@ mod tests {
 
     fn batch(agent: usize, seq: u64, first_index: u64, n: u64) -> Input {
         let rows = (first_index..first_index + n).map(|index| Row { index, ..Default::default() }).collect();
-        Input::Msg { agent, msg: agent_msg::Msg::Batch(SampleBatch { run_id: RUN, seq, rows, started_unix_ns: 1 }) }
+        let batch = RowBatch::from(SampleBatch { run_id: RUN, seq, rows, started_unix_ns: 1 });
+        Input::Batch { agent, batch }
     }
 
     fn done(agent: usize, reason: surge_proto::StopReason) -> Input {
@@ -560,7 +569,7 @@ mod tests {
             }
         }
         // A batch of an earlier run, resent after a resume: not kept (its link
-        // acknowledged it).
+        // acknowledged it). Decoded by prost, it is read as a link's batch is.
         let stale = Input::Msg {
             agent: 0,
             msg: agent_msg::Msg::Batch(SampleBatch {

@@ -6,13 +6,14 @@
 //! that resumes the session by id, so two streams never race to attach.
 
 use super::heard::Heard;
+use super::incoming::{Incoming, Said};
 use super::outgoing::Outgoing;
 use super::{Event, chain, is_tls_failure, now_ns, tls_hint};
 use std::sync::Arc;
 use std::time::Duration;
 use surge_core::beat::Beat;
-use surge_proto::agent_client::AgentClient;
-use surge_proto::{AgentMsg, CoordinatorMsg, Heartbeat, Hello, HelloReply, agent_msg, coordinator_msg};
+use surge_proto::codec::FrozenCodec;
+use surge_proto::{CoordinatorMsg, Heartbeat, Hello, HelloReply, agent_msg, coordinator_msg};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_stream::wrappers::UnboundedReceiverStream;
@@ -34,8 +35,23 @@ pub(super) const ATTACH_TIMEOUT: Duration = Duration::from_millis(500);
 /// Past this silence the agent's lease (3 s) has run out: no more attempts.
 const RESUME_WINDOW: Duration = Duration::from_millis(3500);
 
-fn client(channel: Channel) -> AgentClient<Channel> {
-    AgentClient::new(channel).max_decoding_message_size(64 << 20).max_encoding_message_size(64 << 20)
+/// The largest message either way.
+const MAX_MESSAGE: usize = 64 << 20;
+
+/// The `Agent.Session` call, as the generated client makes it, with the agent's
+/// messages read as [`Incoming`] (D99).
+async fn session(
+    channel: Channel,
+    outbound: UnboundedReceiverStream<CoordinatorMsg>,
+) -> Result<Streaming<Incoming>, tonic::Status> {
+    let mut grpc =
+        tonic::client::Grpc::new(channel).max_decoding_message_size(MAX_MESSAGE).max_encoding_message_size(MAX_MESSAGE);
+    grpc.ready().await.map_err(|e| tonic::Status::unknown(format!("Service was not ready: {e}")))?;
+    let path = http::uri::PathAndQuery::from_static("/surge.v1.Agent/Session");
+    let mut req = tonic::Request::new(outbound);
+    req.extensions_mut().insert(tonic::GrpcMethod::new("surge.v1.Agent", "Session"));
+    let codec = FrozenCodec::<CoordinatorMsg, Incoming>::default();
+    Ok(grpc.streaming(req, path, codec).await?.into_inner())
 }
 
 /// The Hello that opens (`resume_session_id` 0, giving the new session `session_id`, D91)
@@ -56,7 +72,7 @@ pub(super) fn hello(resume_session_id: u64, session_id: u64, version: u32) -> Co
 /// One stream of a session: what goes to the agent, what comes back.
 pub(super) struct Stream {
     tx: mpsc::UnboundedSender<CoordinatorMsg>,
-    pub(super) inbound: Streaming<AgentMsg>,
+    pub(super) inbound: Streaming<Incoming>,
 }
 
 impl Stream {
@@ -73,7 +89,7 @@ pub(super) async fn open_stream(channel: Channel, first: CoordinatorMsg) -> Resu
     let (tx, rx) = mpsc::unbounded_channel();
     // The agent answers the stream once it has read the Hello.
     let _ = tx.send(first);
-    let inbound = client(channel).session(UnboundedReceiverStream::new(rx)).await?.into_inner();
+    let inbound = session(channel, UnboundedReceiverStream::new(rx)).await?;
     Ok(Stream { tx, inbound })
 }
 
@@ -95,9 +111,9 @@ async fn attach(channel: Channel, id: u64, version: u32) -> Result<(Stream, Hell
         })?;
         // The agent's heartbeats may come before its answer to the Hello.
         loop {
-            match s.inbound.message().await {
-                Ok(Some(AgentMsg { msg: Some(agent_msg::Msg::Hello(h)) })) if h.resumed => return Ok((s, h)),
-                Ok(Some(AgentMsg { msg: Some(agent_msg::Msg::Heartbeat(_) | agent_msg::Msg::Health(_)) })) => {}
+            match s.inbound.message().await.map(|m| m.and_then(Incoming::said)) {
+                Ok(Some(Said::Msg(agent_msg::Msg::Hello(h)))) if h.resumed => return Ok((s, h)),
+                Ok(Some(Said::Msg(agent_msg::Msg::Heartbeat(_) | agent_msg::Msg::Health(_)))) => {}
                 other => return Err(ResumeError::Retry(format!("unexpected answer to a resume: {other:?}"))),
             }
         }
@@ -298,13 +314,28 @@ impl Link {
                         if !resume.busy() {
                             silent_since = None;
                         }
-                        let Some(msg) = self.heard.arrived(agent, last_heard.into_std(), m.msg) else { continue };
-                        if let agent_msg::Msg::Hello(h) = &msg {
-                            session_id = h.session_id;
-                        }
-                        // Its ack, owed by the link (D94), waits for the next beat (D86).
-                        out.received(&msg);
-                        if self.events.send(Event::Msg { agent, msg, recv_ns: now_ns() }).await.is_err() {
+                        let event = match m.said() {
+                            Some(Said::Batch(batch)) => {
+                                self.heard.mark(agent, last_heard.into_std());
+                                // Its ack, owed by the link (D94), waits for the next beat (D86).
+                                out.received(&batch);
+                                Event::Batch { agent, batch }
+                            }
+                            Some(Said::Msg(msg)) => {
+                                let Some(msg) = self.heard.arrived(agent, last_heard.into_std(), Some(msg)) else {
+                                    continue;
+                                };
+                                if let agent_msg::Msg::Hello(h) = &msg {
+                                    session_id = h.session_id;
+                                }
+                                Event::Msg { agent, msg, recv_ns: now_ns() }
+                            }
+                            None => {
+                                self.heard.mark(agent, last_heard.into_std());
+                                continue;
+                            }
+                        };
+                        if self.events.send(event).await.is_err() {
                             return;
                         }
                     }
@@ -437,9 +468,7 @@ mod tests {
         let mut batches = 0;
         let until = Instant::now() + Duration::from_secs(5);
         while acks.lock().expect("acks").len() < sent.len() && Instant::now() < until {
-            if let Some(super::Event::Msg { msg: agent_msg::Msg::Batch(_), .. }) =
-                fleet.next(Duration::from_millis(20)).await
-            {
+            if let Some(super::Event::Batch { .. }) = fleet.next(Duration::from_millis(20)).await {
                 batches += 1;
             }
         }

@@ -6,6 +6,7 @@
 //! command line, for the CLI reference.
 
 use super::heard::Heard;
+use super::incoming::RowBatch;
 use super::link::{HEARTBEAT_INTERVAL, hello};
 use super::outgoing::ack_for;
 use super::{EMBEDDED, Event, Fleet, FleetError, chain, now_ns};
@@ -81,18 +82,24 @@ impl LocalLink {
                 },
                 m = from_agent.recv() => {
                     let error = match m {
+                        Some(Ok(AgentMsg { msg: Some(agent_msg::Msg::Batch(b)) })) => {
+                            heard.mark(agent, std::time::Instant::now());
+                            let batch = RowBatch::from(b);
+                            let ack = ack_for(&batch);
+                            if events.send(Event::Batch { agent, batch }).await.is_err() {
+                                return;
+                            }
+                            // Owed by the link (D94); at once, as nothing here costs a syscall.
+                            let _ = tx.send(ack);
+                            continue;
+                        }
                         Some(Ok(AgentMsg { msg: Some(msg) })) => {
                             let Some(msg) = heard.arrived(agent, std::time::Instant::now(), Some(msg)) else {
                                 continue;
                             };
                             opened |= matches!(msg, agent_msg::Msg::Hello(_));
-                            let ack = ack_for(&msg);
                             if events.send(Event::Msg { agent, msg, recv_ns: now_ns() }).await.is_err() {
                                 return;
-                            }
-                            // Owed by the link (D94); at once, as nothing here costs a syscall.
-                            if let Some(ack) = ack {
-                                let _ = tx.send(ack);
                             }
                             continue;
                         }

@@ -5,12 +5,14 @@
 //! 100 ms, and resumes the session on a fresh connection when the old one falls silent
 //! or breaks (D2). [`session`] runs the handshake and each run
 //! over them, [`collect`] is the collection phase's state machine, [`outcome`] what a
-//! run produced, [`clock`] the offset estimate.
+//! run produced, [`incoming`] how an agent's messages are read (a batch's rows decoded
+//! into their global rows, D99), [`clock`] the offset estimate.
 
 pub mod check;
 pub mod clock;
 pub mod collect;
 pub mod heard;
+pub mod incoming;
 mod link;
 pub mod local;
 mod open;
@@ -38,6 +40,8 @@ pub const EMBEDDED: &str = "embedded";
 pub enum Event {
     /// A message, with the coordinator's clock (unix ns) at arrival.
     Msg { agent: usize, msg: agent_msg::Msg, recv_ns: i64 },
+    /// A batch of rows, decoded into their global rows (D99).
+    Batch { agent: usize, batch: incoming::RowBatch },
     /// The session stream ended (`error`: why, when it was not a clean close) and could
     /// not be resumed.
     Closed { agent: usize, error: Option<String> },

@@ -3,11 +3,12 @@
 //! last one answered; an agent that went away before it answered is reported so that it
 //! is dialled again; one that fell silent before it answered is resumed by that id.
 
+use super::incoming::{Incoming, Said};
 use super::link::{self, REDIAL_AFTER, Resume, Step, hello, open_stream};
 use super::{FleetError, chain, dropped, is_tls_failure, tls_hint};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use surge_proto::{AgentMsg, ErrorCode, HelloReply, PREVIOUS_PROTOCOL_VERSION, PROTOCOL_VERSION, agent_msg};
+use surge_proto::{ErrorCode, HelloReply, PREVIOUS_PROTOCOL_VERSION, PROTOCOL_VERSION, agent_msg};
 use tonic::transport::Endpoint;
 
 /// How long opening a session may take before the agent counts as unreachable.
@@ -53,13 +54,13 @@ async fn open_session(
             }
         };
         match first {
-            Some(AgentMsg { msg: Some(agent_msg::Msg::Hello(reply)) }) => {
+            Some(Said::Msg(agent_msg::Msg::Hello(reply))) => {
                 return Ok(Opened { stream, reply, resumed: None });
             }
-            Some(AgentMsg { msg: Some(agent_msg::Msg::Error(e)) }) if e.code() == ErrorCode::ProtocolMismatch => {
+            Some(Said::Msg(agent_msg::Msg::Error(e))) if e.code() == ErrorCode::ProtocolMismatch => {
                 refusal = e.message;
             }
-            Some(AgentMsg { msg: Some(agent_msg::Msg::Error(e)) }) => {
+            Some(Said::Msg(agent_msg::Msg::Error(e))) => {
                 return Err(err(format!("session refused: {}", e.message)));
             }
             other => return Err(err(format!("unexpected answer to Hello: {other:?}"))),
@@ -72,7 +73,7 @@ async fn open_session(
 enum Answer {
     /// On the session's own stream: its first message other than a heartbeat, or how
     /// the stream failed.
-    Stream(Result<(link::Stream, Option<AgentMsg>), tonic::Status>),
+    Stream(Result<(link::Stream, Option<Said>), tonic::Status>),
     /// On a fresh connection that resumed the session, after this long.
     Resumed(link::Stream, HelloReply, Duration),
 }
@@ -93,8 +94,8 @@ async fn first_answer(channel: tonic::transport::Channel, version: u32, mut resu
         let mut s = open_stream(channel, hello(0, id, version)).await?;
         // The agent's heartbeats may come before its answer to the Hello.
         loop {
-            match s.inbound.message().await? {
-                Some(AgentMsg { msg: Some(agent_msg::Msg::Heartbeat(_) | agent_msg::Msg::Health(_)) }) => {
+            match s.inbound.message().await?.and_then(Incoming::said) {
+                Some(Said::Msg(agent_msg::Msg::Heartbeat(_) | agent_msg::Msg::Health(_))) => {
                     heard_ms.store(sent.elapsed().as_millis() as u64, Ordering::Relaxed);
                 }
                 first => return Ok::<_, tonic::Status>((s, first)),
@@ -219,7 +220,7 @@ mod tests {
     use std::sync::Arc;
     use std::sync::atomic::AtomicUsize;
     use surge_proto::agent_server::{Agent, AgentServer};
-    use surge_proto::{CoordinatorMsg, coordinator_msg};
+    use surge_proto::{AgentMsg, CoordinatorMsg, coordinator_msg};
     use tokio::sync::mpsc;
     use tonic::{Request, Response, Status, Streaming};
 

@@ -8,7 +8,7 @@ use std::time::Instant;
 use surge_proto::{Done, ErrorKind, Health, HelloReply, Row, agent_msg};
 
 /// One row placed on the global timeline.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct GlobalRow {
     /// Index of the agent that sent it.
     pub agent: usize,
@@ -153,9 +153,7 @@ impl AgentReport {
 
     /// Notes that the agent spoke at `now`; keeps its health. True for a Health message.
     pub(crate) fn absorb(&mut self, msg: &agent_msg::Msg, now: Instant) -> bool {
-        // Its link may have marked a later time (D79): the silence never starts earlier.
-        self.last_heard = Some(self.last_heard.map_or(now, |t| t.max(now)));
-        self.reattaching = None;
+        self.heard(now);
         if let agent_msg::Msg::ServerMetrics(m) = msg {
             self.scrape_points_dropped += m.dropped_before;
         }
@@ -167,31 +165,34 @@ impl AgentReport {
         false
     }
 
+    /// Notes that the agent spoke at `now`.
+    pub(crate) fn heard(&mut self, now: Instant) {
+        // Its link may have marked a later time (D79): the silence never starts earlier.
+        self.last_heard = Some(self.last_heard.map_or(now, |t| t.max(now)));
+        self.reattaching = None;
+    }
+
     /// Places `rows` of this agent (index `agent`), relative to `started_unix_ns` on the
-    /// agent's clock, on the coordinator's timeline (seconds from `run_start_ns`), and
-    /// counts them.
-    pub fn place(&mut self, agent: usize, rows: Vec<Row>, started_unix_ns: i64, run_start_ns: i64) -> Vec<GlobalRow> {
+    /// agent's clock, on the coordinator's timeline (seconds from `run_start_ns`), in
+    /// their slots (D99), and counts them.
+    pub fn place(&mut self, agent: usize, rows: &mut [GlobalRow], started_unix_ns: i64, run_start_ns: i64) {
         self.started_unix_ns = Some(started_unix_ns);
         let base_s = (started_unix_ns - self.offset.offset_ns - run_start_ns) as f64 / 1e9;
-        rows.into_iter()
-            .map(|row| {
-                // Probes (--probe-request-rate) are not the load's requests.
-                if !row.probe {
-                    match row.error() {
-                        ErrorKind::None => self.completed += 1,
-                        // The client's cancellations are not failures (D21).
-                        ErrorKind::Cancelled => self.cancelled += 1,
-                        _ => self.failed += 1,
-                    }
+        for g in rows {
+            let row = &g.row;
+            // Probes (--probe-request-rate) are not the load's requests.
+            if !row.probe {
+                match row.error() {
+                    ErrorKind::None => self.completed += 1,
+                    // The client's cancellations are not failures (D21).
+                    ErrorKind::Cancelled => self.cancelled += 1,
+                    _ => self.failed += 1,
                 }
-                GlobalRow {
-                    agent,
-                    start_s: base_s + row.start_us as f64 / 1e6,
-                    intended_s: (row.intended_us >= 0).then(|| base_s + row.intended_us as f64 / 1e6),
-                    row,
-                }
-            })
-            .collect()
+            }
+            g.agent = agent;
+            g.start_s = base_s + row.start_us as f64 / 1e6;
+            g.intended_s = (row.intended_us >= 0).then(|| base_s + row.intended_us as f64 / 1e6);
+        }
     }
 
     /// Whether the agent is neither done nor lost.

@@ -6,19 +6,17 @@
 //! Every other message goes at once. The link itself owes the ack of each batch it hands
 //! on (D94): the collection loop does not send one back through it.
 
+use super::incoming::RowBatch;
 use std::ops::{Add, Sub};
 use std::time::Duration;
 use surge_core::beat::Beat;
-use surge_proto::{Ack, CoordinatorMsg, Heartbeat, agent_msg, coordinator_msg::Msg};
+use surge_proto::{Ack, CoordinatorMsg, Heartbeat, coordinator_msg::Msg};
 
-/// The ack a link owes its agent for a message it hands on to the collection (D94): one
+/// The ack a link owes its agent for a batch it hands on to the collection (D94): one
 /// for every batch, of this run or of an earlier one (resent after a resume because its
 /// ack was lost with the old connection), or the agent keeps it for the session.
-pub(super) fn ack_for(m: &agent_msg::Msg) -> Option<CoordinatorMsg> {
-    match m {
-        agent_msg::Msg::Batch(b) => Some(CoordinatorMsg { msg: Some(Msg::Ack(Ack { run_id: b.run_id, seq: b.seq })) }),
-        _ => None,
-    }
+pub(super) fn ack_for(b: &RowBatch) -> CoordinatorMsg {
+    CoordinatorMsg { msg: Some(Msg::Ack(Ack { run_id: b.run_id, seq: b.seq })) }
 }
 
 /// One link's outgoing schedule; generic over the instant type, as [`Beat`] is.
@@ -47,10 +45,10 @@ impl<I: Copy + Ord + Add<Duration, Output = I> + Sub<I, Output = Duration>> Outg
         self.beat.sent(now);
     }
 
-    /// A message from the agent, handed on to the collection: the ack it is owed (D94)
+    /// A batch from the agent, handed on to the collection: the ack it is owed (D94)
     /// waits for the next beat, as any ack does.
-    pub(super) fn received(&mut self, m: &agent_msg::Msg) {
-        self.held.extend(ack_for(m));
+    pub(super) fn received(&mut self, b: &RowBatch) {
+        self.held.push(ack_for(b));
     }
 
     /// When the link's beat timer next wakes it: at most one interval on.

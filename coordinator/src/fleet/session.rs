@@ -304,6 +304,9 @@ impl Runner<'_> {
                         }
                     }
                 }
+                // A batch of an earlier run, resent after a resume (its link
+                // acknowledged it, D94): only a sign of life here.
+                Event::Batch { agent, .. } => self.agents[agent].heard(Instant::now()),
                 // Before the load, the link's own window bounds a resume (D72 is the
                 // collection's rule).
                 Event::Reattaching { .. } => {}
@@ -622,6 +625,7 @@ impl Runner<'_> {
                             }
                             Input::Msg { agent, msg }
                         }
+                        Some(Event::Batch { agent, batch }) => Input::Batch { agent, batch },
                         Some(Event::Closed { agent, error }) => Input::Closed { agent, error },
                         Some(Event::Resumed { agent, after }) => Input::Resumed { agent, after },
                         Some(Event::Reattaching { agent }) => Input::Reattaching { agent },
