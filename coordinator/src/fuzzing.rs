@@ -3,6 +3,7 @@
 //! panic. Not an API; each function is what one fuzz target calls.
 
 use crate::fleet::collect::{Collector, Input};
+use crate::fleet::incoming::{Incoming, Said};
 use crate::fleet::outcome::AgentReport;
 use prost::Message;
 use std::io::Write;
@@ -10,7 +11,9 @@ use std::time::{Duration, Instant};
 use surge_proto::AgentMsg;
 
 /// Agents' session messages (length-delimited protobuf; the first byte of each picks
-/// which of three agents sent it), each handled by the run's collector as it arrives.
+/// which of three agents sent it), each read as a link reads it ([`Incoming`], D99),
+/// which must accept, refuse and read what prost's `AgentMsg` does, and handled by the
+/// run's collector as it arrives.
 pub fn agent_msgs(data: &[u8]) {
     let t0 = Instant::now();
     let agents = (0..3).map(|i| AgentReport { addr: format!("a{i}"), ..Default::default() }).collect();
@@ -19,10 +22,30 @@ pub fn agent_msgs(data: &[u8]) {
     let mut k = 0u64;
     while let Some((&who, rest)) = buf.split_first() {
         buf = rest;
-        let Ok(msg) = AgentMsg::decode_length_delimited(&mut buf) else { return };
-        let Some(msg) = msg.msg else { continue };
+        let Ok(len) = prost::decode_length_delimiter(&mut buf) else { return };
+        let Some((frame, rest)) = buf.split_at_checked(len) else { return };
+        buf = rest;
+        let said = match (Incoming::decode(frame), AgentMsg::decode(frame)) {
+            (Ok(ours), Ok(prost)) => {
+                let Some(said) = ours.said() else {
+                    assert!(prost.msg.is_none(), "read nothing where prost read {prost:?}");
+                    continue;
+                };
+                // Compared as bytes: a row's f64 may be NaN, which equals nothing.
+                let ours = Incoming::from(said.clone()).encode_to_vec();
+                assert_eq!(ours, prost.encode_to_vec(), "read as prost reads it");
+                said
+            }
+            (Err(_), Err(_)) => return,
+            (ours, prost) => panic!("read {:?} where prost read {:?}", ours.map(Incoming::said), prost),
+        };
+        let agent = usize::from(who % 3);
+        let input = match said {
+            Said::Batch(batch) => Input::Batch { agent, batch },
+            Said::Msg(msg) => Input::Msg { agent, msg },
+        };
         let now = t0 + Duration::from_millis(k * 10);
-        let _ = c.handle(Input::Msg { agent: usize::from(who % 3), msg }, now);
+        let _ = c.handle(input, now);
         k += 1;
     }
     let _ = c.finish();

@@ -35,17 +35,24 @@ impl PartialEq for RowBatch {
     }
 }
 
-/// The most rows one reservation adds (a batch holds a few thousand).
+/// The most rows a reservation adds once [`FIRST_RESERVE`] rows were read (a batch holds
+/// a few thousand).
 const MAX_RESERVE: usize = 1 << 16;
+/// The most rows the reservation after the first row adds: one row is a poor sample (a
+/// failure's row is short, a long reply's is not), so the rest is sized again from this
+/// many.
+const FIRST_RESERVE: usize = 1024;
 
 impl RowBatch {
     /// Room for the rows `remaining` wire bytes hold, at the size of the rows read so far
     /// (at least one more): a vector that doubled as it grew would copy each row again
-    /// on average, as the placement's own vector used to.
+    /// on average, as the placement's own vector used to. `remaining` is what is left of
+    /// the whole message, so a reservation is bounded by the rows read so far.
     fn reserve_for(&mut self, remaining: usize) {
         let per_row = self.row_bytes.checked_div(self.rows.len()).map(|b| b.max(1));
         let more = per_row.map_or(1, |b| remaining / b + 1);
-        self.rows.reserve_exact(more.min(MAX_RESERVE));
+        let cap = if self.rows.len() < FIRST_RESERVE { FIRST_RESERVE } else { MAX_RESERVE };
+        self.rows.reserve_exact(more.min(cap));
     }
 }
 
@@ -114,8 +121,9 @@ impl Message for RowBatch {
     }
 }
 
-/// What an agent said: a batch of rows, or any other message.
-#[derive(Debug)]
+/// What an agent said: a batch of rows, or any other message (never a batch: decoding
+/// puts every batch in the first arm).
+#[derive(Debug, Clone)]
 pub enum Said {
     Batch(RowBatch),
     Msg(agent_msg::Msg),
@@ -255,19 +263,31 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_batch_is_read_into_a_vector_sized_once() {
-        let rows: Vec<Row> = (0..1000u64).map(|k| Row { index: 1_000_000 + k, ..Default::default() }).collect();
+    fn decoded(n: u64) -> RowBatch {
+        let rows: Vec<Row> = (0..n).map(|k| Row { index: 1_000_000 + k, ..Default::default() }).collect();
         let b = SampleBatch { run_id: 1, seq: 0, rows, started_unix_ns: 1 };
         let Some(Said::Batch(got)) = read(&AgentMsg { msg: Some(agent_msg::Msg::Batch(b)) }) else { panic!() };
-        assert_eq!(got.rows.len(), 1000);
-        assert!(got.rows.capacity() <= 1002, "sized from the first row: {}", got.rows.capacity());
-        // A first row of one byte before 64 MB of anything else: the room taken is bounded.
+        assert_eq!(got.rows.len(), n as usize);
+        got
+    }
+
+    #[test]
+    fn a_batch_is_read_into_a_vector_sized_at_most_twice() {
+        let c = decoded(1000).rows.capacity();
+        assert!(c <= 1002, "sized from the first row: {c}");
+        let c = decoded(5000).rows.capacity();
+        assert!(c <= 5002, "sized from the first row, then from the first 1,024: {c}");
+        // A first row of one byte before 64 MB of anything else: the room taken is bounded
+        // by the rows read, then by the most a reservation adds.
         let mut b = RowBatch::default();
         b.rows.push(GlobalRow::default());
         b.row_bytes = 1;
         b.reserve_for(64 << 20);
-        assert!(b.rows.capacity() <= 1 + MAX_RESERVE, "{}", b.rows.capacity());
+        assert!(b.rows.capacity() <= 1 + FIRST_RESERVE, "{}", b.rows.capacity());
+        b.rows.resize(b.rows.capacity(), GlobalRow::default());
+        b.row_bytes = b.rows.len();
+        b.reserve_for(64 << 20);
+        assert!(b.rows.capacity() <= b.rows.len() + MAX_RESERVE, "{}", b.rows.capacity());
     }
 
     #[test]
