@@ -122,7 +122,7 @@ level() { # name duration cut [at, default 5]
         if [[ $trigger == *+* ]]; then after_s=${trigger##*+}; trigger=${trigger%+*}; fi
         n0=$(loglines a1 "$trigger")
     fi
-    ip netns exec ${P}-coord env SURGE_LOG=${SURGE_LOG:-warn} "$SURGE" run --base-url http://$NET.20:8000 --model m --agents $NET.11:7171,$NET.12:7171 \
+    ip netns exec ${P}-coord env SURGE_LOG=${SURGE_LOG:-warn,surge_coordinator::fleet=info} "$SURGE" run --base-url http://$NET.20:8000 --model m --agents $NET.11:7171,$NET.12:7171 \
         --tls-ca "$PKI/ca.pem" --tls-cert "$PKI/coordinator.pem" --tls-key "$PKI/coordinator.key" \
         --random-input-len 16 --random-output-len 8 --ignore-eos --max-concurrency 2000 --duration "${d}s" \
         --no-initial-test --save-rows "$dir/rows.jsonl" --save-result --result-dir "$dir" --result-filename r.json \
@@ -224,8 +224,9 @@ cat "$WORK/table.md"
 # within 3.0 s and the target is idle within the lease (3 s from the last word a1 heard,
 # which precedes the cut) plus 0.5 s for cancelling in-flight requests and for polling
 # the target through `ip netns exec curl` on a loaded host (measured 3.06-3.15 s).
-python3 - "$WORK/table.md" <<'PY'
+if python3 - "$WORK/table.md" "$WORK/failed.txt" <<'PY'
 import sys
+failed = open(sys.argv[2], "w")
 rows = [l.split("|")[1:-1] for l in open(sys.argv[1]) if l.startswith("| blip") or l.startswith("| cut")]
 ok = True
 for r in rows:
@@ -233,9 +234,33 @@ for r in rows:
     if r[0].startswith("blip"):
         # Every row once, and both agents ran their share (a lost Start once left a1 idle
         # in a run that still looked complete).
-        ok &= r[1] == "0" and r[6] == "+0" and r[7] == "0" and min(int(x) for x in r[8].split(" / ")) > 0
+        held = r[1] == "0" and r[6] == "+0" and r[7] == "0" and min(int(x) for x in r[8].split(" / ")) > 0
     else:
-        ok &= r[1] == "3" and float(r[9].split()[0]) <= 3.0 and float(r[10].split()[0]) <= 3.5
+        held = r[1] == "3" and float(r[9].split()[0]) <= 3.0 and float(r[10].split()[0]) <= 3.5
+    if not held:
+        print(r[0].replace(" ", "_"), file=failed)
+    ok &= held
 print("partition bounds:", "held" if ok else "NOT held")
 sys.exit(0 if ok else 1)
 PY
+then :; else
+    # What the coordinator and a1 said from the cut on, for each level that did not hold
+    # (CI keeps nothing else of the run).
+    while read -r lvl; do
+        t_cut=$(cat "$WORK/$lvl/cut.at"); t_rel=$(cat "$WORK/$lvl/release.at")
+        echo "--- $lvl: cut at $t_cut, released at $t_rel; the coordinator:"
+        awk -v t="$t_cut" '$1 >= t - 0.5' "$WORK/$lvl/err.txt" | head -n 60
+        echo "--- $lvl: a1 from the cut on:"
+        sed 's/\x1b\[[0-9;]*m//g' "$WORK/a1.log" | python3 -c '
+import sys, datetime
+t = float(sys.argv[1])
+for l in sys.stdin:
+    try:
+        at = datetime.datetime.fromisoformat(l.split()[0].replace("Z", "+00:00")).timestamp()
+    except (ValueError, IndexError):
+        continue
+    if t - 0.5 <= at <= t + 12:
+        print(l.rstrip()[:300])' "$t_cut" | head -n 60
+    done <"$WORK/failed.txt"
+    exit 1
+fi

@@ -33,7 +33,7 @@ const MAX_CONNECTS: usize = 4;
 /// Bound of the Hello exchange on a connected channel.
 pub(super) const ATTACH_TIMEOUT: Duration = Duration::from_millis(500);
 /// Past this silence the agent's lease (3 s) has run out: no more attempts.
-const RESUME_WINDOW: Duration = Duration::from_millis(3500);
+pub(super) const RESUME_WINDOW: Duration = Duration::from_millis(3500);
 
 /// The largest message either way.
 const MAX_MESSAGE: usize = 64 << 20;
@@ -187,11 +187,6 @@ impl Resume {
         !self.attaching.is_empty()
     }
 
-    /// Whether an attempt is under way.
-    fn busy(&self) -> bool {
-        !self.connecting.is_empty() || !self.attaching.is_empty()
-    }
-
     /// The next step. With `dial` (the session to resume, and when it fell silent) a new
     /// connection is dialled every 50 ms while none attaches; without it, the attempts
     /// under way go on. Cancel safe: used as a branch of the caller's `select!`.
@@ -295,8 +290,14 @@ impl Link {
         {
             return;
         }
+        let mut resuming = false;
         loop {
-            let resuming = session_id != 0 && (broken || last_heard.elapsed() >= REDIAL_AFTER);
+            // Once dialled, a resume goes on until a fresh stream attaches (D2), or until the
+            // agent's lease has surely run out since the silence began: the old stream
+            // speaking again shows that the agent's direction healed, not that the agent hears
+            // this side, whose retransmissions TCP's backoff may hold past the agent's lease.
+            let silent = session_id != 0 && (broken || last_heard.elapsed() >= REDIAL_AFTER);
+            resuming = silent || (resuming && silent_since.is_some_and(|s| s.elapsed() < RESUME_WINDOW));
             tokio::select! {
                 _ = self.stop.cancelled() => {
                     let _ = cur.tx.send(CoordinatorMsg { msg: Some(coordinator_msg::Msg::Bye(surge_proto::Bye {})) });
@@ -311,7 +312,7 @@ impl Link {
                 m = cur.inbound.message(), if !broken => match m {
                     Ok(Some(m)) => {
                         last_heard = tokio::time::Instant::now();
-                        if !resume.busy() {
+                        if !resuming {
                             silent_since = None;
                         }
                         let event = match m.said() {
@@ -384,7 +385,7 @@ impl Link {
                         let (fresh, _) = *resumed;
                         let after = silent_since.take().unwrap_or(last_heard).elapsed();
                         cur = fresh;
-                        broken = false;
+                        (broken, resuming) = (false, false);
                         last_heard = tokio::time::Instant::now();
                         if self.events.send(Event::Resumed { agent, after }).await.is_err() {
                             return;
@@ -450,6 +451,110 @@ mod tests {
             });
             Ok(Response::new(Box::pin(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))))
         }
+    }
+
+    /// An agent whose side of a blip heals before the coordinator's: its old stream opens
+    /// with the Hello's answer and heartbeats, falls silent for `SILENT` (the coordinator
+    /// dials, and every resume is refused: the path is still down), then speaks again on
+    /// the old stream while a resume is still refused for `STILL_DOWN` (TCP's backoff
+    /// holding the coordinator's direction of the old connection); after that it takes one.
+    struct HalfHealed {
+        /// When the old stream speaks again.
+        back: Arc<Mutex<Option<Instant>>>,
+        refused: Arc<Mutex<u32>>,
+        resumed: Arc<Mutex<Option<Instant>>>,
+    }
+
+    const QUIET_AFTER: Duration = Duration::from_millis(300);
+    const SILENT: Duration = Duration::from_millis(1200);
+    const STILL_DOWN: Duration = Duration::from_millis(150);
+
+    fn beat() -> Result<AgentMsg, Status> {
+        Ok(AgentMsg { msg: Some(agent_msg::Msg::Heartbeat(surge_proto::Heartbeat { sent_unix_ns: 1 })) })
+    }
+
+    #[tonic::async_trait]
+    impl Agent for HalfHealed {
+        type SessionStream = Out;
+
+        async fn session(&self, req: Request<Streaming<CoordinatorMsg>>) -> Result<Response<Out>, Status> {
+            let mut inbound = req.into_inner();
+            let resume = match inbound.message().await {
+                Ok(Some(CoordinatorMsg { msg: Some(coordinator_msg::Msg::Hello(h)) })) => h.resume_session_id,
+                other => return Err(Status::invalid_argument(format!("no Hello: {other:?}"))),
+            };
+            let (tx, rx) = mpsc::unbounded_channel();
+            let mut reply = HelloReply { protocol_version: PROTOCOL_VERSION, session_id: 7, ..Default::default() };
+            if resume == 0 {
+                let opened = Instant::now();
+                *self.back.lock().expect("back") = Some(opened + QUIET_AFTER + SILENT);
+                let _ = tx.send(Ok(AgentMsg { msg: Some(agent_msg::Msg::Hello(reply)) }));
+                tokio::spawn(async move {
+                    // Bounded: the test lasts a few seconds.
+                    for i in 0..200u32 {
+                        let at = opened + Duration::from_millis(50) * i;
+                        tokio::time::sleep_until(at.into()).await;
+                        let quiet = at >= opened + QUIET_AFTER && at < opened + QUIET_AFTER + SILENT;
+                        if !quiet && tx.send(beat()).is_err() {
+                            return;
+                        }
+                    }
+                });
+            } else {
+                let back = self.back.lock().expect("back").expect("opened before any resume");
+                if Instant::now() < back + STILL_DOWN {
+                    *self.refused.lock().expect("refused") += 1;
+                    return Err(Status::unavailable("the path is down"));
+                }
+                self.resumed.lock().expect("resumed").get_or_insert_with(Instant::now);
+                reply.resumed = true;
+                let _ = tx.send(Ok(AgentMsg { msg: Some(agent_msg::Msg::Hello(reply)) }));
+                tokio::spawn(async move {
+                    for _ in 0..100 {
+                        if tx.send(beat()).is_err() {
+                            return;
+                        }
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                });
+            }
+            tokio::spawn(async move { while let Ok(Some(_)) = inbound.message().await {} });
+            Ok(Response::new(Box::pin(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))))
+        }
+    }
+
+    /// D2: a resume once dialled goes on when the old stream speaks again (CI's partition
+    /// run lost an agent to a 2.5 s blip: its side of the old connection came back first,
+    /// the coordinator heard it and stopped dialling, and TCP's backoff held the other
+    /// side past the agent's lease). Without the latch no resume comes (tried).
+    #[tokio::test]
+    async fn a_resume_goes_on_when_the_old_stream_speaks_again() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        let (back, refused, resumed) = (Arc::default(), Arc::default(), Arc::default());
+        let agent =
+            HalfHealed { back: Arc::clone(&back), refused: Arc::clone(&refused), resumed: Arc::clone(&resumed) };
+        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        tokio::spawn(
+            tonic::transport::Server::builder().add_service(AgentServer::new(agent)).serve_with_incoming(incoming),
+        );
+        let wait = ConnectWait { timeout: Duration::from_secs(5), min_agents: None };
+        let mut fleet = super::super::Fleet::connect(&[addr], None, wait, &mut |_| {}).await.expect("connect");
+        let back = back.lock().expect("back").expect("the session opened");
+        let (mut event, until) = (None, back + Duration::from_secs(3));
+        while Instant::now() < until {
+            if let Some(super::Event::Resumed { after, .. }) = fleet.next(Duration::from_millis(20)).await {
+                event = Some(after);
+                break;
+            }
+        }
+        let refused = *refused.lock().expect("refused");
+        assert!(refused > 0, "the coordinator dialled while the agent was silent");
+        let at = resumed.lock().expect("resumed").expect("resumed after the old stream spoke again");
+        assert!(at >= back + STILL_DOWN, "resumed once the path was back");
+        let after = event.expect("the link said it resumed");
+        assert!(after >= SILENT, "the silence it answered, from its start: {after:?}");
+        fleet.close();
     }
 
     /// D94: the link acknowledges every batch it hands on, of this run or an earlier one,

@@ -4,7 +4,7 @@
 //! is dialled again; one that fell silent before it answered is resumed by that id.
 
 use super::incoming::{Incoming, Said};
-use super::link::{self, REDIAL_AFTER, Resume, Step, hello, open_stream};
+use super::link::{self, REDIAL_AFTER, RESUME_WINDOW, Resume, Step, hello, open_stream};
 use super::{FleetError, chain, dropped, is_tls_failure, tls_hint};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -105,9 +105,15 @@ async fn first_answer(channel: tonic::transport::Channel, version: u32, mut resu
     tokio::pin!(opening);
     let mut answered = None;
     let mut dialling = true;
+    // When the first fresh connection was dialled: from then on the resume goes on, answer
+    // or not, until it resumes or is refused, or the agent's lease has surely run out (D2):
+    // an answer on the old stream shows that the agent heard the Hello, not that it hears
+    // what follows, which TCP's backoff may hold past its lease.
+    let mut dialled: Option<tokio::time::Instant> = None;
+    let lasting = |dialled: Option<tokio::time::Instant>| dialled.is_some_and(|d| d.elapsed() < RESUME_WINDOW);
     loop {
         let heard = sent + Duration::from_millis(heard_ms.load(Ordering::Relaxed));
-        let silent = dialling && answered.is_none() && heard.elapsed() >= REDIAL_AFTER;
+        let silent = dialling && (lasting(dialled) || (answered.is_none() && heard.elapsed() >= REDIAL_AFTER));
         tokio::select! {
             got = &mut opening, if answered.is_none() => answered = Some(got),
             step = resume.next(silent.then_some((id, heard))) => match step {
@@ -117,14 +123,17 @@ async fn first_answer(channel: tonic::transport::Channel, version: u32, mut resu
                 }
                 // Not this agent's id, or past its lease: the old stream decides.
                 Step::Gone { .. } | Step::Expired(_) => dialling = false,
-                Step::Dialled | Step::Attaching | Step::Failed(_) => {}
+                Step::Dialled => {
+                    dialled.get_or_insert_with(tokio::time::Instant::now);
+                }
+                Step::Attaching | Step::Failed(_) => {}
             },
             // Wakes when the silence reaches the redial's threshold.
             () = tokio::time::sleep_until(heard + REDIAL_AFTER), if !silent && dialling && answered.is_none() => {}
         }
-        if !resume.attaching()
-            && let Some(got) = answered.take()
-        {
+        // The old stream's answer, once no resume is under way or to come.
+        let resuming = resume.attaching() || (dialling && lasting(dialled));
+        if !resuming && let Some(got) = answered.take() {
             return Answer::Stream(got);
         }
     }
@@ -263,6 +272,64 @@ mod tests {
         let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
         tokio::spawn(tonic::transport::Server::builder().add_service(service).serve_with_incoming(incoming));
         (addr, beats)
+    }
+
+    /// An agent whose answer to the opening Hello comes after 1.2 s on the old stream,
+    /// and that refuses a resume until 150 ms after it (the coordinator's side of the old
+    /// connection still in TCP's backoff), then takes one.
+    struct LateAnswer {
+        answered: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
+    }
+
+    #[tonic::async_trait]
+    impl Agent for LateAnswer {
+        type SessionStream = Out;
+
+        async fn session(&self, req: Request<Streaming<CoordinatorMsg>>) -> Result<Response<Out>, Status> {
+            let mut inbound = req.into_inner();
+            let hello = match inbound.message().await {
+                Ok(Some(CoordinatorMsg { msg: Some(coordinator_msg::Msg::Hello(h)) })) => h,
+                other => return Err(Status::invalid_argument(format!("no Hello: {other:?}"))),
+            };
+            let (tx, rx) = mpsc::unbounded_channel();
+            let reply =
+                HelloReply { protocol_version: PROTOCOL_VERSION, session_id: hello.session_id, ..Default::default() };
+            if hello.resume_session_id == 0 {
+                let answered = Arc::clone(&self.answered);
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(1200)).await;
+                    *answered.lock().expect("answered") = Some(std::time::Instant::now());
+                    let _ = tx.send(Ok(AgentMsg { msg: Some(agent_msg::Msg::Hello(reply)) }));
+                    while let Ok(Some(_)) = inbound.message().await {}
+                });
+            } else {
+                let answered = *self.answered.lock().expect("answered");
+                if answered.is_none_or(|a| a.elapsed() < Duration::from_millis(150)) {
+                    return Err(Status::unavailable("the path is down"));
+                }
+                let reply = HelloReply { resumed: true, session_id: hello.resume_session_id, ..reply };
+                let _ = tx.send(Ok(AgentMsg { msg: Some(agent_msg::Msg::Hello(reply)) }));
+                tokio::spawn(async move { while let Ok(Some(_)) = inbound.message().await {} });
+            }
+            Ok(Response::new(Box::pin(tokio_stream::wrappers::UnboundedReceiverStream::new(rx))))
+        }
+    }
+
+    /// D2: a resume dialled while the opening was silent goes on when the old stream
+    /// answers; without the latch the old stream's answer is taken (tried).
+    #[tokio::test]
+    async fn an_opening_resume_goes_on_when_the_old_stream_answers() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr").to_string();
+        let service = AgentServer::new(LateAnswer { answered: Arc::default() });
+        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        tokio::spawn(tonic::transport::Server::builder().add_service(service).serve_with_incoming(incoming));
+        let ep = endpoint(&addr, None, Duration::from_secs(5)).expect("endpoint");
+        let channels = vec![Some(ep.connect().await.expect("connect"))];
+        let opened = open_all(&channels, &[ep], &[addr], false).await.expect("no failure").expect("no drop");
+        let opened = opened[0].as_ref().expect("opened");
+        assert!(opened.reply.resumed, "the session opened on a fresh stream");
+        assert!(opened.resumed.is_some_and(|after| after >= Duration::from_millis(1200)), "{:?}", opened.resumed);
     }
 
     /// D87: the sessions opened first hear a heartbeat every 100 ms while another agent
