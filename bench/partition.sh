@@ -9,6 +9,11 @@
 #   blip-ready-2.5s  from the moment a1 logs that it prepared the level: its Ready and
 #                    the Start (both resent after the resume);
 #   blip-2.5s        3 s into the load (3 s after a1's "prepared");
+#   blip-half-2.5s   as blip-2.5s, healed unevenly as TCP's backoff heals an old
+#                    connection: a1's direction of it back after 0.7 s, the coordinator's
+#                    data on it dropped until 3.6 s (past a1's lease), new connections
+#                    back after 2.5 s: complete only if the resume dialled goes on
+#                    while the coordinator hears a1 again on the old stream (D2);
 #   blip-end-2.5s    7.8 s after a1's "prepared" in an 8 s level: the last rows, Done and
 #                    its acknowledgement.
 #   Each completes valid: the agents' counts add up to what the target served, no row
@@ -110,8 +115,8 @@ loglines() { grep -c -- "$2" "$WORK/$1.log" || true; }
 # TEXT (SECS later). The load starts about 0.3 s after the agents say "prepared", whose
 # time varies (2-5 s for 1,000 connections each here), so drops meant for the load are
 # placed after that line, not after the launch.
-level() { # name duration cut [at, default 5]
-    local name=$1 d=$2 cut=$3 at=${4:-5} dir=$WORK/${1// /_}
+level() { # name duration cut [at, default 5] [half: a half-healed blip]
+    local name=$1 d=$2 cut=$3 at=${4:-5} shape=${5:-} dir=$WORK/${1// /_}
     mkdir -p "$dir"
     local before; before=$(served)
     local prep0_a1 prep0_a2 trigger="" n0=0
@@ -147,7 +152,45 @@ table inet cut {
     }
 }
 NFT
-    nice -n -20 ip netns exec ${P}-a1 bash -c "$wait_for; nft -f '$dir/cut.nft' && date +%s.%N >'$dir/cut.at' && sleep $cut && nft delete table inet cut && date +%s.%N >'$dir/release.at'" &
+    local drop="sleep $cut && nft delete table inet cut && date +%s.%N >'$dir/release.at'"
+    if [[ $shape == half ]]; then
+        # The blip healed unevenly, as TCP's two backoff timers heal an old connection:
+        # 0.7 s into the drop a1's direction of the connections open before it comes back
+        # (the coordinator's pure ACKs to a1 pass, so a1's data flows), the coordinator's
+        # data on them stays dropped until 1.1 s after the path is back for new
+        # connections (at $cut s), past a1's lease: only a resume keeps a1 loading.
+        # An IPv4 TCP segment of more than 80 bytes carries data (60 of headers at most,
+        # and a TLS record is 22 bytes or more).
+        cat >"$dir/half.sh" <<HALF
+old=\$(ss -Htn state established '( sport = :7171 )' | grep -o '$NET.1:[0-9]*' | cut -d: -f2 | paste -sd, -)
+[[ -n \$old ]] || { echo 'half: no connection from the coordinator' >&2; exit 1; }
+nft -f - <<NFT1
+delete table inet cut
+table inet cut {
+    chain in {
+        type filter hook input priority 0; policy accept;
+        ip saddr $NET.1 tcp sport { \$old } ip length <= 80 accept
+        ip saddr $NET.1 drop
+    }
+}
+NFT1
+sleep $(python3 -c "print($cut - 0.7)")
+nft -f - <<NFT2
+delete table inet cut
+table inet cut {
+    chain in {
+        type filter hook input priority 0; policy accept;
+        ip saddr $NET.1 tcp sport { \$old } ip length > 80 drop
+    }
+}
+NFT2
+date +%s.%N >'$dir/release.at'
+sleep 1.1
+nft delete table inet cut
+HALF
+        drop="sleep 0.7 && bash '$dir/half.sh'"
+    fi
+    nice -n -20 ip netns exec ${P}-a1 bash -c "$wait_for; nft -f '$dir/cut.nft' && date +%s.%N >'$dir/cut.at' && $drop" &
     local cutter=$!
     for _ in $(seq 4000); do [[ -s $dir/cut.at ]] && break; sleep 0.01; done
     local t_cut; t_cut=$(cat "$dir/cut.at")
@@ -198,12 +241,13 @@ PY
 } >"$WORK/table.md"
 ROUNDS=${PARTITION_ROUNDS:-5}
 # PARTITION_LEVELS: the levels each round runs (default all), by name without the " #N".
-LEVELS=${PARTITION_LEVELS:-blip-setup-2.5s blip-ready-2.5s blip-2.5s blip-end-2.5s cut-10s}
+LEVELS=${PARTITION_LEVELS:-blip-setup-2.5s blip-ready-2.5s blip-2.5s blip-half-2.5s blip-end-2.5s cut-10s}
 wanted() { [[ " $LEVELS " == *" $1 "* ]]; }
 for round in $(seq "$ROUNDS"); do
     if wanted blip-setup-2.5s; then level "blip-setup-2.5s #$round" 12 2.5 "log:session opened"; fi
     if wanted blip-ready-2.5s; then level "blip-ready-2.5s #$round" 10 2.5 "log:prepared; Ready follows"; fi
     if wanted blip-2.5s; then level "blip-2.5s #$round" 12 2.5 "log:prepared; Ready follows+3"; fi
+    if wanted blip-half-2.5s; then level "blip-half-2.5s #$round" 12 2.5 "log:prepared; Ready follows+3" half; fi
     if wanted blip-end-2.5s; then level "blip-end-2.5s #$round" 8 2.5 "log:prepared; Ready follows+7.8"; fi
     if wanted cut-10s; then level "cut-10s #$round" 20 10 "log:prepared; Ready follows+3"; fi
 done
@@ -214,7 +258,7 @@ cat "$WORK/table.md"
     echo
     echo "Two agents and the echo target in network namespaces, 2,000 in flight (echo TTFT 500 ms, ITL 50 ms, 8 tokens);"
     echo "An nft drop of everything between the coordinator and agent a1, both directions: from a1's new session (setup),"
-    echo "from a1's \"prepared\" (its Ready and the Start), 3 s after it (the load), 7.8 s after it in an 8 s level (its end), and a 10 s cut 3 s into the load;"
+    echo "from a1's \"prepared\" (its Ready and the Start), 3 s after it (the load; blip-half: a1's side of the old connections back after 0.7 s, the coordinator's data on them dropped until 3.6 s), 7.8 s after it in an 8 s level (its end), and a 10 s cut 3 s into the load;"
     echo "$ROUNDS rounds of: $LEVELS. \"prepare ms\" is each agent's time from Prepare to Ready (its log)."
     echo "\"served by the target\" counts the target's completed requests (tokens / 8) during the level."
     echo
