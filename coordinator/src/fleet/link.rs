@@ -409,10 +409,11 @@ impl Link {
 
 #[cfg(test)]
 mod tests {
+    use super::super::fake::{Out, serve};
     use crate::plan::ConnectWait;
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
-    use surge_proto::agent_server::{Agent, AgentServer};
+    use surge_proto::agent_server::Agent;
     use surge_proto::{
         AgentMsg, CoordinatorMsg, HelloReply, PROTOCOL_VERSION, SampleBatch, agent_msg, coordinator_msg,
     };
@@ -424,8 +425,6 @@ mod tests {
         batches: Vec<(u64, u64)>,
         acks: Arc<Mutex<Vec<(u64, u64)>>>,
     }
-
-    type Out = std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<AgentMsg, Status>> + Send>>;
 
     #[tonic::async_trait]
     impl Agent for Sender {
@@ -529,15 +528,10 @@ mod tests {
     /// side past the agent's lease). Without the latch no resume comes (tried).
     #[tokio::test]
     async fn a_resume_goes_on_when_the_old_stream_speaks_again() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr").to_string();
         let (back, refused, resumed) = (Arc::default(), Arc::default(), Arc::default());
         let agent =
             HalfHealed { back: Arc::clone(&back), refused: Arc::clone(&refused), resumed: Arc::clone(&resumed) };
-        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-        tokio::spawn(
-            tonic::transport::Server::builder().add_service(AgentServer::new(agent)).serve_with_incoming(incoming),
-        );
+        let addr = serve(agent).await;
         let wait = ConnectWait { timeout: Duration::from_secs(5), min_agents: None };
         let mut fleet = super::super::Fleet::connect(&[addr], None, wait, &mut |_| {}).await.expect("connect");
         let back = back.lock().expect("back").expect("the session opened");
@@ -561,13 +555,9 @@ mod tests {
     /// with nothing sent back by the collection (here nobody answers the events).
     #[tokio::test]
     async fn a_link_acknowledges_every_batch_it_hands_on() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr").to_string();
         let sent = vec![(2, 0), (2, 1), (2, 2), (1, 9), (2, 3)];
         let acks = Arc::new(Mutex::new(Vec::new()));
-        let service = AgentServer::new(Sender { batches: sent.clone(), acks: acks.clone() });
-        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-        tokio::spawn(tonic::transport::Server::builder().add_service(service).serve_with_incoming(incoming));
+        let addr = serve(Sender { batches: sent.clone(), acks: acks.clone() }).await;
         let wait = ConnectWait { timeout: Duration::from_secs(5), min_agents: None };
         let mut fleet = super::super::Fleet::connect(&[addr], None, wait, &mut |_| {}).await.expect("connect");
         let mut batches = 0;

@@ -11,6 +11,8 @@
 pub mod check;
 pub mod clock;
 pub mod collect;
+#[cfg(test)]
+mod fake;
 pub mod heard;
 pub mod incoming;
 mod link;

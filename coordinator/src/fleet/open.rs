@@ -225,10 +225,11 @@ fn version_refusal(refusal: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::super::endpoint;
+    use super::super::fake::{Out, serve};
     use super::*;
     use std::sync::Arc;
     use std::sync::atomic::AtomicUsize;
-    use surge_proto::agent_server::{Agent, AgentServer};
+    use surge_proto::agent_server::Agent;
     use surge_proto::{AgentMsg, CoordinatorMsg, coordinator_msg};
     use tokio::sync::mpsc;
     use tonic::{Request, Response, Status, Streaming};
@@ -238,8 +239,6 @@ mod tests {
         delay: Duration,
         beats: Arc<AtomicUsize>,
     }
-
-    type Out = std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<AgentMsg, Status>> + Send>>;
 
     #[tonic::async_trait]
     impl Agent for Slow {
@@ -265,13 +264,8 @@ mod tests {
 
     /// A slow agent on loopback port 0, its address, and the heartbeats it has heard.
     async fn slow_agent(delay: Duration) -> (String, Arc<AtomicUsize>) {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr").to_string();
         let beats = Arc::new(AtomicUsize::new(0));
-        let service = AgentServer::new(Slow { delay, beats: beats.clone() });
-        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-        tokio::spawn(tonic::transport::Server::builder().add_service(service).serve_with_incoming(incoming));
-        (addr, beats)
+        (serve(Slow { delay, beats: beats.clone() }).await, beats)
     }
 
     /// An agent whose answer to the opening Hello comes after 1.2 s on the old stream,
@@ -319,11 +313,7 @@ mod tests {
     /// answers; without the latch the old stream's answer is taken (tried).
     #[tokio::test]
     async fn an_opening_resume_goes_on_when_the_old_stream_answers() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr").to_string();
-        let service = AgentServer::new(LateAnswer { answered: Arc::default() });
-        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-        tokio::spawn(tonic::transport::Server::builder().add_service(service).serve_with_incoming(incoming));
+        let addr = serve(LateAnswer { answered: Arc::default() }).await;
         let ep = endpoint(&addr, None, Duration::from_secs(5)).expect("endpoint");
         let channels = vec![Some(ep.connect().await.expect("connect"))];
         let opened = open_all(&channels, &[ep], &[addr], false).await.expect("no failure").expect("no drop");
