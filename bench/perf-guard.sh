@@ -58,7 +58,7 @@ v8=- v64=- v_event=- event_ratio="- (no vllm-bench)" request_ratio="- (no vllm-b
 want() { [[ " $FIGURES " == *" $1 "* ]]; }
 cpu8=- cpu64=- per_event=- per_request=- per_token=- split=- ingest_rows=- per_row=- ingest_rss=0
 marginal=- fixed_ms=-
-setup=- per_agent_s=- idle_rss=0 many=- few=- ratio=- n_rows=- many_more=- few_more=- ratio_more=-
+setup=- per_agent_s=- calls_agent_s=- per_call=- idle_rss=0 many=- few=- ratio=- n_rows=- many_more=- few_more=- ratio_more=-
 OUT=${OUT:-$(mktemp -d /tmp/surge-perf-guard.XXXXXX)}
 mkdir -p "$OUT"
 ulimit -n 65536 2>/dev/null || true
@@ -243,15 +243,17 @@ start_run() {
 # The coordinator's CPU (s), the seconds and the requests served over a steady window
 # of $1 s that starts 3 s after the first request.
 # CPU from perf's task-clock over the window, all threads (/proc's 10 ms ticks are too
-# coarse for 3 agents' 5 ms a second).
+# coarse for 3 agents' 5 ms a second), and the syscalls it made (4th field): idle, about
+# one per control message, each a heartbeat, a health report or a batch.
 window() {
     sleep 3
-    local ms t1 s1 t2 s2
+    local ms calls t1 s1 t2 s2
     t1=$(date +%s.%N); s1=$(served)
-    perf stat -e task-clock -x, -o "$OUT/window.txt" -p "$COORD" -- sleep "$1" 2>/dev/null
+    perf stat -e task-clock,raw_syscalls:sys_enter -x, -o "$OUT/window.txt" -p "$COORD" -- sleep "$1" 2>/dev/null
     t2=$(date +%s.%N); s2=$(served)
     ms=$(awk -F, '$3 ~ /^task-clock/ {print $1}' "$OUT/window.txt")
-    python3 -c "print(${ms:-0} / 1000, $t2 - $t1, $s2 - $s1 - 1)"
+    calls=$(awk -F, '$3 ~ /raw_syscalls:sys_enter/ {print $1}' "$OUT/window.txt")
+    python3 -c "print(${ms:-0} / 1000, $t2 - $t1, $s2 - $s1 - 1, ${calls:-0})"
 }
 finish_run() { wait "$RUN" || die "surge run failed: $(tail -3 "$OUT/run.out")"; }
 win=$((IDLE_S - 6))
@@ -263,12 +265,14 @@ idle_run() { # agent list, agents
 }
 idle_run "$fleet_list" "$AGENTS"
 setup=$(python3 -c "print(round($FIRST - $T0, 2))")
-read -r idle_cpu idle_secs _ < <(window "$win")
+read -r idle_cpu idle_secs _ idle_calls < <(window "$win")
 finish_run
 idle_rss=$(awk '{print $3}' "$OUT/time.txt")
 per_agent_s=$(python3 -c "print(round($idle_cpu / ($AGENTS * $idle_secs) * 1e6, 1))")
+calls_agent_s=$(python3 -c "print(round($idle_calls / ($AGENTS * $idle_secs), 1))")
+per_call=$(python3 -c "print(round($idle_cpu / max($idle_calls, 1) * 1e6, 1))")
 idle_many=$(python3 -c "print($idle_cpu / $idle_secs)")
-log "control plane: setup $setup s, idle $per_agent_s us per agent-second ($idle_cpu s over $idle_secs s)"
+log "control plane: setup $setup s, idle $per_agent_s us per agent-second ($idle_cpu s over $idle_secs s; $calls_agent_s syscalls per agent-second, $per_call us each)"
 idle_run "$few_list" 3
 read -r cpu3 secs3 _ < <(window "$win")
 finish_run
@@ -280,7 +284,7 @@ per_row_under_load() { # agent list, idle CPU per second
     start_run --base-url "$BASE" --model m --backend http --no-initial-test --agents "$1" --agents-plaintext \
         --request-rate "$RATE" --duration "$LOAD_S" --max-concurrency 1000
     local cpu secs rows
-    read -r cpu secs rows < <(window $((LOAD_S - 6)))
+    read -r cpu secs rows _ < <(window $((LOAD_S - 6)))
     finish_run
     python3 -c "r = max($rows, 1); print(round($cpu / r * 1e6, 2), int($rows), round(($cpu - $2 * $secs) / r * 1e6, 2))"
 }
@@ -307,6 +311,7 @@ cat <<EOF | tee "$OUT/table.md"
 | ingest: the same split against a run of $SMALL_ROWS rows: per row more / whatever the rows | $marginal us / $fixed_ms ms | |
 | control plane: setup of $AGENTS agents (launch to the load's first request) | **$setup s** | <= 5 s |
 | control plane: coordinator CPU per agent-second, $AGENTS agents at 2 req/s, steady window | **$per_agent_s us** (peak RSS $((idle_rss / 1024)) MiB) | <= 20 us |
+| control plane: the same idle window's coordinator syscalls per agent-second / CPU per syscall | $calls_agent_s / $per_call us | |
 | control plane: coordinator CPU per row at $RATE req/s, $AGENTS agents / 3 agents, steady window ($n_rows rows) | $many / $few us: **${ratio}x** | <= 1.5x |
 | control plane: the same less each fleet's idle CPU per second (what the rows add) | $many_more / $few_more us: ${ratio_more}x | |
 
