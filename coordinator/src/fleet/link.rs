@@ -409,7 +409,7 @@ impl Link {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fake::{Out, serve};
+    use super::super::fake::{Out, hello, serve};
     use crate::plan::ConnectWait;
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
@@ -478,10 +478,7 @@ mod tests {
 
         async fn session(&self, req: Request<Streaming<CoordinatorMsg>>) -> Result<Response<Out>, Status> {
             let mut inbound = req.into_inner();
-            let resume = match inbound.message().await {
-                Ok(Some(CoordinatorMsg { msg: Some(coordinator_msg::Msg::Hello(h)) })) => h.resume_session_id,
-                other => return Err(Status::invalid_argument(format!("no Hello: {other:?}"))),
-            };
+            let resume = hello(&mut inbound).await?.resume_session_id;
             let (tx, rx) = mpsc::unbounded_channel();
             let mut reply = HelloReply { protocol_version: PROTOCOL_VERSION, session_id: 7, ..Default::default() };
             if resume == 0 {

@@ -225,7 +225,7 @@ fn version_refusal(refusal: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::super::endpoint;
-    use super::super::fake::{Out, serve};
+    use super::super::fake::{self, Out, serve};
     use super::*;
     use std::sync::Arc;
     use std::sync::atomic::AtomicUsize;
@@ -281,10 +281,7 @@ mod tests {
 
         async fn session(&self, req: Request<Streaming<CoordinatorMsg>>) -> Result<Response<Out>, Status> {
             let mut inbound = req.into_inner();
-            let hello = match inbound.message().await {
-                Ok(Some(CoordinatorMsg { msg: Some(coordinator_msg::Msg::Hello(h)) })) => h,
-                other => return Err(Status::invalid_argument(format!("no Hello: {other:?}"))),
-            };
+            let hello = fake::hello(&mut inbound).await?;
             let (tx, rx) = mpsc::unbounded_channel();
             let reply =
                 HelloReply { protocol_version: PROTOCOL_VERSION, session_id: hello.session_id, ..Default::default() };
