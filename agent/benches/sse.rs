@@ -5,15 +5,20 @@ use std::hint::black_box;
 use surge_agent::engine::api::openai::{Event, classify};
 use surge_agent::engine::api::sse::SseParser;
 
-fn stream(events: usize) -> Vec<u8> {
+/// `events` completion chunks (`chat`: chat chunks, as vLLM and `surge echo` send them).
+fn stream(events: usize, chat: bool) -> Vec<u8> {
     let mut s = Vec::new();
     for i in 0..events {
-        s.extend_from_slice(
+        let chunk = if chat {
+            format!(
+                "data: {{\"id\":\"chatcmpl-48000\",\"object\":\"chat.completion.chunk\",\"created\":1796687377,\"model\":\"m\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\" tok{i}\"}},\"logprobs\":null,\"finish_reason\":null}}]}}\n\n"
+            )
+        } else {
             format!(
                 "data: {{\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"created\":1,\"model\":\"m\",\"choices\":[{{\"index\":0,\"text\":\" tok{i}\",\"logprobs\":null,\"finish_reason\":null}}]}}\n\n"
             )
-            .as_bytes(),
-        );
+        };
+        s.extend_from_slice(chunk.as_bytes());
     }
     s.extend_from_slice(b"data: [DONE]\n\n");
     s
@@ -21,7 +26,8 @@ fn stream(events: usize) -> Vec<u8> {
 
 fn bench(c: &mut Criterion) {
     let n = 10_000;
-    let s = stream(n);
+    let s = stream(n, false);
+    let chat = stream(n, true);
     let mut g = c.benchmark_group("sse");
     g.throughput(Throughput::Elements(n as u64 + 1));
     // Framing only, in chunks of the sizes socket reads typically return.
@@ -43,6 +49,16 @@ fn bench(c: &mut Criterion) {
             let mut p = SseParser::default();
             let mut tokens = 0usize;
             for c in s.chunks(1460) {
+                p.feed(c, |d| tokens += usize::from(matches!(classify(d), Event::Token(_)))).unwrap();
+            }
+            black_box(tokens)
+        })
+    });
+    g.bench_function("framing+classify/chat/chunk1460", |b| {
+        b.iter(|| {
+            let mut p = SseParser::default();
+            let mut tokens = 0usize;
+            for c in chat.chunks(1460) {
                 p.feed(c, |d| tokens += usize::from(matches!(classify(d), Event::Token(_)))).unwrap();
             }
             black_box(tokens)

@@ -12,7 +12,8 @@ use std::time::Duration;
 use surge_proto::CoordinatorMsg;
 
 /// A target's response stream, in chunks whose sizes the first bytes choose: SSE framing,
-/// then every event's payload classified as a token, usage, error or malformed chunk.
+/// then every event's payload classified as a token, usage, error or malformed chunk, and
+/// its response id read with it as the id read alone.
 pub fn sse_stream(data: &[u8]) {
     let (sizes, body) = data.split_at(data.len().min(4));
     let mut parser = SseParser::new(1 << 16);
@@ -23,8 +24,14 @@ pub fn sse_stream(data: &[u8]) {
         let n = usize::from(sizes.get(k % sizes.len().max(1)).copied().unwrap_or(255)).max(1).min(rest.len());
         let (chunk, tail) = rest.split_at(n);
         let fed = parser.feed(chunk, |payload| {
-            let _ = openai::classify(payload);
+            let event = openai::classify(payload);
             let _ = openai::classify_text(payload, &mut text);
+            // The id read with the chunk is the id a reading of the id alone gives (D100).
+            let mut id = String::new();
+            let _ = openai::classify_with_id(payload, None, None, Some(&mut id));
+            if !matches!(event, openai::Event::Malformed | openai::Event::Done) {
+                assert_eq!(id, openai::response_id(payload).unwrap_or_default(), "the chunk's id, read once");
+            }
         });
         if fed.is_err() {
             return;

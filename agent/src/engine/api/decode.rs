@@ -11,7 +11,7 @@ use crate::data::tokenizer::Tok;
 use crate::engine::api::Mode;
 use crate::engine::api::anomalies;
 use crate::engine::api::micros::{gap_us, us};
-use crate::engine::api::openai::{Counts, Event, Seen, classify_seen, response_id};
+use crate::engine::api::openai::{Counts, Event, Seen, classify_with_id, response_id};
 use crate::engine::api::parts::Parts;
 use crate::engine::api::pooling::{self, Answered};
 use crate::engine::api::responses;
@@ -208,14 +208,19 @@ impl Decoder {
         let Self { mode, text, parser, tally, response_id, s, seen, .. } = self;
         let res = parser.feed(data, |ev| {
             tally.events += 1;
+            // The server's id of the response, from its first chunk (read with the chunk
+            // itself, except in the Responses API, where it is nested).
+            let want_id = response_id.is_empty();
             let event = match (&mut *text, *mode) {
-                (t, Mode::Responses) => responses::classify(ev, t.as_mut()),
-                (t, _) => classify_seen(ev, t.as_mut(), seen),
+                (t, Mode::Responses) => {
+                    let event = responses::classify(ev, t.as_mut());
+                    if want_id && !matches!(event, Event::Done | Event::Malformed) {
+                        *response_id = self::response_id(ev).unwrap_or_default();
+                    }
+                    event
+                }
+                (t, _) => classify_with_id(ev, t.as_mut(), Some(seen), want_id.then_some(&mut *response_id)),
             };
-            // The server's id of the response, from its first chunk.
-            if response_id.is_empty() && !matches!(event, Event::Done | Event::Malformed) {
-                *response_id = self::response_id(ev).unwrap_or_default();
-            }
             s.event(event, now);
         });
         if res.is_err() || self.text.as_ref().is_some_and(|t| t.len() > TEXT_MAX) || self.s.itl_us.len() > TEXT_MAX {

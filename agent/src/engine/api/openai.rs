@@ -3,7 +3,6 @@
 //! does it carry `usage`, is it `[DONE]`, is it malformed).
 
 use serde::{Deserialize, Serialize};
-use smallvec::SmallVec;
 use std::borrow::Cow;
 
 /// What one SSE `data` payload of a completion stream means to the timer.
@@ -67,15 +66,137 @@ pub(super) fn borrowed<'de: 'a, 'a, D: serde::Deserializer<'de>>(d: D) -> Result
     Ok(Option::<Text<'a>>::deserialize(d)?.map(|t| t.0))
 }
 
-#[derive(Deserialize)]
-struct Chunk<'a> {
-    /// One choice in place (a stream has one): a chunk's decoding allocates nothing.
-    #[serde(default, borrow)]
-    choices: SmallVec<[Choice<'a>; 1]>,
-    #[serde(default)]
+/// A chunk read in one pass (D100): each choice folded into the verdict as it is read,
+/// no list of choices built and moved, the response's `id` taken on the way when asked.
+/// What it gives is what a whole-chunk struct did: the same keys, a repeated key still
+/// malformed, unknown keys skipped.
+struct ChunkSeed<'s> {
+    out: Option<&'s mut String>,
+    seen: Option<&'s mut Seen>,
+}
+
+/// What a chunk came to: its choices' verdict (the most any choice carries, of the last
+/// such choice's part), its usage, whether it was an error, and its `id` as JSON.
+struct Read<'a> {
+    carries: Carries,
+    part: Part,
     usage: Option<Counts>,
-    #[serde(default)]
-    error: Option<serde::de::IgnoredAny>,
+    error: bool,
+    id: Option<&'a serde_json::value::RawValue>,
+    id_twice: bool,
+}
+
+#[derive(Deserialize, PartialEq, Eq)]
+#[serde(field_identifier, rename_all = "snake_case")]
+enum ChunkKey {
+    Choices,
+    Usage,
+    Error,
+    Id,
+    #[serde(other)]
+    Other,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for ChunkSeed<'_> {
+    type Value = Read<'de>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Read<'de>, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for ChunkSeed<'_> {
+    type Value = Read<'de>;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a completion chunk")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(mut self, mut map: A) -> Result<Read<'de>, A::Error> {
+        use serde::de::Error;
+        let mut read = Read {
+            carries: Carries::Nothing,
+            part: Part::Answer,
+            usage: None,
+            error: false,
+            id: None,
+            id_twice: false,
+        };
+        // The keys read so far; a repeated `id` is no id (a reading of the id alone
+        // refuses it), any other repeated key is malformed.
+        let mut had = [false; 4];
+        while let Some(key) = map.next_key::<ChunkKey>()? {
+            if let Some(i) =
+                [ChunkKey::Choices, ChunkKey::Usage, ChunkKey::Error, ChunkKey::Id].iter().position(|k| *k == key)
+            {
+                if had[i] && key != ChunkKey::Id {
+                    return Err(A::Error::custom("a repeated key"));
+                }
+                read.id_twice |= had[i];
+                had[i] = true;
+            }
+            match key {
+                ChunkKey::Choices => map.next_value_seed(Choices {
+                    read: &mut read,
+                    out: self.out.as_deref_mut(),
+                    seen: self.seen.as_deref_mut(),
+                })?,
+                ChunkKey::Usage => read.usage = map.next_value()?,
+                ChunkKey::Error => read.error = map.next_value::<Option<serde::de::IgnoredAny>>()?.is_some(),
+                ChunkKey::Id => read.id = map.next_value()?,
+                ChunkKey::Other => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(read)
+    }
+}
+
+/// A chunk's `choices`, each folded into its [`Read`] as it is read.
+struct Choices<'r, 'a, 's> {
+    read: &'r mut Read<'a>,
+    out: Option<&'s mut String>,
+    seen: Option<&'s mut Seen>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Choices<'_, 'de, '_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Choices<'_, 'de, '_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a list of choices")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(OneChoice(&mut self))?.is_some() {}
+        Ok(())
+    }
+}
+
+/// One choice, folded where it was read rather than handed back.
+struct OneChoice<'c, 'r, 'a, 's>(&'c mut Choices<'r, 'a, 's>);
+
+impl<'de> serde::de::DeserializeSeed<'de> for OneChoice<'_, '_, 'de, '_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        let c = Choice::deserialize(d)?;
+        let fold = self.0;
+        let (carries, part) = c.carries();
+        if carries >= fold.read.carries {
+            (fold.read.carries, fold.read.part) = (carries, part);
+        }
+        if let Some(out) = fold.out.as_deref_mut() {
+            c.push_text(out);
+        }
+        if let Some(seen) = fold.seen.as_deref_mut() {
+            seen.saw(&c);
+        }
+        Ok(())
+    }
 }
 
 #[derive(Deserialize)]
@@ -332,41 +453,63 @@ pub fn classify_text(data: &[u8], text: &mut String) -> Event {
     classify_into(data, Some(text), None)
 }
 
-/// Classifies one event payload, appending its text to `text` when given, and noting in
-/// `seen` a `tool_calls` finish and the calls' deltas.
-pub fn classify_seen(data: &[u8], text: Option<&mut String>, seen: &mut Seen) -> Event {
-    classify_into(data, text, Some(seen))
+fn classify_into(data: &[u8], out: Option<&mut String>, seen: Option<&mut Seen>) -> Event {
+    classify_with_id(data, out, seen, None)
 }
 
-fn classify_into(data: &[u8], out: Option<&mut String>, seen: Option<&mut Seen>) -> Event {
+/// Classifies one event payload, appending its text to `text` when given, noting in
+/// `seen` a `tool_calls` finish and the calls' deltas, and when `id` is given, writing the
+/// chunk's response `id` (at most 64 characters) into it in the same pass, unless the
+/// chunk is malformed.
+pub fn classify_with_id(
+    data: &[u8],
+    text: Option<&mut String>,
+    seen: Option<&mut Seen>,
+    id: Option<&mut String>,
+) -> Event {
+    use serde::de::DeserializeSeed;
     let trimmed = data.trim_ascii();
     if trimmed == b"[DONE]" {
         return Event::Done;
     }
-    let Ok(chunk) = serde_json::from_slice::<Chunk<'_>>(trimmed) else {
+    let (mut text, mut seen) = (text, seen);
+    let before = (text.as_ref().map(|t| t.len()), seen.as_ref().map(|s| (s.tool_finish, s.finished)));
+    let mut de = serde_json::Deserializer::from_slice(trimmed);
+    let seed = ChunkSeed { out: text.as_deref_mut(), seen: seen.as_deref_mut() };
+    let Ok(read) = seed.deserialize(&mut de).and_then(|r| de.end().map(|()| r)) else {
+        // A malformed chunk leaves no text and no finish, as when chunks were read whole
+        // first. The calls it began are kept, but a malformed chunk fails its row, and a
+        // failed row's calls are never answered.
+        if let (Some(t), Some(n)) = (text, before.0) {
+            t.truncate(n);
+        }
+        if let (Some(s), Some(flags)) = (seen, before.1) {
+            (s.tool_finish, s.finished) = flags;
+        }
         return Event::Malformed;
     };
-    if chunk.error.is_some() {
+    if let Some(id) = id {
+        *id = read.id.filter(|_| !read.id_twice).and_then(short_id).unwrap_or_default();
+    }
+    if read.error {
         return Event::ServerError;
     }
-    let (carries, part) =
-        chunk.choices.iter().map(Choice::carries).max_by_key(|(c, _)| *c).unwrap_or((Carries::Nothing, Part::Answer));
-    if let Some(out) = out {
-        for c in &chunk.choices {
-            c.push_text(out);
-        }
-    }
-    if let Some(seen) = seen {
-        chunk.choices.iter().for_each(|c| seen.saw(c));
-    }
-    match (carries, chunk.usage) {
-        (Carries::Token, None) => Event::Token(part),
+    match (read.carries, read.usage) {
+        (Carries::Token, None) => Event::Token(read.part),
         (Carries::Finish, None) => Event::Finish,
         (Carries::Nothing, None) => Event::Empty,
         (Carries::Nothing, Some(u)) => Event::Usage(u),
-        (Carries::Token, Some(u)) => Event::TokenAndUsage(part, u),
+        (Carries::Token, Some(u)) => Event::TokenAndUsage(read.part, u),
         (Carries::Finish, Some(u)) => Event::FinishAndUsage(u),
     }
+}
+
+/// An `id` that is a string, cut to 64 characters; anything else is no id.
+fn short_id(raw: &serde_json::value::RawValue) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
+    let id = serde_json::from_str::<Text<'_>>(raw.get()).ok()?.0;
+    Some(id.chars().take(64).collect())
 }
 
 #[derive(Serialize)]
@@ -634,5 +777,57 @@ mod tests {
         assert_eq!(classify_text(call, &mut text), Event::Token(Part::ToolStart));
         assert_eq!(classify_text(b"[DONE]", &mut text), Event::Done);
         assert_eq!(text, " hi there so f(x)");
+    }
+
+    /// The response id comes with the chunk's own reading (D100), as a separate reading
+    /// of the chunk gave it: a string cut to 64 characters, anything else no id, and a
+    /// malformed chunk leaves it as it was. Whatever else the chunk holds, the event is
+    /// what `classify` says.
+    #[test]
+    fn the_id_is_read_with_the_chunk_and_a_repeated_key_is_malformed() {
+        let with = |data: &[u8]| {
+            let mut id = String::from("before");
+            let event = classify_with_id(data, None, None, Some(&mut id));
+            assert_eq!(event, classify(data), "{}", String::from_utf8_lossy(data));
+            (event, id)
+        };
+        let chunk = br#"{"id":"chatcmpl-7","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"x"},"logprobs":null,"finish_reason":null}]}"#;
+        assert_eq!(with(chunk), (Event::Token(Part::Answer), "chatcmpl-7".into()));
+        let after = br#"{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2},"id":"cmpl-\u0041"}"#;
+        assert!(matches!(with(after), (Event::Usage(_), id) if id == "cmpl-A"));
+        let long = format!(r#"{{"id":"{}","choices":[]}}"#, "é".repeat(70));
+        assert_eq!(with(long.as_bytes()).1, "é".repeat(64));
+        assert_eq!(with(br#"{"id":7,"choices":[]}"#), (Event::Empty, String::new()));
+        assert_eq!(with(br#"{"id":null,"choices":[]}"#), (Event::Empty, String::new()));
+        assert_eq!(with(br#"{"id":"a","choices":[],"id":"b"}"#), (Event::Empty, String::new()));
+        assert_eq!(with(br#"{"choices":[]}"#), (Event::Empty, String::new()));
+        assert_eq!(with(br#"{"id":"e","error":{"message":"boom"}}"#), (Event::ServerError, "e".into()));
+        assert_eq!(with(br#"{"id":"m","choices":"#), (Event::Malformed, "before".into()));
+        assert_eq!(with(b"[DONE]"), (Event::Done, "before".into()));
+        // A key given twice is malformed, as a struct read whole made it.
+        for twice in [
+            &br#"{"choices":[{"text":"a"}],"choices":[]}"#[..],
+            br#"{"usage":null,"usage":null}"#,
+            br#"{"error":null,"error":{}}"#,
+        ] {
+            assert_eq!(classify(twice), Event::Malformed, "{}", String::from_utf8_lossy(twice));
+        }
+        // The most a choice carries wins, of the last such choice's part; every choice's
+        // text is kept, in order.
+        let mut text = String::new();
+        let two = br#"{"choices":[{"delta":{"content":"a"}},{"delta":{"reasoning":"b"}},{"delta":{}}]}"#;
+        assert_eq!(classify_text(two, &mut text), Event::Token(Part::Reasoning));
+        assert_eq!(text, "ab");
+        assert_eq!(
+            classify(br#"{"choices":[{"delta":{"content":"a"}},{"delta":{"role":"r"}}]}"#),
+            Event::Token(Part::Answer)
+        );
+        assert_eq!(classify(br#"{"choices":null}"#), Event::Malformed);
+        // What a chunk said before it turned out malformed is not kept.
+        let mut seen = Seen::default();
+        let cut = br#"{"choices":[{"text":"lost","finish_reason":"tool_calls"}],"usage":5}"#;
+        assert_eq!(classify_with_id(cut, Some(&mut text), Some(&mut seen), None), Event::Malformed);
+        assert_eq!((text.as_str(), seen.tool_finish, seen.finished), ("ab", false, false));
+        assert_eq!(classify(br#"{"choices":[]} x"#), Event::Malformed);
     }
 }
