@@ -208,8 +208,9 @@ impl Decoder {
         let Self { mode, text, parser, tally, response_id, s, seen, .. } = self;
         let res = parser.feed(data, |ev| {
             tally.events += 1;
-            // The server's id of the response, from its first chunk (read with the chunk
-            // itself, except in the Responses API, where it is nested).
+            // The server's id of the response, from its first chunk: read with the chunk
+            // itself, except in the Responses API, whose events are read apart and their
+            // top-level id by a reading of its own, as before.
             let want_id = response_id.is_empty();
             let event = match (&mut *text, *mode) {
                 (t, Mode::Responses) => {

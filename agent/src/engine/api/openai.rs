@@ -73,6 +73,8 @@ pub(super) fn borrowed<'de: 'a, 'a, D: serde::Deserializer<'de>>(d: D) -> Result
 struct ChunkSeed<'s> {
     out: Option<&'s mut String>,
     seen: Option<&'s mut Seen>,
+    /// The `id` is read (as raw JSON) only when asked for; otherwise it is skipped unread.
+    want_id: bool,
 }
 
 /// What a chunk came to: its choices' verdict (the most any choice carries, of the last
@@ -141,8 +143,8 @@ impl<'de> serde::de::Visitor<'de> for ChunkSeed<'_> {
                 })?,
                 ChunkKey::Usage => read.usage = map.next_value()?,
                 ChunkKey::Error => read.error = map.next_value::<Option<serde::de::IgnoredAny>>()?.is_some(),
-                ChunkKey::Id => read.id = map.next_value()?,
-                ChunkKey::Other => {
+                ChunkKey::Id if self.want_id => read.id = map.next_value()?,
+                ChunkKey::Id | ChunkKey::Other => {
                     map.next_value::<serde::de::IgnoredAny>()?;
                 }
             }
@@ -475,17 +477,20 @@ pub fn classify_with_id(
     let (mut text, mut seen) = (text, seen);
     let before = (text.as_ref().map(|t| t.len()), seen.as_ref().map(|s| (s.tool_finish, s.finished)));
     let mut de = serde_json::Deserializer::from_slice(trimmed);
-    let seed = ChunkSeed { out: text.as_deref_mut(), seen: seen.as_deref_mut() };
-    let Ok(read) = seed.deserialize(&mut de).and_then(|r| de.end().map(|()| r)) else {
-        // A malformed chunk leaves no text and no finish, as when chunks were read whole
-        // first. The calls it began are kept, but a malformed chunk fails its row, and a
-        // failed row's calls are never answered.
+    let seed = ChunkSeed { out: text.as_deref_mut(), seen: seen.as_deref_mut(), want_id: id.is_some() };
+    let parsed = seed.deserialize(&mut de).and_then(|r| de.end().map(|()| r));
+    // A malformed chunk, or a server's error, leaves no text and no finish, as when chunks
+    // were read whole first. The calls it began are kept, but either fails its row, and a
+    // failed row's calls are never answered.
+    if !parsed.as_ref().is_ok_and(|r| !r.error) {
         if let (Some(t), Some(n)) = (text, before.0) {
             t.truncate(n);
         }
         if let (Some(s), Some(flags)) = (seen, before.1) {
             (s.tool_finish, s.finished) = flags;
         }
+    }
+    let Ok(read) = parsed else {
         return Event::Malformed;
     };
     if let Some(id) = id {
@@ -830,6 +835,21 @@ mod tests {
         let cut = br#"{"choices":[{"text":"lost","finish_reason":"tool_calls"}],"usage":5}"#;
         assert_eq!(classify_with_id(cut, Some(&mut text), Some(&mut seen), None), Event::Malformed);
         assert_eq!((text.as_str(), seen.tool_finish, seen.finished), ("ab", false, false));
+        // Nor what a server's error said besides, whichever key came first.
+        for error in [
+            &br#"{"error":{"message":"x"},"choices":[{"text":"lost","finish_reason":"tool_calls"}]}"#[..],
+            br#"{"choices":[{"text":"lost","finish_reason":"stop"}],"error":{"message":"x"}}"#,
+        ] {
+            assert_eq!(classify_with_id(error, Some(&mut text), Some(&mut seen), None), Event::ServerError);
+            assert_eq!((text.as_str(), seen.tool_finish, seen.finished), ("ab", false, false));
+        }
+        // An id that is not UTF-8 is read only when asked for, and is then malformed (JSON
+        // text is UTF-8; the id was skipped unread before, and its own reading failed).
+        let bad = b"{\"id\":\"\xff\",\"choices\":[]}";
+        assert_eq!(classify(bad), Event::Empty);
+        let mut id = String::from("before");
+        assert_eq!(classify_with_id(bad, None, None, Some(&mut id)), Event::Malformed);
+        assert_eq!(id, "before");
         assert_eq!(classify(br#"{"choices":[]} x"#), Event::Malformed);
     }
 }
