@@ -397,7 +397,14 @@ struct Id<'a> {
 /// The response `id` a chunk carries (at most 64 characters), e.g. vLLM's `cmpl-...`.
 pub fn response_id(data: &[u8]) -> Option<String> {
     let id = serde_json::from_slice::<Id<'_>>(data.trim_ascii()).ok()?.id?;
-    Some(id.chars().take(64).collect())
+    Some(cut_id(&id))
+}
+
+/// An id's first 64 characters, copied once to their length (so the row's bytes are made
+/// from it without another allocation).
+fn cut_id(id: &str) -> String {
+    let end = id.char_indices().nth(64).map_or(id.len(), |(i, _)| i);
+    id[..end].to_owned()
 }
 
 /// What a stream said besides its tokens: whether it finished with `tool_calls`, and
@@ -509,14 +516,10 @@ pub fn classify_with_id(
     }
 }
 
-/// An `id` that is a string, cut to 64 characters; anything else is no id. Copied once, to
-/// its exact length, so the row's bytes are made from it without another allocation.
+/// An `id` that is a string, cut as [`cut_id`] cuts it; anything else is no id.
 fn short_id(raw: &serde_json::value::RawValue) -> Option<String> {
-    #[derive(Deserialize)]
-    struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
-    let id = serde_json::from_str::<Text<'_>>(raw.get()).ok()?.0;
-    let end = id.char_indices().nth(64).map_or(id.len(), |(i, _)| i);
-    Some(id[..end].to_owned())
+    let id = borrowed(&mut serde_json::Deserializer::from_str(raw.get())).ok()??;
+    Some(cut_id(&id))
 }
 
 #[derive(Serialize)]
